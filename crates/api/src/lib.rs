@@ -1,0 +1,1 @@
+//! The `etcd-operator.cozystack.io/v1alpha2` API.

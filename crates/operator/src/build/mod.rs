@@ -1,0 +1,1 @@
+//! Pure builders of the Kubernetes objects the operator owns.

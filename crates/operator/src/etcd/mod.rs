@@ -1,0 +1,1 @@
+//! The etcd client wrapper: membership, status, alarms, leadership, with timeouts.

@@ -1,0 +1,1 @@
+//! The planner: one observed state in, exactly one next step out. No I/O, no clock.

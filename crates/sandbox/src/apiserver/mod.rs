@@ -1,0 +1,1 @@
+//! The Kubernetes REST API server.

@@ -1,0 +1,14 @@
+//! A Kubernetes control plane in one process, for tests and demos.
+//!
+//! Generic: nothing here knows about etcd except through configuration.
+//! - [`apiserver`]: the Kubernetes REST API (storage, watch, discovery, CRDs, RBAC, GC).
+//! - [`schema`]: structural schemas of CRDs: validation, defaulting, pruning, CEL rules, OpenAPI.
+//! - [`patch`]: JSON merge, JSON patch, strategic merge and server-side apply.
+//! - [`runtime`]: Pods as real processes in their own namespaces, with volumes.
+//! - [`network`]: the cluster network: namespaces, bridge, addresses, DNS, Service proxy.
+
+pub mod apiserver;
+pub mod network;
+pub mod patch;
+pub mod runtime;
+pub mod schema;

@@ -1,0 +1,1 @@
+//! Patches: JSON merge, JSON patch, strategic merge, and server-side apply.
