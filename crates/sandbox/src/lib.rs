@@ -6,9 +6,13 @@
 //! - [`patch`]: JSON merge, JSON patch, strategic merge and server-side apply.
 //! - [`runtime`]: Pods as real processes in their own namespaces, with volumes.
 //! - [`network`]: the cluster network: namespaces, bridge, addresses, DNS, Service proxy.
+//! - [`kubelet`]: the node agent; [`scheduler`]; [`controllers`]: Jobs, Deployments, node lifecycle.
 
 pub mod apiserver;
+pub mod controllers;
+pub mod kubelet;
 pub mod network;
 pub mod patch;
 pub mod runtime;
+pub mod scheduler;
 pub mod schema;

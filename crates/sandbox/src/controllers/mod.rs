@@ -1,0 +1,1 @@
+//! Controllers that give Jobs, Deployments and nodes their life.
