@@ -1,0 +1,95 @@
+//! `EtcdSnapshot`: a one-shot snapshot of a cluster to S3 or a PVC.
+
+use k8s_openapi::api::core::v1::LocalObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::shared::SnapshotLocation;
+
+/// A request for one snapshot of an EtcdCluster. Immutable in intent: to write elsewhere,
+/// create another EtcdSnapshot.
+// clippy reads the repeated `printcolumn(type_ = ...)` of the derive as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "etcd-operator.cozystack.io",
+    version = "v1alpha2",
+    kind = "EtcdSnapshot",
+    plural = "etcdsnapshots",
+    singular = "etcdsnapshot",
+    namespaced,
+    status = "EtcdSnapshotStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "EtcdSnapshot is a one-shot snapshot of an EtcdCluster, written to S3 or a PVC.",
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".spec.clusterRef.name"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdSnapshotSpec {
+    /// The EtcdCluster, in the same namespace, to snapshot.
+    #[schemars(schema_with = "crate::schema::local_object_reference")]
+    pub cluster_ref: LocalObjectReference,
+
+    /// Where the snapshot is written: S3 or a PVC.
+    pub destination: SnapshotLocation,
+}
+
+/// What the operator last observed of a snapshot.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct EtcdSnapshotStatus {
+    /// Where the snapshot is in its lifecycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::plain_string")]
+    pub phase: Option<SnapshotPhase>,
+
+    /// The stored snapshot, once complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<SnapshotArtifact>,
+
+    /// The latest observations: a single Ready condition, True only when complete, with the
+    /// reason telling the state otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::conditions")]
+    pub conditions: Option<Vec<Condition>>,
+}
+
+/// The lifecycle of a snapshot.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum SnapshotPhase {
+    /// Accepted, not started.
+    Pending,
+    /// The snapshot is being taken.
+    Started,
+    /// The snapshot is stored; see `artifact`.
+    Complete,
+    /// The snapshot failed.
+    Failed,
+}
+
+/// Where a finished snapshot is stored.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotArtifact {
+    /// Full location, for example "s3://bucket/key.db" or "file:///snapshot/data/name.db".
+    pub uri: String,
+
+    /// Size of the snapshot in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+
+    /// Checksum as "<algorithm>:<hex>", for example "sha256:abc123...".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+}
