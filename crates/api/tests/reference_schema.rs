@@ -1,0 +1,258 @@
+//! Our generated CRDs against the reference operator's CRDs, read at test time from
+//! `../shared/reference/cozystack-v1alpha2/` beside the repository.
+//!
+//! Everything but descriptions must be equal: every property path with every keyword (type,
+//! format, default, enum, pattern, bounds, required lists, `x-kubernetes-*` markers, CEL rules
+//! with their messages), the printer columns, names, scope and subresources. The only paths
+//! allowed to exist in ours alone are the extensions of this implementation, listed below.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+/// The property paths this implementation adds to the reference API (see docs/api.md).
+const EXTENSIONS: &[(&str, &str)] = &[
+    ("etcdclusters", ".spec.paused"),
+    ("etcdclusters", ".status.members"),
+    ("etcdclusters", ".status.leader"),
+    ("etcdmembers", ".status.phase"),
+    ("etcdmembers", ".status.recreateCount"),
+    ("etcdmembers", ".status.lastPhaseTransitionTime"),
+];
+
+fn reference_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/cozystack-v1alpha2")
+}
+
+fn reference_crd(plural: &str) -> Value {
+    let path = reference_dir().join(format!("{plural}.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "cannot read the reference CRD {}: {error}. The reference CRDs of the Go operator are \
+             expected in ../shared/reference/cozystack-v1alpha2/ beside the repository.",
+            path.display()
+        )
+    });
+    serde_yaml::from_str(&text)
+        .unwrap_or_else(|error| panic!("{} is not valid YAML: {error}", path.display()))
+}
+
+fn our_crd(plural: &str) -> Value {
+    let crd = etcd_operator_api::crds()
+        .into_iter()
+        .find(|crd| crd.spec.names.plural == plural)
+        .unwrap_or_else(|| panic!("crds() has no CRD with plural {plural}"));
+    serde_json::to_value(crd).expect("CRD serializes")
+}
+
+/// Compares a reference schema node with ours, recording every difference in `diffs` and
+/// every path present only in ours in `extra`.
+fn compare_schema(
+    reference: &Value,
+    ours: &Value,
+    path: &str,
+    diffs: &mut Vec<String>,
+    extra: &mut BTreeSet<String>,
+) {
+    let (Some(reference), Some(ours)) = (reference.as_object(), ours.as_object()) else {
+        if without_descriptions(reference) != without_descriptions(ours) {
+            diffs.push(format!("{path}: reference {reference}, ours {ours}"));
+        }
+        return;
+    };
+    let keys: BTreeSet<&String> = reference.keys().chain(ours.keys()).collect();
+    for key in keys {
+        if key == "description" {
+            continue;
+        }
+        match (reference.get(key), ours.get(key)) {
+            (Some(r), None) => diffs.push(format!("{path}: missing `{key}` (reference: {r})")),
+            (None, Some(o)) => diffs.push(format!("{path}: extra `{key}` ({o})")),
+            (Some(r), Some(o)) if key == "properties" => {
+                compare_properties(r, o, path, diffs, extra)
+            }
+            (Some(r), Some(o)) if key == "items" || key == "additionalProperties" => {
+                compare_schema(r, o, &format!("{path}[{key}]"), diffs, extra)
+            }
+            (Some(r), Some(o)) => {
+                let (r, o) = (without_descriptions(r), without_descriptions(o));
+                if r != o {
+                    diffs.push(format!("{path}: `{key}` differs: reference {r}, ours {o}"));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+fn compare_properties(
+    reference: &Value,
+    ours: &Value,
+    path: &str,
+    diffs: &mut Vec<String>,
+    extra: &mut BTreeSet<String>,
+) {
+    let empty = Map::new();
+    let reference = reference.as_object().unwrap_or(&empty);
+    let ours = ours.as_object().unwrap_or(&empty);
+    for (name, r) in reference {
+        let child = format!("{path}.{name}");
+        match ours.get(name) {
+            Some(o) => compare_schema(r, o, &child, diffs, extra),
+            None => diffs.push(format!("{child}: missing in ours")),
+        }
+    }
+    for name in ours.keys().filter(|name| !reference.contains_key(*name)) {
+        extra.insert(format!("{path}.{name}"));
+    }
+}
+
+/// A value with every `description` removed and every number as a float (`JSONSchemaProps`
+/// holds bounds as floats, so ours say `0.0` where the reference says `0`), for comparing.
+fn without_descriptions(value: &Value) -> Value {
+    match value {
+        Value::Number(number) => number
+            .as_f64()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::Number(number.clone()), Value::Number),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, _)| *key != "description")
+                .map(|(key, value)| (key.clone(), without_descriptions(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_descriptions).collect()),
+        other => other.clone(),
+    }
+}
+
+fn check(plural: &str) {
+    let reference = reference_crd(plural);
+    let ours = our_crd(plural);
+    let mut diffs = Vec::new();
+
+    for pointer in [
+        "/metadata/name",
+        "/spec/group",
+        "/spec/names",
+        "/spec/scope",
+    ] {
+        if reference.pointer(pointer) != ours.pointer(pointer) {
+            diffs.push(format!(
+                "{pointer}: reference {:?}, ours {:?}",
+                reference.pointer(pointer),
+                ours.pointer(pointer)
+            ));
+        }
+    }
+    let versions = |crd: &Value| {
+        crd["spec"]["versions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (reference_versions, our_versions) = (versions(&reference), versions(&ours));
+    assert_eq!(
+        reference_versions.len(),
+        our_versions.len(),
+        "{plural}: number of versions"
+    );
+
+    let mut extra = BTreeSet::new();
+    for (r, o) in reference_versions.iter().zip(&our_versions) {
+        for key in [
+            "name",
+            "served",
+            "storage",
+            "subresources",
+            "additionalPrinterColumns",
+        ] {
+            if r.get(key) != o.get(key) {
+                diffs.push(format!(
+                    "version {}: `{key}` differs: reference {:?}, ours {:?}",
+                    r["name"],
+                    r.get(key),
+                    o.get(key)
+                ));
+            }
+        }
+        compare_schema(
+            &r["schema"]["openAPIV3Schema"],
+            &o["schema"]["openAPIV3Schema"],
+            "",
+            &mut diffs,
+            &mut extra,
+        );
+    }
+
+    let allowed: BTreeSet<String> = EXTENSIONS
+        .iter()
+        .filter(|(crd, _)| *crd == plural)
+        .map(|(_, path)| (*path).to_owned())
+        .collect();
+    for path in extra.difference(&allowed) {
+        diffs.push(format!("{path}: in ours only, and not a listed extension"));
+    }
+    for path in allowed.difference(&extra) {
+        diffs.push(format!(
+            "{path}: listed as an extension but not in our schema"
+        ));
+    }
+
+    assert!(
+        diffs.is_empty(),
+        "{plural}: our CRD differs from the reference in {} places:\n  {}",
+        diffs.len(),
+        diffs.join("\n  ")
+    );
+}
+
+#[test]
+fn etcdclusters_match_the_reference() {
+    check("etcdclusters");
+}
+
+#[test]
+fn etcdmembers_match_the_reference() {
+    check("etcdmembers");
+}
+
+#[test]
+fn etcdsnapshots_match_the_reference() {
+    check("etcdsnapshots");
+}
+
+#[test]
+fn etcddefrags_match_the_reference() {
+    check("etcddefrags");
+}
+
+/// The comparison itself must notice a difference, or the tests above prove nothing.
+#[test]
+fn the_comparison_notices_differences() {
+    let reference = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "a": { "type": "integer", "minimum": 0, "description": "x" },
+            "b": { "type": "string" },
+        },
+        "required": ["a"],
+    });
+    let ours = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "a": { "type": "integer", "minimum": 1, "description": "y", "nullable": true },
+            "c": { "type": "string" },
+        },
+    });
+    let (mut diffs, mut extra) = (Vec::new(), BTreeSet::new());
+    compare_schema(&reference, &ours, "", &mut diffs, &mut extra);
+    let text = diffs.join("\n");
+    assert!(text.contains(".a: `minimum` differs"), "{text}");
+    assert!(text.contains(".a: extra `nullable`"), "{text}");
+    assert!(text.contains(".b: missing in ours"), "{text}");
+    assert!(text.contains(": missing `required`"), "{text}");
+    assert!(!text.contains("description"), "{text}");
+    assert_eq!(extra, BTreeSet::from([".c".to_owned()]));
+}
