@@ -14,5 +14,8 @@ pub mod kubelet;
 pub mod network;
 pub mod patch;
 pub mod runtime;
+mod sandbox;
 pub mod scheduler;
 pub mod schema;
+
+pub use sandbox::{Sandbox, SandboxOptions};

@@ -1,0 +1,68 @@
+//! `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<api|apis>/...`, built by `schema::openapi`
+//! from the registry: custom resources with their CRD schemas, built-in kinds with the
+//! schemas the schema engine provides.
+
+use axum::body::Body;
+use http::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::Call;
+use super::negotiate::json_response;
+use crate::apiserver::error::{ApiError, ApiResult};
+use crate::apiserver::registry::ResourceType;
+use crate::schema::openapi::{ResourceSchema, v2_document, v3_group_version, v3_index, v3_path};
+
+/// The schema a kind is described with: its CRD schema, or an open object for a built-in kind.
+fn schema_of(kind: &ResourceType, version: &str) -> Value {
+    kind.version(version)
+        .and_then(|v| v.schema.as_ref())
+        .map(|s| s.raw().clone())
+        .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}))
+}
+
+fn resource_schemas(call: &Call) -> Vec<ResourceSchema> {
+    let mut schemas = Vec::new();
+    for kind in call.server.registry.all() {
+        for version in kind.versions.iter().filter(|v| v.served) {
+            schemas.push(ResourceSchema {
+                group: kind.group.clone(),
+                version: version.name.clone(),
+                kind: kind.kind.clone(),
+                schema: schema_of(&kind, &version.name),
+                namespaced: kind.namespaced,
+            });
+        }
+    }
+    schemas
+}
+
+fn group_versions(schemas: &[ResourceSchema]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = schemas.iter().map(|s| (s.group.clone(), s.version.clone())).collect();
+    pairs.sort();
+    pairs.dedup();
+    pairs
+}
+
+pub fn serve(call: &Call, path: &str) -> ApiResult<Response<Body>> {
+    let schemas = resource_schemas(call);
+    if path == "/openapi/v2" {
+        return Ok(json_response(StatusCode::OK, &v2_document(&schemas), &[]));
+    }
+    let documents: Vec<(String, Value)> = group_versions(&schemas)
+        .into_iter()
+        .map(|(group, version)| {
+            let of_version: Vec<ResourceSchema> = schemas.iter().filter(|s| s.group == group && s.version == version).cloned().collect();
+            (v3_path(&group, &version), v3_group_version(&group, &version, &of_version))
+        })
+        .collect();
+    if path == "/openapi/v3" {
+        let index = v3_index(documents.iter().map(|(p, d)| (p.as_str(), d)));
+        return Ok(json_response(StatusCode::OK, &index, &[]));
+    }
+    let wanted = path.trim_start_matches("/openapi/v3/");
+    documents
+        .iter()
+        .find(|(p, _)| p == wanted)
+        .map(|(_, document)| json_response(StatusCode::OK, document, &[]))
+        .ok_or_else(|| ApiError::no_route(path))
+}
