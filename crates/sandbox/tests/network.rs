@@ -1,0 +1,381 @@
+//! The cluster network with real namespaces, veth pairs, DNS and proxy (needs root).
+//!
+//! Pods here are bare network namespaces with listeners opened from a thread that joined them;
+//! the runtime tests run real processes in them.
+
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener as StdTcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube_sandbox::network::dns::{EndpointDns, PortDns, PortProtocol, ServiceDns};
+use kube_sandbox::network::{
+    ClusterNetwork, ClusterNetworkConfig, ClusterNetworkInfo, Impairment, NetNamespace,
+    NetworkError,
+};
+use nix::sched::{CloneFlags, setns};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn network(dir: &tempfile::TempDir) -> ClusterNetwork {
+    ClusterNetwork::create(ClusterNetworkConfig::new(dir.path()))
+        .await
+        .expect("create the cluster network (run the tests as root)")
+}
+
+/// Runs `job` on a new thread that joined `namespace`, as a process of the Pod would run.
+fn inside<R: Send + 'static>(
+    namespace: Arc<NetNamespace>,
+    job: impl FnOnce() -> R + Send + 'static,
+) -> R {
+    std::thread::spawn(move || {
+        setns(namespace.as_ref(), CloneFlags::CLONE_NEWNET).expect("join the Pod namespace");
+        job()
+    })
+    .join()
+    .expect("thread inside the namespace")
+}
+
+/// A server in `namespace` on 0.0.0.0:`port` that greets every connection with `greeting`.
+fn greet_from(namespace: Arc<NetNamespace>, port: u16, greeting: &'static str) {
+    let listener = inside(namespace, move || {
+        StdTcpListener::bind(("0.0.0.0", port)).expect("bind")
+    });
+    listener.set_nonblocking(true).unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let _ = stream.write_all(greeting.as_bytes()).await;
+        }
+    });
+}
+
+async fn greeting_of(stream: std::io::Result<tokio::net::TcpStream>) -> String {
+    let mut stream = stream.expect("connect");
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut text))
+        .await
+        .expect("greeting in time")
+        .expect("read greeting");
+    text
+}
+
+fn headless(name: &str, pods: &[(&str, Ipv4Addr)]) -> ServiceDns {
+    ServiceDns {
+        namespace: "default".into(),
+        name: name.into(),
+        cluster_ip: None,
+        ports: vec![PortDns {
+            name: "client".into(),
+            protocol: PortProtocol::Tcp,
+            port: 2379,
+        }],
+        endpoints: pods
+            .iter()
+            .map(|(hostname, ip)| EndpointDns {
+                ip: *ip,
+                hostname: Some(hostname.to_string()),
+                ready: true,
+            })
+            .collect(),
+        publish_not_ready_addresses: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pods_bind_the_same_port_and_are_reached_by_dns_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let network = network(&dir).await;
+    let a = network.attach_pod().await.unwrap();
+    let b = network.attach_pod().await.unwrap();
+    assert_ne!(a.ip(), b.ip());
+    assert!(network.config().pod_cidr.contains(a.ip()));
+    greet_from(a.namespace(), 2379, "from a");
+    greet_from(b.namespace(), 2379, "from b");
+    network.dns().set_service(headless(
+        "members",
+        &[("member-a", a.ip()), ("member-b", b.ip())],
+    ));
+
+    assert_eq!(
+        network
+            .lookup("member-b.members.default.svc")
+            .await
+            .unwrap(),
+        vec![b.ip()]
+    );
+    assert_eq!(
+        greeting_of(
+            network
+                .connect_host("member-a.members.default.svc.cluster.local.", 2379)
+                .await
+        )
+        .await,
+        "from a"
+    );
+
+    // From inside Pod a, with the plain socket API: b by address, across the bridge.
+    let b_ip = b.ip();
+    let from_a = inside(a.namespace(), move || {
+        let mut stream = std::net::TcpStream::connect((b_ip, 2379)).unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    });
+    assert_eq!(from_a, "from b");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_in_the_cluster_network_use_the_cluster_dns() {
+    let dir = tempfile::tempdir().unwrap();
+    let network = network(&dir).await;
+    let pod = network.attach_pod().await.unwrap();
+    network
+        .dns()
+        .set_service(headless("db", &[("db-0", pod.ip())]));
+    let host_resolv_conf = std::fs::read_to_string("/etc/resolv.conf").unwrap();
+
+    // As `kube-sandbox exec --dir DIR` does: only the state directory is known.
+    let info = ClusterNetworkInfo::load(dir.path()).unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        info.command("getent")
+            .unwrap()
+            .args(["hosts", "db-0.db.default.svc.cluster.local"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "getent failed: {output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with(&pod.ip().to_string()));
+
+    let output = network
+        .command("ip")
+        .unwrap()
+        .args(["-4", "-o", "addr"])
+        .output()
+        .unwrap();
+    let addresses = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        addresses.contains(&format!("{}/16", network.gateway())),
+        "{addresses}"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/etc/resolv.conf").unwrap(),
+        host_resolv_conf
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_proxy_balances_and_follows_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let network = network(&dir).await;
+    let a = network.attach_pod().await.unwrap();
+    let b = network.attach_pod().await.unwrap();
+    greet_from(a.namespace(), 8080, "a");
+    greet_from(b.namespace(), 8080, "b");
+    let frontend = SocketAddrV4::new(Ipv4Addr::new(10, 96, 0, 50), 80);
+    let endpoint = |ip: Ipv4Addr| SocketAddr::from((ip, 8080));
+    network
+        .proxy()
+        .set_service(frontend, vec![endpoint(a.ip()), endpoint(b.ip())])
+        .await
+        .unwrap();
+
+    // From a Pod, through its default route to the cluster network.
+    let namespace = a.namespace();
+    let seen = inside(namespace.clone(), move || {
+        (0..4)
+            .map(|_| {
+                let mut text = String::new();
+                std::net::TcpStream::connect(frontend)
+                    .unwrap()
+                    .read_to_string(&mut text)
+                    .unwrap();
+                text
+            })
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(
+        seen.iter().filter(|greeting| *greeting == "a").count(),
+        2,
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.iter().filter(|greeting| *greeting == "b").count(),
+        2,
+        "{seen:?}"
+    );
+
+    network
+        .proxy()
+        .set_service(frontend, vec![endpoint(b.ip())])
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            greeting_of(network.connect(SocketAddr::V4(frontend)).await).await,
+            "b"
+        );
+    }
+
+    network
+        .proxy()
+        .set_service(frontend, Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        greeting_of(network.connect(SocketAddr::V4(frontend)).await).await,
+        ""
+    );
+    network.proxy().remove_service(frontend);
+    assert!(network.proxy().frontends().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_cut_a_pod_off_and_heal() {
+    let dir = tempfile::tempdir().unwrap();
+    let network = network(&dir).await;
+    let a = network.attach_pod().await.unwrap();
+    let b = network.attach_pod().await.unwrap();
+    greet_from(a.namespace(), 2380, "a");
+    greet_from(b.namespace(), 2380, "b");
+    let a_address = SocketAddr::from((a.ip(), 2380));
+    let b_address = SocketAddr::from((b.ip(), 2380));
+    let reachable = |address| {
+        let sockets = network.sockets().clone();
+        async move {
+            matches!(
+                tokio::time::timeout(Duration::from_millis(700), sockets.connect(address)).await,
+                Ok(Ok(_))
+            )
+        }
+    };
+    assert!(reachable(a_address).await);
+
+    a.set_link_up(false).await.unwrap();
+    assert!(!reachable(a_address).await);
+    assert!(reachable(b_address).await);
+    a.set_link_up(true).await.unwrap();
+    assert!(reachable(a_address).await);
+
+    // A partition between two Pods only: a cannot reach b, the cluster still reaches both.
+    a.block_peer(b.ip()).await.unwrap();
+    let blocked = inside(a.namespace(), move || {
+        std::net::TcpStream::connect_timeout(&b_address, Duration::from_millis(700)).is_err()
+    });
+    assert!(blocked);
+    assert!(reachable(b_address).await);
+    a.unblock_peer(b.ip()).await.unwrap();
+    let healed = inside(a.namespace(), move || {
+        std::net::TcpStream::connect_timeout(&b_address, Duration::from_millis(700)).is_ok()
+    });
+    assert!(healed);
+
+    // Delay with netem where the kernel has it; otherwise a clear error.
+    match a
+        .set_impairment(Impairment {
+            delay: Duration::from_millis(200),
+            ..Default::default()
+        })
+        .await
+    {
+        Ok(()) => {
+            let started = Instant::now();
+            let _ = greeting_of(network.connect(a_address).await).await;
+            assert!(started.elapsed() >= Duration::from_millis(200));
+            a.clear_impairment().await.unwrap();
+        }
+        Err(NetworkError::Unsupported(reason)) => assert!(reason.contains("netem")),
+        Err(other) => panic!("unexpected error from netem: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_networks_in_one_process_do_not_collide() {
+    let dir_one = tempfile::tempdir().unwrap();
+    let dir_two = tempfile::tempdir().unwrap();
+    let one = network(&dir_one).await;
+    let two = network(&dir_two).await;
+    let pod_one = one.attach_pod().await.unwrap();
+    let pod_two = two.attach_pod().await.unwrap();
+    assert_eq!(
+        pod_one.ip(),
+        pod_two.ip(),
+        "same ranges, same first address"
+    );
+    greet_from(pod_one.namespace(), 2379, "one");
+    greet_from(pod_two.namespace(), 2379, "two");
+    let address = SocketAddr::from((pod_one.ip(), 2379));
+    assert_eq!(greeting_of(one.connect(address).await).await, "one");
+    assert_eq!(greeting_of(two.connect(address).await).await, "two");
+    assert_ne!(one.namespace().inode(), two.namespace().inode());
+}
+
+/// Open descriptors with what they point to.
+fn open_descriptors() -> Vec<String> {
+    let mut all: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .map(|target| target.display().to_string())
+        .collect();
+    all.sort();
+    all
+}
+
+fn host_interfaces() -> String {
+    std::fs::read_to_string("/proc/net/dev")
+        .unwrap()
+        .lines()
+        .map(|line| line.split(':').next().unwrap_or("").trim().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn netns_of_this_process() -> String {
+    std::fs::read_link("/proc/self/ns/net")
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn dropping_the_network_leaves_nothing_behind() {
+    // tokio's process-wide signal pipe comes with the first child process and stays.
+    tokio::process::Command::new("true").status().await.unwrap();
+    let before_fds = open_descriptors();
+    let host_netns = netns_of_this_process();
+    let host_links = host_interfaces();
+    let host_routes = std::fs::read_to_string("/proc/net/route").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let network = network(&dir).await;
+    let pod = network.attach_pod().await.unwrap();
+    let frontend = SocketAddrV4::new(Ipv4Addr::new(10, 96, 0, 60), 80);
+    network
+        .proxy()
+        .set_service(frontend, vec![SocketAddr::from((pod.ip(), 80))])
+        .await
+        .unwrap();
+    assert_eq!(
+        network.lookup("kubernetes").await.unwrap_err().kind(),
+        std::io::ErrorKind::NotFound
+    );
+    assert!(dir.path().join(ClusterNetworkInfo::FILE_NAME).exists());
+    // The bridge and veth pairs live in the cluster's namespace, not in the machine's.
+    assert_eq!(host_interfaces(), host_links);
+    assert_eq!(
+        std::fs::read_to_string("/proc/net/route").unwrap(),
+        host_routes
+    );
+    let netns_path = network.info().netns_path.clone();
+    drop(pod);
+    drop(network);
+    // Aborted server tasks release their sockets on the runtime's next turn.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    assert!(!dir.path().join(ClusterNetworkInfo::FILE_NAME).exists());
+    assert!(!dir.path().join("resolv.conf").exists());
+    assert!(!netns_path.exists(), "the network's thread is gone");
+    assert_eq!(open_descriptors(), before_fds);
+    assert_eq!(netns_of_this_process(), host_netns);
+    assert_eq!(host_interfaces(), host_links);
+}
