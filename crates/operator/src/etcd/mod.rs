@@ -1,1 +1,19 @@
 //! The etcd client wrapper: membership, status, alarms, leadership, with timeouts.
+//!
+//! - [`EtcdClient`]: one call per etcd RPC the operator makes, each bounded by [`Timeouts`];
+//!   failures are [`EtcdError`]s typed by what the caller does next ([`EtcdErrorKind`]).
+//! - [`observe_cluster`]: asks every member at once and returns an [`EtcdView`], where an
+//!   unreachable member or a cluster without quorum is data, not an error.
+//! - [`types`]: plain values ([`MemberInfo`], [`EndpointStatus`], [`Alarm`]) the planner reads.
+
+mod client;
+mod error;
+pub mod types;
+mod view;
+
+pub use client::{EtcdClient, Timeouts};
+pub use error::{EtcdError, EtcdErrorKind};
+pub use types::{
+    Alarm, AlarmKind, EndpointStatus, MemberAdded, MemberInfo, member_id_hex, parse_member_id,
+};
+pub use view::{EndpointObservation, EtcdView, observe_cluster};

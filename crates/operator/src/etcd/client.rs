@@ -1,0 +1,407 @@
+//! [`EtcdClient`]: the calls the operator makes to etcd, each bounded by a timeout.
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{AlarmAction, AlarmOptions, AlarmType, Client, ConnectOptions, MemberAddOptions};
+
+use super::error::{EtcdError, EtcdErrorKind};
+use super::types::{Alarm, AlarmKind, EndpointStatus, MemberAdded, MemberInfo};
+
+/// How long etcd calls may take. Every call is also wrapped in a hard deadline of
+/// `connect + request`, so nothing can hang a reconcile even if every endpoint is a black hole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Time to establish a connection to one endpoint.
+    pub connect: Duration,
+    /// Time for one request once connected.
+    pub request: Duration,
+}
+
+impl Timeouts {
+    /// For membership changes: MemberAdd and MemberRemove go through raft and wait for the
+    /// entry to apply, which takes a few heartbeats on a busy cluster.
+    pub const MEMBERSHIP: Timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(5),
+    };
+
+    /// For observation: a member that cannot answer Status within a second is reported as
+    /// unreachable rather than slowing every reconcile down.
+    pub const OBSERVE: Timeouts = Timeouts {
+        connect: Duration::from_millis(1000),
+        request: Duration::from_millis(1500),
+    };
+
+    /// The hard deadline of one call: connecting plus the request.
+    pub fn deadline(&self) -> Duration {
+        self.connect + self.request
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts::MEMBERSHIP
+    }
+}
+
+/// A connection to an etcd cluster through a set of client URLs.
+///
+/// Connecting is lazy: [`EtcdClient::connect`] does no network I/O, so it never fails because
+/// a member is down. Calls are balanced over the endpoints that answer. Use voter endpoints for
+/// cluster calls: a learner refuses most of them (`rpc not supported for learner`).
+#[derive(Clone)]
+pub struct EtcdClient {
+    endpoints: Vec<String>,
+    client: Client,
+    timeouts: Timeouts,
+}
+
+impl std::fmt::Debug for EtcdClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdClient")
+            .field("endpoints", &self.endpoints)
+            .field("timeouts", &self.timeouts)
+            .finish()
+    }
+}
+
+impl EtcdClient {
+    /// A client over `endpoints` (client URLs such as `http://m-0.c.ns.svc:2379`). Fails only
+    /// on an empty list or a malformed URL. Must run inside a Tokio runtime.
+    pub async fn connect<I, S>(endpoints: I, timeouts: Timeouts) -> Result<EtcdClient, EtcdError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let endpoints: Vec<String> = endpoints.into_iter().map(Into::into).collect();
+        if endpoints.is_empty() {
+            return Err(EtcdError::new(
+                "Connect",
+                &endpoints,
+                EtcdErrorKind::InvalidArgument,
+                "no endpoints to connect to",
+            ));
+        }
+        let options = ConnectOptions::new()
+            .with_connect_timeout(timeouts.connect)
+            .with_timeout(timeouts.request);
+        let connecting = Client::connect(endpoints.clone(), Some(options));
+        let client = bounded("Connect", &endpoints, timeouts.deadline(), connecting)
+            .await?
+            .map_err(|e| EtcdError::from_client("Connect", &endpoints, e))?;
+        Ok(EtcdClient {
+            endpoints,
+            client,
+            timeouts,
+        })
+    }
+
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// etcd's member list, as the answering member knows it.
+    pub async fn member_list(&self) -> Result<Vec<MemberInfo>, EtcdError> {
+        let mut cluster = self.client.cluster_client();
+        let response = self.call("MemberList", cluster.member_list()).await?;
+        Ok(response.members().iter().map(member_info).collect())
+    }
+
+    /// The ID of the cluster the answering member belongs to, with the member list.
+    pub async fn member_list_with_cluster_id(&self) -> Result<(u64, Vec<MemberInfo>), EtcdError> {
+        let mut cluster = self.client.cluster_client();
+        let response = self.call("MemberList", cluster.member_list()).await?;
+        let cluster_id = response
+            .header()
+            .map(|h| h.cluster_id())
+            .unwrap_or_default();
+        Ok((
+            cluster_id,
+            response.members().iter().map(member_info).collect(),
+        ))
+    }
+
+    /// MemberAdd as a learner with `peer_urls`. Returns the new member's ID and the member list
+    /// including it. [`EtcdErrorKind::UnhealthyCluster`] is expected for ~5 s after any voter
+    /// (re)connects; [`EtcdErrorKind::TooManyLearners`] while another learner is unpromoted;
+    /// [`EtcdErrorKind::PeerUrlExists`] when the member was already added (adopt it instead).
+    pub async fn member_add_learner(&self, peer_urls: &[String]) -> Result<MemberAdded, EtcdError> {
+        let mut cluster = self.client.cluster_client();
+        let adding = cluster.member_add(
+            peer_urls.to_vec(),
+            Some(MemberAddOptions::new().with_is_learner()),
+        );
+        let response = self.call("MemberAdd", adding).await?;
+        let Some(member) = response.member() else {
+            return Err(EtcdError::new(
+                "MemberAdd",
+                &self.endpoints,
+                EtcdErrorKind::Other,
+                "etcd answered MemberAdd without the added member",
+            ));
+        };
+        Ok(MemberAdded {
+            id: member.id(),
+            members: response.member_list().iter().map(member_info).collect(),
+        })
+    }
+
+    /// MemberPromote: makes a learner a voter. [`EtcdErrorKind::LearnerNotInSync`] until its
+    /// log is close to the leader's; [`EtcdErrorKind::MemberNotLearner`] if already promoted.
+    pub async fn member_promote(&self, id: u64) -> Result<Vec<MemberInfo>, EtcdError> {
+        let mut cluster = self.client.cluster_client();
+        let response = self
+            .call("MemberPromote", cluster.member_promote(id))
+            .await?;
+        Ok(response.members().iter().map(member_info).collect())
+    }
+
+    /// MemberRemove. [`EtcdErrorKind::MemberNotFound`] when it is already gone (callers that
+    /// finish a leave sequence treat that as done).
+    pub async fn member_remove(&self, id: u64) -> Result<Vec<MemberInfo>, EtcdError> {
+        let mut cluster = self.client.cluster_client();
+        let response = self.call("MemberRemove", cluster.member_remove(id)).await?;
+        Ok(response.members().iter().map(member_info).collect())
+    }
+
+    /// The Status of one endpoint (which need not be one of this client's endpoints).
+    pub async fn endpoint_status(&self, endpoint: &str) -> Result<EndpointStatus, EtcdError> {
+        let single = self.single(endpoint).await?;
+        let mut maintenance = single.client.maintenance_client();
+        let response = single.call("Status", maintenance.status()).await?;
+        let header = response.header();
+        Ok(EndpointStatus {
+            member_id: header.map(|h| h.member_id()).unwrap_or_default(),
+            cluster_id: header.map(|h| h.cluster_id()).unwrap_or_default(),
+            version: response.version().to_string(),
+            db_size: response.db_size(),
+            db_size_in_use: response.raft_used_db_size(),
+            leader: response.leader(),
+            raft_index: response.raft_index(),
+            raft_applied_index: response.raft_applied_index(),
+            raft_term: response.raft_term(),
+            is_learner: response.is_learner(),
+            errors: response.errors().to_vec(),
+        })
+    }
+
+    /// A linearizable health check of one endpoint, the way `etcdctl endpoint health` does it:
+    /// a linearizable read of the key `health` must go through raft, so it succeeds only when
+    /// the member is connected to a leader with quorum. `permission denied` still proves that
+    /// (the request was ordered through consensus before the auth check refused it).
+    pub async fn endpoint_health(&self, endpoint: &str) -> Result<(), EtcdError> {
+        let single = self.single(endpoint).await?;
+        single.linearizable_read().await
+    }
+
+    /// The same linearizable read through this client's endpoints: the cluster can serve
+    /// linearizable requests.
+    pub async fn cluster_health(&self) -> Result<(), EtcdError> {
+        self.linearizable_read().await
+    }
+
+    async fn linearizable_read(&self) -> Result<(), EtcdError> {
+        let mut kv = self.client.kv_client();
+        match self.call("Health", kv.get("health", None)).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind == EtcdErrorKind::PermissionDenied => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The cluster's active alarms.
+    pub async fn alarms(&self) -> Result<Vec<Alarm>, EtcdError> {
+        let mut maintenance = self.client.maintenance_client();
+        let listing = maintenance.alarm(AlarmAction::Get, AlarmType::None, None);
+        let response = self.call("AlarmList", listing).await?;
+        Ok(response
+            .alarms()
+            .iter()
+            .filter_map(|a| {
+                let kind = match a.alarm() {
+                    AlarmType::Nospace => AlarmKind::NoSpace,
+                    AlarmType::Corrupt => AlarmKind::Corrupt,
+                    AlarmType::None => return None,
+                };
+                Some(Alarm {
+                    member_id: a.member_id(),
+                    kind,
+                })
+            })
+            .collect())
+    }
+
+    /// Disarms one alarm. Only useful once its cause is gone: etcd raises NOSPACE again on the
+    /// next write while the backend is still over quota.
+    pub async fn disarm(&self, alarm: Alarm) -> Result<(), EtcdError> {
+        let mut maintenance = self.client.maintenance_client();
+        let mut options = AlarmOptions::new();
+        options.with_member(alarm.member_id);
+        let kind = match alarm.kind {
+            AlarmKind::NoSpace => AlarmType::Nospace,
+            AlarmKind::Corrupt => AlarmType::Corrupt,
+        };
+        let disarming = maintenance.alarm(AlarmAction::Deactivate, kind, Some(options));
+        self.call("AlarmDisarm", disarming).await?;
+        Ok(())
+    }
+
+    /// MoveLeader to `target`, sent to the current leader, which it finds by asking every
+    /// endpoint of this client for its Status (and, if the leader is not one of them, by its
+    /// client URLs in the member list). A no-op when `target` already leads.
+    pub async fn move_leader(&self, target: u64) -> Result<(), EtcdError> {
+        let statuses = futures::future::join_all(
+            self.endpoints
+                .iter()
+                .map(|ep| async move { (ep.clone(), self.endpoint_status(ep).await) }),
+        )
+        .await;
+        let mut leader = 0;
+        let mut leader_endpoint = None;
+        for (endpoint, status) in &statuses {
+            if let Ok(status) = status {
+                if status.leader != 0 {
+                    leader = status.leader;
+                }
+                if status.member_id == status.leader && status.leader != 0 {
+                    leader_endpoint = Some(endpoint.clone());
+                }
+            }
+        }
+        if leader == 0 {
+            let detail = statuses
+                .iter()
+                .map(|(ep, s)| match s {
+                    Ok(_) => format!("{ep}: knows no leader"),
+                    Err(e) => format!("{ep}: {}", e.detail),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(EtcdError::new(
+                "MoveLeader",
+                &self.endpoints,
+                EtcdErrorKind::NoLeader,
+                detail,
+            ));
+        }
+        if leader == target {
+            return Ok(());
+        }
+        let leader_endpoint = match leader_endpoint {
+            Some(endpoint) => endpoint,
+            None => self.client_url_of(leader).await?,
+        };
+        self.move_leader_at(&leader_endpoint, target).await
+    }
+
+    /// MoveLeader sent to `leader_endpoint`. etcd refuses it with
+    /// [`EtcdErrorKind::NotLeader`] unless that endpoint's member leads.
+    pub async fn move_leader_at(
+        &self,
+        leader_endpoint: &str,
+        target: u64,
+    ) -> Result<(), EtcdError> {
+        let single = self.single(leader_endpoint).await?;
+        let mut maintenance = single.client.maintenance_client();
+        single
+            .call("MoveLeader", maintenance.move_leader(target))
+            .await?;
+        Ok(())
+    }
+
+    async fn client_url_of(&self, id: u64) -> Result<String, EtcdError> {
+        let members = self.member_list().await?;
+        members
+            .into_iter()
+            .find(|m| m.id == id)
+            .and_then(|m| m.client_urls.into_iter().next())
+            .ok_or_else(|| {
+                EtcdError::new(
+                    "MoveLeader",
+                    &self.endpoints,
+                    EtcdErrorKind::NoLeader,
+                    format!("the leader {id:x} publishes no client URL"),
+                )
+            })
+    }
+
+    /// A client for exactly one endpoint, connected eagerly: per-endpoint RPCs (Status,
+    /// MoveLeader, the health read) must not be balanced onto another member, and a member that
+    /// is down should fail fast (connection refused, no DNS record for a Pod not yet created)
+    /// instead of waiting out the deadline in the balancer.
+    pub async fn connect_endpoint(
+        endpoint: &str,
+        timeouts: Timeouts,
+    ) -> Result<EtcdClient, EtcdError> {
+        let endpoints = vec![endpoint.to_string()];
+        let target = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+            .map_err(|e| {
+                EtcdError::new(
+                    "Connect",
+                    &endpoints,
+                    EtcdErrorKind::InvalidArgument,
+                    e.to_string(),
+                )
+            })?
+            .connect_timeout(timeouts.connect)
+            .timeout(timeouts.request);
+        let channel = bounded("Connect", &endpoints, timeouts.deadline(), target.connect())
+            .await?
+            .map_err(|e| EtcdError::from_client("Connect", &endpoints, e.into()))?;
+        let options = ConnectOptions::new()
+            .with_connect_timeout(timeouts.connect)
+            .with_timeout(timeouts.request);
+        let connecting = Client::from_channel(etcd_client::Channel::Tonic(channel), Some(options));
+        let client = bounded("Connect", &endpoints, timeouts.deadline(), connecting)
+            .await?
+            .map_err(|e| EtcdError::from_client("Connect", &endpoints, e))?;
+        Ok(EtcdClient {
+            endpoints,
+            client,
+            timeouts,
+        })
+    }
+
+    async fn single(&self, endpoint: &str) -> Result<EtcdClient, EtcdError> {
+        EtcdClient::connect_endpoint(endpoint, self.timeouts).await
+    }
+
+    async fn call<T, F>(&self, call: &'static str, future: F) -> Result<T, EtcdError>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let result = bounded(call, &self.endpoints, self.timeouts.deadline(), future).await?;
+        result.map_err(|e| EtcdError::from_client(call, &self.endpoints, e))
+    }
+}
+
+/// Runs `future` with a hard deadline. The balanced channel waits for a ready endpoint without
+/// any timeout of its own, so this is what bounds a call when every endpoint is down.
+async fn bounded<T, F>(
+    call: &'static str,
+    endpoints: &[String],
+    deadline: Duration,
+    future: F,
+) -> Result<T, EtcdError>
+where
+    F: Future<Output = T>,
+{
+    tokio::time::timeout(deadline, future)
+        .await
+        .map_err(|_| EtcdError::timeout(call, endpoints, deadline))
+}
+
+fn member_info(m: &etcd_client::Member) -> MemberInfo {
+    MemberInfo {
+        id: m.id(),
+        name: m.name().to_string(),
+        peer_urls: m.peer_urls().to_vec(),
+        client_urls: m.client_urls().to_vec(),
+        is_learner: m.is_learner(),
+    }
+}

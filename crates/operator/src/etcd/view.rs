@@ -1,0 +1,230 @@
+//! [`observe_cluster`]: everything the planner needs to know about etcd, in one value.
+//!
+//! Unreachable members and a cluster without quorum are facts in the view (with etcd's error
+//! text), never an error that aborts observation: the planner must see an outage to act on it.
+
+use futures::future::join_all;
+
+use super::client::{EtcdClient, Timeouts};
+use super::error::{EtcdError, EtcdErrorKind};
+use super::types::{Alarm, EndpointStatus, MemberInfo};
+
+/// What one endpoint said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointObservation {
+    /// The client URL asked.
+    pub endpoint: String,
+    /// Its Status, or why it did not answer.
+    pub status: Result<EndpointStatus, EtcdError>,
+    /// A linearizable read through this endpoint alone. `None` when it was not asked: the
+    /// Status failed, or the member is a learner (learners refuse linearizable reads).
+    pub health: Option<Result<(), EtcdError>>,
+}
+
+impl EndpointObservation {
+    /// The member ID of whoever answered at this endpoint.
+    pub fn member_id(&self) -> Option<u64> {
+        self.status.as_ref().ok().map(|s| s.member_id)
+    }
+
+    pub fn is_healthy(&self) -> bool {
+        matches!(self.health, Some(Ok(())))
+    }
+}
+
+/// etcd as observed in one pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdView {
+    /// One entry per endpoint asked, in the order given.
+    pub endpoints: Vec<EndpointObservation>,
+    /// The member list, preferably from the leader; a member without quorum still answers it
+    /// from its own (possibly stale) view.
+    pub members: Result<Vec<MemberInfo>, EtcdError>,
+    /// The cluster ID from the member list's response header.
+    pub cluster_id: Option<u64>,
+    /// Active alarms. Listing alarms goes through raft, so this fails without quorum.
+    pub alarms: Result<Vec<Alarm>, EtcdError>,
+    /// Whether the cluster can serve a linearizable read through at least one voter.
+    pub health: Result<(), EtcdError>,
+}
+
+impl EtcdView {
+    /// The view when there was nothing to ask (no member has a Pod yet, or all are dormant).
+    pub fn not_observed(reason: &str) -> EtcdView {
+        let err = EtcdError::new("Observe", &[], EtcdErrorKind::Unreachable, reason);
+        EtcdView {
+            endpoints: Vec::new(),
+            members: Err(err.clone()),
+            cluster_id: None,
+            alarms: Err(err.clone()),
+            health: Err(err),
+        }
+    }
+
+    pub fn is_healthy(&self) -> bool {
+        self.health.is_ok()
+    }
+
+    /// The leader, as reported by the answering member with the highest raft term.
+    pub fn leader(&self) -> Option<u64> {
+        self.statuses()
+            .filter(|s| s.leader != 0)
+            .max_by_key(|s| s.raft_term)
+            .map(|s| s.leader)
+    }
+
+    /// The Status reported by member `id`, if it answered.
+    pub fn status_of(&self, id: u64) -> Option<&EndpointStatus> {
+        self.statuses().find(|s| s.member_id == id)
+    }
+
+    /// The observation of the endpoint where member `id` answered.
+    pub fn observation_of(&self, id: u64) -> Option<&EndpointObservation> {
+        self.endpoints.iter().find(|o| o.member_id() == Some(id))
+    }
+
+    /// The observation of one endpoint URL.
+    pub fn observation_at(&self, endpoint: &str) -> Option<&EndpointObservation> {
+        self.endpoints.iter().find(|o| o.endpoint == endpoint)
+    }
+
+    pub fn statuses(&self) -> impl Iterator<Item = &EndpointStatus> {
+        self.endpoints.iter().filter_map(|o| o.status.as_ref().ok())
+    }
+
+    /// The member list, empty when it could not be fetched.
+    pub fn member_list(&self) -> &[MemberInfo] {
+        self.members.as_deref().unwrap_or(&[])
+    }
+
+    /// The active alarms, empty when they could not be listed.
+    pub fn active_alarms(&self) -> &[Alarm] {
+        self.alarms.as_deref().unwrap_or(&[])
+    }
+
+    /// The applied raft index of the leader, when it answered.
+    pub fn leader_applied_index(&self) -> Option<u64> {
+        self.leader()
+            .and_then(|id| self.status_of(id))
+            .map(|s| s.raft_applied_index)
+    }
+}
+
+/// Asks every endpoint concurrently (Status, then a linearizable read on voters), then the
+/// member list (from the leader when it answered) and the alarms. Bounded by roughly three
+/// `timeouts.deadline()`s however many endpoints are down; one that refuses connections fails
+/// at once.
+pub async fn observe_cluster(endpoints: &[String], timeouts: Timeouts) -> EtcdView {
+    if endpoints.is_empty() {
+        return EtcdView::not_observed("no endpoints to observe");
+    }
+    let observations: Vec<EndpointObservation> =
+        join_all(endpoints.iter().map(|ep| observe_endpoint(ep, timeouts))).await;
+
+    let leader = observations
+        .iter()
+        .filter_map(|o| o.status.as_ref().ok())
+        .filter(|s| s.leader != 0)
+        .max_by_key(|s| s.raft_term)
+        .map(|s| s.leader);
+    let leader_endpoint = leader.and_then(|id| {
+        observations
+            .iter()
+            .find(|o| o.member_id() == Some(id))
+            .map(|o| o.endpoint.clone())
+    });
+    let voters: Vec<String> = observations
+        .iter()
+        .filter(|o| matches!(&o.status, Ok(s) if !s.is_learner))
+        .map(|o| o.endpoint.clone())
+        .collect();
+    // With no voter answering Status, still try everything: the member list may be served by
+    // one that answered slowly, and the error text says more than "no voters".
+    let cluster_endpoints = match (&leader_endpoint, voters.is_empty()) {
+        (Some(leader), _) => vec![leader.clone()],
+        (None, false) => voters.clone(),
+        (None, true) => endpoints.to_vec(),
+    };
+
+    let connecting = match cluster_endpoints.as_slice() {
+        [only] => EtcdClient::connect_endpoint(only, timeouts).await,
+        _ => EtcdClient::connect(cluster_endpoints, timeouts).await,
+    };
+    let (members, alarms) = match connecting {
+        Ok(client) => {
+            let (members, alarms) =
+                tokio::join!(client.member_list_with_cluster_id(), client.alarms());
+            (members, alarms)
+        }
+        Err(e) => (Err(e.clone()), Err(e)),
+    };
+    let (cluster_id, members) = match members {
+        Ok((cluster_id, members)) => (Some(cluster_id).filter(|id| *id != 0), Ok(members)),
+        Err(e) => (None, Err(e)),
+    };
+    let health = cluster_health(&observations, endpoints);
+    EtcdView {
+        endpoints: observations,
+        members,
+        cluster_id,
+        alarms,
+        health,
+    }
+}
+
+async fn observe_endpoint(endpoint: &str, timeouts: Timeouts) -> EndpointObservation {
+    let client = match EtcdClient::connect_endpoint(endpoint, timeouts).await {
+        Ok(client) => client,
+        Err(e) => {
+            return EndpointObservation {
+                endpoint: endpoint.to_string(),
+                status: Err(e),
+                health: None,
+            };
+        }
+    };
+    let status = client.endpoint_status(endpoint).await;
+    let health = match &status {
+        Ok(s) if !s.is_learner => Some(client.cluster_health().await),
+        _ => None,
+    };
+    EndpointObservation {
+        endpoint: endpoint.to_string(),
+        status,
+        health,
+    }
+}
+
+/// Healthy when any voter served a linearizable read; otherwise the errors, one per endpoint.
+fn cluster_health(
+    observations: &[EndpointObservation],
+    endpoints: &[String],
+) -> Result<(), EtcdError> {
+    if observations.iter().any(EndpointObservation::is_healthy) {
+        return Ok(());
+    }
+    let detail = observations
+        .iter()
+        .map(|o| {
+            let why = match (&o.status, &o.health) {
+                (Err(e), _) => format!("{}: {}", e.kind, e.detail),
+                (Ok(_), Some(Err(e))) => format!("{}: {}", e.kind, e.detail),
+                (Ok(s), _) if s.is_learner => "learner".to_string(),
+                (Ok(_), _) => "not asked".to_string(),
+            };
+            format!("{} ({why})", o.endpoint)
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let kind = if observations.iter().all(|o| o.status.is_err()) {
+        EtcdErrorKind::Unreachable
+    } else {
+        EtcdErrorKind::NoLeader
+    };
+    Err(EtcdError::new(
+        "Health",
+        endpoints,
+        kind,
+        format!("no voter served a linearizable read: {detail}"),
+    ))
+}

@@ -1,0 +1,201 @@
+//! `observe_cluster` against real etcd: a healthy cluster, one member down, quorum lost, a
+//! learner, and endpoints that never existed. Unreachability is data in the view.
+
+mod etcd_harness;
+
+use std::time::{Duration, Instant};
+
+use etcd_harness::{
+    EtcdProcess, EtcdVersion, add_learner_retrying, client_for, initial_cluster_from,
+    start_cluster, wait_healthy,
+};
+use etcd_operator::etcd::{EtcdErrorKind, EtcdView, Timeouts, observe_cluster};
+
+fn urls(members: &[EtcdProcess]) -> Vec<String> {
+    members.iter().map(EtcdProcess::client_url).collect()
+}
+
+/// Observation stays fast: bounded by a few deadlines however many members are down.
+const OBSERVE_BOUND: Duration = Duration::from_secs(8);
+
+async fn observe_timed(endpoints: &[String]) -> EtcdView {
+    let started = Instant::now();
+    let view = observe_cluster(endpoints, Timeouts::OBSERVE).await;
+    assert!(
+        started.elapsed() < OBSERVE_BOUND,
+        "observation took {:?}",
+        started.elapsed()
+    );
+    view
+}
+
+async fn observe_through_member_loss(version: EtcdVersion) {
+    let mut members = start_cluster(version, 3, &[]);
+    wait_healthy(&members.iter().collect::<Vec<_>>()).await;
+    let endpoints = urls(&members);
+
+    // Healthy: every endpoint answers, one leader, three voters, no alarms.
+    let view = observe_timed(&endpoints).await;
+    assert!(view.is_healthy(), "{:?}", view.health);
+    assert_eq!(view.endpoints.len(), 3);
+    assert!(
+        view.endpoints
+            .iter()
+            .all(|o| o.status.is_ok() && o.is_healthy())
+    );
+    let leader = view.leader().expect("a leader");
+    assert!(view.member_list().iter().any(|m| m.id == leader));
+    assert_eq!(view.member_list().len(), 3);
+    assert!(view.cluster_id.is_some());
+    assert_eq!(view.alarms.as_deref(), Ok(&[][..]));
+    for status in view.statuses() {
+        assert_eq!(status.version, version.reported());
+        assert!(!status.is_learner);
+    }
+    assert!(view.leader_applied_index().is_some());
+
+    // One member down: the view says which, with the error text; the rest is healthy.
+    // A follower, so no election is in progress when the next observation runs.
+    let down = view
+        .endpoints
+        .iter()
+        .position(|o| o.member_id() != Some(leader))
+        .unwrap();
+    members[down].kill();
+    let view = observe_timed(&endpoints).await;
+    let lost = &view.endpoints[down];
+    let err = lost
+        .status
+        .as_ref()
+        .expect_err("the killed member does not answer");
+    assert_eq!(err.kind, EtcdErrorKind::Unreachable, "{err}");
+    assert!(err.to_string().contains(&endpoints[down]), "{err}");
+    assert!(lost.health.is_none());
+    assert!(
+        view.is_healthy(),
+        "two of three voters keep quorum: {:?}",
+        view.health
+    );
+    assert_eq!(view.member_list().len(), 3, "membership is unchanged");
+    assert_eq!(view.statuses().count(), 2);
+
+    // Quorum lost: still a view, never an error; health says why.
+    let second = if down == 0 { 1 } else { 0 };
+    members[second].kill();
+    let view = observe_timed(&endpoints).await;
+    assert!(!view.is_healthy());
+    let err = view.health.as_ref().unwrap_err();
+    assert!(
+        err.detail.contains("no voter served a linearizable read"),
+        "{err}"
+    );
+    assert_eq!(
+        view.statuses().count(),
+        1,
+        "the survivor still answers Status"
+    );
+    let survivor = view.statuses().next().unwrap();
+    assert!(
+        view.alarms.is_err(),
+        "listing alarms needs quorum: {:?}",
+        view.alarms
+    );
+    // The survivor still serves its own (stale) member list.
+    assert_eq!(
+        view.member_list().len(),
+        3,
+        "survivor {:x}",
+        survivor.member_id
+    );
+
+    // Everything down: every field carries an error, and observation is still quick.
+    let last = 3 - down - second;
+    members[last].kill();
+    let view = observe_timed(&endpoints).await;
+    assert!(view.endpoints.iter().all(|o| o.status.is_err()));
+    assert_eq!(
+        view.health.as_ref().unwrap_err().kind,
+        EtcdErrorKind::Unreachable
+    );
+    assert!(view.members.is_err() && view.alarms.is_err());
+    assert_eq!(view.leader(), None);
+}
+
+#[tokio::test]
+async fn observe_through_member_loss_v3_5() {
+    observe_through_member_loss(EtcdVersion::V3_5).await;
+}
+
+#[tokio::test]
+async fn observe_through_member_loss_v3_4() {
+    observe_through_member_loss(EtcdVersion::V3_4).await;
+}
+
+/// A learner answers Status (with isLearner) but is not asked for a linearizable read; an
+/// endpoint whose name does not resolve is reported unreachable at once.
+async fn observe_learner_and_missing_endpoint(version: EtcdVersion) {
+    let mut seed = EtcdProcess::new(version, "m0");
+    seed.start(&format!("m0={}", seed.peer_url()), "new", &[]);
+    wait_healthy(&[&seed]).await;
+    let client = client_for(&[&seed]).await;
+    let mut learner = EtcdProcess::new(version, "m1");
+    let (learner_id, members, _) = add_learner_retrying(&client, &learner).await;
+
+    // Before its process starts, the learner is in the member list without a name.
+    let missing = "http://m9.nowhere.invalid:2379".to_string();
+    let view = observe_timed(&[seed.client_url(), learner.client_url(), missing.clone()]).await;
+    let listed = view
+        .member_list()
+        .iter()
+        .find(|m| m.id == learner_id)
+        .unwrap();
+    assert!(listed.is_learner && !listed.has_started());
+    let unresolved = view.observation_at(&missing).unwrap();
+    assert_eq!(
+        unresolved.status.as_ref().unwrap_err().kind,
+        EtcdErrorKind::Unreachable
+    );
+    assert!(view.is_healthy());
+
+    learner.start(&initial_cluster_from(&members, &learner), "existing", &[]);
+    let endpoints = vec![seed.client_url(), learner.client_url()];
+    let started = Instant::now();
+    let view = loop {
+        let view = observe_timed(&endpoints).await;
+        if view.status_of(learner_id).is_some() {
+            break view;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "learner never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let status = view.status_of(learner_id).unwrap();
+    assert!(status.is_learner);
+    let observation = view.observation_of(learner_id).unwrap();
+    assert!(
+        observation.health.is_none(),
+        "learners are not asked for linearizable reads"
+    );
+    assert!(view.is_healthy());
+    assert_ne!(view.leader(), Some(learner_id));
+}
+
+#[tokio::test]
+async fn observe_learner_and_missing_endpoint_v3_5() {
+    observe_learner_and_missing_endpoint(EtcdVersion::V3_5).await;
+}
+
+#[tokio::test]
+async fn observe_learner_and_missing_endpoint_v3_4() {
+    observe_learner_and_missing_endpoint(EtcdVersion::V3_4).await;
+}
+
+#[tokio::test]
+async fn observe_nothing_is_a_view_not_an_error() {
+    let view = observe_cluster(&[], Timeouts::OBSERVE).await;
+    assert!(view.endpoints.is_empty());
+    assert!(!view.is_healthy());
+    assert!(view.members.is_err());
+}
