@@ -1,1 +1,218 @@
-//! Pure builders of the Kubernetes objects the operator owns.
+//! Pure builders of the Kubernetes objects the operator owns, one file per kind. Each takes API
+//! objects (and [`OperatorSettings`]) and returns a k8s-openapi object; none does I/O.
+//!
+//! Naming and addressing live here too, because the planner matches etcd members to
+//! EtcdMembers by exactly the peer URL the Pod builder advertises ([`peer_url`]).
+
+mod event;
+mod member;
+mod metadata;
+mod pdb;
+mod pod;
+mod pvc;
+mod service;
+
+pub use event::{EventType, REPORTING_COMPONENT, event};
+pub use member::{new_member, seed_initial_cluster};
+pub use metadata::{
+    RESERVED_PREFIX, cluster_owner_reference, member_owner_reference, with_additional_metadata,
+};
+pub use pdb::{pdb_min_available, voter_pdb};
+pub use pod::{
+    CLIENT_PORT, DATA_DIR, ETCD_CONTAINER, InitialClusterState, METRICS_PORT, PEER_PORT, PodStart,
+    member_pod,
+};
+pub use pvc::member_pvc;
+pub use service::{client_service, headless_service, service_drift};
+
+#[cfg(test)]
+pub(crate) mod tests_support;
+
+use etcd_operator_api::{EtcdCluster, EtcdMember};
+
+/// The etcd image repository used when the operator is not told otherwise.
+pub const DEFAULT_ETCD_IMAGE_REPOSITORY: &str = "quay.io/coreos/etcd";
+
+/// Operator-wide settings that shape the objects it builds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatorSettings {
+    /// Repository of the etcd image (registry and path, no tag); the tag is `v<version>`.
+    pub etcd_image_repository: String,
+}
+
+impl Default for OperatorSettings {
+    fn default() -> Self {
+        OperatorSettings {
+            etcd_image_repository: DEFAULT_ETCD_IMAGE_REPOSITORY.to_string(),
+        }
+    }
+}
+
+impl OperatorSettings {
+    /// The etcd image for `version` (`3.5.1` becomes `<repository>:v3.5.1`).
+    pub fn etcd_image(&self, version: &str) -> String {
+        format!("{}:v{version}", self.etcd_image_repository)
+    }
+}
+
+/// Why an object could not be built: the input lacks something the API server always sets.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error("{kind} has no metadata.{field}; it must be read from the API server first")]
+    MissingMetadata {
+        kind: &'static str,
+        field: &'static str,
+    },
+    #[error("the EtcdCluster has no {field} yet; it is latched on the first reconcile")]
+    NotLatched { field: &'static str },
+}
+
+/// The name of the EtcdMember (and its Pod) with `ordinal` in `cluster`: `<cluster>-<ordinal>`.
+pub fn member_name(cluster: &str, ordinal: u32) -> String {
+    format!("{cluster}-{ordinal}")
+}
+
+/// The ordinal of a member named `<cluster>-<ordinal>`; `None` for other names (members made
+/// by another operator), which sort after every ordinal member.
+pub fn member_ordinal(cluster: &str, member: &str) -> Option<u32> {
+    let suffix = member.strip_prefix(cluster)?.strip_prefix('-')?;
+    if suffix.is_empty() || (suffix.len() > 1 && suffix.starts_with('0')) {
+        return None;
+    }
+    suffix.parse().ok()
+}
+
+/// The name of the headless Service that gives members their DNS names: the cluster's name.
+pub fn headless_service_name(cluster: &str) -> String {
+    cluster.to_string()
+}
+
+/// The name of the client Service: `<cluster>-client`.
+pub fn client_service_name(cluster: &str) -> String {
+    format!("{cluster}-client")
+}
+
+/// The name of a member's data PVC: `data-<member>`.
+pub fn pvc_name(member: &str) -> String {
+    format!("data-{member}")
+}
+
+/// A member's stable DNS name through the headless Service: `<member>.<cluster>.<ns>.svc`.
+/// The short `svc` form (not `svc.cluster.local`) keeps the URLs independent of the cluster
+/// domain, and is what the reference operator advertises.
+pub fn member_host(member: &str, cluster: &str, namespace: &str) -> String {
+    format!(
+        "{member}.{}.{namespace}.svc",
+        headless_service_name(cluster)
+    )
+}
+
+/// The peer URL a member advertises, and the key the planner matches etcd's member list on.
+pub fn peer_url(scheme: &str, member: &str, cluster: &str, namespace: &str) -> String {
+    format!(
+        "{scheme}://{}:{PEER_PORT}",
+        member_host(member, cluster, namespace)
+    )
+}
+
+/// The client URL of a member.
+pub fn client_url(scheme: &str, member: &str, cluster: &str, namespace: &str) -> String {
+    format!(
+        "{scheme}://{}:{CLIENT_PORT}",
+        member_host(member, cluster, namespace)
+    )
+}
+
+/// `https` when the member's peer API uses TLS (a peer Secret or legacy auto-TLS).
+pub fn member_peer_scheme(member: &EtcdMember) -> &'static str {
+    let tls = member.spec.tls.as_ref();
+    let secured = tls.is_some_and(|t| t.peer_secret_ref.is_some() || t.peer_auto_tls == Some(true));
+    if secured { "https" } else { "http" }
+}
+
+/// `https` when the member's client API uses TLS.
+pub fn member_client_scheme(member: &EtcdMember) -> &'static str {
+    let tls = member.spec.tls.as_ref();
+    if tls.is_some_and(|t| t.client_server_secret_ref.is_some()) {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// `https` when the cluster's peer API uses TLS.
+pub fn cluster_peer_scheme(cluster: &EtcdCluster) -> &'static str {
+    let tls = cluster.spec.tls.as_ref();
+    if tls.is_some_and(|t| t.peer.is_some()) {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// `https` when the cluster's client API uses TLS.
+pub fn cluster_client_scheme(cluster: &EtcdCluster) -> &'static str {
+    let tls = cluster.spec.tls.as_ref();
+    if tls.is_some_and(|t| t.client.is_some()) {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// The peer URL of an existing EtcdMember (its own TLS, its own name).
+pub fn member_peer_url(member: &EtcdMember) -> String {
+    peer_url(
+        member_peer_scheme(member),
+        member.metadata.name.as_deref().unwrap_or_default(),
+        &member.spec.cluster_name,
+        member.metadata.namespace.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The client URL of an existing EtcdMember.
+pub fn member_client_url(member: &EtcdMember) -> String {
+    client_url(
+        member_client_scheme(member),
+        member.metadata.name.as_deref().unwrap_or_default(),
+        &member.spec.cluster_name,
+        member.metadata.namespace.as_deref().unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_names_carry_ordinals() {
+        assert_eq!(member_name("etcd", 2), "etcd-2");
+        assert_eq!(member_ordinal("etcd", "etcd-2"), Some(2));
+        assert_eq!(member_ordinal("etcd", "etcd-10"), Some(10));
+        assert_eq!(member_ordinal("etcd", "etcd-x7k2p"), None);
+        assert_eq!(member_ordinal("etcd", "etcd-02"), None);
+        assert_eq!(member_ordinal("etcd", "etcd-"), None);
+        assert_eq!(member_ordinal("etcd", "other-1"), None);
+        assert_eq!(member_ordinal("etcd", "etcd-a-1"), None);
+    }
+
+    #[test]
+    fn urls_use_the_headless_service_dns_name() {
+        assert_eq!(
+            peer_url("http", "etcd-0", "etcd", "prod"),
+            "http://etcd-0.etcd.prod.svc:2380"
+        );
+        assert_eq!(
+            client_url("https", "etcd-0", "etcd", "prod"),
+            "https://etcd-0.etcd.prod.svc:2379"
+        );
+        assert_eq!(pvc_name("etcd-0"), "data-etcd-0");
+        assert_eq!(client_service_name("etcd"), "etcd-client");
+    }
+
+    #[test]
+    fn image_is_repository_and_v_tag() {
+        let settings = OperatorSettings::default();
+        assert_eq!(settings.etcd_image("3.5.1"), "quay.io/coreos/etcd:v3.5.1");
+    }
+}

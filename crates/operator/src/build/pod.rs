@@ -1,0 +1,369 @@
+//! The member Pod: one etcd process, its data volume, its flags, and probes that never make an
+//! outage worse.
+
+use std::collections::BTreeMap;
+
+use etcd_operator_api::EtcdMember;
+use etcd_operator_api::labels::{ROLE, ROLE_VOTER, member_labels};
+use etcd_operator_api::shared::{EtcdOptions, StorageMedium};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
+    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::metadata::{member_owner_reference, non_empty, with_additional_metadata};
+use super::{
+    BuildError, OperatorSettings, headless_service_name, member_client_scheme, member_client_url,
+    member_peer_scheme, member_peer_url, pvc_name,
+};
+
+pub const CLIENT_PORT: i32 = 2379;
+pub const PEER_PORT: i32 = 2380;
+/// Plaintext metrics and health listener (`--listen-metrics-urls`), always on, even with TLS,
+/// so the kubelet's HTTP probes and scrapers reach it.
+pub const METRICS_PORT: i32 = 2381;
+/// Where the data volume is mounted; etcd's `--data-dir`.
+pub const DATA_DIR: &str = "/var/lib/etcd";
+/// The name of the etcd container.
+pub const ETCD_CONTAINER: &str = "etcd";
+
+/// The fixed non-root identity etcd runs as (the distroless `nonroot` user).
+const RUN_AS: i64 = 65532;
+
+/// `--initial-cluster-state`. etcd reads it only when its data directory is empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitialClusterState {
+    /// Form a new cluster: only the bootstrap seed, once, before the cluster ID is known.
+    New,
+    /// Join the cluster whose members are listed in `--initial-cluster`.
+    Existing,
+}
+
+impl InitialClusterState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InitialClusterState::New => "new",
+            InitialClusterState::Existing => "existing",
+        }
+    }
+}
+
+/// How the member's etcd starts the first time (both are ignored once its data directory is
+/// initialized, so a recreated Pod on existing data resumes as the same member).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodStart {
+    /// `--initial-cluster`: `name=peerURL` pairs. For a joining member: etcd's member list
+    /// plus the new member; for the seed: the seed alone.
+    pub initial_cluster: String,
+    pub state: InitialClusterState,
+}
+
+/// The Pod of `member`: named after it, with `hostname`/`subdomain` giving it the DNS name its
+/// peer URL advertises, owned by the EtcdMember.
+pub fn member_pod(
+    member: &EtcdMember,
+    start: &PodStart,
+    settings: &OperatorSettings,
+) -> Result<Pod, BuildError> {
+    let name = member
+        .metadata
+        .name
+        .clone()
+        .ok_or(BuildError::MissingMetadata {
+            kind: "EtcdMember",
+            field: "name",
+        })?;
+    let cluster = &member.spec.cluster_name;
+
+    let mut labels = member_labels(cluster, &name);
+    if member.status.as_ref().and_then(|s| s.is_voter) == Some(true) {
+        // The PodDisruptionBudget selects voters by this label.
+        labels.insert(ROLE.to_string(), ROLE_VOTER.to_string());
+    }
+    let (labels, annotations) = with_additional_metadata(
+        labels,
+        BTreeMap::new(),
+        member.spec.additional_metadata.as_ref(),
+    );
+
+    let (tls_flags, mut volumes, mut mounts) = tls_wiring(member);
+    volumes.insert(0, data_volume(member, &name));
+    mounts.insert(
+        0,
+        VolumeMount {
+            name: "data".to_string(),
+            mount_path: DATA_DIR.to_string(),
+            ..Default::default()
+        },
+    );
+
+    let mut command = vec![
+        "etcd".to_string(),
+        format!("--name={name}"),
+        format!("--data-dir={DATA_DIR}"),
+        format!(
+            "--listen-peer-urls={}://0.0.0.0:{PEER_PORT}",
+            member_peer_scheme(member)
+        ),
+        format!(
+            "--listen-client-urls={}://0.0.0.0:{CLIENT_PORT}",
+            member_client_scheme(member)
+        ),
+        format!("--advertise-client-urls={}", member_client_url(member)),
+        format!("--initial-advertise-peer-urls={}", member_peer_url(member)),
+        format!("--initial-cluster={}", start.initial_cluster),
+        format!("--initial-cluster-token={}", member.spec.cluster_token),
+        format!("--initial-cluster-state={}", start.state.as_str()),
+        format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
+    ];
+    command.extend(option_flags(member.spec.options.as_ref()));
+    command.extend(tls_flags);
+
+    let container = Container {
+        name: ETCD_CONTAINER.to_string(),
+        image: Some(settings.etcd_image(&member.spec.version)),
+        command: Some(command),
+        ports: Some(vec![
+            container_port("client", CLIENT_PORT),
+            container_port("peer", PEER_PORT),
+            container_port("metrics", METRICS_PORT),
+        ]),
+        volume_mounts: Some(mounts),
+        resources: Some(container_resources(member.spec.resources.as_ref())),
+        startup_probe: Some(startup_probe()),
+        liveness_probe: Some(liveness_probe()),
+        readiness_probe: Some(readiness_probe()),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                add: None,
+            }),
+            run_as_non_root: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: member.metadata.namespace.clone(),
+            labels: non_empty(labels),
+            annotations: non_empty(annotations),
+            owner_references: Some(vec![member_owner_reference(member)?]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            hostname: Some(name),
+            subdomain: Some(headless_service_name(cluster)),
+            // Bare Pods: the kubelet restarts a crashed etcd in place; the operator recreates
+            // a Pod that reached a terminal phase (a node shutdown leaves them Succeeded).
+            restart_policy: Some("Always".to_string()),
+            // etcd never talks to the Kubernetes API.
+            automount_service_account_token: Some(false),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(RUN_AS),
+                run_as_group: Some(RUN_AS),
+                fs_group: Some(RUN_AS),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".to_string(),
+                    localhost_profile: None,
+                }),
+                ..Default::default()
+            }),
+            affinity: member.spec.affinity.clone(),
+            topology_spread_constraints: member.spec.topology_spread_constraints.clone(),
+            image_pull_secrets: member.spec.image_pull_secrets.clone(),
+            containers: vec![container],
+            volumes: Some(volumes),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// The data volume: the member's PVC, or a tmpfs `emptyDir` capped at the storage size for
+/// memory-backed members (whose data dies with the Pod; the planner replaces such a member
+/// rather than restarting it under its old identity).
+fn data_volume(member: &EtcdMember, name: &str) -> Volume {
+    let storage = &member.spec.storage;
+    match storage.medium_or_default() {
+        StorageMedium::Memory => Volume {
+            name: "data".to_string(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".to_string()),
+                size_limit: Some(storage.size_or_default()),
+            }),
+            ..Default::default()
+        },
+        StorageMedium::Persistent => Volume {
+            name: "data".to_string(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: pvc_name(name),
+                read_only: None,
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+/// The typed `options` as etcd flags; unset fields leave etcd's defaults.
+fn option_flags(options: Option<&EtcdOptions>) -> Vec<String> {
+    let Some(options) = options else {
+        return Vec::new();
+    };
+    let mut flags = Vec::new();
+    if let Some(bytes) = options.quota_backend_bytes {
+        flags.push(format!("--quota-backend-bytes={bytes}"));
+    }
+    if let Some(mode) = options.auto_compaction_mode {
+        flags.push(format!("--auto-compaction-mode={}", mode.as_str()));
+    }
+    if let Some(retention) = &options.auto_compaction_retention {
+        flags.push(format!("--auto-compaction-retention={retention}"));
+    }
+    if let Some(count) = options.snapshot_count {
+        flags.push(format!("--snapshot-count={count}"));
+    }
+    flags
+}
+
+/// TLS flags, Secret volumes and mounts from the member's copy of the cluster's TLS.
+fn tls_wiring(member: &EtcdMember) -> (Vec<String>, Vec<Volume>, Vec<VolumeMount>) {
+    let (mut flags, mut volumes, mut mounts) = (Vec::new(), Vec::new(), Vec::new());
+    let Some(tls) = member.spec.tls.as_ref() else {
+        return (flags, volumes, mounts);
+    };
+    if let Some(secret) = &tls.client_server_secret_ref {
+        let dir = "/etc/etcd/tls/client";
+        flags.push(format!("--cert-file={dir}/tls.crt"));
+        flags.push(format!("--key-file={dir}/tls.key"));
+        if tls.client_mtls == Some(true) {
+            flags.push("--client-cert-auth=true".to_string());
+            flags.push(format!("--trusted-ca-file={dir}/ca.crt"));
+        }
+        volumes.push(secret_volume("tls-client", &secret.name));
+        mounts.push(read_only_mount("tls-client", dir));
+    }
+    if let Some(secret) = &tls.peer_secret_ref {
+        let dir = "/etc/etcd/tls/peer";
+        flags.push(format!("--peer-cert-file={dir}/tls.crt"));
+        flags.push(format!("--peer-key-file={dir}/tls.key"));
+        flags.push(format!("--peer-trusted-ca-file={dir}/ca.crt"));
+        flags.push("--peer-client-cert-auth=true".to_string());
+        volumes.push(secret_volume("tls-peer", &secret.name));
+        mounts.push(read_only_mount("tls-peer", dir));
+    } else if tls.peer_auto_tls == Some(true) {
+        flags.push("--peer-auto-tls".to_string());
+    }
+    (flags, volumes, mounts)
+}
+
+fn secret_volume(name: &str, secret: &str) -> Volume {
+    Volume {
+        name: name.to_string(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.to_string()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn read_only_mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.to_string(),
+        mount_path: path.to_string(),
+        read_only: Some(true),
+        ..Default::default()
+    }
+}
+
+/// The member's resources, or 100m CPU and 128Mi memory requests when none are set.
+fn container_resources(resources: Option<&ResourceRequirements>) -> ResourceRequirements {
+    match resources {
+        Some(set) if *set != ResourceRequirements::default() => set.clone(),
+        _ => ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), Quantity("100m".to_string())),
+                ("memory".to_string(), Quantity("128Mi".to_string())),
+            ])),
+            ..Default::default()
+        },
+    }
+}
+
+fn container_port(name: &str, port: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_string()),
+        container_port: port,
+        protocol: Some("TCP".to_string()),
+        ..Default::default()
+    }
+}
+
+// Probe endpoints, checked against the versions we run (3.4.23 and 3.5.1) on the metrics port:
+// - `/health` answers 503 whenever the member has no leader, and `?serializable=true` does not
+//   change that on either version (3.4.23 ignores the parameter; 3.5.1 still checks the
+//   leader). So every `/health` form depends on quorum.
+// - `/livez` and `/readyz` do not exist (404) on either version.
+// - `/metrics` answers 200 whenever the process serves HTTP, with or without a leader.
+//
+// Readiness uses `/health`: a member without quorum cannot serve linearizable requests, so it
+// leaves the client Service, and the PodDisruptionBudget stops drains from making things worse.
+// Readiness never restarts anything. A learner reports healthy, so it becomes ready too.
+//
+// Liveness must not depend on quorum: with `/health` (as improbable-eng's operator learned) the
+// kubelet restarts every member while quorum is lost, wiping the state the cluster needs to
+// recover. It uses `/metrics`, which fails only when the process stops serving HTTP. The
+// metrics listener opens only after etcd has replayed its WAL, so a startup probe allows five
+// minutes for that before liveness applies.
+
+fn metrics_get(path: &str) -> Option<HTTPGetAction> {
+    Some(HTTPGetAction {
+        path: Some(path.to_string()),
+        port: IntOrString::Int(METRICS_PORT),
+        scheme: Some("HTTP".to_string()),
+        ..Default::default()
+    })
+}
+
+fn startup_probe() -> Probe {
+    Probe {
+        http_get: metrics_get("/metrics"),
+        period_seconds: Some(5),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(60),
+        ..Default::default()
+    }
+}
+
+fn liveness_probe() -> Probe {
+    Probe {
+        http_get: metrics_get("/metrics"),
+        period_seconds: Some(10),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(6),
+        ..Default::default()
+    }
+}
+
+fn readiness_probe() -> Probe {
+    Probe {
+        http_get: metrics_get("/health"),
+        period_seconds: Some(5),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+#[path = "pod_tests.rs"]
+mod tests;
