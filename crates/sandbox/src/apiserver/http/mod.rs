@@ -49,7 +49,9 @@ impl Call {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/json");
         if content_type.contains("protobuf") {
-            return Err(ApiError::unsupported_media_type(content_type));
+            let mut err = ApiError::unsupported_media_type(content_type);
+            err.message = "kube-sandbox does not decode protobuf request bodies (kubectl's imperative `create <kind>` commands send them); send JSON or YAML, e.g. `kubectl create -f` or `kubectl apply -f` with a manifest".into();
+            return Err(err);
         }
         serde_json::from_slice(&self.body).or_else(|json_err| {
             if content_type.contains("yaml") {

@@ -52,7 +52,9 @@ pub fn serve(call: &Call, path: &str) -> ApiResult<Response<Body>> {
         .into_iter()
         .map(|(group, version)| {
             let of_version: Vec<ResourceSchema> = schemas.iter().filter(|s| s.group == group && s.version == version).cloned().collect();
-            (v3_path(&group, &version), v3_group_version(&group, &version, &of_version))
+            let mut document = v3_group_version(&group, &version, &of_version);
+            add_paths(&mut document, call, &group, &version);
+            (v3_path(&group, &version), document)
         })
         .collect();
     if path == "/openapi/v3" {
@@ -65,4 +67,31 @@ pub fn serve(call: &Call, path: &str) -> ApiResult<Response<Body>> {
         .find(|(p, _)| p == wanted)
         .map(|(_, document)| json_response(StatusCode::OK, document, &[]))
         .ok_or_else(|| ApiError::no_route(path))
+}
+
+/// The item paths of each kind with a PATCH operation that lists `fieldValidation`: kubectl
+/// reads these to decide that the server validates fields itself (otherwise it downloads the
+/// protobuf OpenAPI v2 document to validate on the client).
+fn add_paths(document: &mut Value, call: &Call, group: &str, version: &str) {
+    let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+    let parameters = json!([
+        {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+        {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
+        {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+        {"name": "force", "in": "query", "schema": {"type": "boolean"}},
+    ]);
+    let mut paths = serde_json::Map::new();
+    for kind in call.server.registry.all().iter().filter(|k| k.group == group && k.version(version).is_some()) {
+        let scope = if kind.namespaced { "/namespaces/{namespace}" } else { "" };
+        let path = format!("{prefix}{scope}/{}/{{name}}", kind.plural);
+        let operation = json!({
+            "operationId": format!("patch{}", kind.kind),
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": kind.kind},
+            "parameters": parameters,
+            "responses": {"200": {"description": "OK"}},
+        });
+        paths.insert(path, json!({"patch": operation}));
+    }
+    document["paths"] = Value::Object(paths);
 }

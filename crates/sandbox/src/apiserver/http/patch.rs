@@ -38,7 +38,12 @@ impl PatchType {
 
 pub fn patch_error(err: PatchError) -> ApiError {
     match err {
-        PatchError::StrategicMergeUnsupported => ApiError::unsupported_media_type("application/strategic-merge-patch+json"),
+        PatchError::StrategicMergeUnsupported => {
+            let mut unsupported = ApiError::bad_request(PatchError::StrategicMergeUnsupported.to_string());
+            unsupported.code = 415;
+            unsupported.reason = "UnsupportedMediaType";
+            unsupported
+        }
         PatchError::Malformed(message) => ApiError::bad_request(message),
         PatchError::Failed(message) => {
             let mut invalid = ApiError::bad_request(message);

@@ -41,8 +41,11 @@ pub fn name_age() -> Vec<PrinterColumn> {
     vec![age()]
 }
 
+/// The CRD list shows the creation time itself, not an age.
 pub fn created_at() -> Vec<PrinterColumn> {
-    vec![path("Created At", "date", ".metadata.creationTimestamp")]
+    let mut column = computed("Created At", |crd| crd["metadata"]["creationTimestamp"].clone());
+    column.column_type = "date".into();
+    vec![column]
 }
 
 pub fn namespace() -> Vec<PrinterColumn> {
