@@ -18,6 +18,7 @@ mod lifecycle;
 pub mod logs;
 pub mod objects;
 pub mod pdb;
+mod protobuf;
 pub mod registry;
 pub mod request;
 pub mod selector;

@@ -49,6 +49,9 @@ impl Call {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/json");
         if content_type.contains("protobuf") {
+            if let Some(decoded) = super::protobuf::decode(&self.body) {
+                return Ok(decoded);
+            }
             let mut err = ApiError::unsupported_media_type(content_type);
             err.message = "kube-sandbox does not decode protobuf request bodies (kubectl's imperative `create <kind>` commands send them); send JSON or YAML, e.g. `kubectl create -f` or `kubectl apply -f` with a manifest".into();
             return Err(err);

@@ -213,9 +213,6 @@ pub fn access_review(call: &Call, target: &Target) -> ApiResult<Response<Body>> 
     };
     let allowed = is_allowed(&call.server, &identity, &attributes);
     review["status"] = json!({"allowed": allowed});
-    if !allowed {
-        review["status"]["reason"] = json!("no RBAC rule allows it");
-    }
     review["apiVersion"] = json!("authorization.k8s.io/v1");
     review["kind"] = json!(target.kind.kind);
     Ok(json_response(StatusCode::CREATED, &review, &[]))

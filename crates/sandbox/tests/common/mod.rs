@@ -1,0 +1,120 @@
+//! What the sandbox's own integration tests share: a sandbox in a temporary directory, and
+//! kubectl run against it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use kube_sandbox::{Sandbox, SandboxOptions};
+
+/// A running sandbox and the directory it lives in (removed when dropped).
+pub struct TestSandbox {
+    pub sandbox: Sandbox,
+    pub dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TestSandbox {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.sandbox
+    }
+}
+
+pub async fn start() -> TestSandbox {
+    start_with(|options| options).await
+}
+
+pub async fn start_with(configure: impl FnOnce(SandboxOptions) -> SandboxOptions) -> TestSandbox {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let options = configure(SandboxOptions::new(dir.path()));
+    let sandbox = Sandbox::start(options).await.expect("sandbox starts");
+    TestSandbox { sandbox, dir }
+}
+
+/// The test CRD of this crate: schema with defaults, CEL rules, status and scale, columns.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// The project's own CRDs.
+pub fn project_crds() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds")
+}
+
+/// The result of one kubectl run.
+pub struct Kubectl {
+    pub stdout: String,
+    pub stderr: String,
+    pub success: bool,
+}
+
+impl Kubectl {
+    fn from_output(output: Output) -> Self {
+        Self {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            success: output.status.success(),
+        }
+    }
+
+    /// Stdout, after checking that kubectl succeeded.
+    pub fn ok(self) -> String {
+        assert!(self.success, "kubectl failed:\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self.stdout
+    }
+
+    /// Stderr, after checking that kubectl failed.
+    pub fn err(self) -> String {
+        assert!(!self.success, "kubectl unexpectedly succeeded:\nstdout: {}", self.stdout);
+        self.stderr
+    }
+}
+
+/// Runs `kubectl --kubeconfig <sandbox> args...`, feeding `stdin` if given.
+pub async fn kubectl_with_input(sandbox: &Sandbox, args: &[&str], stdin: Option<&str>) -> Kubectl {
+    use tokio::io::AsyncWriteExt;
+    let mut command = tokio::process::Command::new("kubectl");
+    command
+        .arg("--kubeconfig")
+        .arg(sandbox.kubeconfig_path())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("kubectl is installed");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).await.expect("write stdin");
+    }
+    drop(input);
+    let output = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("kubectl finishes within a minute")
+        .expect("kubectl runs");
+    Kubectl::from_output(output)
+}
+
+pub async fn kubectl(sandbox: &Sandbox, args: &[&str]) -> Kubectl {
+    kubectl_with_input(sandbox, args, None).await
+}
+
+/// `kubectl apply -f -` of `manifest`.
+pub async fn apply(sandbox: &Sandbox, manifest: &str) -> Kubectl {
+    kubectl_with_input(sandbox, &["apply", "-f", "-"], Some(manifest)).await
+}
+
+/// Polls `check` every 50ms for up to 10s.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
