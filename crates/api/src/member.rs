@@ -188,7 +188,8 @@ pub struct EtcdMemberStatus {
     #[schemars(schema_with = "crate::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
 
-    /// Where the member is in its lifecycle. An extension of this implementation.
+    /// Where the member is in its lifecycle: Pending, Provisioning, Ready, Recreating,
+    /// Replacing or Terminating. An extension of this implementation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phase: Option<MemberPhase>,
 
