@@ -5,6 +5,7 @@
 
 mod errors;
 pub mod managed;
+mod strategic;
 mod type_info;
 
 pub use errors::PatchError;
@@ -37,5 +38,8 @@ pub fn strategic_merge_patch(target: &Value, patch: &Value, types: &TypeInfo) ->
     if !types.supports_strategic_merge() {
         return Err(PatchError::StrategicMergeUnsupported);
     }
-    Ok(merge_patch(target, patch))
+    strategic::merge_object(target, patch, Some(types.root()))
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,7 +17,7 @@ mod errors;
 mod formats;
 mod go_text;
 mod listtype;
-mod node;
+pub(crate) mod node;
 pub mod openapi;
 mod prune;
 mod structural;

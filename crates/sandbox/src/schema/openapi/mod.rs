@@ -1,5 +1,10 @@
 //! The OpenAPI documents kubectl reads: v3 per group-version, the v3 index, and v2.
 
+mod builtin;
+mod markers;
+
+pub use builtin::{BUILTIN_KINDS, BuiltinSchema, builtin_schema};
+
 use serde_json::{Map, Value, json};
 
 /// One resource of a group-version as it appears in the OpenAPI documents.
