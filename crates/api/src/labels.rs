@@ -1,5 +1,6 @@
 //! The labels the operator puts on the objects it creates, as the reference operator sets them,
-//! and the selectors built from them.
+//! the selectors built from them, and the quorum arithmetic those selectors serve (the
+//! PodDisruptionBudget over voters).
 
 use std::collections::BTreeMap;
 

@@ -93,13 +93,16 @@ pub(crate) fn plain_string(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// The inline schema of `T` from k8s-openapi, with `mark` applied to its JSON form.
+///
+/// # Panics
+/// Never: k8s-openapi's schemas are objects, and `mark` only sets keys on objects.
 fn embedded<T: JsonSchema>(
     generator: &mut SchemaGenerator,
     mark: impl FnOnce(&mut Value),
 ) -> Schema {
     let mut value = generator.subschema_for::<T>().to_value();
     mark(&mut value);
-    Schema::try_from(value).unwrap_or_else(|_| json_schema!({ "type": "object" }))
+    Schema::try_from(value).expect("a k8s-openapi schema is a JSON object")
 }
 
 /// The property `name` of an object schema, when present.
