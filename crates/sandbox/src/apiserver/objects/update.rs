@@ -85,8 +85,10 @@ pub fn update_with(
         if options.dry_run {
             return Ok(Written { object, warnings });
         }
+        // Gone once deleting, with no finalizers left and no grace period to wait out.
         let finished_deleting = object["metadata"]["deletionTimestamp"].is_string()
             && object["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty)
+            && object["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0
             && (kind.kind != "Namespace" || object["spec"]["finalizers"].as_array().is_none_or(Vec::is_empty));
         let result = if finished_deleting {
             let removed = server.store.commit(&storage, namespace, name, Precondition::ResourceVersion(current_rv), None);
