@@ -26,7 +26,8 @@ pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
     let operations: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|error| PatchError::Malformed(error.to_string()))?;
     let mut patched = target.clone();
-    json_patch::patch(&mut patched, &operations).map_err(|error| PatchError::Failed(error.to_string()))?;
+    json_patch::patch(&mut patched, &operations)
+        .map_err(|error| PatchError::Failed(error.to_string()))?;
     Ok(patched)
 }
 
@@ -34,7 +35,11 @@ pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, PatchError> {
 ///
 /// Custom resources do not support it: for a [`TypeInfo::from_schema`] this returns
 /// [`PatchError::StrategicMergeUnsupported`], which the server answers with 415.
-pub fn strategic_merge_patch(target: &Value, patch: &Value, types: &TypeInfo) -> Result<Value, PatchError> {
+pub fn strategic_merge_patch(
+    target: &Value,
+    patch: &Value,
+    types: &TypeInfo,
+) -> Result<Value, PatchError> {
     if !types.supports_strategic_merge() {
         return Err(PatchError::StrategicMergeUnsupported);
     }

@@ -9,7 +9,10 @@ use crate::schema::StructuralSchema;
 fn merge_patch_follows_rfc_7386() {
     let target = json!({"a": "b", "c": {"d": "e", "f": "g"}, "list": [1, 2]});
     let patch = json!({"a": "z", "c": {"f": null}, "list": [3]});
-    assert_eq!(merge_patch(&target, &patch), json!({"a": "z", "c": {"d": "e"}, "list": [3]}));
+    assert_eq!(
+        merge_patch(&target, &patch),
+        json!({"a": "z", "c": {"d": "e"}, "list": [3]})
+    );
     assert_eq!(merge_patch(&target, &json!(null)), json!(null));
 }
 
@@ -21,16 +24,29 @@ fn json_patch_follows_rfc_6902() {
         {"op": "replace", "path": "/spec/replicas", "value": 3},
         {"op": "add", "path": "/spec/members/-", "value": "b"},
     ]);
-    assert_eq!(json_patch(&target, &patch), Ok(json!({"spec": {"replicas": 3, "members": ["a", "b"]}})));
+    assert_eq!(
+        json_patch(&target, &patch),
+        Ok(json!({"spec": {"replicas": 3, "members": ["a", "b"]}}))
+    );
     let failing = json!([{"op": "test", "path": "/spec/replicas", "value": 2}]);
-    assert!(matches!(json_patch(&target, &failing), Err(PatchError::Failed(_))));
-    assert!(matches!(json_patch(&target, &json!({"op": "add"})), Err(PatchError::Malformed(_))));
+    assert!(matches!(
+        json_patch(&target, &failing),
+        Err(PatchError::Failed(_))
+    ));
+    assert!(matches!(
+        json_patch(&target, &json!({"op": "add"})),
+        Err(PatchError::Malformed(_))
+    ));
 }
 
 #[test]
 fn strategic_merge_is_refused_for_custom_resources() {
-    let schema = StructuralSchema::compile(&json!({"type": "object", "properties": {"spec": {"type": "object"}}})).expect("compiles");
-    let error = strategic_merge_patch(&json!({}), &json!({}), &TypeInfo::from_schema(&schema)).expect_err("415");
+    let schema = StructuralSchema::compile(
+        &json!({"type": "object", "properties": {"spec": {"type": "object"}}}),
+    )
+    .expect("compiles");
+    let error = strategic_merge_patch(&json!({}), &json!({}), &TypeInfo::from_schema(&schema))
+        .expect_err("415");
     assert_eq!(error.status_code(), 415);
     assert_eq!(error.reason(), "UnsupportedMediaType");
 }
@@ -79,28 +95,44 @@ fn strategic_merge_directives() {
     let types = TypeInfo::builtin("", "v1", "Pod");
     let delete_item = json!({"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}});
     let merged = strategic_merge_patch(&pod(), &delete_item, &types).expect("delete item");
-    assert_eq!(merged["spec"]["containers"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        merged["spec"]["containers"].as_array().map(Vec::len),
+        Some(1)
+    );
 
     let replace_map = json!({"metadata": {"labels": {"$patch": "replace", "only": "this"}}});
     let merged = strategic_merge_patch(&pod(), &replace_map, &types).expect("replace map");
     assert_eq!(merged["metadata"]["labels"], json!({"only": "this"}));
 
     let delete_primitive = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}});
-    let merged = strategic_merge_patch(&pod(), &delete_primitive, &types).expect("delete from list");
+    let merged =
+        strategic_merge_patch(&pod(), &delete_primitive, &types).expect("delete from list");
     assert_eq!(merged["metadata"]["finalizers"], json!([]));
 
     let reorder = json!({"spec": {"$setElementOrder/containers": [{"name": "sidecar"}, {"name": "etcd"}], "containers": [{"name": "etcd", "image": "etcd:3.7"}]}});
     let merged = strategic_merge_patch(&pod(), &reorder, &types).expect("reorder");
-    let names: Vec<&str> = merged["spec"]["containers"].as_array().expect("list").iter().filter_map(|c| c["name"].as_str()).collect();
+    let names: Vec<&str> = merged["spec"]["containers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
     assert_eq!(names, ["sidecar", "etcd"]);
 
     let retain = json!({"spec": {"volumes": [{"name": "data", "$retainKeys": ["name", "hostPath"], "hostPath": {"path": "/d"}}]}});
     let merged = strategic_merge_patch(&pod(), &retain, &types).expect("retain keys");
-    assert_eq!(merged["spec"]["volumes"], json!([{"name": "data", "hostPath": {"path": "/d"}}]));
+    assert_eq!(
+        merged["spec"]["volumes"],
+        json!([{"name": "data", "hostPath": {"path": "/d"}}])
+    );
 
-    let replace_list = json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "o"}]}});
+    let replace_list =
+        json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "o"}]}});
     let merged = strategic_merge_patch(&pod(), &replace_list, &types).expect("replace list");
-    assert_eq!(merged["spec"]["containers"], json!([{"name": "only", "image": "o"}]));
+    assert_eq!(
+        merged["spec"]["containers"],
+        json!([{"name": "only", "image": "o"}])
+    );
 }
 
 #[test]
@@ -109,5 +141,8 @@ fn service_ports_merge_by_port() {
     let service = json!({"spec": {"ports": [{"port": 2379, "name": "client"}, {"port": 2380, "name": "peer"}]}});
     let patch = json!({"spec": {"ports": [{"port": 2380, "targetPort": 12380}]}});
     let merged = strategic_merge_patch(&service, &patch, &types).expect("merges");
-    assert_eq!(merged["spec"]["ports"], json!([{"port": 2379, "name": "client"}, {"port": 2380, "name": "peer", "targetPort": 12380}]));
+    assert_eq!(
+        merged["spec"]["ports"],
+        json!([{"port": 2379, "name": "client"}, {"port": 2380, "name": "peer", "targetPort": 12380}])
+    );
 }

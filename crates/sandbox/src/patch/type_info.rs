@@ -56,7 +56,10 @@ pub(crate) struct TypeNode {
 impl TypeNode {
     /// The type of field `name` of an object of this type.
     pub(crate) fn field(&self, name: &str) -> Option<&TypeNode> {
-        self.fields.get(name).map(Arc::as_ref).or(self.element.as_deref())
+        self.fields
+            .get(name)
+            .map(Arc::as_ref)
+            .or(self.element.as_deref())
     }
 
     /// Whether `name` is a declared field (a struct member rather than a map entry).
@@ -106,7 +109,10 @@ impl TypeInfo {
     pub fn from_schema(schema: &StructuralSchema) -> TypeInfo {
         let mut root = from_node(schema.root_node());
         add_object_meta(&mut root);
-        TypeInfo { root: Arc::new(root), strategic_merge: false }
+        TypeInfo {
+            root: Arc::new(root),
+            strategic_merge: false,
+        }
     }
 
     /// The merge keys and strategies of a built-in kind, e.g. `("", "v1", "Pod")`. An unknown
@@ -116,17 +122,26 @@ impl TypeInfo {
         let root = match builtin_schema(group, version, kind) {
             Some(schema) => from_definition(&schema.definitions, &schema.root, 0),
             None => {
-                let mut root = TypeNode { shape: Shape::Object, ..TypeNode::default() };
+                let mut root = TypeNode {
+                    shape: Shape::Object,
+                    ..TypeNode::default()
+                };
                 add_object_meta(&mut root);
                 root
             }
         };
-        TypeInfo { root: Arc::new(root), strategic_merge: true }
+        TypeInfo {
+            root: Arc::new(root),
+            strategic_merge: true,
+        }
     }
 
     /// Types deduced from the values alone (for kinds without any schema).
     pub fn deduced() -> TypeInfo {
-        TypeInfo { root: Arc::new(TypeNode::default()), strategic_merge: false }
+        TypeInfo {
+            root: Arc::new(TypeNode::default()),
+            strategic_merge: false,
+        }
     }
 
     /// Whether the kind accepts `application/strategic-merge-patch+json`.
@@ -151,7 +166,9 @@ fn from_node(node: &Node) -> TypeNode {
             type_node.shape = Shape::Object;
             type_node.atomic = node.map_semantics() == MapType::Atomic;
             for (name, property) in &node.properties {
-                type_node.fields.insert(name.clone(), Arc::new(from_node(property)));
+                type_node
+                    .fields
+                    .insert(name.clone(), Arc::new(from_node(property)));
             }
             if let Some(element) = node.additional_schema() {
                 type_node.element = Some(Arc::new(from_node(element)));
@@ -169,7 +186,9 @@ fn from_node(node: &Node) -> TypeNode {
                 ListType::Set => ListKind::Set,
                 ListType::Map => ListKind::Map(node.list_map_keys.clone()),
             };
-            type_node.element = Some(Arc::new(node.items.as_deref().map(from_node).unwrap_or_default()));
+            type_node.element = Some(Arc::new(
+                node.items.as_deref().map(from_node).unwrap_or_default(),
+            ));
         }
         "" => {}
         _ => type_node.shape = Shape::Scalar,
@@ -180,11 +199,20 @@ fn from_node(node: &Node) -> TypeNode {
 /// `metadata` of a custom resource is an `ObjectMeta`, whatever its schema says.
 fn add_object_meta(root: &mut TypeNode) {
     if let Some(schema) = builtin_schema("", "v1", "ConfigMap") {
-        let meta = from_definition(&schema.definitions, "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", 0);
+        let meta = from_definition(
+            &schema.definitions,
+            "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+            0,
+        );
         root.shape = Shape::Object;
         root.fields.insert("metadata".into(), Arc::new(meta));
         for name in ["apiVersion", "kind"] {
-            root.fields.entry(name.into()).or_insert_with(|| Arc::new(TypeNode { shape: Shape::Scalar, ..TypeNode::default() }));
+            root.fields.entry(name.into()).or_insert_with(|| {
+                Arc::new(TypeNode {
+                    shape: Shape::Scalar,
+                    ..TypeNode::default()
+                })
+            });
         }
     }
 }
@@ -215,7 +243,12 @@ fn from_openapi(definitions: &Map<String, Value>, schema: &Value, depth: usize) 
     }
     let type_name = match schema.get("type") {
         Some(Value::String(name)) => name.clone(),
-        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).find(|name| *name != "null").unwrap_or_default().to_string(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|name| *name != "null")
+            .unwrap_or_default()
+            .to_string(),
         _ => String::new(),
     };
     let mut node = TypeNode::default();
@@ -224,7 +257,10 @@ fn from_openapi(definitions: &Map<String, Value>, schema: &Value, depth: usize) 
             node.shape = Shape::Object;
             if let Some(Value::Object(properties)) = schema.get("properties") {
                 for (field, property) in properties {
-                    node.fields.insert(field.clone(), Arc::new(from_openapi(definitions, property, depth)));
+                    node.fields.insert(
+                        field.clone(),
+                        Arc::new(from_openapi(definitions, property, depth)),
+                    );
                 }
             }
             if let Some(additional @ Value::Object(_)) = schema.get("additionalProperties") {
@@ -235,7 +271,9 @@ fn from_openapi(definitions: &Map<String, Value>, schema: &Value, depth: usize) 
         }
         "array" => {
             node.shape = Shape::List;
-            node.element = schema.get("items").map(|items| Arc::new(from_openapi(definitions, items, depth)));
+            node.element = schema
+                .get("items")
+                .map(|items| Arc::new(from_openapi(definitions, items, depth)));
         }
         "" => {}
         _ => node.shape = Shape::Scalar,
@@ -267,7 +305,12 @@ fn apply_extensions(node: &mut TypeNode, schema: &Value) {
             let keys = schema
                 .get("x-kubernetes-list-map-keys")
                 .and_then(Value::as_array)
-                .map(|keys| keys.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .map(|keys| {
+                    keys.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default();
             ListKind::Map(keys)
         }

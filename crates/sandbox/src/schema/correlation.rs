@@ -18,12 +18,18 @@ pub(crate) struct Correlation<'a> {
 impl<'a> Correlation<'a> {
     /// The whole object and its stored version (`None` on create).
     pub(crate) fn root(new: &'a Value, old: Option<&'a Value>) -> Self {
-        Correlation { new: Some(new), old }
+        Correlation {
+            new: Some(new),
+            old,
+        }
     }
 
     /// A subtree that does not correlate (inside anyOf branches, atomic list items, ...).
     pub(crate) fn detached() -> Self {
-        Correlation { new: None, old: None }
+        Correlation {
+            new: None,
+            old: None,
+        }
     }
 
     /// Whether this value correlates and did not change.
@@ -40,7 +46,10 @@ impl<'a> Correlation<'a> {
             return Correlation::detached();
         }
         match (new.get(key), old.get(key)) {
-            (Some(new_child), Some(old_child)) => Correlation { new: Some(new_child), old: Some(old_child) },
+            (Some(new_child), Some(old_child)) => Correlation {
+                new: Some(new_child),
+                old: Some(old_child),
+            },
             _ => Correlation::detached(),
         }
     }
@@ -53,18 +62,29 @@ impl<'a> Correlation<'a> {
         if node.list_semantics() != ListType::Map {
             return Correlation::detached();
         }
-        let Some(item) = new.get(index) else { return Correlation::detached() };
+        let Some(item) = new.get(index) else {
+            return Correlation::detached();
+        };
         match find_by_keys(&node.list_map_keys, old, item) {
-            Some(old_item) => Correlation { new: Some(item), old: Some(old_item) },
+            Some(old_item) => Correlation {
+                new: Some(item),
+                old: Some(old_item),
+            },
             None => Correlation::detached(),
         }
     }
 }
 
 /// The item of `list` whose map keys equal those of `item` (apiserver's `MapList.Get`).
-pub(crate) fn find_by_keys<'a>(keys: &[String], list: &'a [Value], item: &Value) -> Option<&'a Value> {
+pub(crate) fn find_by_keys<'a>(
+    keys: &[String],
+    list: &'a [Value],
+    item: &Value,
+) -> Option<&'a Value> {
     let wanted = item.as_object()?;
     list.iter().find(|candidate| {
-        candidate.as_object().is_some_and(|candidate| keys.iter().all(|key| candidate.get(key) == wanted.get(key)))
+        candidate
+            .as_object()
+            .is_some_and(|candidate| keys.iter().all(|key| candidate.get(key) == wanted.get(key)))
     })
 }

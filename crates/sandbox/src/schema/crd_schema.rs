@@ -10,7 +10,12 @@ use super::errors::FieldError;
 use super::node::{AdditionalProperties, Node};
 
 const OPENAPI_TYPES: &[&str] = &["array", "boolean", "integer", "number", "object", "string"];
-const VALIDATION_REASONS: &[&str] = &["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
+const VALIDATION_REASONS: &[&str] = &[
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
 
 /// How the parent constrains a node.
 #[derive(Clone, Default)]
@@ -38,7 +43,15 @@ impl SchemaErrors {
 
 /// Checks the root and compiles every CEL rule in place.
 pub(crate) fn check_and_compile(root: &mut Node, path: &str) -> SchemaErrors {
-    check_node(root, path, &Scope { is_root: true, ..Scope::default() }, true)
+    check_node(
+        root,
+        path,
+        &Scope {
+            is_root: true,
+            ..Scope::default()
+        },
+        true,
+    )
 }
 
 fn check_node(node: &mut Node, path: &str, scope: &Scope, compile_cel: bool) -> SchemaErrors {
@@ -51,37 +64,70 @@ fn check_node(node: &mut Node, path: &str, scope: &Scope, compile_cel: bool) -> 
         ));
     }
     if let Some(additional) = &mut node.additional_properties {
-        let mutually_exclusive = !node.properties.is_empty() && !matches!(additional, AdditionalProperties::Allowed(true));
+        let mutually_exclusive = !node.properties.is_empty()
+            && !matches!(additional, AdditionalProperties::Allowed(true));
         if mutually_exclusive {
-            errors.schema.push(FieldError::forbidden(format!("{path}.additionalProperties"), "additionalProperties and properties are mutual exclusive"));
+            errors.schema.push(FieldError::forbidden(
+                format!("{path}.additionalProperties"),
+                "additionalProperties and properties are mutual exclusive",
+            ));
         }
         if let AdditionalProperties::Schema(schema) = additional {
-            let mut child_scope = Scope { is_root: false, ..scope.clone() };
+            let mut child_scope = Scope {
+                is_root: false,
+                ..scope.clone()
+            };
             if scope.inside_resource_meta {
-                child_scope.forbidden_defaults = Some("inside additionalProperties applying to object metadata".into());
+                child_scope.forbidden_defaults =
+                    Some("inside additionalProperties applying to object metadata".into());
             }
-            errors.append(check_node(schema, &format!("{path}.additionalProperties"), &child_scope, compile_cel));
+            errors.append(check_node(
+                schema,
+                &format!("{path}.additionalProperties"),
+                &child_scope,
+                compile_cel,
+            ));
         }
     }
     let is_root = scope.is_root;
     let embedded = node.embedded_resource;
     for (name, property) in node.properties.iter_mut() {
-        let mut child_scope = Scope { is_root: false, ..scope.clone() };
+        let mut child_scope = Scope {
+            is_root: false,
+            ..scope.clone()
+        };
         if (is_root || embedded) && matches!(name.as_str(), "metadata" | "kind" | "apiVersion") {
             child_scope.inside_resource_meta = true;
             if is_root {
                 child_scope.forbidden_defaults = Some(format!("in top-level {name}"));
             }
         }
-        errors.append(check_node(property, &format!("{path}.properties[{name}]"), &child_scope, compile_cel));
+        errors.append(check_node(
+            property,
+            &format!("{path}.properties[{name}]"),
+            &child_scope,
+            compile_cel,
+        ));
     }
-    let plain = Scope { is_root: false, ..scope.clone() };
+    let plain = Scope {
+        is_root: false,
+        ..scope.clone()
+    };
     if let Some(not) = &mut node.not {
         errors.append(check_node(not, &format!("{path}.not"), &plain, false));
     }
-    for (keyword, branches) in [("allOf", &mut node.all_of), ("oneOf", &mut node.one_of), ("anyOf", &mut node.any_of)] {
+    for (keyword, branches) in [
+        ("allOf", &mut node.all_of),
+        ("oneOf", &mut node.one_of),
+        ("anyOf", &mut node.any_of),
+    ] {
         for (index, branch) in branches.iter_mut().enumerate() {
-            errors.append(check_node(branch, &format!("{path}.{keyword}[{index}]"), &plain, false));
+            errors.append(check_node(
+                branch,
+                &format!("{path}.{keyword}[{index}]"),
+                &plain,
+                false,
+            ));
         }
     }
     let list_type = node.list_type.clone();
@@ -90,10 +136,19 @@ fn check_node(node: &mut Node, path: &str, scope: &Scope, compile_cel: bool) -> 
         if list_type.as_deref() != Some("map") {
             child_scope.uncorrelatable_within = Some(path.to_string());
         }
-        errors.append(check_node(items, &format!("{path}.items"), &child_scope, compile_cel));
+        errors.append(check_node(
+            items,
+            &format!("{path}.items"),
+            &child_scope,
+            compile_cel,
+        ));
     }
     if node.preserve_unknown_fields == Some(false) {
-        errors.schema.push(FieldError::invalid(format!("{path}.x-kubernetes-preserve-unknown-fields"), false.into(), "must be true or undefined"));
+        errors.schema.push(FieldError::invalid(
+            format!("{path}.x-kubernetes-preserve-unknown-fields"),
+            false.into(),
+            "must be true or undefined",
+        ));
     }
     list_and_map_checks(node, path, &mut errors.schema);
     rule_field_checks(node, path, &mut errors.schema);
@@ -111,13 +166,23 @@ fn check_node(node: &mut Node, path: &str, scope: &Scope, compile_cel: bool) -> 
 /// apiextensions' `specStandardValidatorV3.validate`.
 fn standard_checks(node: &Node, path: &str, scope: &Scope, errors: &mut Vec<FieldError>) {
     if !node.type_name.is_empty() && !OPENAPI_TYPES.contains(&node.type_name.as_str()) {
-        let supported: Vec<Value> = OPENAPI_TYPES.iter().map(|name| Value::from(*name)).collect();
-        errors.push(FieldError::not_supported(format!("{path}.type"), node.type_name.clone().into(), &supported));
+        let supported: Vec<Value> = OPENAPI_TYPES
+            .iter()
+            .map(|name| Value::from(*name))
+            .collect();
+        errors.push(FieldError::not_supported(
+            format!("{path}.type"),
+            node.type_name.clone().into(),
+            &supported,
+        ));
     }
     if node.default.is_some()
         && let Some(reason) = &scope.forbidden_defaults
     {
-        errors.push(FieldError::forbidden(format!("{path}.default"), format!("must not be set {reason}")));
+        errors.push(FieldError::forbidden(
+            format!("{path}.default"),
+            format!("must not be set {reason}"),
+        ));
     }
     for (key, _) in &node.unsupported {
         let detail = match key.as_str() {
@@ -133,17 +198,27 @@ fn standard_checks(node: &Node, path: &str, scope: &Scope, errors: &mut Vec<Fiel
         errors.push(FieldError::forbidden(format!("{path}.{key}"), detail));
     }
     if node.type_name == "null" {
-        errors.push(FieldError::forbidden(format!("{path}.type"), "type cannot be set to null, use nullable as an alternative"));
+        errors.push(FieldError::forbidden(
+            format!("{path}.type"),
+            "type cannot be set to null, use nullable as an alternative",
+        ));
     }
     if scope.inside_resource_meta && node.embedded_resource {
-        errors.push(FieldError::forbidden(format!("{path}.x-kubernetes-embedded-resource"), "must not be used inside of resource meta"));
+        errors.push(FieldError::forbidden(
+            format!("{path}.x-kubernetes-embedded-resource"),
+            "must not be used inside of resource meta",
+        ));
     }
 }
 
 fn list_and_map_checks(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
     if let Some(map_type) = &node.map_type {
         if node.type_name != "object" {
-            errors.push(type_must_be(path, &node.type_name, "must be object if x-kubernetes-map-type is specified"));
+            errors.push(type_must_be(
+                path,
+                &node.type_name,
+                "must be object if x-kubernetes-map-type is specified",
+            ));
         }
         if map_type != "atomic" && map_type != "granular" {
             errors.push(FieldError::not_supported(
@@ -155,11 +230,20 @@ fn list_and_map_checks(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
     }
     if let Some(list_type) = &node.list_type {
         if node.type_name != "array" {
-            errors.push(type_must_be(path, &node.type_name, "must be array if x-kubernetes-list-type is specified"));
+            errors.push(type_must_be(
+                path,
+                &node.type_name,
+                "must be array if x-kubernetes-list-type is specified",
+            ));
         } else if list_type == "set"
             && let Some(items) = &node.items
         {
-            if items.type_name == "array" && items.list_type.as_deref().is_some_and(|inner| inner != "atomic") {
+            if items.type_name == "array"
+                && items
+                    .list_type
+                    .as_deref()
+                    .is_some_and(|inner| inner != "atomic")
+            {
                 errors.push(FieldError::invalid(
                     format!("{path}.items.x-kubernetes-list-type"),
                     items.list_type.clone().into(),
@@ -184,7 +268,10 @@ fn list_and_map_checks(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
     }
     if !node.list_map_keys.is_empty() {
         match node.list_type.as_deref() {
-            None => errors.push(FieldError::required(format!("{path}.x-kubernetes-list-type"), "must be map if x-kubernetes-list-map-keys is non-empty")),
+            None => errors.push(FieldError::required(
+                format!("{path}.x-kubernetes-list-type"),
+                "must be map if x-kubernetes-list-map-keys is non-empty",
+            )),
             Some("map") => {}
             Some(other) => errors.push(FieldError::invalid(
                 format!("{path}.x-kubernetes-list-type"),
@@ -201,21 +288,34 @@ fn list_and_map_checks(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
         && items.nullable
     {
         let list_type = node.list_type.as_deref().unwrap_or_default();
-        errors.push(FieldError::forbidden(format!("{path}.items.nullable"), format!("cannot be nullable when x-kubernetes-list-type is {list_type}")));
+        errors.push(FieldError::forbidden(
+            format!("{path}.items.nullable"),
+            format!("cannot be nullable when x-kubernetes-list-type is {list_type}"),
+        ));
     }
 }
 
 fn map_list_checks(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
     let keys_value = Value::from(node.list_map_keys.clone());
     if node.list_map_keys.is_empty() {
-        errors.push(FieldError::required(format!("{path}.x-kubernetes-list-map-keys"), "must not be empty if x-kubernetes-list-type is map"));
+        errors.push(FieldError::required(
+            format!("{path}.x-kubernetes-list-map-keys"),
+            "must not be empty if x-kubernetes-list-type is map",
+        ));
     }
     let Some(items) = &node.items else {
-        errors.push(FieldError::required(format!("{path}.items"), "must have a schema if x-kubernetes-list-type is map"));
+        errors.push(FieldError::required(
+            format!("{path}.items"),
+            "must have a schema if x-kubernetes-list-type is map",
+        ));
         return;
     };
     if items.type_name != "object" {
-        errors.push(FieldError::invalid(format!("{path}.items.type"), items.type_name.clone().into(), "must be object if parent array's x-kubernetes-list-type is map"));
+        errors.push(FieldError::invalid(
+            format!("{path}.items.type"),
+            items.type_name.clone().into(),
+            "must be object if parent array's x-kubernetes-list-type is map",
+        ));
         return;
     }
     let mut seen = Vec::new();
@@ -249,7 +349,11 @@ fn map_list_checks(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
             )),
         }
         if seen.contains(&key) {
-            errors.push(FieldError::invalid(format!("{path}.x-kubernetes-list-map-keys"), keys_value.clone(), "must not contain duplicate entries"));
+            errors.push(FieldError::invalid(
+                format!("{path}.x-kubernetes-list-map-keys"),
+                keys_value.clone(),
+                "must not contain duplicate entries",
+            ));
         }
         seen.push(key);
     }
@@ -270,31 +374,67 @@ fn rule_field_checks(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
         let trimmed_rule = rule.rule.trim();
         let trimmed_message = rule.message.trim();
         if trimmed_rule.is_empty() {
-            errors.push(FieldError::required(format!("{rule_path}.rule"), "rule is not specified"));
+            errors.push(FieldError::required(
+                format!("{rule_path}.rule"),
+                "rule is not specified",
+            ));
         } else if !rule.message.is_empty() && trimmed_message.is_empty() {
-            errors.push(FieldError::invalid(format!("{rule_path}.message"), rule.message.clone().into(), "message must be non-empty if specified"));
+            errors.push(FieldError::invalid(
+                format!("{rule_path}.message"),
+                rule.message.clone().into(),
+                "message must be non-empty if specified",
+            ));
         } else if trimmed_message.contains('\n') {
-            errors.push(FieldError::invalid(format!("{rule_path}.message"), rule.message.clone().into(), "message must not contain line breaks"));
+            errors.push(FieldError::invalid(
+                format!("{rule_path}.message"),
+                rule.message.clone().into(),
+                "message must not contain line breaks",
+            ));
         } else if trimmed_rule.contains('\n') && trimmed_message.is_empty() {
-            errors.push(FieldError::required(format!("{rule_path}.message"), "message must be specified if rule contains line breaks"));
+            errors.push(FieldError::required(
+                format!("{rule_path}.message"),
+                "message must be specified if rule contains line breaks",
+            ));
         }
         if !rule.message_expression.is_empty() && rule.message_expression.trim().is_empty() {
-            errors.push(FieldError::required(format!("{rule_path}.messageExpression"), "messageExpression must be non-empty if specified"));
+            errors.push(FieldError::required(
+                format!("{rule_path}.messageExpression"),
+                "messageExpression must be non-empty if specified",
+            ));
         }
         if let Some(reason) = &rule.reason
             && !VALIDATION_REASONS.contains(&reason.as_str())
         {
-            let supported: Vec<Value> = VALIDATION_REASONS.iter().map(|reason| Value::from(*reason)).collect();
-            errors.push(FieldError::not_supported(format!("{rule_path}.reason"), reason.clone().into(), &supported));
+            let supported: Vec<Value> = VALIDATION_REASONS
+                .iter()
+                .map(|reason| Value::from(*reason))
+                .collect();
+            errors.push(FieldError::not_supported(
+                format!("{rule_path}.reason"),
+                reason.clone().into(),
+                &supported,
+            ));
         }
         if !rule.field_path.is_empty() {
             let field_path_field = format!("{rule_path}.fieldPath");
             if rule.field_path.trim().is_empty() {
-                errors.push(FieldError::invalid(field_path_field, rule.field_path.clone().into(), "fieldPath must be non-empty if specified"));
+                errors.push(FieldError::invalid(
+                    field_path_field,
+                    rule.field_path.clone().into(),
+                    "fieldPath must be non-empty if specified",
+                ));
             } else if rule.field_path.contains('\n') {
-                errors.push(FieldError::invalid(field_path_field, rule.field_path.clone().into(), "fieldPath must not contain line breaks"));
+                errors.push(FieldError::invalid(
+                    field_path_field,
+                    rule.field_path.clone().into(),
+                    "fieldPath must not contain line breaks",
+                ));
             } else if cel::normalize_field_path(&rule.field_path, node).is_none() {
-                errors.push(FieldError::invalid(field_path_field, rule.field_path.clone().into(), "fieldPath must be a valid path"));
+                errors.push(FieldError::invalid(
+                    field_path_field,
+                    rule.field_path.clone().into(),
+                    "fieldPath must be a valid path",
+                ));
             }
         }
     }

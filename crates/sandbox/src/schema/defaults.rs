@@ -16,8 +16,12 @@ pub(crate) fn apply_defaults(value: &mut Value, node: &Node) {
     match value {
         Value::Object(fields) => {
             for (name, property) in &node.properties {
-                let Some(default) = &property.default else { continue };
-                let missing = fields.get(name).is_none_or(|existing| non_nullable_null(existing, Some(property)));
+                let Some(default) = &property.default else {
+                    continue;
+                };
+                let missing = fields
+                    .get(name)
+                    .is_none_or(|existing| non_nullable_null(existing, Some(property)));
                 if missing {
                     fields.insert(name.clone(), default.clone());
                 }
@@ -37,7 +41,9 @@ pub(crate) fn apply_defaults(value: &mut Value, node: &Node) {
             }
         }
         Value::Array(items) => {
-            let Some(item_node) = node.items.as_deref() else { return };
+            let Some(item_node) = node.items.as_deref() else {
+                return;
+            };
             for item in items.iter_mut() {
                 if non_nullable_null(item, Some(item_node))
                     && let Some(default) = &item_node.default
@@ -58,7 +64,8 @@ pub(crate) fn prune_non_nullable_nulls(value: &mut Value, node: Option<&Node>) {
         Value::Object(fields) => {
             fields.retain(|name, child| {
                 let schema = node.and_then(|node| node.child(name));
-                !(child.is_null() && schema.is_some_and(|schema| !schema.nullable && schema.default.is_none()))
+                !(child.is_null()
+                    && schema.is_some_and(|schema| !schema.nullable && schema.default.is_none()))
             });
             for (name, child) in fields.iter_mut() {
                 prune_non_nullable_nulls(child, node.and_then(|node| node.child(name)));

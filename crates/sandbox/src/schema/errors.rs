@@ -89,22 +89,42 @@ pub struct FieldError {
 impl FieldError {
     /// A `Required value` error.
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { field: field.into(), kind: FieldErrorKind::Required, bad_value: None, detail: detail.into() }
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Required,
+            bad_value: None,
+            detail: detail.into(),
+        }
     }
 
     /// A `Forbidden` error.
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { field: field.into(), kind: FieldErrorKind::Forbidden, bad_value: None, detail: detail.into() }
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Forbidden,
+            bad_value: None,
+            detail: detail.into(),
+        }
     }
 
     /// An `Invalid value` error.
     pub fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
-        Self { field: field.into(), kind: FieldErrorKind::Invalid, bad_value: Some(value), detail: detail.into() }
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Invalid,
+            bad_value: Some(value),
+            detail: detail.into(),
+        }
     }
 
     /// A `Duplicate value` error.
     pub fn duplicate(field: impl Into<String>, value: Value) -> Self {
-        Self { field: field.into(), kind: FieldErrorKind::Duplicate, bad_value: Some(value), detail: String::new() }
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Duplicate,
+            bad_value: Some(value),
+            detail: String::new(),
+        }
     }
 
     /// An `Unsupported value` error listing the allowed values as Go's `field.NotSupported`
@@ -117,27 +137,55 @@ impl FieldError {
                 other => quote(&other.to_string()),
             })
             .collect();
-        let detail = if quoted.is_empty() { String::new() } else { format!("supported values: {}", quoted.join(", ")) };
-        Self { field: field.into(), kind: FieldErrorKind::NotSupported, bad_value: Some(value), detail }
+        let detail = if quoted.is_empty() {
+            String::new()
+        } else {
+            format!("supported values: {}", quoted.join(", "))
+        };
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::NotSupported,
+            bad_value: Some(value),
+            detail,
+        }
     }
 
     /// A `Too many` error for a list or map over its maximum.
     pub fn too_many(field: impl Into<String>, actual: i64, max: i64) -> Self {
-        let detail = if max >= 0 { format!("must have at most {max} items") } else { "has too many items".into() };
+        let detail = if max >= 0 {
+            format!("must have at most {max} items")
+        } else {
+            "has too many items".into()
+        };
         let bad_value = (actual >= 0).then(|| Value::from(actual));
-        Self { field: field.into(), kind: FieldErrorKind::TooMany, bad_value, detail }
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::TooMany,
+            bad_value,
+            detail,
+        }
     }
 
     /// An `Internal error`.
     pub fn internal(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { field: field.into(), kind: FieldErrorKind::Internal, bad_value: None, detail: detail.into() }
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Internal,
+            bad_value: None,
+            detail: detail.into(),
+        }
     }
 
     /// The error without its field path (`ErrorBody` in Go): what a `StatusCause.message` carries.
     pub fn body(&self) -> String {
         let mut text = self.kind.description().to_string();
-        let prints_value =
-            !matches!(self.kind, FieldErrorKind::Required | FieldErrorKind::Forbidden | FieldErrorKind::TooLong | FieldErrorKind::Internal);
+        let prints_value = !matches!(
+            self.kind,
+            FieldErrorKind::Required
+                | FieldErrorKind::Forbidden
+                | FieldErrorKind::TooLong
+                | FieldErrorKind::Internal
+        );
         if prints_value && let Some(value) = &self.bad_value {
             text.push_str(": ");
             text.push_str(&format_bad_value(value));
@@ -162,7 +210,11 @@ impl FieldError {
 
     /// The same error with `prefix` put in front of its field path (`prefix.field`).
     pub fn with_prefix(mut self, prefix: &str) -> Self {
-        self.field = if self.field.is_empty() || self.field == "<nil>" { prefix.to_string() } else { format!("{prefix}.{}", self.field) };
+        self.field = if self.field.is_empty() || self.field == "<nil>" {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{}", self.field)
+        };
         self
     }
 }
@@ -174,11 +226,23 @@ impl FieldError {
 /// dropped and a single error is printed without brackets, as Go's error aggregate does.
 pub fn invalid_status_message(qualified_kind: &str, name: &str, errors: &[FieldError]) -> String {
     let mut seen = std::collections::HashSet::new();
-    let messages: Vec<String> = errors.iter().map(FieldError::message).filter(|message| seen.insert(message.clone())).collect();
+    let messages: Vec<String> = errors
+        .iter()
+        .map(FieldError::message)
+        .filter(|message| seen.insert(message.clone()))
+        .collect();
     match messages.len() {
         0 => format!("{qualified_kind} {} is invalid", quote(name)),
-        1 => format!("{qualified_kind} {} is invalid: {}", quote(name), messages[0]),
-        _ => format!("{qualified_kind} {} is invalid: [{}]", quote(name), messages.join(", ")),
+        1 => format!(
+            "{qualified_kind} {} is invalid: {}",
+            quote(name),
+            messages[0]
+        ),
+        _ => format!(
+            "{qualified_kind} {} is invalid: [{}]",
+            quote(name),
+            messages.join(", ")
+        ),
     }
 }
 
@@ -208,12 +272,22 @@ impl SchemaError {
     /// a `CustomResourceDefinition` create or update.
     pub fn in_crd_version(self, index: usize) -> Self {
         let prefix = format!("spec.versions[{index}].schema");
-        Self { causes: self.causes.into_iter().map(|cause| cause.with_prefix(&prefix)).collect() }
+        Self {
+            causes: self
+                .causes
+                .into_iter()
+                .map(|cause| cause.with_prefix(&prefix))
+                .collect(),
+        }
     }
 
     /// The causes joined with `, ` inside brackets as the API server's aggregate prints them.
     pub fn message(&self) -> String {
         let parts: Vec<String> = self.causes.iter().map(FieldError::message).collect();
-        if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) }
+        if parts.len() == 1 {
+            parts[0].clone()
+        } else {
+            format!("[{}]", parts.join(", "))
+        }
     }
 }

@@ -11,7 +11,11 @@ use regex::Regex;
 /// The format name kube-openapi checks, or `""` when the API server ignores this format.
 pub(crate) fn effective_format(format: &str) -> &str {
     let normalized = format.replace('-', "");
-    if SUPPORTED.contains(&normalized.as_str()) { format } else { "" }
+    if SUPPORTED.contains(&normalized.as_str()) {
+        format
+    } else {
+        ""
+    }
 }
 
 /// Formats apiextensions validates (`supportedVersionedFormats`), dashes removed.
@@ -51,31 +55,42 @@ static HOSTNAME: LazyLock<Regex> = LazyLock::new(|| {
         r"^([a-zA-Z0-9\p{S}\p{L}]((-?[a-zA-Z0-9\p{S}\p{L}]{0,62})?)|([a-zA-Z0-9\p{S}\p{L}](([a-zA-Z0-9-\p{S}\p{L}]{0,61}[a-zA-Z0-9\p{S}\p{L}])?)(\.)){1,}([a-zA-Z\p{L}]){2,63})$",
     )
 });
-static UUID: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$"));
-static UUID3: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$"));
-static UUID4: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$"));
-static UUID5: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$"));
+static UUID: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+});
+static UUID3: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+});
+static UUID4: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
+});
+static UUID5: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
+});
 static BASE64: LazyLock<Regex> = LazyLock::new(|| {
     regex(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$")
 });
-static TIME_OF_DAY: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$"));
+static TIME_OF_DAY: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$")
+});
 static EMAIL: LazyLock<Regex> = LazyLock::new(|| regex(r"^[^@\s<>]+@[^@\s<>]+$"));
 static MAC: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$|^([0-9A-Fa-f]{4}\.){2}[0-9A-Fa-f]{4}$|^([0-9A-Fa-f]{2}[:-]){7}([0-9A-Fa-f]{2})$|^([0-9A-Fa-f]{2}[:-]){19}([0-9A-Fa-f]{2})$")
+    regex(
+        r"^([0-9A-Fa-f]{2}[:-]){5}([0-9A-Fa-f]{2})$|^([0-9A-Fa-f]{4}\.){2}[0-9A-Fa-f]{4}$|^([0-9A-Fa-f]{2}[:-]){7}([0-9A-Fa-f]{2})$|^([0-9A-Fa-f]{2}[:-]){19}([0-9A-Fa-f]{2})$",
+    )
 });
 static HEX_COLOR: LazyLock<Regex> = LazyLock::new(|| regex(r"^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$"));
 static RGB_COLOR: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"^rgb\(\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*\)$")
+    regex(
+        r"^rgb\(\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*\)$",
+    )
 });
 static SSN: LazyLock<Regex> = LazyLock::new(|| regex(r"^\d{3}[- ]?\d{2}[- ]?\d{4}$"));
 static BSON_OBJECT_ID: LazyLock<Regex> = LazyLock::new(|| regex(r"^[0-9a-fA-F]{24}$"));
 static DURATION: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"^[0-9]+\s*(ns|us|µs|ms|s|m|h|d|w|nanoseconds?|microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?)$")
+    regex(
+        r"^[0-9]+\s*(ns|us|µs|ms|s|m|h|d|w|nanoseconds?|microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?)$",
+    )
 });
 static URI_SCHEME: LazyLock<Regex> = LazyLock::new(|| regex(r"^[A-Za-z][A-Za-z0-9+.-]*:"));
 
@@ -116,11 +131,15 @@ fn is_date_time(text: &str) -> bool {
     }
     let lower = text.to_lowercase();
     let mut parts = lower.split('t');
-    let (Some(date), Some(time)) = (parts.next(), parts.next()) else { return false };
+    let (Some(date), Some(time)) = (parts.next(), parts.next()) else {
+        return false;
+    };
     if !is_date(date) {
         return false;
     }
-    let Some(captures) = TIME_OF_DAY.captures(time) else { return false };
+    let Some(captures) = TIME_OF_DAY.captures(time) else {
+        return false;
+    };
     &captures[1] <= "23" && &captures[2] <= "59" && &captures[3] <= "59"
 }
 
@@ -130,8 +149,11 @@ fn is_date(text: &str) -> bool {
     if bytes.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' {
         return false;
     }
-    let number = |range: std::ops::Range<usize>| text.get(range).and_then(|part| part.parse::<u32>().ok());
-    let (Some(year), Some(month), Some(day)) = (number(0..4), number(5..7), number(8..10)) else { return false };
+    let number =
+        |range: std::ops::Range<usize>| text.get(range).and_then(|part| part.parse::<u32>().ok());
+    let (Some(year), Some(month), Some(day)) = (number(0..4), number(5..7), number(8..10)) else {
+        return false;
+    };
     if !text[0..4].bytes().all(|b| b.is_ascii_digit()) {
         return false;
     }
@@ -173,11 +195,15 @@ fn is_request_uri(text: &str) -> bool {
 }
 
 fn is_cidr(text: &str) -> bool {
-    let Some((address, prefix)) = text.split_once('/') else { return false };
-    let Ok(prefix) = prefix.parse::<u8>() else { return false };
-    if let Ok(_) = address.parse::<std::net::Ipv4Addr>() {
+    let Some((address, prefix)) = text.split_once('/') else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
+    if address.parse::<std::net::Ipv4Addr>().is_ok() {
         prefix <= 32
-    } else if let Ok(_) = address.parse::<std::net::Ipv6Addr>() {
+    } else if address.parse::<std::net::Ipv6Addr>().is_ok() {
         prefix <= 128
     } else {
         false
@@ -204,7 +230,7 @@ fn is_isbn10(text: &str) -> bool {
         };
         sum += (index as u32 + 1) * value;
     }
-    sum % 11 == 0
+    sum.is_multiple_of(11)
 }
 
 fn is_isbn13(text: &str) -> bool {
@@ -217,12 +243,16 @@ fn is_isbn13(text: &str) -> bool {
         .enumerate()
         .map(|(index, c)| c.to_digit(10).unwrap_or(0) * if index % 2 == 0 { 1 } else { 3 })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// govalidator's `IsCreditCard`: digits (separators ignored) passing the Luhn check.
 fn is_credit_card(text: &str) -> bool {
-    let digits: Vec<u32> = text.chars().filter(char::is_ascii_digit).filter_map(|c| c.to_digit(10)).collect();
+    let digits: Vec<u32> = text
+        .chars()
+        .filter(char::is_ascii_digit)
+        .filter_map(|c| c.to_digit(10))
+        .collect();
     if digits.len() < 12 || digits.len() > 19 {
         return false;
     }
@@ -239,7 +269,7 @@ fn is_credit_card(text: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Go's `time.ParseDuration`, in nanoseconds: `1h30m`, `-1.5s`, `300ms`, `0`.
@@ -257,13 +287,17 @@ pub(crate) fn parse_go_duration(text: &str) -> Option<i128> {
     }
     let mut total: f64 = 0.0;
     while !rest.is_empty() {
-        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         if number_end == 0 {
             return None;
         }
         let number: f64 = rest[..number_end].parse().ok()?;
         rest = &rest[number_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale: f64 = match &rest[..unit_end] {
             "ns" => 1.0,
             "us" | "µs" | "μs" => 1e3,

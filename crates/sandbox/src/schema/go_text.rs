@@ -47,10 +47,18 @@ pub(crate) fn format_float(value: f64) -> String {
         return "NaN".into();
     }
     if value.is_infinite() {
-        return if value > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if value > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     if value == 0.0 {
-        return if value.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if value.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // Rust's `{:e}` gives the shortest round-trip digits, e.g. `1.5e6`.
     let scientific = format!("{:e}", value.abs());
@@ -125,8 +133,10 @@ pub(crate) fn go_syntax(value: &Value) -> String {
         }
         Value::Object(fields) => {
             // fmt prints map keys sorted, as serde_json's map already is.
-            let parts: Vec<String> =
-                fields.iter().map(|(key, value)| format!("{}:{}", quote(key), go_syntax(value))).collect();
+            let parts: Vec<String> = fields
+                .iter()
+                .map(|(key, value)| format!("{}:{}", quote(key), go_syntax(value)))
+                .collect();
             format!("map[string]interface {{}}{{{}}}", parts.join(", "))
         }
     }
@@ -188,7 +198,13 @@ mod tests {
         assert_eq!(format_bad_value(&json!(2.5)), "2.5");
         assert_eq!(format_bad_value(&json!("x")), "\"x\"");
         assert_eq!(format_bad_value(&json!(null)), "\"null\"");
-        assert_eq!(format_bad_value(&json!({"name": "a", "port": 80})), r#"map[string]interface {}{"name":"a", "port":80}"#);
-        assert_eq!(format_bad_value(&json!(["a", 1, null])), r#"[]interface {}{"a", 1, interface {}(nil)}"#);
+        assert_eq!(
+            format_bad_value(&json!({"name": "a", "port": 80})),
+            r#"map[string]interface {}{"name":"a", "port":80}"#
+        );
+        assert_eq!(
+            format_bad_value(&json!(["a", 1, null])),
+            r#"[]interface {}{"a", 1, interface {}(nil)}"#
+        );
     }
 }

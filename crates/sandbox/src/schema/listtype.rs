@@ -13,7 +13,10 @@ pub(crate) fn validate_lists(node: &Node, value: &Value, path: &str, errors: &mu
             match node.list_semantics() {
                 ListType::Set if node.list_type.is_some() => {
                     for index in first_repeats(items) {
-                        errors.push(FieldError::duplicate(format!("{path}[{index}]"), items[index].clone()));
+                        errors.push(FieldError::duplicate(
+                            format!("{path}[{index}]"),
+                            items[index].clone(),
+                        ));
                     }
                 }
                 ListType::Map => validate_map_list(node, items, path, errors),
@@ -33,7 +36,11 @@ pub(crate) fn validate_lists(node: &Node, value: &Value, path: &str, errors: &mu
             }
             for (name, child) in fields {
                 if let Some(property) = node.properties.get(name) {
-                    let child_path = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                    let child_path = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}.{name}")
+                    };
                     validate_lists(property, child, &child_path, errors);
                 }
             }
@@ -57,7 +64,11 @@ fn first_repeats(items: &[Value]) -> Vec<usize> {
 fn validate_map_list(node: &Node, items: &[Value], path: &str, errors: &mut Vec<FieldError>) {
     for (index, item) in items.iter().enumerate() {
         if !item.is_null() && !item.is_object() {
-            errors.push(FieldError::invalid(format!("{path}[{index}]"), item.clone(), "must be an object for an array of list-type map"));
+            errors.push(FieldError::invalid(
+                format!("{path}[{index}]"),
+                item.clone(),
+                "must be an object for an array of list-type map",
+            ));
             return;
         }
     }
@@ -76,19 +87,31 @@ fn validate_map_list(node: &Node, items: &[Value], path: &str, errors: &mut Vec<
         })
         .collect();
     for index in first_repeats(&keys) {
-        errors.push(FieldError::duplicate(format!("{path}[{index}]"), keys[index].clone()));
+        errors.push(FieldError::duplicate(
+            format!("{path}[{index}]"),
+            keys[index].clone(),
+        ));
     }
 }
 
 /// `apiVersion` and `kind` of resources embedded with `x-kubernetes-embedded-resource`.
-pub(crate) fn validate_embedded(node: &Node, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
+pub(crate) fn validate_embedded(
+    node: &Node,
+    value: &Value,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
     match value {
         Value::Object(fields) => {
             if node.embedded_resource {
                 validate_type_meta(fields, path, errors);
             }
             for (name, child) in fields {
-                let child_path = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                let child_path = if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}.{name}")
+                };
                 if let Some(property) = node.properties.get(name) {
                     validate_embedded(property, child, &child_path, errors);
                 } else if let Some(element) = node.additional_schema() {
@@ -108,16 +131,29 @@ pub(crate) fn validate_embedded(node: &Node, value: &Value, path: &str, errors: 
 }
 
 fn validate_type_meta(fields: &Map<String, Value>, path: &str, errors: &mut Vec<FieldError>) {
-    let field = |name: &str| if path.is_empty() { name.to_string() } else { format!("{path}.{name}") };
+    let field = |name: &str| {
+        if path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
     if !fields.contains_key("apiVersion") {
-        errors.push(FieldError::required(field("apiVersion"), "must not be empty"));
+        errors.push(FieldError::required(
+            field("apiVersion"),
+            "must not be empty",
+        ));
     }
     if !fields.contains_key("kind") {
         errors.push(FieldError::required(field("kind"), "must not be empty"));
     }
     match fields.get("apiVersion") {
         Some(Value::String(version)) if version.is_empty() => {
-            errors.push(FieldError::invalid(field("apiVersion"), Value::String(String::new()), "must not be empty"));
+            errors.push(FieldError::invalid(
+                field("apiVersion"),
+                Value::String(String::new()),
+                "must not be empty",
+            ));
         }
         Some(Value::String(version)) if version.matches('/').count() > 1 => {
             errors.push(FieldError::invalid(
@@ -127,13 +163,25 @@ fn validate_type_meta(fields: &Map<String, Value>, path: &str, errors: &mut Vec<
             ));
         }
         Some(Value::String(_)) | None => {}
-        Some(other) => errors.push(FieldError::invalid(field("apiVersion"), other.clone(), "must be a string")),
+        Some(other) => errors.push(FieldError::invalid(
+            field("apiVersion"),
+            other.clone(),
+            "must be a string",
+        )),
     }
     match fields.get("kind") {
         Some(Value::String(kind)) if kind.is_empty() => {
-            errors.push(FieldError::invalid(field("kind"), Value::String(String::new()), "must not be empty"));
+            errors.push(FieldError::invalid(
+                field("kind"),
+                Value::String(String::new()),
+                "must not be empty",
+            ));
         }
         Some(Value::String(_)) | None => {}
-        Some(other) => errors.push(FieldError::invalid(field("kind"), other.clone(), "must be a string")),
+        Some(other) => errors.push(FieldError::invalid(
+            field("kind"),
+            other.clone(),
+            "must be a string",
+        )),
     }
 }

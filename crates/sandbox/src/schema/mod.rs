@@ -34,8 +34,7 @@ use node::Node;
 const SCHEMA_PATH: &str = "openAPIV3Schema";
 
 /// The detail of the error added when structural errors keep CEL rules from running.
-const BLOCKED_RULES: &str =
-    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
+const BLOCKED_RULES: &str = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
 
 /// One CRD version's `openAPIV3Schema`, checked to be structural and with its CEL rules compiled.
 ///
@@ -58,12 +57,18 @@ impl StructuralSchema {
     /// full path of a CRD.
     pub fn compile(openapi_v3_schema: &Value) -> Result<Self, SchemaError> {
         if !openapi_v3_schema.is_object() {
-            return Err(SchemaError::new(vec![FieldError::required(SCHEMA_PATH, "schemas are required")]));
+            return Err(SchemaError::new(vec![FieldError::required(
+                SCHEMA_PATH,
+                "schemas are required",
+            )]));
         }
         let mut root = Node::parse(openapi_v3_schema);
         let mut errors = Vec::new();
         if root.nullable {
-            errors.push(FieldError::forbidden(format!("{SCHEMA_PATH}.nullable"), "nullable cannot be true at the root"));
+            errors.push(FieldError::forbidden(
+                format!("{SCHEMA_PATH}.nullable"),
+                "nullable cannot be true at the root",
+            ));
         }
         let structural_errors = structural::validate_structural(&root, SCHEMA_PATH);
         let structural_ok = structural_errors.is_empty();
@@ -76,7 +81,11 @@ impl StructuralSchema {
         errors.extend(checked.cel);
         if errors.is_empty() {
             let has_rules = has_rules(&root);
-            Ok(Self { raw: openapi_v3_schema.clone(), root, has_rules })
+            Ok(Self {
+                raw: openapi_v3_schema.clone(),
+                root,
+                has_rules,
+            })
         } else {
             Err(SchemaError::new(errors))
         }
@@ -128,7 +137,11 @@ impl StructuralSchema {
         let blocking = errors.iter().any(|error| {
             matches!(
                 error.kind,
-                FieldErrorKind::NotSupported | FieldErrorKind::Required | FieldErrorKind::TooLong | FieldErrorKind::TooMany | FieldErrorKind::TypeInvalid
+                FieldErrorKind::NotSupported
+                    | FieldErrorKind::Required
+                    | FieldErrorKind::TooLong
+                    | FieldErrorKind::TooMany
+                    | FieldErrorKind::TypeInvalid
             )
         });
         if !self.has_rules {
@@ -164,7 +177,13 @@ fn defaults_errors(root: &Node) -> Vec<FieldError> {
     errors
 }
 
-fn check_defaults(node: &Node, path: &str, resource_root: bool, inside_meta: bool, errors: &mut Vec<FieldError>) {
+fn check_defaults(
+    node: &Node,
+    path: &str,
+    resource_root: bool,
+    inside_meta: bool,
+    errors: &mut Vec<FieldError>,
+) {
     let resource_root = resource_root || node.embedded_resource;
     let inside_meta = inside_meta && !node.embedded_resource;
     if let Some(default) = &node.default
@@ -174,12 +193,28 @@ fn check_defaults(node: &Node, path: &str, resource_root: bool, inside_meta: boo
         let mut pruned = default.clone();
         let _ = prune::prune_resource_like(&mut pruned, node, node.embedded_resource);
         if &pruned != default {
-            errors.push(FieldError::invalid(&default_path, default.clone(), "must not have unknown fields"));
+            errors.push(FieldError::invalid(
+                &default_path,
+                default.clone(),
+                "must not have unknown fields",
+            ));
         }
         let schema_errors = validate::validate_value(node, default, None, Some(&default_path));
         if schema_errors.is_empty() {
-            errors.extend(cel::evaluate(node, default, Some(default), &default_path, resource_root));
-            errors.extend(cel::evaluate(node, default, None, &default_path, resource_root));
+            errors.extend(cel::evaluate(
+                node,
+                default,
+                Some(default),
+                &default_path,
+                resource_root,
+            ));
+            errors.extend(cel::evaluate(
+                node,
+                default,
+                None,
+                &default_path,
+                resource_root,
+            ));
         } else {
             errors.extend(schema_errors);
         }
@@ -188,8 +223,15 @@ fn check_defaults(node: &Node, path: &str, resource_root: bool, inside_meta: boo
         check_defaults(items, &format!("{path}.items"), false, inside_meta, errors);
     }
     for (name, property) in &node.properties {
-        let child_inside_meta = inside_meta || (resource_root && matches!(name.as_str(), "metadata" | "apiVersion" | "kind"));
-        check_defaults(property, &format!("{path}.properties[{name}]"), false, child_inside_meta, errors);
+        let child_inside_meta = inside_meta
+            || (resource_root && matches!(name.as_str(), "metadata" | "apiVersion" | "kind"));
+        check_defaults(
+            property,
+            &format!("{path}.properties[{name}]"),
+            false,
+            child_inside_meta,
+            errors,
+        );
     }
 }
 

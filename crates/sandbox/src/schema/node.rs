@@ -116,7 +116,10 @@ impl Node {
             "example" | "externalDocs" | "$schema" => {}
             "properties" => match value.as_object() {
                 Some(properties) => {
-                    self.properties = properties.iter().map(|(name, raw)| (name.clone(), Node::parse(raw))).collect();
+                    self.properties = properties
+                        .iter()
+                        .map(|(name, raw)| (name.clone(), Node::parse(raw)))
+                        .collect();
                 }
                 None => reject(),
             },
@@ -153,8 +156,12 @@ impl Node {
             "anyOf" => self.any_of = node_list(value),
             "oneOf" => self.one_of = node_list(value),
             "not" => self.not = Some(Box::new(Node::parse(value))),
-            "x-kubernetes-preserve-unknown-fields" => self.preserve_unknown_fields = value.as_bool(),
-            "x-kubernetes-embedded-resource" => self.embedded_resource = value.as_bool().unwrap_or(false),
+            "x-kubernetes-preserve-unknown-fields" => {
+                self.preserve_unknown_fields = value.as_bool()
+            }
+            "x-kubernetes-embedded-resource" => {
+                self.embedded_resource = value.as_bool().unwrap_or(false)
+            }
             "x-kubernetes-int-or-string" => self.int_or_string = value.as_bool().unwrap_or(false),
             "x-kubernetes-list-type" => self.list_type = value.as_str().map(str::to_string),
             "x-kubernetes-list-map-keys" => self.list_map_keys = string_list(value),
@@ -199,7 +206,9 @@ impl Node {
 
     /// The schema for a child field: a declared property, else `additionalProperties`.
     pub(crate) fn child(&self, name: &str) -> Option<&Node> {
-        self.properties.get(name).or_else(|| self.additional_schema())
+        self.properties
+            .get(name)
+            .or_else(|| self.additional_schema())
     }
 
     /// The type name kube-apiserver puts in CEL errors: the schema's `type` (empty for
@@ -210,18 +219,34 @@ impl Node {
 }
 
 fn string_list(value: &Value) -> Vec<String> {
-    value.as_array().map(|items| items.iter().filter_map(|item| item.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    value
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn node_list(value: &Value) -> Vec<Node> {
-    value.as_array().map(|items| items.iter().map(Node::parse).collect()).unwrap_or_default()
+    value
+        .as_array()
+        .map(|items| items.iter().map(Node::parse).collect())
+        .unwrap_or_default()
 }
 
 /// Go's regexp error text for the common cases, so CRD errors read like the API server's.
 fn regex_error_text(error: &regex::Error) -> String {
     match error {
         regex::Error::Syntax(text) => {
-            let detail = text.lines().last().unwrap_or(text).trim_start_matches("error: ").to_string();
+            let detail = text
+                .lines()
+                .last()
+                .unwrap_or(text)
+                .trim_start_matches("error: ")
+                .to_string();
             format!("error parsing regexp: {detail}")
         }
         other => format!("error parsing regexp: {other}"),

@@ -27,8 +27,23 @@ const OBJECT_META_FIELDS: &[&str] = &[
     "finalizers",
     "managedFields",
 ];
-const OWNER_REFERENCE_FIELDS: &[&str] = &["apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"];
-const MANAGED_FIELDS_ENTRY_FIELDS: &[&str] = &["manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"];
+const OWNER_REFERENCE_FIELDS: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "name",
+    "uid",
+    "controller",
+    "blockOwnerDeletion",
+];
+const MANAGED_FIELDS_ENTRY_FIELDS: &[&str] = &[
+    "manager",
+    "operation",
+    "apiVersion",
+    "time",
+    "fieldsType",
+    "fieldsV1",
+    "subresource",
+];
 
 const META_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
 
@@ -50,10 +65,20 @@ pub(crate) fn prune_resource(object: &mut Value, root: &Node) -> Vec<String> {
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
-fn prune(value: &mut Value, node: Option<&Node>, path: &str, resource_root: bool, removed: &mut Vec<String>) {
+fn prune(
+    value: &mut Value,
+    node: Option<&Node>,
+    path: &str,
+    resource_root: bool,
+    removed: &mut Vec<String>,
+) {
     let Some(node) = node else {
         prune_everything(value, path, removed);
         return;
@@ -91,7 +116,13 @@ fn prune(value: &mut Value, node: Option<&Node>, path: &str, resource_root: bool
         }
         Value::Array(items) => {
             for (index, item) in items.iter_mut().enumerate() {
-                prune(item, node.items.as_deref(), &format!("{path}[{index}]"), false, removed);
+                prune(
+                    item,
+                    node.items.as_deref(),
+                    &format!("{path}[{index}]"),
+                    false,
+                    removed,
+                );
             }
         }
         _ => {}
@@ -118,7 +149,13 @@ fn prune_everything(value: &mut Value, path: &str, removed: &mut Vec<String>) {
 
 /// Under `x-kubernetes-preserve-unknown-fields`, unknown fields stay but declared ones are
 /// still pruned below.
-fn skip_prune(value: &mut Value, node: &Node, path: &str, resource_root: bool, removed: &mut Vec<String>) {
+fn skip_prune(
+    value: &mut Value,
+    node: &Node,
+    path: &str,
+    resource_root: bool,
+    removed: &mut Vec<String>,
+) {
     let embedded = resource_root || node.embedded_resource;
     match value {
         Value::Object(fields) => {
@@ -150,8 +187,17 @@ fn skip_prune(value: &mut Value, node: &Node, path: &str, resource_root: bool, r
 }
 
 /// Embedded resources below the root get their metadata pruned to `ObjectMeta`.
-fn coerce_embedded(value: &mut Value, node: &Node, path: &str, resource_root: bool, removed: &mut Vec<String>) {
-    if node.embedded_resource && !resource_root && let Some(metadata) = value.get_mut("metadata") {
+fn coerce_embedded(
+    value: &mut Value,
+    node: &Node,
+    path: &str,
+    resource_root: bool,
+    removed: &mut Vec<String>,
+) {
+    if node.embedded_resource
+        && !resource_root
+        && let Some(metadata) = value.get_mut("metadata")
+    {
         prune_object_meta(metadata, &join(path, "metadata"), removed);
     }
     match value {
@@ -181,20 +227,35 @@ fn coerce_embedded(value: &mut Value, node: &Node, path: &str, resource_root: bo
 /// Drops fields `ObjectMeta` does not have, including inside owner references and managed
 /// fields entries.
 pub(crate) fn prune_object_meta(metadata: &mut Value, path: &str, removed: &mut Vec<String>) {
-    let Some(fields) = metadata.as_object_mut() else { return };
+    let Some(fields) = metadata.as_object_mut() else {
+        return;
+    };
     retain_known(fields, OBJECT_META_FIELDS, path, removed);
-    for (list, known) in [("ownerReferences", OWNER_REFERENCE_FIELDS), ("managedFields", MANAGED_FIELDS_ENTRY_FIELDS)] {
+    for (list, known) in [
+        ("ownerReferences", OWNER_REFERENCE_FIELDS),
+        ("managedFields", MANAGED_FIELDS_ENTRY_FIELDS),
+    ] {
         if let Some(Value::Array(items)) = fields.get_mut(list) {
             for (index, item) in items.iter_mut().enumerate() {
                 if let Some(item_fields) = item.as_object_mut() {
-                    retain_known(item_fields, known, &format!("{path}.{list}[{index}]"), removed);
+                    retain_known(
+                        item_fields,
+                        known,
+                        &format!("{path}.{list}[{index}]"),
+                        removed,
+                    );
                 }
             }
         }
     }
 }
 
-fn retain_known(fields: &mut Map<String, Value>, known: &[&str], path: &str, removed: &mut Vec<String>) {
+fn retain_known(
+    fields: &mut Map<String, Value>,
+    known: &[&str],
+    path: &str,
+    removed: &mut Vec<String>,
+) {
     fields.retain(|key, _| {
         let keep = known.contains(&key.as_str());
         if !keep {
@@ -205,7 +266,11 @@ fn retain_known(fields: &mut Map<String, Value>, known: &[&str], path: &str, rem
 }
 
 /// Pruning of a value that is not a whole resource (a `default`), without metadata handling.
-pub(crate) fn prune_resource_like(value: &mut Value, node: &Node, resource_root: bool) -> Vec<String> {
+pub(crate) fn prune_resource_like(
+    value: &mut Value,
+    node: &Node,
+    resource_root: bool,
+) -> Vec<String> {
     let mut removed = Vec::new();
     prune(value, Some(node), "", resource_root, &mut removed);
     removed

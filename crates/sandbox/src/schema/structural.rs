@@ -25,20 +25,36 @@ pub(crate) fn validate_structural(root: &Node, path: &str) -> Vec<FieldError> {
 
 fn invariants(node: &Node, level: Level, path: &str, errors: &mut Vec<FieldError>) {
     if node.type_name == "array" && node.items.is_none() {
-        errors.push(FieldError::required(format!("{path}.items"), "must be specified"));
+        errors.push(FieldError::required(
+            format!("{path}.items"),
+            "must be specified",
+        ));
     }
     if let Some(items) = &node.items {
         invariants(items, Level::Item, &format!("{path}.items"), errors);
     }
     for (name, property) in &node.properties {
-        invariants(property, Level::Field, &format!("{path}.properties[{name}]"), errors);
+        invariants(
+            property,
+            Level::Field,
+            &format!("{path}.properties[{name}]"),
+            errors,
+        );
     }
     if let Some(additional) = &node.additional_properties {
         if level == Level::Root {
-            errors.push(FieldError::forbidden(format!("{path}.additionalProperties"), "must not be used at the root"));
+            errors.push(FieldError::forbidden(
+                format!("{path}.additionalProperties"),
+                "must not be used at the root",
+            ));
         }
         if let AdditionalProperties::Schema(schema) = additional {
-            invariants(schema, Level::Field, &format!("{path}.additionalProperties"), errors);
+            invariants(
+                schema,
+                Level::Field,
+                &format!("{path}.additionalProperties"),
+                errors,
+            );
         }
     }
     if node.int_or_string && node.preserves_unknown_fields() {
@@ -56,7 +72,10 @@ fn invariants(node: &Node, level: Level, path: &str, errors: &mut Vec<FieldError
         ));
     }
     let skip_any_of = is_int_or_string_any_of(&node.any_of);
-    let skip_first_all_of_any_of = node.all_of.first().is_some_and(|first| is_int_or_string_any_of(&first.any_of));
+    let skip_first_all_of_any_of = node
+        .all_of
+        .first()
+        .is_some_and(|first| is_int_or_string_any_of(&first.any_of));
     value_validation(node, skip_any_of, skip_first_all_of_any_of, path, errors);
 
     let check_metadata = level == Level::Root || node.embedded_resource;
@@ -78,7 +97,11 @@ fn invariants(node: &Node, level: Level, path: &str, errors: &mut Vec<FieldError
         ));
     }
     if level == Level::Root && !node.type_name.is_empty() && node.type_name != "object" {
-        errors.push(FieldError::invalid(format!("{path}.type"), node.type_name.clone().into(), "must be object at the root"));
+        errors.push(FieldError::invalid(
+            format!("{path}.type"),
+            node.type_name.clone().into(),
+            "must be object at the root",
+        ));
     }
     for meta_string in ["kind", "apiVersion"] {
         if let Some(property) = node.properties.get(meta_string)
@@ -95,7 +118,11 @@ fn invariants(node: &Node, level: Level, path: &str, errors: &mut Vec<FieldError
     if let Some(metadata) = node.properties.get("metadata") {
         let metadata_path = format!("{path}.properties[metadata]");
         if check_metadata && metadata.type_name != "object" {
-            errors.push(FieldError::invalid(format!("{metadata_path}.type"), metadata.type_name.clone().into(), "must be object"));
+            errors.push(FieldError::invalid(
+                format!("{metadata_path}.type"),
+                metadata.type_name.clone().into(),
+                "must be object",
+            ));
         }
         if level == Level::Root && !metadata_only_restricts_names(metadata) {
             errors.push(FieldError::forbidden(
@@ -122,25 +149,43 @@ fn type_error(path: &str, type_name: &str, detail: &str) -> FieldError {
 
 /// `anyOf: [{type: integer}, {type: string}]` and nothing else in either branch.
 fn is_int_or_string_any_of(any_of: &[Node]) -> bool {
-    let only_type = |node: &Node, expected: &str| node.type_name == expected && node.keys == ["type"];
+    let only_type =
+        |node: &Node, expected: &str| node.type_name == expected && node.keys == ["type"];
     any_of.len() == 2 && only_type(&any_of[0], "integer") && only_type(&any_of[1], "string")
 }
 
 /// Root metadata may set `type`, `default`, and `name`/`generateName` properties, nothing else.
 fn metadata_only_restricts_names(metadata: &Node) -> bool {
     let allowed_keys = ["type", "default", "properties"];
-    metadata.keys.iter().all(|key| allowed_keys.contains(&key.as_str()))
-        && metadata.properties.keys().all(|name| name == "name" || name == "generateName")
+    metadata
+        .keys
+        .iter()
+        .all(|key| allowed_keys.contains(&key.as_str()))
+        && metadata
+            .properties
+            .keys()
+            .all(|name| name == "name" || name == "generateName")
 }
 
-fn value_validation(node: &Node, skip_any_of: bool, skip_first_all_of_any_of: bool, path: &str, errors: &mut Vec<FieldError>) {
+fn value_validation(
+    node: &Node,
+    skip_any_of: bool,
+    skip_first_all_of_any_of: bool,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
     if !skip_any_of {
         for (index, branch) in node.any_of.iter().enumerate() {
             nested(branch, false, &format!("{path}.anyOf[{index}]"), errors);
         }
     }
     for (index, branch) in node.all_of.iter().enumerate() {
-        nested(branch, skip_first_all_of_any_of && index == 0, &format!("{path}.allOf[{index}]"), errors);
+        nested(
+            branch,
+            skip_first_all_of_any_of && index == 0,
+            &format!("{path}.allOf[{index}]"),
+            errors,
+        );
     }
     for (index, branch) in node.one_of.iter().enumerate() {
         nested(branch, false, &format!("{path}.oneOf[{index}]"), errors);
@@ -166,9 +211,16 @@ fn nested(node: &Node, skip_any_of: bool, path: &str, errors: &mut Vec<FieldErro
         nested(items, false, &format!("{path}.items"), errors);
     }
     for (name, property) in &node.properties {
-        nested(property, false, &format!("{path}.properties[{name}]"), errors);
+        nested(
+            property,
+            false,
+            &format!("{path}.properties[{name}]"),
+            errors,
+        );
     }
-    let mut forbid = |field: &str, detail: &str| errors.push(FieldError::forbidden(format!("{path}.{field}"), detail));
+    let mut forbid = |field: &str, detail: &str| {
+        errors.push(FieldError::forbidden(format!("{path}.{field}"), detail))
+    };
     if !node.type_name.is_empty() {
         forbid("type", "must be empty to be structural");
     }
@@ -181,35 +233,60 @@ fn nested(node: &Node, skip_any_of: bool, path: &str, errors: &mut Vec<FieldErro
     if node.title.as_deref().is_some_and(|title| !title.is_empty()) {
         forbid("title", "must be empty to be structural");
     }
-    if node.description.as_deref().is_some_and(|description| !description.is_empty()) {
+    if node
+        .description
+        .as_deref()
+        .is_some_and(|description| !description.is_empty())
+    {
         forbid("description", "must be empty to be structural");
     }
     if node.nullable {
         forbid("nullable", "must be false to be structural");
     }
     if node.preserves_unknown_fields() {
-        forbid("x-kubernetes-preserve-unknown-fields", "must be false to be structural");
+        forbid(
+            "x-kubernetes-preserve-unknown-fields",
+            "must be false to be structural",
+        );
     }
     if node.embedded_resource {
-        forbid("x-kubernetes-embedded-resource", "must be false to be structural");
+        forbid(
+            "x-kubernetes-embedded-resource",
+            "must be false to be structural",
+        );
     }
     if node.int_or_string {
-        forbid("x-kubernetes-int-or-string", "must be false to be structural");
+        forbid(
+            "x-kubernetes-int-or-string",
+            "must be false to be structural",
+        );
     }
     if !node.list_map_keys.is_empty() {
-        forbid("x-kubernetes-list-map-keys", "must be empty to be structural");
+        forbid(
+            "x-kubernetes-list-map-keys",
+            "must be empty to be structural",
+        );
     }
     if node.list_type.is_some() {
-        forbid("x-kubernetes-list-type", "must be undefined to be structural");
+        forbid(
+            "x-kubernetes-list-type",
+            "must be undefined to be structural",
+        );
     }
     if node.map_type.is_some() {
-        forbid("x-kubernetes-map-type", "must be undefined to be structural");
+        forbid(
+            "x-kubernetes-map-type",
+            "must be undefined to be structural",
+        );
     }
     if !node.rules.is_empty() {
         forbid("x-kubernetes-validations", "must be empty to be structural");
     }
     if node.properties.contains_key("metadata") {
-        errors.push(FieldError::forbidden(format!("{path}.properties[metadata]"), "must not be specified in a nested context"));
+        errors.push(FieldError::forbidden(
+            format!("{path}.properties[metadata]"),
+            "must not be specified in a nested context",
+        ));
     }
 }
 
@@ -218,10 +295,19 @@ fn completeness(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
     value_completeness(node, Some(node), path, path, errors);
 }
 
-fn value_completeness(validations: &Node, structural: Option<&Node>, structural_path: &str, validation_path: &str, errors: &mut Vec<FieldError>) {
+fn value_completeness(
+    validations: &Node,
+    structural: Option<&Node>,
+    structural_path: &str,
+    validation_path: &str,
+    errors: &mut Vec<FieldError>,
+) {
     let Some(structural) = structural else {
         if has_value_validation(validations) {
-            errors.push(FieldError::required(structural_path, format!("because it is defined in {validation_path}")));
+            errors.push(FieldError::required(
+                structural_path,
+                format!("because it is defined in {validation_path}"),
+            ));
         }
         return;
     };
@@ -229,21 +315,60 @@ fn value_completeness(validations: &Node, structural: Option<&Node>, structural_
         .not
         .iter()
         .map(|not| (not.as_ref(), format!("{validation_path}.not")))
-        .chain(validations.all_of.iter().enumerate().map(|(i, node)| (node, format!("{validation_path}.allOf[{i}]"))))
-        .chain(validations.any_of.iter().enumerate().map(|(i, node)| (node, format!("{validation_path}.anyOf[{i}]"))))
-        .chain(validations.one_of.iter().enumerate().map(|(i, node)| (node, format!("{validation_path}.oneOf[{i}]"))));
+        .chain(
+            validations
+                .all_of
+                .iter()
+                .enumerate()
+                .map(|(i, node)| (node, format!("{validation_path}.allOf[{i}]"))),
+        )
+        .chain(
+            validations
+                .any_of
+                .iter()
+                .enumerate()
+                .map(|(i, node)| (node, format!("{validation_path}.anyOf[{i}]"))),
+        )
+        .chain(
+            validations
+                .one_of
+                .iter()
+                .enumerate()
+                .map(|(i, node)| (node, format!("{validation_path}.oneOf[{i}]"))),
+        );
     for (branch, branch_path) in junctors {
         nested_completeness(branch, structural, structural_path, &branch_path, errors);
     }
 }
 
-fn nested_completeness(nested: &Node, structural: &Node, structural_path: &str, nested_path: &str, errors: &mut Vec<FieldError>) {
-    value_completeness(nested, Some(structural), structural_path, nested_path, errors);
+fn nested_completeness(
+    nested: &Node,
+    structural: &Node,
+    structural_path: &str,
+    nested_path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    value_completeness(
+        nested,
+        Some(structural),
+        structural_path,
+        nested_path,
+        errors,
+    );
     if let Some(items) = &nested.items {
         let items_path = format!("{nested_path}.items");
         match &structural.items {
-            Some(structural_items) => nested_completeness(items, structural_items, &format!("{structural_path}.items"), &items_path, errors),
-            None => errors.push(FieldError::required(format!("{structural_path}.items"), format!("because it is defined in {items_path}"))),
+            Some(structural_items) => nested_completeness(
+                items,
+                structural_items,
+                &format!("{structural_path}.items"),
+                &items_path,
+                errors,
+            ),
+            None => errors.push(FieldError::required(
+                format!("{structural_path}.items"),
+                format!("because it is defined in {items_path}"),
+            )),
         }
     }
     for (name, property) in &nested.properties {
@@ -265,5 +390,8 @@ fn nested_completeness(nested: &Node, structural: &Node, structural_path: &str, 
 }
 
 fn has_value_validation(node: &Node) -> bool {
-    !node.all_of.is_empty() || !node.any_of.is_empty() || !node.one_of.is_empty() || node.not.is_some()
+    !node.all_of.is_empty()
+        || !node.any_of.is_empty()
+        || !node.one_of.is_empty()
+        || node.not.is_some()
 }

@@ -20,11 +20,21 @@ pub(crate) struct Identity {
 
 impl Identity {
     pub(crate) fn apply(manager: &str, subresource: &str) -> Identity {
-        Identity { manager: manager.into(), operation: "Apply", api_version: String::new(), subresource: subresource.into() }
+        Identity {
+            manager: manager.into(),
+            operation: "Apply",
+            api_version: String::new(),
+            subresource: subresource.into(),
+        }
     }
 
     pub(crate) fn update(manager: &str, api_version: &str, subresource: &str) -> Identity {
-        Identity { manager: manager.into(), operation: "Update", api_version: api_version.into(), subresource: subresource.into() }
+        Identity {
+            manager: manager.into(),
+            operation: "Update",
+            api_version: api_version.into(),
+            subresource: subresource.into(),
+        }
     }
 
     pub(crate) fn api_version(&self) -> &str {
@@ -35,7 +45,10 @@ impl Identity {
     fn describe(&self, entry_version: &str) -> String {
         let mut text = Value::String(self.manager.clone()).to_string();
         if !self.subresource.is_empty() {
-            text.push_str(&format!(" with subresource {}", Value::String(self.subresource.clone())));
+            text.push_str(&format!(
+                " with subresource {}",
+                Value::String(self.subresource.clone())
+            ));
         }
         if self.operation == "Update" {
             text.push_str(&format!(" using {entry_version}"));
@@ -62,11 +75,20 @@ impl Managers {
     /// Reads `metadata.managedFields`; an entry with an unknown operation, no apiVersion or a
     /// fieldsType other than `FieldsV1` makes the whole list invalid, as in kube-apiserver.
     pub(crate) fn decode(object: &Value) -> Result<Managers, String> {
-        let Some(list) = object.pointer("/metadata/managedFields") else { return Ok(Managers::default()) };
-        let Value::Array(items) = list else { return Err("managedFields must be a list".into()) };
+        let Some(list) = object.pointer("/metadata/managedFields") else {
+            return Ok(Managers::default());
+        };
+        let Value::Array(items) = list else {
+            return Err("managedFields must be a list".into());
+        };
         let mut managers = Managers::default();
         for (index, item) in items.iter().enumerate() {
-            let text = |key: &str| item.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+            let text = |key: &str| {
+                item.get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
             let operation = match text("operation").as_str() {
                 "Apply" => "Apply",
                 "Update" => "Update",
@@ -78,22 +100,40 @@ impl Managers {
             }
             match text("fieldsType").as_str() {
                 "FieldsV1" => {}
-                "" => return Err(format!("missing fieldsType in managed fields entry {index}")),
-                other => return Err(format!("invalid fieldsType {other:?} in managed fields entry {index}")),
+                "" => {
+                    return Err(format!(
+                        "missing fieldsType in managed fields entry {index}"
+                    ));
+                }
+                other => {
+                    return Err(format!(
+                        "invalid fieldsType {other:?} in managed fields entry {index}"
+                    ));
+                }
             }
             let set = match item.get("fieldsV1") {
-                Some(fields) => FieldSet::from_fields_v1(fields).ok_or_else(|| format!("invalid fieldsV1 in managed fields entry {index}"))?,
+                Some(fields) => FieldSet::from_fields_v1(fields)
+                    .ok_or_else(|| format!("invalid fieldsV1 in managed fields entry {index}"))?,
                 None => FieldSet::new(),
             };
             let identity = Identity {
                 manager: text("manager"),
                 operation,
-                api_version: if operation == "Update" { api_version.clone() } else { String::new() },
+                api_version: if operation == "Update" {
+                    api_version.clone()
+                } else {
+                    String::new()
+                },
                 subresource: text("subresource"),
             };
             let time = item.get("time").and_then(Value::as_str).map(str::to_string);
             managers.entries.retain(|entry| entry.identity != identity);
-            managers.entries.push(Entry { identity, api_version, time, set });
+            managers.entries.push(Entry {
+                identity,
+                api_version,
+                time,
+                set,
+            });
         }
         Ok(managers)
     }
@@ -101,7 +141,10 @@ impl Managers {
     /// `managedFields: []` or `[{}]` in a request clears ownership.
     pub(crate) fn is_reset(object: &Value) -> bool {
         match object.pointer("/metadata/managedFields") {
-            Some(Value::Array(items)) => items.is_empty() || (items.len() == 1 && items[0].as_object().is_some_and(Map::is_empty)),
+            Some(Value::Array(items)) => {
+                items.is_empty()
+                    || (items.len() == 1 && items[0].as_object().is_some_and(Map::is_empty))
+            }
             _ => false,
         }
     }
@@ -111,35 +154,57 @@ impl Managers {
     }
 
     pub(crate) fn set_of(&self, identity: &Identity) -> Option<&FieldSet> {
-        self.entries.iter().find(|entry| entry.identity == *identity).map(|entry| &entry.set)
+        self.entries
+            .iter()
+            .find(|entry| entry.identity == *identity)
+            .map(|entry| &entry.set)
     }
 
     /// Sets `identity`'s fields, creating the entry (without a time) when it is new.
     pub(crate) fn set(&mut self, identity: Identity, set: FieldSet, api_version: &str) {
-        match self.entries.iter_mut().find(|entry| entry.identity == identity) {
+        match self
+            .entries
+            .iter_mut()
+            .find(|entry| entry.identity == identity)
+        {
             Some(entry) => {
                 entry.set = set;
                 entry.api_version = api_version.to_string();
             }
-            None => self.entries.push(Entry { identity, api_version: api_version.to_string(), time: None, set }),
+            None => self.entries.push(Entry {
+                identity,
+                api_version: api_version.to_string(),
+                time: None,
+                set,
+            }),
         }
     }
 
     pub(crate) fn touch(&mut self, identity: &Identity, now: &str) {
-        if let Some(entry) = self.entries.iter_mut().find(|entry| entry.identity == *identity) {
+        if let Some(entry) = self
+            .entries
+            .iter_mut()
+            .find(|entry| entry.identity == *identity)
+        {
             entry.time = Some(now.to_string());
         }
     }
 
     /// Union of every manager's fields.
     pub(crate) fn all_owned(&self) -> FieldSet {
-        self.entries.iter().fold(FieldSet::new(), |owned, entry| owned.union(&entry.set))
+        self.entries
+            .iter()
+            .fold(FieldSet::new(), |owned, entry| owned.union(&entry.set))
     }
 
     /// The fields of `changed` that managers other than `except` own.
     pub(crate) fn conflicts(&self, except: &Identity, changed: &FieldSet) -> Vec<Conflict> {
         let mut conflicts = Vec::new();
-        let mut others: Vec<&Entry> = self.entries.iter().filter(|entry| entry.identity != *except).collect();
+        let mut others: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|entry| entry.identity != *except)
+            .collect();
         others.sort_by(|left, right| left.identity.cmp(&right.identity));
         for entry in others {
             for path in entry.set.intersection(changed).paths() {
@@ -155,7 +220,11 @@ impl Managers {
 
     /// Other managers lose `fields` (a write by `except` changed them).
     pub(crate) fn take_away(&mut self, except: &Identity, fields: &FieldSet) {
-        for entry in self.entries.iter_mut().filter(|entry| entry.identity != *except) {
+        for entry in self
+            .entries
+            .iter_mut()
+            .filter(|entry| entry.identity != *except)
+        {
             entry.set = entry.set.difference(fields);
         }
     }
@@ -168,7 +237,11 @@ impl Managers {
     }
 
     pub(crate) fn strip(&mut self, identity: &Identity, stripped: &FieldSet) {
-        if let Some(entry) = self.entries.iter_mut().find(|entry| entry.identity == *identity) {
+        if let Some(entry) = self
+            .entries
+            .iter_mut()
+            .find(|entry| entry.identity == *identity)
+        {
             entry.set = entry.set.difference(stripped);
         }
     }
@@ -177,20 +250,26 @@ impl Managers {
     /// `ancient-changes` per apiVersion.
     pub(crate) fn cap_update_managers(&mut self) {
         self.entries.retain(|entry| !entry.set.is_empty());
-        let mut updaters: Vec<usize> =
-            (0..self.entries.len()).filter(|&index| self.entries[index].identity.operation == "Update").collect();
+        let mut updaters: Vec<usize> = (0..self.entries.len())
+            .filter(|&index| self.entries[index].identity.operation == "Update")
+            .collect();
         if updaters.len() <= MAX_UPDATE_MANAGERS {
             return;
         }
         updaters.sort_by(|&left, &right| {
             let (left, right) = (&self.entries[left], &self.entries[right]);
-            left.time.cmp(&right.time).then_with(|| left.identity.cmp(&right.identity))
+            left.time
+                .cmp(&right.time)
+                .then_with(|| left.identity.cmp(&right.identity))
         });
         let excess = updaters.len() - MAX_UPDATE_MANAGERS + 1;
         let mut merged: Vec<Entry> = Vec::new();
         for &index in &updaters[..excess] {
             let entry = &self.entries[index];
-            match merged.iter_mut().find(|bucket| bucket.api_version == entry.api_version) {
+            match merged
+                .iter_mut()
+                .find(|bucket| bucket.api_version == entry.api_version)
+            {
                 Some(bucket) => {
                     bucket.set = bucket.set.union(&entry.set);
                     bucket.time.clone_from(&entry.time);
@@ -203,15 +282,23 @@ impl Managers {
                 }),
             }
         }
-        let removed: Vec<Identity> = updaters[..excess].iter().map(|&index| self.entries[index].identity.clone()).collect();
-        self.entries.retain(|entry| !removed.contains(&entry.identity));
+        let removed: Vec<Identity> = updaters[..excess]
+            .iter()
+            .map(|&index| self.entries[index].identity.clone())
+            .collect();
+        self.entries
+            .retain(|entry| !removed.contains(&entry.identity));
         self.entries.extend(merged);
     }
 
     /// Writes `metadata.managedFields`, sorted as kube-apiserver sorts it, without empty entries;
     /// the key is removed when no manager is left.
     pub(crate) fn encode_into(&self, object: &mut Value) {
-        let mut entries: Vec<&Entry> = self.entries.iter().filter(|entry| !entry.set.is_empty()).collect();
+        let mut entries: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|entry| !entry.set.is_empty())
+            .collect();
         entries.sort_by(|left, right| {
             left.identity
                 .operation
@@ -225,23 +312,41 @@ impl Managers {
             .iter()
             .map(|entry| {
                 let mut fields = Map::new();
-                fields.insert("manager".into(), Value::String(entry.identity.manager.clone()));
-                fields.insert("operation".into(), Value::String(entry.identity.operation.into()));
-                fields.insert("apiVersion".into(), Value::String(entry.api_version.clone()));
+                fields.insert(
+                    "manager".into(),
+                    Value::String(entry.identity.manager.clone()),
+                );
+                fields.insert(
+                    "operation".into(),
+                    Value::String(entry.identity.operation.into()),
+                );
+                fields.insert(
+                    "apiVersion".into(),
+                    Value::String(entry.api_version.clone()),
+                );
                 if let Some(time) = &entry.time {
                     fields.insert("time".into(), Value::String(time.clone()));
                 }
                 fields.insert("fieldsType".into(), Value::String("FieldsV1".into()));
                 fields.insert("fieldsV1".into(), entry.set.to_fields_v1());
                 if !entry.identity.subresource.is_empty() {
-                    fields.insert("subresource".into(), Value::String(entry.identity.subresource.clone()));
+                    fields.insert(
+                        "subresource".into(),
+                        Value::String(entry.identity.subresource.clone()),
+                    );
                 }
                 Value::Object(fields)
             })
             .collect();
-        let Some(object_fields) = object.as_object_mut() else { return };
-        let metadata = object_fields.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
-        let Some(metadata) = metadata.as_object_mut() else { return };
+        let Some(object_fields) = object.as_object_mut() else {
+            return;
+        };
+        let metadata = object_fields
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Some(metadata) = metadata.as_object_mut() else {
+            return;
+        };
         if encoded.is_empty() {
             metadata.remove("managedFields");
         } else {

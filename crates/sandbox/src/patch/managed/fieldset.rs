@@ -18,7 +18,10 @@ pub(crate) fn field(name: &str) -> Element {
 pub(crate) fn key(fields: &[(String, Value)]) -> Element {
     let mut sorted: Vec<&(String, Value)> = fields.iter().collect();
     sorted.sort_by(|left, right| left.0.cmp(&right.0));
-    let body: Vec<String> = sorted.iter().map(|(name, value)| format!("{}:{}", Value::String(name.clone()), value)).collect();
+    let body: Vec<String> = sorted
+        .iter()
+        .map(|(name, value)| format!("{}:{}", Value::String(name.clone()), value))
+        .collect();
     format!("k:{{{}}}", body.join(","))
 }
 
@@ -42,7 +45,10 @@ pub(crate) fn display(element: &str) -> String {
     if let Some(keys) = element.strip_prefix("k:")
         && let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(keys)
     {
-        let parts: Vec<String> = fields.iter().map(|(name, value)| format!("{name}={value}")).collect();
+        let parts: Vec<String> = fields
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
         return format!("[{}]", parts.join(","));
     }
     format!("[{element}]")
@@ -89,10 +95,15 @@ impl FieldSet {
     }
 
     pub(crate) fn intersection(&self, other: &FieldSet) -> FieldSet {
-        let mut result = FieldSet { member: self.member && other.member, children: BTreeMap::new() };
+        let mut result = FieldSet {
+            member: self.member && other.member,
+            children: BTreeMap::new(),
+        };
         for (element, child) in &self.children {
             if let Some(other_child) = other.children.get(element) {
-                result.children.insert(element.clone(), child.intersection(other_child));
+                result
+                    .children
+                    .insert(element.clone(), child.intersection(other_child));
             }
         }
         result.prune_empty();
@@ -101,7 +112,10 @@ impl FieldSet {
 
     /// Paths of `self` that are not in `other` (members removed one by one, as `Set.Difference`).
     pub(crate) fn difference(&self, other: &FieldSet) -> FieldSet {
-        let mut result = FieldSet { member: self.member && !other.member, children: BTreeMap::new() };
+        let mut result = FieldSet {
+            member: self.member && !other.member,
+            children: BTreeMap::new(),
+        };
         for (element, child) in &self.children {
             let remaining = match other.children.get(element) {
                 Some(other_child) => child.difference(other_child),
@@ -157,13 +171,17 @@ impl FieldSet {
 
     /// Parses `fieldsV1`; `None` when it is not an object of objects.
     pub(crate) fn from_fields_v1(fields: &Value) -> Option<FieldSet> {
-        let Value::Object(object) = fields else { return None };
+        let Value::Object(object) = fields else {
+            return None;
+        };
         let mut set = FieldSet::new();
         for (element, child) in object {
             if element == "." {
                 continue;
             }
-            let Value::Object(child_object) = child else { return None };
+            let Value::Object(child_object) = child else {
+                return None;
+            };
             let mut child_set = FieldSet::from_fields_v1(child)?;
             child_set.member = child_object.is_empty() || child_object.contains_key(".");
             set.children.insert(element.clone(), child_set);
@@ -214,13 +232,23 @@ mod tests {
         let mut right = FieldSet::new();
         right.insert(&path(&["f:spec", "f:b"]));
         right.insert(&path(&["f:spec", "f:c"]));
-        assert_eq!(left.intersection(&right).paths(), [path(&["f:spec", "f:b"])]);
+        assert_eq!(
+            left.intersection(&right).paths(),
+            [path(&["f:spec", "f:b"])]
+        );
         assert_eq!(left.difference(&right).paths(), [path(&["f:spec", "f:a"])]);
         assert_eq!(left.union(&right).paths().len(), 3);
         assert_eq!(
-            path_string(&path(&["f:spec", &key(&[("name".into(), json!("a")), ("port".into(), json!(80))]), "f:image"])),
+            path_string(&path(&[
+                "f:spec",
+                &key(&[("name".into(), json!("a")), ("port".into(), json!(80))]),
+                "f:image"
+            ])),
             r#".spec[name="a",port=80].image"#
         );
-        assert_eq!(path_string(&path(&["f:metadata", "f:finalizers", &value(&json!("x"))])), r#".metadata.finalizers[="x"]"#);
+        assert_eq!(
+            path_string(&path(&["f:metadata", "f:finalizers", &value(&json!("x"))])),
+            r#".metadata.finalizers[="x"]"#
+        );
     }
 }

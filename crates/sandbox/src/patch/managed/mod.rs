@@ -53,7 +53,10 @@ impl ApplyConflicts {
     /// `Apply failed with 1 conflict: conflict with "kubectl" using v1: .spec.replicas`.
     pub fn message(&self) -> String {
         if let [only] = self.conflicts.as_slice() {
-            return format!("Apply failed with 1 conflict: conflict with {}: {}", only.described_manager, only.field);
+            return format!(
+                "Apply failed with 1 conflict: conflict with {}: {}",
+                only.described_manager, only.field
+            );
         }
         let mut lines = Vec::new();
         let mut current: Option<&str> = None;
@@ -64,7 +67,11 @@ impl ApplyConflicts {
             }
             lines.push(format!("- {}", conflict.field));
         }
-        format!("Apply failed with {} conflicts: {}", self.conflicts.len(), lines.join("\n"))
+        format!(
+            "Apply failed with {} conflicts: {}",
+            self.conflicts.len(),
+            lines.join("\n")
+        )
     }
 }
 
@@ -95,7 +102,11 @@ fn stripped_set() -> FieldSet {
 
 /// The `apiVersion` of an object, which managed fields entries record.
 fn api_version_of(object: &Value) -> String {
-    object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string()
+    object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The empty object of the same kind: what a create compares against.
@@ -142,12 +153,20 @@ pub fn apply(
         // Fields set before the first apply belong to `before-first-apply`.
         let empty = empty_like(&live_object);
         let identity = Identity::update("before-first-apply", &version, subresource);
-        record(&mut managers, &empty, &without_managed_fields(&live_object), &identity, node, now);
+        record(
+            &mut managers,
+            &empty,
+            &without_managed_fields(&live_object),
+            &identity,
+            node,
+            now,
+        );
     }
     live_object = without_managed_fields(&live_object);
 
     let identity = Identity::apply(manager, subresource);
-    let mut merged = merge(Some(&live_object), Some(&config), node).unwrap_or_else(|| empty_like(&config));
+    let mut merged =
+        merge(Some(&live_object), Some(&config), node).unwrap_or_else(|| empty_like(&config));
     let last_applied = managers.set_of(&identity).cloned();
     let applied_set = to_field_set(&config, node);
     managers.set(identity.clone(), applied_set, &version);
@@ -173,20 +192,44 @@ pub fn apply(
 
 /// Removes what `applier` applied last time and no longer does, unless another manager owns it
 /// (structured-merge-diff's `prune`, with `addBackOwnedItems` and `addBackDanglingItems`).
-fn prune_unapplied(merged: &Value, managers: &Managers, last_applied: &FieldSet, node: &TypeNode) -> Value {
+fn prune_unapplied(
+    merged: &Value,
+    managers: &Managers,
+    last_applied: &FieldSet,
+    node: &TypeNode,
+) -> Value {
     let named = |set: &FieldSet| ensure_named_fields_are_members(set, node);
     let empty = serde_json::json!({});
     let pruned = remove_items(merged, &named(last_applied), node).unwrap_or_else(|| empty.clone());
     let merged_set = named(&to_field_set(merged, node));
     let pruned_set = named(&to_field_set(&pruned, node));
     let owned = named(&managers.all_owned());
-    let pruned = remove_items(merged, &merged_set.difference(&pruned_set.union(&owned)), node).unwrap_or_else(|| empty.clone());
+    let pruned = remove_items(
+        merged,
+        &merged_set.difference(&pruned_set.union(&owned)),
+        node,
+    )
+    .unwrap_or_else(|| empty.clone());
     let pruned_set = named(&to_field_set(&pruned, node));
-    remove_items(merged, &merged_set.difference(&pruned_set).intersection(&named(last_applied)), node).unwrap_or(empty)
+    remove_items(
+        merged,
+        &merged_set
+            .difference(&pruned_set)
+            .intersection(&named(last_applied)),
+        node,
+    )
+    .unwrap_or(empty)
 }
 
 /// The field manager's bookkeeping for a non-apply write: `Update` ownership of what changed.
-fn record(managers: &mut Managers, old: &Value, new: &Value, identity: &Identity, node: &TypeNode, now: &str) {
+fn record(
+    managers: &mut Managers,
+    old: &Value,
+    new: &Value,
+    identity: &Identity,
+    node: &TypeNode,
+    now: &str,
+) {
     let comparison = compare(old, new, node);
     let changed = comparison.modified.union(&comparison.added);
     managers.take_away(identity, &changed);
@@ -194,7 +237,11 @@ fn record(managers: &mut Managers, old: &Value, new: &Value, identity: &Identity
     let own = changed.difference(&stripped_set());
     if !own.is_empty() {
         let previous = managers.set_of(identity).cloned().unwrap_or_default();
-        managers.set(identity.clone(), previous.difference(&comparison.removed).union(&own), identity.api_version());
+        managers.set(
+            identity.clone(),
+            previous.difference(&comparison.removed).union(&own),
+            identity.api_version(),
+        );
         managers.touch(identity, now);
     }
 }
@@ -205,9 +252,19 @@ fn record(managers: &mut Managers, old: &Value, new: &Value, identity: &Identity
 /// `old` is the stored object (`None` on create). As in kube-apiserver, the managed fields come
 /// from `new` when the client sent valid ones (an empty list resets them), else from `old`; a
 /// stored object that has none gets none (tracking starts at create or at the first apply).
-pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, subresource: Option<&str>, types: &TypeInfo, now: &str) {
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: Option<&str>,
+    types: &TypeInfo,
+    now: &str,
+) {
     let subresource = subresource.unwrap_or_default();
-    let from_old = || old.and_then(|old| Managers::decode(old).ok()).unwrap_or_default();
+    let from_old = || {
+        old.and_then(|old| Managers::decode(old).ok())
+            .unwrap_or_default()
+    };
     let mut managers = if !subresource.is_empty() {
         from_old()
     } else if Managers::is_reset(new) {
@@ -220,11 +277,15 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, subres
     };
     let cleaned = without_managed_fields(new);
     *new = cleaned;
-    let has_uid = old.and_then(|old| old.pointer("/metadata/uid")).is_some_and(|uid| !uid.as_str().unwrap_or_default().is_empty());
+    let has_uid = old
+        .and_then(|old| old.pointer("/metadata/uid"))
+        .is_some_and(|uid| !uid.as_str().unwrap_or_default().is_empty());
     if managers.is_empty() && has_uid {
         return;
     }
-    let live = old.map(without_managed_fields).unwrap_or_else(|| empty_like(new));
+    let live = old
+        .map(without_managed_fields)
+        .unwrap_or_else(|| empty_like(new));
     let identity = Identity::update(manager, &api_version_of(new), subresource);
     record(&mut managers, &live, new, &identity, types.root(), now);
     managers.cap_update_managers();

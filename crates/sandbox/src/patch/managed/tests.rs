@@ -84,8 +84,18 @@ fn updates_take_fields_from_other_managers() {
     assert_eq!(
         updated["metadata"]["managedFields"],
         json!([
-            entry("kubectl-create", "Update", T1, json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}}, "f:spec": {".": {}, "f:version": {}}})),
-            entry("operator", "Update", T2, json!({"f:spec": {"f:replicas": {}}})),
+            entry(
+                "kubectl-create",
+                "Update",
+                T1,
+                json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}}, "f:spec": {".": {}, "f:version": {}}})
+            ),
+            entry(
+                "operator",
+                "Update",
+                T2,
+                json!({"f:spec": {"f:replicas": {}}})
+            ),
         ])
     );
 }
@@ -107,10 +117,22 @@ fn status_writes_record_the_subresource() {
     let old = stored(created);
     let mut updated = old.clone();
     updated["status"] = json!({"phase": "Running"});
-    record_update(Some(&old), &mut updated, "operator", Some("status"), &types, T2);
-    let entries = updated["metadata"]["managedFields"].as_array().expect("entries");
+    record_update(
+        Some(&old),
+        &mut updated,
+        "operator",
+        Some("status"),
+        &types,
+        T2,
+    );
+    let entries = updated["metadata"]["managedFields"]
+        .as_array()
+        .expect("entries");
     assert_eq!(entries[1]["subresource"], "status");
-    assert_eq!(entries[1]["fieldsV1"], json!({"f:status": {".": {}, "f:phase": {}}}));
+    assert_eq!(
+        entries[1]["fieldsV1"],
+        json!({"f:status": {".": {}, "f:phase": {}}})
+    );
 }
 
 #[test]
@@ -120,20 +142,35 @@ fn apply_conflicts_with_other_managers_unless_forced() {
     record_update(None, &mut created, "kubectl-create", None, &types, T1);
     let live = stored(created);
     let config = json!({"apiVersion": "example.com/v1", "kind": "Example", "metadata": {"name": "x"}, "spec": {"replicas": 3, "version": "3.5"}});
-    let conflicts = apply(Some(&live), &config, "kubectl", false, None, &types, T2).expect_err("conflict");
+    let conflicts =
+        apply(Some(&live), &config, "kubectl", false, None, &types, T2).expect_err("conflict");
     assert_eq!(
         conflicts.message(),
         r#"Apply failed with 1 conflict: conflict with "kubectl-create" using example.com/v1: .spec.replicas"#
     );
-    assert_eq!(conflicts.conflicts[0].cause_message(), r#"conflict with "kubectl-create" using example.com/v1"#);
+    assert_eq!(
+        conflicts.conflicts[0].cause_message(),
+        r#"conflict with "kubectl-create" using example.com/v1"#
+    );
 
-    let forced = apply(Some(&live), &config, "kubectl", true, None, &types, T2).expect("forced apply");
+    let forced =
+        apply(Some(&live), &config, "kubectl", true, None, &types, T2).expect("forced apply");
     assert_eq!(forced["spec"]["replicas"], 3);
     assert_eq!(
         forced["metadata"]["managedFields"],
         json!([
-            entry("kubectl", "Apply", T2, json!({"f:spec": {"f:replicas": {}, "f:version": {}}})),
-            entry("kubectl-create", "Update", T1, json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}}, "f:spec": {".": {}, "f:version": {}}})),
+            entry(
+                "kubectl",
+                "Apply",
+                T2,
+                json!({"f:spec": {"f:replicas": {}, "f:version": {}}})
+            ),
+            entry(
+                "kubectl-create",
+                "Update",
+                T1,
+                json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}}, "f:spec": {".": {}, "f:version": {}}})
+            ),
         ])
     );
 }
@@ -145,7 +182,8 @@ fn several_conflicts_are_grouped_by_manager() {
     record_update(None, &mut created, "kubectl-create", None, &types, T1);
     let live = stored(created);
     let config = json!({"apiVersion": "example.com/v1", "kind": "Example", "metadata": {"name": "x"}, "spec": {"replicas": 3, "version": "3.6"}});
-    let conflicts = apply(Some(&live), &config, "kubectl", false, None, &types, T2).expect_err("conflicts");
+    let conflicts =
+        apply(Some(&live), &config, "kubectl", false, None, &types, T2).expect_err("conflicts");
     assert_eq!(
         conflicts.message(),
         "Apply failed with 2 conflicts: conflicts with \"kubectl-create\" using example.com/v1:\n- .spec.replicas\n- .spec.version"
@@ -179,8 +217,12 @@ fn apply_creates_and_prunes_what_it_stops_applying() {
         "apiVersion": "example.com/v1", "kind": "Example", "metadata": {"name": "x"},
         "spec": {"replicas": 3, "members": [{"name": "b"}], "tags": ["y"]},
     });
-    let pruned = apply(Some(&live), &second, "kubectl", false, None, &types, T2).expect("second apply");
-    assert_eq!(pruned["spec"], json!({"replicas": 3, "members": [{"name": "b"}], "tags": ["y"]}));
+    let pruned =
+        apply(Some(&live), &second, "kubectl", false, None, &types, T2).expect("second apply");
+    assert_eq!(
+        pruned["spec"],
+        json!({"replicas": 3, "members": [{"name": "b"}], "tags": ["y"]})
+    );
     assert_eq!(pruned["metadata"]["uid"], "0000-1111");
 }
 
@@ -190,7 +232,18 @@ fn fields_another_manager_owns_survive_pruning_and_shared_values_do_not_conflict
     let first = json!({"apiVersion": "example.com/v1", "kind": "Example", "metadata": {"name": "x"}, "spec": {"replicas": 3, "paused": true}});
     let created = stored(apply(None, &first, "kubectl", false, None, &types, T1).expect("create"));
     let same_value = json!({"apiVersion": "example.com/v1", "kind": "Example", "metadata": {"name": "x"}, "spec": {"paused": true}});
-    let shared = stored(apply(Some(&created), &same_value, "operator", false, None, &types, T2).expect("same value shares"));
+    let shared = stored(
+        apply(
+            Some(&created),
+            &same_value,
+            "operator",
+            false,
+            None,
+            &types,
+            T2,
+        )
+        .expect("same value shares"),
+    );
     let dropped = json!({"apiVersion": "example.com/v1", "kind": "Example", "metadata": {"name": "x"}, "spec": {"replicas": 3}});
     let kept = apply(Some(&shared), &dropped, "kubectl", false, None, &types, T3).expect("apply");
     assert_eq!(kept["spec"], json!({"replicas": 3, "paused": true}));
@@ -198,7 +251,18 @@ fn fields_another_manager_owns_survive_pruning_and_shared_values_do_not_conflict
     // operator's entry has none at all.
     let mut operator = entry("operator", "Apply", T2, json!({"f:spec": {"f:paused": {}}}));
     operator.as_object_mut().map(|fields| fields.remove("time"));
-    assert_eq!(kept["metadata"]["managedFields"], json!([operator, entry("kubectl", "Apply", T1, json!({"f:spec": {"f:replicas": {}}}))]));
+    assert_eq!(
+        kept["metadata"]["managedFields"],
+        json!([
+            operator,
+            entry(
+                "kubectl",
+                "Apply",
+                T1,
+                json!({"f:spec": {"f:replicas": {}}})
+            )
+        ])
+    );
 }
 
 #[test]
@@ -216,9 +280,17 @@ fn first_apply_on_an_untracked_object_credits_existing_fields() {
     let live = stored(object(json!({"replicas": 1, "version": "3.5"})));
     let config = json!({"apiVersion": "example.com/v1", "kind": "Example", "metadata": {"name": "x"}, "spec": {"paused": false}});
     let applied = apply(Some(&live), &config, "kubectl", false, None, &types, T2).expect("apply");
-    let managers: Vec<&str> = applied["metadata"]["managedFields"].as_array().expect("entries").iter().map(|entry| entry["manager"].as_str().unwrap_or_default()).collect();
+    let managers: Vec<&str> = applied["metadata"]["managedFields"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|entry| entry["manager"].as_str().unwrap_or_default())
+        .collect();
     assert_eq!(managers, ["kubectl", "before-first-apply"]);
-    assert_eq!(applied["spec"], json!({"replicas": 1, "version": "3.5", "paused": false}));
+    assert_eq!(
+        applied["spec"],
+        json!({"replicas": 1, "version": "3.5", "paused": false})
+    );
 }
 
 #[test]
@@ -233,5 +305,8 @@ fn builtin_kinds_merge_containers_by_name() {
         "spec": {"template": {"spec": {"containers": [{"name": "b", "image": "b:2"}]}}},
     });
     let applied = apply(Some(&live), &config, "kubectl", true, None, &types, T1).expect("apply");
-    assert_eq!(applied["spec"]["template"]["spec"]["containers"], json!([{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:2"}]));
+    assert_eq!(
+        applied["spec"]["template"]["spec"]["containers"],
+        json!([{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:2"}])
+    );
 }

@@ -31,8 +31,10 @@ fn item_element(list_type: &TypeNode, item: &Value) -> Option<Element> {
     match &list_type.list {
         ListKind::Set => Some(value_element(item)),
         ListKind::Map(keys) => {
-            let fields: Vec<(String, Value)> =
-                keys.iter().filter_map(|name| item.get(name).map(|value| (name.clone(), value.clone()))).collect();
+            let fields: Vec<(String, Value)> = keys
+                .iter()
+                .filter_map(|name| item.get(name).map(|value| (name.clone(), value.clone())))
+                .collect();
             Some(key(&fields))
         }
         ListKind::Atomic => None,
@@ -50,13 +52,17 @@ fn is_empty_container(value: Option<&Value>) -> bool {
 
 /// Whether the pair is compared and merged as one leaf.
 fn is_leaf(lhs: Option<&Value>, rhs: Option<&Value>, node: &TypeNode) -> bool {
-    let Some(sample) = rhs.or(lhs) else { return true };
+    let Some(sample) = rhs.or(lhs) else {
+        return true;
+    };
     if sample.is_null() {
         return true;
     }
     match node.shape_of(sample) {
         Shape::Scalar | Shape::Unknown => true,
-        Shape::List => node.is_atomic_for(sample) || (is_empty_container(lhs) && is_empty_container(rhs)),
+        Shape::List => {
+            node.is_atomic_for(sample) || (is_empty_container(lhs) && is_empty_container(rhs))
+        }
         Shape::Object => node.atomic || (is_empty_container(lhs) && is_empty_container(rhs)),
     }
 }
@@ -80,12 +86,20 @@ fn walk_field_set(value: &Value, node: &TypeNode, path: &mut Vec<Element>, set: 
                 set.insert(path);
                 return;
             }
-            let Value::Array(items) = value else { return set.insert(path) };
-            let elements: Vec<Option<Element>> = items.iter().map(|item| item_element(node, item)).collect();
+            let Value::Array(items) = value else {
+                return set.insert(path);
+            };
+            let elements: Vec<Option<Element>> =
+                items.iter().map(|item| item_element(node, item)).collect();
             for (item, element) in items.iter().zip(&elements) {
                 let Some(element) = element else { continue };
                 path.push(element.clone());
-                if elements.iter().filter(|other| other.as_ref() == Some(element)).count() > 1 {
+                if elements
+                    .iter()
+                    .filter(|other| other.as_ref() == Some(element))
+                    .count()
+                    > 1
+                {
                     set.insert(path);
                 } else {
                     walk_field_set(item, item_type(node), path, set);
@@ -99,7 +113,9 @@ fn walk_field_set(value: &Value, node: &TypeNode, path: &mut Vec<Element>, set: 
                 set.insert(path);
                 return;
             }
-            let Value::Object(fields) = value else { return set.insert(path) };
+            let Value::Object(fields) = value else {
+                return set.insert(path);
+            };
             for (name, child) in fields {
                 path.push(field(name));
                 walk_field_set(child, field_type(node, name), path, set);
@@ -126,7 +142,13 @@ pub(crate) fn compare(lhs: &Value, rhs: &Value, node: &TypeNode) -> Comparison {
     comparison
 }
 
-fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, node: &TypeNode, path: &mut Vec<Element>, out: &mut Comparison) {
+fn walk_compare(
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    node: &TypeNode,
+    path: &mut Vec<Element>,
+    out: &mut Comparison,
+) {
     if is_leaf(lhs, rhs, node) {
         match (lhs, rhs) {
             (None, Some(_)) => out.added.insert(path),
@@ -146,7 +168,12 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, node: &TypeNode, path:
             let right_items = rhs.and_then(Value::as_array).unwrap_or(&empty);
             let mut order: Vec<Element> = Vec::new();
             let indexed = |items: &'_ [Value]| -> Vec<(Element, Value)> {
-                items.iter().filter_map(|item| item_element(node, item).map(|element| (element, item.clone()))).collect()
+                items
+                    .iter()
+                    .filter_map(|item| {
+                        item_element(node, item).map(|element| (element, item.clone()))
+                    })
+                    .collect()
             };
             let left_indexed = indexed(left_items);
             let right_indexed = indexed(right_items);
@@ -156,8 +183,14 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, node: &TypeNode, path:
                 }
             }
             for element in order {
-                let left = left_indexed.iter().find(|(candidate, _)| *candidate == element).map(|(_, item)| item);
-                let right = right_indexed.iter().find(|(candidate, _)| *candidate == element).map(|(_, item)| item);
+                let left = left_indexed
+                    .iter()
+                    .find(|(candidate, _)| *candidate == element)
+                    .map(|(_, item)| item);
+                let right = right_indexed
+                    .iter()
+                    .find(|(candidate, _)| *candidate == element)
+                    .map(|(_, item)| item);
                 path.push(element);
                 walk_compare(left, right, item_type(node), path, out);
                 path.pop();
@@ -168,10 +201,20 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, node: &TypeNode, path:
             let left_fields = lhs.and_then(Value::as_object).unwrap_or(&empty);
             let right_fields = rhs.and_then(Value::as_object).unwrap_or(&empty);
             let mut names: Vec<&String> = left_fields.keys().collect();
-            names.extend(right_fields.keys().filter(|name| !left_fields.contains_key(*name)));
+            names.extend(
+                right_fields
+                    .keys()
+                    .filter(|name| !left_fields.contains_key(*name)),
+            );
             for name in names {
                 path.push(field(name));
-                walk_compare(left_fields.get(name), right_fields.get(name), field_type(node, name), path, out);
+                walk_compare(
+                    left_fields.get(name),
+                    right_fields.get(name),
+                    field_type(node, name),
+                    path,
+                    out,
+                );
                 path.pop();
             }
         }
@@ -185,7 +228,9 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, node: &TypeNode, path:
 
 /// `Merge`: `rhs` (an applied configuration) over `lhs` (the live object).
 pub(crate) fn merge(lhs: Option<&Value>, rhs: Option<&Value>, node: &TypeNode) -> Option<Value> {
-    let (Some(left), Some(right)) = (lhs, rhs) else { return rhs.or(lhs).cloned() };
+    let (Some(left), Some(right)) = (lhs, rhs) else {
+        return rhs.or(lhs).cloned();
+    };
     if is_leaf(lhs, rhs, node) || std::mem::discriminant(left) != std::mem::discriminant(right) {
         return Some(right.clone());
     }
@@ -196,8 +241,16 @@ pub(crate) fn merge(lhs: Option<&Value>, rhs: Option<&Value>, node: &TypeNode) -
         }
         (Value::Object(left_fields), Value::Object(right_fields)) => {
             let mut merged = Map::new();
-            for name in left_fields.keys().chain(right_fields.keys().filter(|name| !left_fields.contains_key(*name))) {
-                if let Some(value) = merge(left_fields.get(name), right_fields.get(name), field_type(node, name)) {
+            for name in left_fields.keys().chain(
+                right_fields
+                    .keys()
+                    .filter(|name| !left_fields.contains_key(*name)),
+            ) {
+                if let Some(value) = merge(
+                    left_fields.get(name),
+                    right_fields.get(name),
+                    field_type(node, name),
+                ) {
                     merged.insert(name.clone(), value);
                 }
             }
@@ -223,10 +276,22 @@ fn merge_list(lhs: &[Value], rhs: &[Value], node: &TypeNode) -> Vec<Value> {
     };
     let left = index(lhs);
     let right = index(rhs);
-    let in_left = |element: &Element| left.iter().find(|(candidate, _)| candidate == element).map(|(_, item)| item);
-    let in_right = |element: &Element| right.iter().find(|(candidate, _)| candidate == element).map(|(_, item)| item);
-    let mut shared_order: std::collections::VecDeque<&Element> =
-        right.iter().map(|(element, _)| element).filter(|element| in_left(element).is_some()).collect();
+    let in_left = |element: &Element| {
+        left.iter()
+            .find(|(candidate, _)| candidate == element)
+            .map(|(_, item)| item)
+    };
+    let in_right = |element: &Element| {
+        right
+            .iter()
+            .find(|(candidate, _)| candidate == element)
+            .map(|(_, item)| item)
+    };
+    let mut shared_order: std::collections::VecDeque<&Element> = right
+        .iter()
+        .map(|(element, _)| element)
+        .filter(|element| in_left(element).is_some())
+        .collect();
     let mut next_shared = shared_order.pop_front();
     let mut merged_right: Vec<Element> = Vec::new();
     let mut out = Vec::new();
@@ -284,7 +349,8 @@ pub(crate) fn remove_items(value: &Value, set: &FieldSet, node: &TypeNode) -> Op
                 match set.children.get(&element) {
                     Some(subset) if subset.member => {}
                     Some(subset) if !subset.children.is_empty() => {
-                        if let Some(remaining) = remove_items(child, subset, field_type(node, name)) {
+                        if let Some(remaining) = remove_items(child, subset, field_type(node, name))
+                        {
                             kept.insert(name.clone(), remaining);
                         }
                     }
@@ -304,7 +370,9 @@ pub(crate) fn remove_items(value: &Value, set: &FieldSet, node: &TypeNode) -> Op
                 };
                 match set.children.get(&element) {
                     Some(subset) if subset.member => {}
-                    Some(subset) if !subset.children.is_empty() => kept.extend(remove_items(item, subset, item_type(node))),
+                    Some(subset) if !subset.children.is_empty() => {
+                        kept.extend(remove_items(item, subset, item_type(node)))
+                    }
                     _ => kept.push(item.clone()),
                 }
             }
@@ -316,7 +384,10 @@ pub(crate) fn remove_items(value: &Value, set: &FieldSet, node: &TypeNode) -> Op
 
 /// `EnsureNamedFieldsAreMembers`: declared fields with owned children are owned themselves.
 pub(crate) fn ensure_named_fields_are_members(set: &FieldSet, node: &TypeNode) -> FieldSet {
-    let mut result = FieldSet { member: set.member, children: Default::default() };
+    let mut result = FieldSet {
+        member: set.member,
+        children: Default::default(),
+    };
     for (element, child) in &set.children {
         let (child_type, named) = match element.strip_prefix("f:") {
             Some(name) => (field_type(node, name), node.declares(name)),
@@ -329,9 +400,4 @@ pub(crate) fn ensure_named_fields_are_members(set: &FieldSet, node: &TypeNode) -
         result.children.insert(element.clone(), converted);
     }
     result
-}
-
-#[cfg(test)]
-pub(crate) fn unknown() -> &'static TypeNode {
-    &UNKNOWN
 }

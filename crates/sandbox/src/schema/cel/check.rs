@@ -13,26 +13,144 @@ use crate::schema::node::Node;
 /// Kubernetes libraries. A test checks each one is really registered.
 pub(crate) const KNOWN_FUNCTIONS: &[&str] = &[
     // cel standard library
-    "contains", "size", "max", "min", "startsWith", "endsWith", "string", "bytes", "double", "int", "uint",
-    "optional.none", "optional.of", "optional.ofNonZeroValue", "value", "hasValue", "or", "orValue", "matches",
-    "duration", "timestamp", "getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek",
-    "getHours", "getMinutes", "getSeconds", "getMilliseconds",
+    "contains",
+    "size",
+    "max",
+    "min",
+    "startsWith",
+    "endsWith",
+    "string",
+    "bytes",
+    "double",
+    "int",
+    "uint",
+    "optional.none",
+    "optional.of",
+    "optional.ofNonZeroValue",
+    "value",
+    "hasValue",
+    "or",
+    "orValue",
+    "matches",
+    "duration",
+    "timestamp",
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
     // Kubernetes libraries
-    "add", "asApproximateFloat", "asInteger", "base64.decode", "base64.encode", "charAt", "cidr", "compareTo",
-    "containsCIDR", "containsIP", "distinct", "family", "find", "findAll", "first", "flatten", "format",
-    "format.byte", "format.date", "format.datetime", "format.dns1035Label", "format.dns1035LabelPrefix",
-    "format.dns1123Label", "format.dns1123LabelPrefix", "format.dns1123Subdomain", "format.dns1123SubdomainPrefix",
-    "format.labelValue", "format.named", "format.qualifiedName", "format.uri", "format.uuid", "getEscapedPath",
-    "getHost", "getHostname", "getPort", "getQuery", "getScheme", "indexOf", "ip", "ip.isCanonical", "isCIDR",
-    "isCIDRv4", "isCIDRv6", "isGlobalUnicast", "isGreaterThan", "isIP", "isIPv4", "isIPv6", "isInteger",
-    "isLessThan", "isLinkLocalMulticast", "isLinkLocalUnicast", "isLoopback", "isQuantity", "isSemver", "isSorted",
-    "isURL", "isUnspecified", "join", "jsonpatch.escapeKey", "last", "lastIndexOf", "lists.range", "lowerAscii",
-    "major", "masked", "math.abs", "math.bitAnd", "math.bitNot", "math.bitOr", "math.bitShiftLeft",
-    "math.bitShiftRight", "math.bitXor", "math.ceil", "math.floor", "math.greatest", "math.isFinite", "math.isInf",
-    "math.isNaN", "math.least", "math.round", "math.sign", "math.sqrt", "math.trunc", "minor", "patch",
-    "prefixLength", "quantity", "replace", "reverse", "semver", "sets.contains", "sets.equivalent",
-    "sets.intersects", "sign", "slice", "sort", "split", "strings.quote", "sub", "substring", "sum", "trim",
-    "upperAscii", "url", "validate",
+    "add",
+    "asApproximateFloat",
+    "asInteger",
+    "base64.decode",
+    "base64.encode",
+    "charAt",
+    "cidr",
+    "compareTo",
+    "containsCIDR",
+    "containsIP",
+    "distinct",
+    "family",
+    "find",
+    "findAll",
+    "first",
+    "flatten",
+    "format",
+    "format.byte",
+    "format.date",
+    "format.datetime",
+    "format.dns1035Label",
+    "format.dns1035LabelPrefix",
+    "format.dns1123Label",
+    "format.dns1123LabelPrefix",
+    "format.dns1123Subdomain",
+    "format.dns1123SubdomainPrefix",
+    "format.labelValue",
+    "format.named",
+    "format.qualifiedName",
+    "format.uri",
+    "format.uuid",
+    "getEscapedPath",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getQuery",
+    "getScheme",
+    "indexOf",
+    "ip",
+    "ip.isCanonical",
+    "isCIDR",
+    "isCIDRv4",
+    "isCIDRv6",
+    "isGlobalUnicast",
+    "isGreaterThan",
+    "isIP",
+    "isIPv4",
+    "isIPv6",
+    "isInteger",
+    "isLessThan",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isLoopback",
+    "isQuantity",
+    "isSemver",
+    "isSorted",
+    "isURL",
+    "isUnspecified",
+    "join",
+    "jsonpatch.escapeKey",
+    "last",
+    "lastIndexOf",
+    "lists.range",
+    "lowerAscii",
+    "major",
+    "masked",
+    "math.abs",
+    "math.bitAnd",
+    "math.bitNot",
+    "math.bitOr",
+    "math.bitShiftLeft",
+    "math.bitShiftRight",
+    "math.bitXor",
+    "math.ceil",
+    "math.floor",
+    "math.greatest",
+    "math.isFinite",
+    "math.isInf",
+    "math.isNaN",
+    "math.least",
+    "math.round",
+    "math.sign",
+    "math.sqrt",
+    "math.trunc",
+    "minor",
+    "patch",
+    "prefixLength",
+    "quantity",
+    "replace",
+    "reverse",
+    "semver",
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
+    "sign",
+    "slice",
+    "sort",
+    "split",
+    "strings.quote",
+    "sub",
+    "substring",
+    "sum",
+    "trim",
+    "upperAscii",
+    "url",
+    "validate",
 ];
 
 fn is_known(name: &str) -> bool {
@@ -55,23 +173,44 @@ struct Checker<'a> {
 }
 
 /// Checks one expression; the error is cel-go's issue text (`ERROR: <input>:1:6: ...`).
-pub(crate) fn check_expression(source: &str, expression: &IdedExpr, root: &Node, resource_root: bool, _is_rule: bool) -> Result<(), String> {
-    let mut checker = Checker { source, root, resource_root, scopes: Vec::new() };
+pub(crate) fn check_expression(
+    source: &str,
+    expression: &IdedExpr,
+    root: &Node,
+    resource_root: bool,
+    _is_rule: bool,
+) -> Result<(), String> {
+    let mut checker = Checker {
+        source,
+        root,
+        resource_root,
+        scopes: Vec::new(),
+    };
     checker.check(expression).map(|_| ())
 }
 
 impl<'a> Checker<'a> {
     fn issue(&self, needle: &str, message: String) -> String {
         let offset = self.source.find(needle).unwrap_or(0);
-        let line_start = self.source[..offset].rfind('\n').map_or(0, |index| index + 1);
+        let line_start = self.source[..offset]
+            .rfind('\n')
+            .map_or(0, |index| index + 1);
         let line_number = self.source[..offset].matches('\n').count() + 1;
         let column = self.source[line_start..offset].chars().count() + 1;
         let line = self.source[line_start..].lines().next().unwrap_or_default();
-        format!("ERROR: <input>:{line_number}:{column}: {message}\n | {line}\n | {}^", ".".repeat(column - 1))
+        format!(
+            "ERROR: <input>:{line_number}:{column}: {message}\n | {line}\n | {}^",
+            ".".repeat(column - 1)
+        )
     }
 
     fn lookup(&self, name: &str) -> Option<Known<'a>> {
-        if let Some((_, known)) = self.scopes.iter().rev().find(|(scope_name, _)| scope_name == name) {
+        if let Some((_, known)) = self
+            .scopes
+            .iter()
+            .rev()
+            .find(|(scope_name, _)| scope_name == name)
+        {
             return Some(*known);
         }
         match name {
@@ -86,17 +225,27 @@ impl<'a> Checker<'a> {
                 if name.starts_with('@') || name == "__result__" {
                     return Ok(Known::Unknown);
                 }
-                self.lookup(name).ok_or_else(|| self.issue(name, format!("undeclared reference to '{name}' (in container '')")))
+                self.lookup(name).ok_or_else(|| {
+                    self.issue(
+                        name,
+                        format!("undeclared reference to '{name}' (in container '')"),
+                    )
+                })
             }
             Expr::Select(select) => {
                 let operand = self.check(&select.operand)?;
                 Ok(self.select(operand, &select.field)?)
             }
             Expr::Call(call) => {
-                let operator = call.func_name.starts_with('_') || call.func_name.starts_with('@') || call.func_name == "!_" || call.func_name == "-_";
+                let operator = call.func_name.starts_with('_')
+                    || call.func_name.starts_with('@')
+                    || call.func_name == "!_"
+                    || call.func_name == "-_";
                 if !operator {
                     let qualified = match call.target.as_deref().map(|target| &target.expr) {
-                        Some(Expr::Ident(prefix)) if self.lookup(prefix).is_none() => Some(format!("{prefix}.{}", call.func_name)),
+                        Some(Expr::Ident(prefix)) if self.lookup(prefix).is_none() => {
+                            Some(format!("{prefix}.{}", call.func_name))
+                        }
                         _ => None,
                     };
                     match qualified {
@@ -108,7 +257,10 @@ impl<'a> Checker<'a> {
                         }
                         _ if !is_known(&call.func_name) => {
                             let name = &call.func_name;
-                            return Err(self.issue(name, format!("undeclared reference to '{name}' (in container '')")));
+                            return Err(self.issue(
+                                name,
+                                format!("undeclared reference to '{name}' (in container '')"),
+                            ));
                         }
                         _ => {}
                     }
@@ -120,7 +272,10 @@ impl<'a> Checker<'a> {
                 for (index, argument) in call.args.iter().enumerate() {
                     let known = self.check(argument)?;
                     // `a[i]` and `a[?i]` give the element of a list or map.
-                    if operator && (call.func_name == "_[_]" || call.func_name == "_[?_]") && index == 0 {
+                    if operator
+                        && (call.func_name == "_[_]" || call.func_name == "_[?_]")
+                        && index == 0
+                    {
                         result = element_of(known);
                     }
                 }
@@ -138,7 +293,8 @@ impl<'a> Checker<'a> {
                 if let Some(second) = &comprehension.iter_var2 {
                     self.scopes.push((second.clone(), Known::Unknown));
                 }
-                self.scopes.push((comprehension.accu_var.clone(), Known::Unknown));
+                self.scopes
+                    .push((comprehension.accu_var.clone(), Known::Unknown));
                 let outcome = self
                     .check(&comprehension.loop_cond)
                     .and_then(|_| self.check(&comprehension.loop_step))
@@ -174,7 +330,9 @@ impl<'a> Checker<'a> {
     }
 
     fn select(&self, operand: Known<'a>, field: &str) -> Result<Known<'a>, String> {
-        let Known::Schema(node, resource_root) = operand else { return Ok(Known::Unknown) };
+        let Known::Schema(node, resource_root) = operand else {
+            return Ok(Known::Unknown);
+        };
         if let Some(element) = node.additional_schema() {
             return Ok(Known::Schema(element, element.embedded_resource));
         }
@@ -187,17 +345,27 @@ impl<'a> Checker<'a> {
                     "boolean" => "bool",
                     other => other,
                 };
-                return Err(self.issue(field, format!("type '{cel_type}' does not support field selection")));
+                return Err(self.issue(
+                    field,
+                    format!("type '{cel_type}' does not support field selection"),
+                ));
             }
             _ => return Ok(Known::Unknown),
         }
-        if let Some((_, property)) = node.properties.iter().find(|(name, _)| escape(name).as_deref() == Some(field)) {
+        if let Some((_, property)) = node
+            .properties
+            .iter()
+            .find(|(name, _)| escape(name).as_deref() == Some(field))
+        {
             return Ok(Known::Schema(property, property.embedded_resource));
         }
-        if (resource_root || node.embedded_resource) && matches!(field, "apiVersion" | "kind" | "metadata") {
+        if (resource_root || node.embedded_resource)
+            && matches!(field, "apiVersion" | "kind" | "metadata")
+        {
             return Ok(Known::Unknown);
         }
-        if node.preserves_unknown_fields() || (node.properties.is_empty() && node.embedded_resource) {
+        if node.preserves_unknown_fields() || (node.properties.is_empty() && node.embedded_resource)
+        {
             return Ok(Known::Unknown);
         }
         Err(self.issue(field, format!("undefined field '{field}'")))
@@ -227,8 +395,11 @@ mod tests {
     fn every_known_function_is_registered() {
         let context = Context::default().with_all();
         for name in KNOWN_FUNCTIONS {
-            let program = Program::compile(&format!("{name}()")).unwrap_or_else(|error| panic!("{name}: {error}"));
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(&context)));
+            let program = Program::compile(&format!("{name}()"))
+                .unwrap_or_else(|error| panic!("{name}: {error}"));
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                program.execute(&context)
+            }));
             if let Ok(Err(ExecutionError::UndeclaredReference(reference))) = outcome {
                 panic!("{name} is not registered (undeclared {reference})");
             }

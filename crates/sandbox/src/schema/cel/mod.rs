@@ -45,12 +45,20 @@ pub(crate) struct CompiledRule {
 
 impl ValidationRule {
     pub(crate) fn parse(raw: &Value) -> ValidationRule {
-        let text = |key: &str| raw.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+        let text = |key: &str| {
+            raw.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         ValidationRule {
             rule: text("rule"),
             message: text("message"),
             message_expression: text("messageExpression"),
-            reason: raw.get("reason").and_then(Value::as_str).map(str::to_string),
+            reason: raw
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             field_path: text("fieldPath"),
             optional_old_self: raw.get("optionalOldSelf").and_then(Value::as_bool),
             raw: raw.clone(),
@@ -60,12 +68,20 @@ impl ValidationRule {
 
     /// apiextensions' `ruleErrorString`: the message, else the rule, trimmed.
     pub(crate) fn error_string(&self) -> String {
-        if self.message.is_empty() { self.rule.trim().to_string() } else { self.message.trim().to_string() }
+        if self.message.is_empty() {
+            self.rule.trim().to_string()
+        } else {
+            self.message.trim().to_string()
+        }
     }
 
     /// apiextensions' `ruleMessageOrDefault`.
     pub(crate) fn message_or_default(&self) -> String {
-        if self.message.is_empty() { format!("failed rule: {}", self.error_string()) } else { self.message.trim().to_string() }
+        if self.message.is_empty() {
+            format!("failed rule: {}", self.error_string())
+        } else {
+            self.message.trim().to_string()
+        }
     }
 }
 
@@ -109,9 +125,17 @@ pub(crate) fn compile_rules(node: &mut Node, context: &RuleContext<'_>) -> Vec<F
                 }
                 rule.compiled = Some(Arc::new(compiled));
             }
-            Err(RuleError::Rule(detail)) => errors.push(FieldError::invalid(format!("{rule_path}.rule"), rule.raw.clone(), detail)),
+            Err(RuleError::Rule(detail)) => errors.push(FieldError::invalid(
+                format!("{rule_path}.rule"),
+                rule.raw.clone(),
+                detail,
+            )),
             Err(RuleError::MessageExpression(detail)) => {
-                errors.push(FieldError::invalid(format!("{rule_path}.messageExpression"), rule.raw.clone(), detail));
+                errors.push(FieldError::invalid(
+                    format!("{rule_path}.messageExpression"),
+                    rule.raw.clone(),
+                    detail,
+                ));
             }
         }
     }
@@ -123,18 +147,38 @@ enum RuleError {
     MessageExpression(String),
 }
 
-fn compile_rule(rule: &ValidationRule, node: &Node, context: &RuleContext<'_>) -> Result<CompiledRule, RuleError> {
-    let program = Program::compile(&rule.rule).map_err(|error| RuleError::Rule(format!("compilation failed: {error}")))?;
-    check::check_expression(&rule.rule, program.expression(), node, context.resource_root, true)
-        .map_err(|issue| RuleError::Rule(format!("compilation failed: {issue}")))?;
+fn compile_rule(
+    rule: &ValidationRule,
+    node: &Node,
+    context: &RuleContext<'_>,
+) -> Result<CompiledRule, RuleError> {
+    let program = Program::compile(&rule.rule)
+        .map_err(|error| RuleError::Rule(format!("compilation failed: {error}")))?;
+    check::check_expression(
+        &rule.rule,
+        program.expression(),
+        node,
+        context.resource_root,
+        true,
+    )
+    .map_err(|issue| RuleError::Rule(format!("compilation failed: {issue}")))?;
     let uses_old_self = program.references().has_variable("oldSelf");
     let message_program = if rule.message_expression.trim().is_empty() {
         None
     } else {
-        let message_program = Program::compile(&rule.message_expression)
-            .map_err(|error| RuleError::MessageExpression(format!("messageExpression compilation failed: {error}")))?;
-        check::check_expression(&rule.message_expression, message_program.expression(), node, context.resource_root, false)
-            .map_err(|issue| RuleError::MessageExpression(format!("messageExpression compilation failed: {issue}")))?;
+        let message_program = Program::compile(&rule.message_expression).map_err(|error| {
+            RuleError::MessageExpression(format!("messageExpression compilation failed: {error}"))
+        })?;
+        check::check_expression(
+            &rule.message_expression,
+            message_program.expression(),
+            node,
+            context.resource_root,
+            false,
+        )
+        .map_err(|issue| {
+            RuleError::MessageExpression(format!("messageExpression compilation failed: {issue}"))
+        })?;
         Some(message_program)
     };
     let normalized_field_path = if rule.field_path.is_empty() {
@@ -142,7 +186,12 @@ fn compile_rule(rule: &ValidationRule, node: &Node, context: &RuleContext<'_>) -
     } else {
         normalize_field_path(&rule.field_path, node).unwrap_or_default()
     };
-    Ok(CompiledRule { program, message_program, uses_old_self, normalized_field_path })
+    Ok(CompiledRule {
+        program,
+        message_program,
+        uses_old_self,
+        normalized_field_path,
+    })
 }
 
 /// apiextensions' `ValidFieldPath`: `.a.b` and `['a.b']` steps through declared properties and
@@ -185,7 +234,8 @@ pub(crate) fn normalize_field_path(path: &str, node: &Node) -> Option<String> {
 
 fn find_closing_quote(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
-    (0..bytes.len()).find(|&index| bytes[index] == b'\'' && (index == 0 || bytes[index - 1] != b'\\'))
+    (0..bytes.len())
+        .find(|&index| bytes[index] == b'\'' && (index == 0 || bytes[index - 1] != b'\\'))
 }
 
 fn unescape_single_quoted(text: &str) -> Option<String> {

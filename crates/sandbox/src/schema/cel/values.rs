@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use base64::Engine;
-use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::Value as CelValue;
+use kube_cel::cel::objects::{Key, Map};
 use serde_json::Value;
 
 use crate::schema::formats::parse_go_duration;
@@ -15,8 +15,27 @@ use crate::schema::node::Node;
 
 /// CEL's reserved words: a property named like one is reachable as `__name__`.
 const RESERVED: &[&str] = &[
-    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
-    "loop", "package", "namespace", "return", "var", "void", "while",
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
 ];
 
 /// apiserver's `cel.Escape`: the CEL name of a property, or `None` when it cannot be named.
@@ -51,7 +70,9 @@ pub(crate) fn escape(name: &str) -> Option<String> {
 /// `resource_root` adds the implicit `apiVersion`, `kind` and `metadata` (`name`,
 /// `generateName`) of a resource's root or of an embedded resource.
 pub(crate) fn to_cel(value: &Value, node: Option<&Node>, resource_root: bool) -> CelValue {
-    let Some(node) = node else { return untyped(value) };
+    let Some(node) = node else {
+        return untyped(value);
+    };
     match value {
         Value::Null => CelValue::Null,
         Value::Bool(flag) => CelValue::Bool(*flag),
@@ -59,7 +80,18 @@ pub(crate) fn to_cel(value: &Value, node: Option<&Node>, resource_root: bool) ->
         Value::String(text) => string_to_cel(text, node),
         Value::Array(items) => {
             let item_node = node.items.as_deref();
-            CelValue::List(Arc::new(items.iter().map(|item| to_cel(item, item_node, item_node.is_some_and(|n| n.embedded_resource))).collect()))
+            CelValue::List(Arc::new(
+                items
+                    .iter()
+                    .map(|item| {
+                        to_cel(
+                            item,
+                            item_node,
+                            item_node.is_some_and(|n| n.embedded_resource),
+                        )
+                    })
+                    .collect(),
+            ))
         }
         Value::Object(fields) => object_to_cel(fields, node, resource_root),
     }
@@ -102,12 +134,19 @@ fn string_to_cel(text: &str, node: &Node) -> CelValue {
     CelValue::String(Arc::new(text.to_string()))
 }
 
-fn object_to_cel(fields: &serde_json::Map<String, Value>, node: &Node, resource_root: bool) -> CelValue {
+fn object_to_cel(
+    fields: &serde_json::Map<String, Value>,
+    node: &Node,
+    resource_root: bool,
+) -> CelValue {
     let mut map: HashMap<Key, CelValue> = HashMap::new();
     if let Some(element) = node.additional_schema() {
         // A map: keys are data, not field names, so they are not escaped.
         for (key, value) in fields {
-            map.insert(key_of(key), to_cel(value, Some(element), element.embedded_resource));
+            map.insert(
+                key_of(key),
+                to_cel(value, Some(element), element.embedded_resource),
+            );
         }
         return CelValue::Map(Map { map: Arc::new(map) });
     }
@@ -115,7 +154,9 @@ fn object_to_cel(fields: &serde_json::Map<String, Value>, node: &Node, resource_
         if resource_root && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
             continue;
         }
-        let Some(escaped) = escape(name) else { continue };
+        let Some(escaped) = escape(name) else {
+            continue;
+        };
         let converted = match node.properties.get(name) {
             Some(property) => to_cel(value, Some(property), property.embedded_resource),
             None if node.preserves_unknown_fields() || node.embedded_resource => untyped(value),
@@ -137,7 +178,12 @@ fn object_to_cel(fields: &serde_json::Map<String, Value>, node: &Node, resource_
                     meta_map.insert(key_of(name), CelValue::String(Arc::new(text.clone())));
                 }
             }
-            map.insert(key_of("metadata"), CelValue::Map(Map { map: Arc::new(meta_map) }));
+            map.insert(
+                key_of("metadata"),
+                CelValue::Map(Map {
+                    map: Arc::new(meta_map),
+                }),
+            );
         }
     }
     CelValue::Map(Map { map: Arc::new(map) })
@@ -162,7 +208,10 @@ pub(crate) fn untyped(value: &Value) -> CelValue {
         Value::String(text) => CelValue::String(Arc::new(text.clone())),
         Value::Array(items) => CelValue::List(Arc::new(items.iter().map(untyped).collect())),
         Value::Object(fields) => {
-            let map: HashMap<Key, CelValue> = fields.iter().map(|(key, value)| (key_of(key), untyped(value))).collect();
+            let map: HashMap<Key, CelValue> = fields
+                .iter()
+                .map(|(key, value)| (key_of(key), untyped(value)))
+                .collect();
             CelValue::Map(Map { map: Arc::new(map) })
         }
     }
@@ -178,7 +227,10 @@ mod tests {
         assert_eq!(escape("namespace").as_deref(), Some("__namespace__"));
         assert_eq!(escape("foo-bar").as_deref(), Some("foo__dash__bar"));
         assert_eq!(escape("a.b/c").as_deref(), Some("a__dot__b__slash__c"));
-        assert_eq!(escape("my__field").as_deref(), Some("my__underscores__field"));
+        assert_eq!(
+            escape("my__field").as_deref(),
+            Some("my__underscores__field")
+        );
         assert_eq!(escape("my_field").as_deref(), Some("my_field"));
         assert_eq!(escape("1st"), None);
         assert_eq!(escape("with space"), None);

@@ -41,16 +41,22 @@ fn generate<T: JsonSchema>() -> BuiltinSchema {
 
 /// Adds the Go types' patch and list markers to one definition.
 fn decorate(name: &str, definition: &mut Value) {
-    for (definition_name, field, strategy, merge_key, list_type, map_keys, map_type) in FIELD_MARKERS {
+    for (definition_name, field, strategy, merge_key, list_type, map_keys, map_type) in
+        FIELD_MARKERS
+    {
         if *definition_name != name {
             continue;
         }
         let target = if field.is_empty() {
             Some(&mut *definition)
         } else {
-            definition.get_mut("properties").and_then(|properties| properties.get_mut(*field))
+            definition
+                .get_mut("properties")
+                .and_then(|properties| properties.get_mut(*field))
         };
-        let Some(Value::Object(target)) = target else { continue };
+        let Some(Value::Object(target)) = target else {
+            continue;
+        };
         let mut set = |key: &str, value: Value| {
             target.insert(key.to_string(), value);
         };
@@ -64,7 +70,10 @@ fn decorate(name: &str, definition: &mut Value) {
             set("x-kubernetes-list-type", Value::from(*list_type));
         }
         if !map_keys.is_empty() {
-            set("x-kubernetes-list-map-keys", Value::from(map_keys.split(',').collect::<Vec<_>>()));
+            set(
+                "x-kubernetes-list-map-keys",
+                Value::from(map_keys.split(',').collect::<Vec<_>>()),
+            );
         }
         if !map_type.is_empty() {
             set("x-kubernetes-map-type", Value::from(*map_type));
@@ -88,10 +97,12 @@ macro_rules! builtin_kinds {
 }
 
 use k8s_openapi::api::{
-    admissionregistration::v1 as admissionregistration, apps::v1 as apps, authentication::v1 as authentication,
-    authorization::v1 as authorization, autoscaling::v2 as autoscaling, batch::v1 as batch, certificates::v1 as certificates,
-    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
-    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
+    admissionregistration::v1 as admissionregistration, apps::v1 as apps,
+    authentication::v1 as authentication, authorization::v1 as authorization,
+    autoscaling::v2 as autoscaling, batch::v1 as batch, certificates::v1 as certificates,
+    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
+    events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+    scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 
@@ -103,13 +114,23 @@ builtin_kinds![
     ("", "v1", "Secret", core::Secret),
     ("", "v1", "Namespace", core::Namespace),
     ("", "v1", "Node", core::Node),
-    ("", "v1", "PersistentVolumeClaim", core::PersistentVolumeClaim),
+    (
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        core::PersistentVolumeClaim
+    ),
     ("", "v1", "PersistentVolume", core::PersistentVolume),
     ("", "v1", "ServiceAccount", core::ServiceAccount),
     ("", "v1", "Event", core::Event),
     ("", "v1", "LimitRange", core::LimitRange),
     ("", "v1", "ResourceQuota", core::ResourceQuota),
-    ("", "v1", "ReplicationController", core::ReplicationController),
+    (
+        "",
+        "v1",
+        "ReplicationController",
+        core::ReplicationController
+    ),
     ("", "v1", "PodTemplate", core::PodTemplate),
     ("apps", "v1", "Deployment", apps::Deployment),
     ("apps", "v1", "StatefulSet", apps::StatefulSet),
@@ -118,31 +139,126 @@ builtin_kinds![
     ("apps", "v1", "ControllerRevision", apps::ControllerRevision),
     ("batch", "v1", "Job", batch::Job),
     ("batch", "v1", "CronJob", batch::CronJob),
-    ("policy", "v1", "PodDisruptionBudget", policy::PodDisruptionBudget),
+    (
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        policy::PodDisruptionBudget
+    ),
     ("policy", "v1", "Eviction", policy::Eviction),
     ("coordination.k8s.io", "v1", "Lease", coordination::Lease),
-    ("discovery.k8s.io", "v1", "EndpointSlice", discovery::EndpointSlice),
+    (
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        discovery::EndpointSlice
+    ),
     ("events.k8s.io", "v1", "Event", events::Event),
-    ("networking.k8s.io", "v1", "NetworkPolicy", networking::NetworkPolicy),
+    (
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        networking::NetworkPolicy
+    ),
     ("networking.k8s.io", "v1", "Ingress", networking::Ingress),
-    ("networking.k8s.io", "v1", "IngressClass", networking::IngressClass),
+    (
+        "networking.k8s.io",
+        "v1",
+        "IngressClass",
+        networking::IngressClass
+    ),
     ("rbac.authorization.k8s.io", "v1", "Role", rbac::Role),
-    ("rbac.authorization.k8s.io", "v1", "RoleBinding", rbac::RoleBinding),
-    ("rbac.authorization.k8s.io", "v1", "ClusterRole", rbac::ClusterRole),
-    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", rbac::ClusterRoleBinding),
-    ("storage.k8s.io", "v1", "StorageClass", storage::StorageClass),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        rbac::RoleBinding
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        rbac::ClusterRole
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        rbac::ClusterRoleBinding
+    ),
+    (
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        storage::StorageClass
+    ),
     ("storage.k8s.io", "v1", "CSIDriver", storage::CSIDriver),
-    ("storage.k8s.io", "v1", "VolumeAttachment", storage::VolumeAttachment),
-    ("scheduling.k8s.io", "v1", "PriorityClass", scheduling::PriorityClass),
-    ("autoscaling", "v2", "HorizontalPodAutoscaler", autoscaling::HorizontalPodAutoscaler),
-    ("certificates.k8s.io", "v1", "CertificateSigningRequest", certificates::CertificateSigningRequest),
-    ("authentication.k8s.io", "v1", "TokenReview", authentication::TokenReview),
-    ("authentication.k8s.io", "v1", "TokenRequest", authentication::TokenRequest),
-    ("authorization.k8s.io", "v1", "SubjectAccessReview", authorization::SubjectAccessReview),
-    ("authorization.k8s.io", "v1", "SelfSubjectAccessReview", authorization::SelfSubjectAccessReview),
-    ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", admissionregistration::ValidatingWebhookConfiguration),
-    ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", admissionregistration::MutatingWebhookConfiguration),
-    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", apiextensions::CustomResourceDefinition),
+    (
+        "storage.k8s.io",
+        "v1",
+        "VolumeAttachment",
+        storage::VolumeAttachment
+    ),
+    (
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        scheduling::PriorityClass
+    ),
+    (
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        autoscaling::HorizontalPodAutoscaler
+    ),
+    (
+        "certificates.k8s.io",
+        "v1",
+        "CertificateSigningRequest",
+        certificates::CertificateSigningRequest
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        authentication::TokenReview
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "TokenRequest",
+        authentication::TokenRequest
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        authorization::SubjectAccessReview
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        authorization::SelfSubjectAccessReview
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        admissionregistration::ValidatingWebhookConfiguration
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        admissionregistration::MutatingWebhookConfiguration
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        apiextensions::CustomResourceDefinition
+    ),
 ];
 
 #[cfg(test)]
@@ -158,8 +274,12 @@ mod tests {
         assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
         assert_eq!(containers["x-kubernetes-list-type"], "map");
         let ports = &pod.definitions["io.k8s.api.core.v1.Container"]["properties"]["ports"];
-        assert_eq!(ports["x-kubernetes-list-map-keys"], serde_json::json!(["containerPort", "protocol"]));
-        let finalizers = &pod.definitions["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]["finalizers"];
+        assert_eq!(
+            ports["x-kubernetes-list-map-keys"],
+            serde_json::json!(["containerPort", "protocol"])
+        );
+        let finalizers = &pod.definitions["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]
+            ["finalizers"];
         assert_eq!(finalizers["x-kubernetes-list-type"], "set");
     }
 
@@ -167,7 +287,11 @@ mod tests {
     fn every_listed_kind_generates() {
         for (group, version, kind) in BUILTIN_KINDS {
             let schema = builtin_schema(group, version, kind).expect("listed kinds generate");
-            assert!(schema.definitions.contains_key(&schema.root), "{kind}: {}", schema.root);
+            assert!(
+                schema.definitions.contains_key(&schema.root),
+                "{kind}: {}",
+                schema.root
+            );
         }
     }
 }

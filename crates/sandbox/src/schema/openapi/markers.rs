@@ -4,6 +4,7 @@
 // the `patchStrategy`/`patchMergeKey` tags and the `+listType`, `+listMapKey`, `+mapType` and
 // `+structType` markers. Columns: definition, field (empty for the type itself), patch strategy,
 // merge key, list type, list map keys (comma separated), map type.
+#[rustfmt::skip]
 pub(crate) const FIELD_MARKERS: &[(&str, &str, &str, &str, &str, &str, &str)] = &[
     ("io.k8s.api.admissionregistration.v1.MatchResources", "", "", "", "", "", "atomic"),
     ("io.k8s.api.admissionregistration.v1.MatchResources", "excludeResourceRules", "", "", "atomic", "", ""),

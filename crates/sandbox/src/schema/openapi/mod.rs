@@ -56,7 +56,11 @@ pub fn v3_group_version(group: &str, version: &str, resources: &[ResourceSchema]
 /// The path of a group-version in the v3 index: `api/v1` for the core group, else
 /// `apis/<group>/<version>`.
 pub fn v3_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// The `/openapi/v3` index: each `(path, document)` (path from [`v3_path`]) listed with a
@@ -81,7 +85,10 @@ pub fn v2_document(resources: &[ResourceSchema]) -> Value {
                 json!([{"group": resource.group, "version": resource.version, "kind": resource.kind}]),
             );
         }
-        definitions.insert(definition_name(&resource.group, &resource.version, &resource.kind), schema);
+        definitions.insert(
+            definition_name(&resource.group, &resource.version, &resource.kind),
+            schema,
+        );
     }
     json!({
         "swagger": "2.0",

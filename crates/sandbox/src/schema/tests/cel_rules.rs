@@ -10,7 +10,11 @@ fn object(spec: Value) -> Value {
 }
 
 fn update_messages(schema: &StructuralSchema, old: Value, new: Value) -> Vec<String> {
-    schema.validate(&object(new), Some(&object(old))).iter().map(|error| error.message()).collect()
+    schema
+        .validate(&object(new), Some(&object(old)))
+        .iter()
+        .map(|error| error.message())
+        .collect()
 }
 
 #[test]
@@ -42,9 +46,16 @@ fn root_rules_see_metadata_name() {
         "x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith(self.spec.prefix)", "message": "name must start with the prefix"}],
     });
     let schema = StructuralSchema::compile(&raw).expect("compiles");
-    assert!(schema.validate(&object(json!({"prefix": "x"})), None).is_empty());
+    assert!(
+        schema
+            .validate(&object(json!({"prefix": "x"})), None)
+            .is_empty()
+    );
     let errors = schema.validate(&object(json!({"prefix": "y"})), None);
-    assert_eq!(errors[0].message(), r#"<nil>: Invalid value: "object": name must start with the prefix"#);
+    assert_eq!(
+        errors[0].message(),
+        r#"<nil>: Invalid value: "object": name must start with the prefix"#
+    );
 }
 
 #[test]
@@ -61,10 +72,24 @@ fn transition_rules_need_an_old_value() {
         },
     }));
     assert!(messages(&schema, json!({"medium": "Memory", "size": "1Gi"})).is_empty());
-    assert!(update_messages(&schema, json!({"medium": "Memory"}), json!({"medium": "Memory", "size": "1Gi"})).is_empty());
+    assert!(
+        update_messages(
+            &schema,
+            json!({"medium": "Memory"}),
+            json!({"medium": "Memory", "size": "1Gi"})
+        )
+        .is_empty()
+    );
     assert_eq!(
-        update_messages(&schema, json!({"medium": "", "size": "2Gi"}), json!({"medium": "Memory", "size": "1500Mi"})),
-        [r#"spec.medium: Invalid value: "string": spec.medium is immutable"#, r#"spec.size: Invalid value: "": spec.size cannot be shrunk"#]
+        update_messages(
+            &schema,
+            json!({"medium": "", "size": "2Gi"}),
+            json!({"medium": "Memory", "size": "1500Mi"})
+        ),
+        [
+            r#"spec.medium: Invalid value: "string": spec.medium is immutable"#,
+            r#"spec.size: Invalid value: "": spec.size cannot be shrunk"#
+        ]
     );
     assert!(update_messages(&schema, json!({"size": 1}), json!({"size": "2Gi"})).is_empty());
 }
@@ -87,11 +112,15 @@ fn map_list_items_correlate_by_key_for_old_self() {
             },
         },
     }));
-    let old = json!({"members": [{"name": "a", "role": "voter"}, {"name": "b", "role": "learner"}]});
+    let old =
+        json!({"members": [{"name": "a", "role": "voter"}, {"name": "b", "role": "learner"}]});
     let reordered = json!({"members": [{"name": "b", "role": "learner"}, {"name": "a", "role": "voter"}, {"name": "c", "role": "x"}]});
     assert!(update_messages(&schema, old.clone(), reordered).is_empty());
     let changed = json!({"members": [{"name": "b", "role": "voter"}]});
-    assert_eq!(update_messages(&schema, old, changed), [r#"spec.members[0]: Invalid value: "object": role is immutable"#]);
+    assert_eq!(
+        update_messages(&schema, old, changed),
+        [r#"spec.members[0]: Invalid value: "object": role is immutable"#]
+    );
 }
 
 #[test]
@@ -114,9 +143,18 @@ fn macros_and_library_functions() {
             {"rule": "!has(self.endpoint) || isURL(self.endpoint) && url(self.endpoint).getScheme() == 'https'", "message": "https endpoint"},
         ],
     }));
-    assert_eq!(messages(&schema, json!({"names": ["leader", "a"], "limits": {"memory": "512Mi"}, "version": "1.2.3", "endpoint": "https://x"})), Vec::<String>::new());
     assert_eq!(
-        messages(&schema, json!({"names": ["Leader", "b"], "limits": {"memory": "2Gi"}, "version": "v1", "endpoint": "http://x"})),
+        messages(
+            &schema,
+            json!({"names": ["leader", "a"], "limits": {"memory": "512Mi"}, "version": "1.2.3", "endpoint": "https://x"})
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        messages(
+            &schema,
+            json!({"names": ["Leader", "b"], "limits": {"memory": "2Gi"}, "version": "v1", "endpoint": "http://x"})
+        ),
         [
             r#"spec: Invalid value: "object": names are lowercase"#,
             r#"spec: Invalid value: "object": exactly one leader"#,
@@ -139,8 +177,14 @@ fn message_expression_reason_and_field_path() {
     }));
     let object = object(json!({"replicas": 7, "mode": "legacy"}));
     let errors = schema.validate(&object, None);
-    assert_eq!(errors[0].message(), r#"spec.replicas: Invalid value: "object": replicas must be at most 5, got 7"#);
-    assert_eq!(errors[1].message(), "spec.mode: Forbidden: legacy mode is gone");
+    assert_eq!(
+        errors[0].message(),
+        r#"spec.replicas: Invalid value: "object": replicas must be at most 5, got 7"#
+    );
+    assert_eq!(
+        errors[1].message(),
+        "spec.mode: Forbidden: legacy mode is gone"
+    );
     assert_eq!(errors[1].kind, FieldErrorKind::Forbidden);
 }
 
@@ -151,7 +195,10 @@ fn runtime_errors_are_reported_with_the_rule() {
         "properties": {"tls": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}},
         "x-kubernetes-validations": [{"rule": "self.tls.enabled"}],
     }));
-    assert_eq!(messages(&schema, json!({})), [r#"spec: Invalid value: "object": no such key: tls evaluating rule: self.tls.enabled"#]);
+    assert_eq!(
+        messages(&schema, json!({})),
+        [r#"spec: Invalid value: "object": no such key: tls evaluating rule: self.tls.enabled"#]
+    );
 }
 
 #[test]
@@ -160,6 +207,20 @@ fn unchanged_values_ratchet_non_transition_rules() {
         "type": "object",
         "properties": {"name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() <= 3", "message": "short"}]}, "other": {"type": "string"}},
     }));
-    assert!(update_messages(&schema, json!({"name": "toolong"}), json!({"name": "toolong", "other": "x"})).is_empty());
-    assert_eq!(update_messages(&schema, json!({"name": "toolong"}), json!({"name": "toolonger"})), [r#"spec.name: Invalid value: "string": short"#]);
+    assert!(
+        update_messages(
+            &schema,
+            json!({"name": "toolong"}),
+            json!({"name": "toolong", "other": "x"})
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        update_messages(
+            &schema,
+            json!({"name": "toolong"}),
+            json!({"name": "toolonger"})
+        ),
+        [r#"spec.name: Invalid value: "string": short"#]
+    );
 }

@@ -18,32 +18,51 @@ fn with_spec(spec: Value) -> Value {
 #[test]
 fn non_structural_schemas_are_rejected() {
     assert_eq!(
-        compile_errors(with_spec(json!({"type": "object", "properties": {"size": {"description": "no type"}}}))),
-        ["openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields"]
+        compile_errors(with_spec(
+            json!({"type": "object", "properties": {"size": {"description": "no type"}}})
+        )),
+        [
+            "openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields"
+        ]
     );
     assert_eq!(
         compile_errors(with_spec(json!({"type": "array"}))),
         ["openAPIV3Schema.properties[spec].items: Required value: must be specified"]
     );
     assert_eq!(
-        compile_errors(with_spec(json!({"type": "object", "anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}]}))),
+        compile_errors(with_spec(
+            json!({"type": "object", "anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}]})
+        )),
         [
             "openAPIV3Schema.properties[spec].anyOf[0].properties[a].type: Forbidden: must be empty to be structural",
             "openAPIV3Schema.properties[spec].anyOf[0].type: Forbidden: must be empty to be structural",
         ]
     );
     assert_eq!(
-        compile_errors(json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}})),
-        ["openAPIV3Schema.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"]
+        compile_errors(
+            json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}})
+        ),
+        [
+            "openAPIV3Schema.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"
+        ]
     );
     assert!(compile_errors(json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}}}})).is_empty());
     assert_eq!(
-        compile_errors(json!({"type": "object", "anyOf": [{"properties": {"a": {"minLength": 1}}}], "properties": {"b": {"type": "string"}}})),
-        ["openAPIV3Schema.properties[a]: Required value: because it is defined in openAPIV3Schema.anyOf[0].properties[a]"]
+        compile_errors(
+            json!({"type": "object", "anyOf": [{"properties": {"a": {"minLength": 1}}}], "properties": {"b": {"type": "string"}}})
+        ),
+        [
+            "openAPIV3Schema.properties[a]: Required value: because it is defined in openAPIV3Schema.anyOf[0].properties[a]"
+        ]
     );
-    assert_eq!(compile_errors(json!({"type": "object", "nullable": true})), ["openAPIV3Schema.nullable: Forbidden: nullable cannot be true at the root"]);
     assert_eq!(
-        compile_errors(with_spec(json!({"type": "string", "$ref": "#/definitions/x"}))),
+        compile_errors(json!({"type": "object", "nullable": true})),
+        ["openAPIV3Schema.nullable: Forbidden: nullable cannot be true at the root"]
+    );
+    assert_eq!(
+        compile_errors(with_spec(
+            json!({"type": "string", "$ref": "#/definitions/x"})
+        )),
         ["openAPIV3Schema.properties[spec].$ref: Forbidden: $ref is not supported"]
     );
 }
@@ -57,33 +76,49 @@ fn list_and_map_types_are_checked() {
             "x-kubernetes-list-map-keys": ["name"],
             "items": {"type": "object", "properties": {"name": {"type": "string"}}},
         }))),
-        ["openAPIV3Schema.properties[spec].items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"]
+        [
+            "openAPIV3Schema.properties[spec].items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+        ]
     );
     assert_eq!(
-        compile_errors(with_spec(json!({"type": "array", "x-kubernetes-list-type": "bag", "items": {"type": "string"}}))),
-        [r#"openAPIV3Schema.properties[spec].x-kubernetes-list-type: Unsupported value: "bag": supported values: "atomic", "set", "map""#]
+        compile_errors(with_spec(
+            json!({"type": "array", "x-kubernetes-list-type": "bag", "items": {"type": "string"}})
+        )),
+        [
+            r#"openAPIV3Schema.properties[spec].x-kubernetes-list-type: Unsupported value: "bag": supported values: "atomic", "set", "map""#
+        ]
     );
 }
 
 #[test]
 fn defaults_must_validate() {
     assert_eq!(
-        compile_errors(with_spec(json!({"type": "object", "properties": {"replicas": {"type": "integer", "minimum": 1, "default": 0}}}))),
-        ["openAPIV3Schema.properties[spec].properties[replicas].default: Invalid value: 0:  in body should be greater than or equal to 1"]
+        compile_errors(with_spec(
+            json!({"type": "object", "properties": {"replicas": {"type": "integer", "minimum": 1, "default": 0}}})
+        )),
+        [
+            "openAPIV3Schema.properties[spec].properties[replicas].default: Invalid value: 0:  in body should be greater than or equal to 1"
+        ]
     );
     assert_eq!(
-        compile_errors(with_spec(json!({"type": "object", "default": {"unknown": 1}, "properties": {"a": {"type": "string"}}}))),
-        [r#"openAPIV3Schema.properties[spec].default: Invalid value: map[string]interface {}{"unknown":1}: must not have unknown fields"#]
+        compile_errors(with_spec(
+            json!({"type": "object", "default": {"unknown": 1}, "properties": {"a": {"type": "string"}}})
+        )),
+        [
+            r#"openAPIV3Schema.properties[spec].default: Invalid value: map[string]interface {}{"unknown":1}: must not have unknown fields"#
+        ]
     );
 }
 
 #[test]
 fn cel_rules_must_compile_and_use_known_functions_and_fields() {
-    let spec = |rule: &str| with_spec(json!({
-        "type": "object",
-        "properties": {"replicas": {"type": "integer"}, "name": {"type": "string"}},
-        "x-kubernetes-validations": [{"rule": rule}],
-    }));
+    let spec = |rule: &str| {
+        with_spec(json!({
+            "type": "object",
+            "properties": {"replicas": {"type": "integer"}, "name": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": rule}],
+        }))
+    };
     assert!(compile_errors(spec("self.replicas >= 0 && self.name.startsWith('a')")).is_empty());
     let unknown_function = compile_errors(spec("frobnicate(self.replicas)"));
     assert_eq!(unknown_function.len(), 1);
@@ -94,11 +129,21 @@ fn cel_rules_must_compile_and_use_known_functions_and_fields() {
         "{unknown_function:?}"
     );
     let unknown_field = compile_errors(spec("self.replicaz > 0"));
-    assert!(unknown_field[0].contains("compilation failed: ERROR: <input>:1:6: undefined field 'replicaz'"), "{unknown_field:?}");
+    assert!(
+        unknown_field[0]
+            .contains("compilation failed: ERROR: <input>:1:6: undefined field 'replicaz'"),
+        "{unknown_field:?}"
+    );
     let syntax = compile_errors(spec("self.replicas >"));
-    assert!(syntax[0].contains("compilation failed: ERROR: <input>:1:"), "{syntax:?}");
+    assert!(
+        syntax[0].contains("compilation failed: ERROR: <input>:1:"),
+        "{syntax:?}"
+    );
     let unknown_variable = compile_errors(spec("object.spec.replicas > 0"));
-    assert!(unknown_variable[0].contains("undeclared reference to 'object'"), "{unknown_variable:?}");
+    assert!(
+        unknown_variable[0].contains("undeclared reference to 'object'"),
+        "{unknown_variable:?}"
+    );
 }
 
 #[test]
@@ -109,7 +154,9 @@ fn transition_rules_need_correlatable_positions() {
     })));
     assert_eq!(
         errors,
-        [r#"openAPIV3Schema.properties[spec].items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema within openAPIV3Schema.properties[spec]"#]
+        [
+            r#"openAPIV3Schema.properties[spec].items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema within openAPIV3Schema.properties[spec]"#
+        ]
     );
     let optional_without_old_self = compile_errors(with_spec(json!({
         "type": "string",
@@ -117,13 +164,17 @@ fn transition_rules_need_correlatable_positions() {
     })));
     assert_eq!(
         optional_without_old_self,
-        ["openAPIV3Schema.properties[spec].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"]
+        [
+            "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"
+        ]
     );
 }
 
 #[test]
 fn errors_carry_the_crd_version_path() {
-    let error = StructuralSchema::compile(&with_spec(json!({"type": "array"}))).expect_err("invalid").in_crd_version(1);
+    let error = StructuralSchema::compile(&with_spec(json!({"type": "array"})))
+        .expect_err("invalid")
+        .in_crd_version(1);
     assert_eq!(
         error.causes[0].message(),
         "spec.versions[1].schema.openAPIV3Schema.properties[spec].items: Required value: must be specified"
@@ -141,7 +192,12 @@ fn project_crds_compile() {
         let path = entry.expect("directory entry").path();
         let text = std::fs::read_to_string(&path).expect("readable CRD");
         let crd: Value = serde_yaml::from_str(&text).expect("CRD YAML");
-        for (index, version) in crd["spec"]["versions"].as_array().expect("versions").iter().enumerate() {
+        for (index, version) in crd["spec"]["versions"]
+            .as_array()
+            .expect("versions")
+            .iter()
+            .enumerate()
+        {
             let schema = &version["schema"]["openAPIV3Schema"];
             if let Err(error) = StructuralSchema::compile(schema) {
                 panic!("{}: {}", path.display(), error.in_crd_version(index));

@@ -27,5 +27,9 @@ pub(super) fn schema_with_spec(spec_schema: Value) -> StructuralSchema {
 /// The error messages for `spec` validated as a new object.
 pub(super) fn messages(schema: &StructuralSchema, spec: Value) -> Vec<String> {
     let object = json!({"apiVersion": "example.com/v1", "kind": "Example", "metadata": {"name": "x"}, "spec": spec});
-    schema.validate(&object, None).iter().map(|error| error.message()).collect()
+    schema
+        .validate(&object, None)
+        .iter()
+        .map(|error| error.message())
+        .collect()
 }
