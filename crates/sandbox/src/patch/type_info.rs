@@ -4,8 +4,8 @@
 //! kind's decorated OpenAPI schema. Values the tree does not describe are "deduced" as
 //! structured-merge-diff does: objects are granular maps, lists are atomic.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use serde_json::{Map, Value};
 
@@ -119,6 +119,17 @@ impl TypeInfo {
     /// kind gets deduced types (objects merge field by field, lists are replaced) and still
     /// accepts strategic merge patches.
     pub fn builtin(group: &str, version: &str, kind: &str) -> TypeInfo {
+        let key = (group.to_string(), version.to_string(), kind.to_string());
+        let mut cache = BUILTIN_TYPES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache
+            .entry(key)
+            .or_insert_with(|| Self::build_builtin(group, version, kind))
+            .clone()
+    }
+
+    fn build_builtin(group: &str, version: &str, kind: &str) -> TypeInfo {
         let root = match builtin_schema(group, version, kind) {
             Some(schema) => from_definition(&schema.definitions, &schema.root, 0),
             None => {
@@ -196,24 +207,36 @@ fn from_node(node: &Node) -> TypeNode {
     type_node
 }
 
+/// Type trees of built-in kinds, built once: the server asks on every write.
+static BUILTIN_TYPES: LazyLock<Mutex<HashMap<(String, String, String), TypeInfo>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// `ObjectMeta`'s type tree.
+static OBJECT_META: LazyLock<Arc<TypeNode>> = LazyLock::new(|| {
+    let meta = builtin_schema("", "v1", "ConfigMap")
+        .map(|schema| {
+            from_definition(
+                &schema.definitions,
+                "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+                0,
+            )
+        })
+        .unwrap_or_default();
+    Arc::new(meta)
+});
+
 /// `metadata` of a custom resource is an `ObjectMeta`, whatever its schema says.
 fn add_object_meta(root: &mut TypeNode) {
-    if let Some(schema) = builtin_schema("", "v1", "ConfigMap") {
-        let meta = from_definition(
-            &schema.definitions,
-            "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
-            0,
-        );
-        root.shape = Shape::Object;
-        root.fields.insert("metadata".into(), Arc::new(meta));
-        for name in ["apiVersion", "kind"] {
-            root.fields.entry(name.into()).or_insert_with(|| {
-                Arc::new(TypeNode {
-                    shape: Shape::Scalar,
-                    ..TypeNode::default()
-                })
-            });
-        }
+    root.shape = Shape::Object;
+    root.fields
+        .insert("metadata".into(), Arc::clone(&OBJECT_META));
+    for name in ["apiVersion", "kind"] {
+        root.fields.entry(name.into()).or_insert_with(|| {
+            Arc::new(TypeNode {
+                shape: Shape::Scalar,
+                ..TypeNode::default()
+            })
+        });
     }
 }
 

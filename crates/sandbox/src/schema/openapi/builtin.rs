@@ -5,6 +5,9 @@
 
 use k8s_openapi::schemars::JsonSchema;
 use k8s_openapi::schemars::generate::SchemaSettings;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
 use serde_json::{Map, Value};
 
 use super::markers::FIELD_MARKERS;
@@ -18,6 +21,22 @@ pub struct BuiltinSchema {
     pub root: String,
     /// All definitions reachable from the root, decorated.
     pub definitions: Map<String, Value>,
+}
+
+/// Generated schemas, built once per kind: the server asks on every write.
+static CACHE: LazyLock<Mutex<HashMap<(String, String, String), Option<Arc<BuiltinSchema>>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The decorated schema of a built-in kind, `None` for kinds the sandbox does not know.
+pub fn builtin_schema(group: &str, version: &str, kind: &str) -> Option<Arc<BuiltinSchema>> {
+    let key = (group.to_string(), version.to_string(), kind.to_string());
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    cache
+        .entry(key)
+        .or_insert_with(|| generate_kind(group, version, kind).map(Arc::new))
+        .clone()
 }
 
 fn generate<T: JsonSchema>() -> BuiltinSchema {
@@ -83,8 +102,7 @@ fn decorate(name: &str, definition: &mut Value) {
 
 macro_rules! builtin_kinds {
     ($(($group:literal, $version:literal, $kind:literal, $type:ty)),* $(,)?) => {
-        /// The decorated schema of a built-in kind, `None` for kinds the sandbox does not know.
-        pub fn builtin_schema(group: &str, version: &str, kind: &str) -> Option<BuiltinSchema> {
+        fn generate_kind(group: &str, version: &str, kind: &str) -> Option<BuiltinSchema> {
             match (group, version, kind) {
                 $(($group, $version, $kind) => Some(generate::<$type>()),)*
                 _ => None,

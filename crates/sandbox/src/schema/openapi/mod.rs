@@ -27,7 +27,7 @@ pub struct ResourceSchema {
 /// (`io.cozystack.etcd-operator.v1alpha2.EtcdCluster`).
 pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
     if let Some(schema) = builtin_schema(group, version, kind) {
-        return schema.root;
+        return schema.root.clone();
     }
     if group.is_empty() {
         return format!("io.k8s.api.core.{version}.{kind}");
@@ -49,7 +49,7 @@ fn resource_definitions(resource: &ResourceSchema) -> Map<String, Value> {
     let gvk =
         json!([{"group": resource.group, "version": resource.version, "kind": resource.kind}]);
     if let Some(builtin) = builtin_schema(&resource.group, &resource.version, &resource.kind) {
-        let mut definitions = builtin.definitions;
+        let mut definitions = builtin.definitions.clone();
         if let Some(Value::Object(root)) = definitions.get_mut(&builtin.root) {
             root.insert("x-kubernetes-group-version-kind".into(), gvk);
         }
@@ -89,8 +89,9 @@ fn object_meta_definitions() -> Map<String, Value> {
         .map(|schema| {
             schema
                 .definitions
-                .into_iter()
+                .iter()
                 .filter(|(name, _)| name.starts_with("io.k8s.apimachinery.pkg.apis.meta.v1."))
+                .map(|(name, definition)| (name.clone(), definition.clone()))
                 .collect()
         })
         .unwrap_or_default()
