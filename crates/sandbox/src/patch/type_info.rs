@@ -207,8 +207,11 @@ fn from_node(node: &Node) -> TypeNode {
     type_node
 }
 
+/// `(group, version, kind)`.
+type KindKey = (String, String, String);
+
 /// Type trees of built-in kinds, built once: the server asks on every write.
-static BUILTIN_TYPES: LazyLock<Mutex<HashMap<(String, String, String), TypeInfo>>> =
+static BUILTIN_TYPES: LazyLock<Mutex<HashMap<KindKey, TypeInfo>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// `ObjectMeta`'s type tree.

@@ -23,8 +23,11 @@ pub struct BuiltinSchema {
     pub definitions: Map<String, Value>,
 }
 
+/// `(group, version, kind)`.
+type KindKey = (String, String, String);
+
 /// Generated schemas, built once per kind: the server asks on every write.
-static CACHE: LazyLock<Mutex<HashMap<(String, String, String), Option<Arc<BuiltinSchema>>>>> =
+static CACHE: LazyLock<Mutex<HashMap<KindKey, Option<Arc<BuiltinSchema>>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// The decorated schema of a built-in kind, `None` for kinds the sandbox does not know.
