@@ -207,3 +207,38 @@ fn project_crds_compile() {
     }
     assert!(compiled >= 4, "expected the four CRDs, compiled {compiled}");
 }
+
+/// The documented sample cluster passes the project's EtcdCluster schema after pruning and
+/// defaulting, and a shrink of its storage is refused by the CRD's transition rule.
+#[test]
+fn sample_cluster_passes_and_storage_cannot_shrink() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/crds/etcdclusters.yaml");
+    let crd: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).expect("CRD file")).expect("CRD YAML");
+    let schema =
+        StructuralSchema::compile(&crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+            .expect("compiles");
+    let mut cluster = json!({
+        "apiVersion": "etcd-operator.cozystack.io/v1alpha2",
+        "kind": "EtcdCluster",
+        "metadata": {"name": "etcdcluster-sample", "namespace": "default", "uid": "u"},
+        "spec": {"replicas": 3, "version": "3.6.11", "storage": {"size": "1Gi"}},
+    });
+    assert_eq!(schema.prune(&mut cluster), Vec::<String>::new());
+    schema.apply_defaults(&mut cluster);
+    assert_eq!(schema.validate(&cluster, None), []);
+    let mut shrunk = cluster.clone();
+    shrunk["spec"]["storage"]["size"] = json!("512Mi");
+    let errors: Vec<String> = schema
+        .validate(&shrunk, Some(&cluster))
+        .iter()
+        .map(|error| error.message())
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|message| message.starts_with("spec.storage.size: Invalid value: ")),
+        "{errors:?}"
+    );
+}
