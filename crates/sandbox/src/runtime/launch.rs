@@ -131,6 +131,12 @@ pub(crate) fn prepare(
     let mut held = Vec::new();
     let mut mounts = Vec::new();
     for mount in &config.volume_mounts {
+        if super::rootfs::container_path(&mount.mount_path)? == Path::new("/") {
+            return Err(invalid(format!(
+                "volumeMount {:?} at / would hide the container's root",
+                mount.name
+            )));
+        }
         let volume = volumes.get(&mount.name).ok_or_else(|| {
             invalid(format!(
                 "volumeMount {:?} names no volume of the Pod",
