@@ -160,23 +160,74 @@ pub fn cluster_client_scheme(cluster: &EtcdCluster) -> &'static str {
     }
 }
 
-/// The peer URL of an existing EtcdMember (its own TLS, its own name).
+/// Annotation the in-place migration tool puts on the EtcdMembers it adopts: the legacy
+/// headless Service their (immutable) Pod subdomain and persisted peer URLs use. Members the
+/// operator creates never carry it.
+pub const HEADLESS_SERVICE_ANNOTATION: &str = "etcd-operator.cozystack.io/headless-service-name";
+
+/// Annotation of adopted members whose data lives in a subdirectory of the volume (the legacy
+/// operator kept it under `default.etcd`).
+pub const DATA_DIR_SUBPATH_ANNOTATION: &str = "etcd-operator.cozystack.io/data-dir-subpath";
+
+/// The headless Service a member's DNS name hangs off: the cluster's, or for an adopted member
+/// the legacy one named by [`HEADLESS_SERVICE_ANNOTATION`].
+pub fn member_service_name(member: &EtcdMember) -> String {
+    member
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HEADLESS_SERVICE_ANNOTATION))
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .unwrap_or_else(|| headless_service_name(&member.spec.cluster_name))
+}
+
+/// etcd's `--data-dir` for a member: the volume root, or the validated single-component
+/// subdirectory of [`DATA_DIR_SUBPATH_ANNOTATION`] (anything else is ignored, so the
+/// annotation can never point outside the volume).
+pub fn member_data_dir(member: &EtcdMember) -> String {
+    let sub = member
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DATA_DIR_SUBPATH_ANNOTATION));
+    match sub {
+        Some(sub) if is_safe_path_component(sub) => format!("{DATA_DIR}/{sub}"),
+        _ => DATA_DIR.to_string(),
+    }
+}
+
+fn is_safe_path_component(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !s.contains("..")
+}
+
+/// The peer URL of an existing EtcdMember (its own TLS, its own name and Service).
 pub fn member_peer_url(member: &EtcdMember) -> String {
-    peer_url(
+    format!(
+        "{}://{}:{PEER_PORT}",
         member_peer_scheme(member),
-        member.metadata.name.as_deref().unwrap_or_default(),
-        &member.spec.cluster_name,
-        member.metadata.namespace.as_deref().unwrap_or_default(),
+        member_dns_name(member)
     )
 }
 
 /// The client URL of an existing EtcdMember.
 pub fn member_client_url(member: &EtcdMember) -> String {
-    client_url(
+    format!(
+        "{}://{}:{CLIENT_PORT}",
         member_client_scheme(member),
+        member_dns_name(member)
+    )
+}
+
+fn member_dns_name(member: &EtcdMember) -> String {
+    format!(
+        "{}.{}.{}.svc",
         member.metadata.name.as_deref().unwrap_or_default(),
-        &member.spec.cluster_name,
-        member.metadata.namespace.as_deref().unwrap_or_default(),
+        member_service_name(member),
+        member.metadata.namespace.as_deref().unwrap_or_default()
     )
 }
 
@@ -208,6 +259,39 @@ mod tests {
         );
         assert_eq!(pvc_name("etcd-0"), "data-etcd-0");
         assert_eq!(client_service_name("etcd"), "etcd-client");
+    }
+
+    #[test]
+    fn adopted_members_keep_their_legacy_service_and_data_dir() {
+        let mut member = tests_support::member("etcd", "etcd-0");
+        assert_eq!(member_peer_url(&member), "http://etcd-0.etcd.prod.svc:2380");
+        assert_eq!(member_data_dir(&member), "/var/lib/etcd");
+        member.metadata.annotations = Some(std::collections::BTreeMap::from([
+            (
+                HEADLESS_SERVICE_ANNOTATION.to_string(),
+                "etcd-headless".to_string(),
+            ),
+            (
+                DATA_DIR_SUBPATH_ANNOTATION.to_string(),
+                "default.etcd".to_string(),
+            ),
+        ]));
+        assert_eq!(
+            member_peer_url(&member),
+            "http://etcd-0.etcd-headless.prod.svc:2380"
+        );
+        assert_eq!(
+            member_client_url(&member),
+            "http://etcd-0.etcd-headless.prod.svc:2379"
+        );
+        assert_eq!(member_data_dir(&member), "/var/lib/etcd/default.etcd");
+        for bad in ["../x", "a/b", "..", "", ".hidden"] {
+            member.metadata.annotations = Some(std::collections::BTreeMap::from([(
+                DATA_DIR_SUBPATH_ANNOTATION.to_string(),
+                bad.to_string(),
+            )]));
+            assert_eq!(member_data_dir(&member), "/var/lib/etcd", "{bad:?}");
+        }
     }
 
     #[test]

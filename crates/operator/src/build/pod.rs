@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::metadata::{member_owner_reference, non_empty, with_additional_metadata};
 use super::{
-    BuildError, OperatorSettings, headless_service_name, member_client_scheme, member_client_url,
-    member_peer_scheme, member_peer_url, pvc_name,
+    BuildError, OperatorSettings, member_client_scheme, member_client_url, member_data_dir,
+    member_peer_scheme, member_peer_url, member_service_name, pvc_name,
 };
 
 pub const CLIENT_PORT: i32 = 2379;
@@ -104,7 +104,7 @@ pub fn member_pod(
     let mut command = vec![
         "etcd".to_string(),
         format!("--name={name}"),
-        format!("--data-dir={DATA_DIR}"),
+        format!("--data-dir={}", member_data_dir(member)),
         format!(
             "--listen-peer-urls={}://0.0.0.0:{PEER_PORT}",
             member_peer_scheme(member)
@@ -160,7 +160,7 @@ pub fn member_pod(
         },
         spec: Some(PodSpec {
             hostname: Some(name),
-            subdomain: Some(headless_service_name(cluster)),
+            subdomain: Some(member_service_name(member)),
             // Bare Pods: the kubelet restarts a crashed etcd in place; the operator recreates
             // a Pod that reached a terminal phase (a node shutdown leaves them Succeeded).
             restart_policy: Some("Always".to_string()),

@@ -1,1 +1,121 @@
 //! The planner: one observed state in, exactly one next step out. No I/O, no clock.
+//!
+//! [`plan_next_step`] takes an [`Observed`] (the EtcdCluster, its EtcdMembers with their Pods
+//! and PVCs, the Services, the PDB, and the [`EtcdView`](crate::etcd::EtcdView)) and the
+//! current time, and returns a [`Plan`]: the statuses this pass computes, the one [`Step`] to
+//! perform, and when to look again. The rules, in seed 000's priority order, live in `rules`;
+//! each is a function with a doc comment naming it.
+//!
+//! How `act` executes a plan:
+//! 1. write `cluster_status` (if `Some`) and each of `member_statuses`; if a write fails,
+//!    stop and requeue: the step depends on those writes (a phase announced before the change
+//!    it describes, a Ready=False before a Pod is deleted, a Pod UID recorded before the Pod
+//!    goes);
+//! 2. perform `step` (one API call, or one etcd call);
+//! 3. requeue after `requeue_after` (zero after a mutation: observe again at once).
+
+mod cluster_status;
+mod conditions;
+mod context;
+mod decision;
+mod member_status;
+mod observed;
+mod rules;
+mod step;
+mod timing;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use etcd_operator_api::{EtcdClusterStatus, EtcdMemberStatus};
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+
+pub use context::Health;
+pub use observed::{Observed, ObservedMember, PodFacts, PodPhase, PvcFacts};
+pub use rules::QUORUM_RECOVERY_CONDITION;
+pub use rules::caught_up;
+pub use step::{Step, StepKind, WaitReason};
+pub use timing::{
+    AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, IDLE_POLL, MAX_RECREATIONS, MEMBER_POLL,
+    NOT_READY_GRACE, START_GRACE, repair_backoff, retry_after,
+};
+
+use crate::build::{BuildError, event};
+
+/// A member status to write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberStatusWrite {
+    /// The EtcdMember's name.
+    pub member: String,
+    /// The whole status subresource, as it should be.
+    pub status: EtcdMemberStatus,
+}
+
+/// The outcome of one planning pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The one thing to do after the status writes.
+    pub step: Step,
+    /// When to plan again (also after an error performing the step, unless
+    /// [`retry_after`] says otherwise for an etcd refusal).
+    pub requeue_after: Duration,
+    /// The cluster's status, when it differs from the observed one.
+    pub cluster_status: Option<EtcdClusterStatus>,
+    /// Member statuses that differ from the observed ones, in member order.
+    pub member_statuses: Vec<MemberStatusWrite>,
+}
+
+impl Plan {
+    /// The Event to record for this plan, if any: every mutation, and a wait that needs
+    /// attention when the conditions just changed (not on every pass it lasts).
+    pub fn event(&self, observed: &Observed, now: Timestamp) -> Option<Result<Event, BuildError>> {
+        let worth_it = match &self.step {
+            Step::Idle => false,
+            Step::Wait { reason, .. } => reason.needs_attention() && self.cluster_status.is_some(),
+            _ => true,
+        };
+        worth_it.then(|| {
+            event(
+                &observed.cluster,
+                self.step.event_type(),
+                self.step.reason(),
+                &self.step.message(),
+                now,
+            )
+        })
+    }
+}
+
+/// Plans the next step for `observed` at `now`.
+pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
+    let ctx = context::Context::new(observed, now);
+    let latched = cluster_status::latched(&ctx);
+    let ctx = ctx.with_latched(latched);
+    let decision = rules::decide(&ctx);
+
+    let cluster_status = cluster_status::cluster_status(&ctx, &decision);
+    let cluster_changed = observed.cluster.status.as_ref() != Some(&cluster_status);
+
+    let member_statuses = ctx
+        .members
+        .iter()
+        .filter_map(|m| {
+            let edit = decision.edits.iter().find(|e| e.member == m.name);
+            let status = member_status::member_status(&ctx, m, edit);
+            (m.observed.member.status.as_ref() != Some(&status)).then(|| MemberStatusWrite {
+                member: m.name.to_string(),
+                status,
+            })
+        })
+        .collect();
+
+    Plan {
+        step: decision.step,
+        requeue_after: decision.requeue,
+        cluster_status: cluster_changed.then_some(cluster_status),
+        member_statuses,
+    }
+}

@@ -1,0 +1,326 @@
+//! The EtcdCluster's status: latches (token, target, cluster ID), counts, per-member summary,
+//! leader, and the conditions Available, Progressing and Degraded.
+
+use etcd_operator_api::cluster::{ClusterMemberStatus, EtcdClusterStatus, ObservedClusterSpec};
+use etcd_operator_api::conditions::cluster as cond;
+use etcd_operator_api::labels::cluster_selector;
+use etcd_operator_api::{EtcdCluster, MemberPhase};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::SignedDuration;
+
+use super::conditions::{self, Wanted};
+use super::context::{Context, Health};
+use super::decision::Decision;
+use super::step::{Step, WaitReason};
+use crate::etcd::{AlarmKind, member_id_hex};
+
+/// The target spec latched from `spec`.
+pub fn target_of(cluster: &EtcdCluster) -> ObservedClusterSpec {
+    let spec = &cluster.spec;
+    ObservedClusterSpec {
+        replicas: spec.replicas_or_default(),
+        version: spec.version.clone(),
+        storage: spec.storage_or_default(),
+        resources: spec.resources.clone(),
+        affinity: spec.affinity.clone(),
+        topology_spread_constraints: spec.topology_spread_constraints.clone(),
+        additional_metadata: spec.additional_metadata.clone(),
+        options: spec.options.clone(),
+        image_pull_secrets: spec.image_pull_secrets.clone(),
+    }
+}
+
+/// The cluster token: namespace, name and UID, so same-named clusters never share one.
+pub fn cluster_token(cluster: &EtcdCluster) -> String {
+    let meta = &cluster.metadata;
+    format!(
+        "{}-{}-{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        meta.uid.as_deref().unwrap_or_default()
+    )
+}
+
+/// The running members match the target: the right count, every one ready, none leaving; at
+/// zero, every member dormant with its Pod gone.
+pub fn target_reached(ctx: &Context<'_>) -> bool {
+    if ctx.members.iter().any(|m| m.deleting) {
+        return false;
+    }
+    if ctx.desired == 0 {
+        return ctx
+            .members
+            .iter()
+            .all(|m| m.dormant && m.observed.pod.is_none());
+    }
+    let running: Vec<_> = ctx.running().collect();
+    ctx.formed
+        && running.len() == ctx.desired as usize
+        && running.iter().all(|m| m.is_ready())
+        && ctx.strays.is_empty()
+}
+
+/// The cluster with this pass's latches: the token on the first pass; the target
+/// (`status.observed`) on the first pass, then from the spec once the previous target is
+/// reached or its progress deadline has passed (spec changes in between wait); the progress
+/// deadline set with every new target and cleared when it is reached.
+pub fn latched(ctx: &Context<'_>) -> EtcdCluster {
+    let mut cluster = ctx.observed.cluster.clone();
+    let now = ctx.now;
+    let secs = cluster.spec.progress_deadline_seconds_or_default();
+    let deadline = Time(
+        now.saturating_add(SignedDuration::from_secs(i64::from(secs)))
+            .unwrap_or(now),
+    );
+    let token = cluster_token(&cluster);
+    let wanted = target_of(&cluster);
+    let reached = target_reached(ctx);
+    let status = cluster.status.get_or_insert_with(Default::default);
+    if status.cluster_token.is_none() {
+        status.cluster_token = Some(token);
+    }
+    match &status.observed {
+        None => {
+            status.observed = Some(wanted);
+            status.progress_deadline = Some(deadline);
+        }
+        Some(current) if *current != wanted => {
+            let expired = status
+                .progress_deadline
+                .as_ref()
+                .is_some_and(|d| d.0 <= now);
+            if reached || expired {
+                status.observed = Some(wanted);
+                status.progress_deadline = Some(deadline);
+            }
+        }
+        Some(_) if reached => status.progress_deadline = None,
+        Some(_) => {}
+    }
+    cluster
+}
+
+/// The cluster status after this pass (starting from the latched one).
+pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStatus {
+    let cluster = &ctx.cluster;
+    let mut status = cluster.status.clone().unwrap_or_default();
+    let now = ctx.now;
+    status.selector = Some(cluster_selector(&ctx.cluster_name));
+    let reached = target_reached(ctx);
+    if status.cluster_id.is_none()
+        && let Some(id) = ctx.observed.etcd.cluster_id
+        && ctx.members.iter().any(|m| m.etcd.is_some())
+    {
+        status.cluster_id = Some(member_id_hex(id));
+    }
+
+    let ready = ctx.running().filter(|m| m.is_ready()).count() as i32;
+    status.ready_members = Some(ready);
+    status.broken_members = Some(
+        ctx.running()
+            .filter(|m| {
+                matches!(m.phase, MemberPhase::Recreating | MemberPhase::Replacing)
+                    || (m.phase == MemberPhase::Ready && !m.is_ready())
+            })
+            .count() as i32,
+    );
+    let leader = ctx.leader().map(|m| m.name.to_string());
+    status.leader = leader.clone();
+    status.members = Some(
+        ctx.members
+            .iter()
+            .map(|m| {
+                let etcd_status = m.id.and_then(|id| ctx.observed.etcd.status_of(id));
+                ClusterMemberStatus {
+                    name: m.name.to_string(),
+                    member_id: m.id.map(member_id_hex),
+                    is_learner: m.etcd.map(|e| e.is_learner),
+                    is_leader: Some(leader.as_deref() == Some(m.name)),
+                    healthy: Some(matches!(m.health, Health::Healthy | Health::Learner)),
+                    version: etcd_status.map(|s| s.version.clone()),
+                    db_size: etcd_status.map(|s| s.db_size),
+                    db_size_in_use: etcd_status.map(|s| s.db_size_in_use),
+                }
+            })
+            .collect(),
+    );
+
+    let generation = cluster.metadata.generation;
+    let mut list = status.conditions.take().unwrap_or_default();
+    for wanted in cluster_conditions(ctx, decision, ready, reached) {
+        conditions::set(&mut list, wanted, generation, now);
+    }
+    status.conditions = Some(list);
+    status
+}
+
+fn cluster_conditions(
+    ctx: &Context<'_>,
+    decision: &Decision,
+    ready: i32,
+    reached: bool,
+) -> [Wanted; 3] {
+    let desired = ctx.desired;
+    let healthy = ctx.observed.etcd.is_healthy();
+    let running = ctx.running().count();
+    let wait_reason = match &decision.step {
+        Step::Wait { reason, .. } => Some(*reason),
+        _ => None,
+    };
+
+    let available = if desired == 0 && running == 0 {
+        let message = if ctx.members.is_empty() {
+            "the cluster is scaled to zero (spec.replicas=0); no data has been written".to_string()
+        } else {
+            "the cluster is scaled to zero (spec.replicas=0); members' data is kept on their PVCs"
+                .to_string()
+        };
+        Wanted::new(cond::AVAILABLE, false, "Paused", message)
+    } else if !ctx.formed && !healthy {
+        Wanted::new(
+            cond::AVAILABLE,
+            false,
+            "Bootstrapping",
+            "the cluster has not formed yet",
+        )
+    } else if healthy && ready as usize >= running && running > 0 {
+        let note = if running.is_multiple_of(2) {
+            " (an even member count tolerates no more failures than one member fewer)"
+        } else {
+            ""
+        };
+        Wanted::new(
+            cond::AVAILABLE,
+            true,
+            "QuorumHealthy",
+            format!("All members are ready{note}"),
+        )
+    } else if healthy {
+        Wanted::new(
+            cond::AVAILABLE,
+            true,
+            "QuorumAvailable",
+            format!("{ready}/{running} members ready"),
+        )
+    } else if ctx
+        .observed
+        .etcd
+        .endpoints
+        .iter()
+        .all(|o| o.status.is_err())
+    {
+        let detail = ctx
+            .observed
+            .etcd
+            .health
+            .as_ref()
+            .err()
+            .map(|e| e.detail.clone())
+            .unwrap_or_default();
+        Wanted::new(
+            cond::AVAILABLE,
+            false,
+            "ClusterUnreachable",
+            format!("no member answers: {detail}"),
+        )
+    } else {
+        let (healthy_voters, voters, quorum) = ctx.quorum_numbers();
+        Wanted::new(
+            cond::AVAILABLE,
+            false,
+            "QuorumLost",
+            format!("{healthy_voters}/{voters} voters healthy, quorum needs {quorum}"),
+        )
+    };
+
+    let alarms = ctx.alarms();
+    let degraded = if let Some(alarm) = alarms.iter().find(|a| a.kind == AlarmKind::Corrupt) {
+        Wanted::new(
+            cond::DEGRADED,
+            true,
+            "CorruptAlarm",
+            format!(
+                "{alarm}: the member's data diverged; automatic replacement is not implemented yet, remove and re-add the member"
+            ),
+        )
+    } else if let Some(alarm) = alarms.iter().find(|a| a.kind == AlarmKind::NoSpace) {
+        Wanted::new(
+            cond::DEGRADED,
+            true,
+            "NoSpaceAlarm",
+            format!(
+                "{alarm}: etcd refuses writes; compact and defragment (EtcdDefrag), raise spec.options.quotaBackendBytes, then disarm the alarm"
+            ),
+        )
+    } else if !available.status && available.reason == "QuorumLost" {
+        Wanted::new(
+            cond::DEGRADED,
+            true,
+            "QuorumLost",
+            available.message.clone(),
+        )
+    } else if running > 0 && (ready as usize) < running {
+        Wanted::new(
+            cond::DEGRADED,
+            true,
+            "MembersUnhealthy",
+            format!("{ready}/{running} members ready"),
+        )
+    } else {
+        let reason = if available.reason == "Paused" {
+            "Paused"
+        } else {
+            "QuorumHealthy"
+        };
+        Wanted::new(cond::DEGRADED, false, reason, "")
+    };
+
+    let progressing = match (&decision.step, wait_reason) {
+        (_, Some(WaitReason::Paused)) => Wanted::new(
+            cond::PROGRESSING,
+            false,
+            "Paused",
+            "spec.paused is true: the operator takes no action",
+        ),
+        (Step::Idle, _) if reached => Wanted::new(
+            cond::PROGRESSING,
+            false,
+            "Reconciled",
+            "actual state matches status.observed",
+        ),
+        (Step::Wait { reason, message }, _) if reason.needs_attention() => {
+            Wanted::new(cond::PROGRESSING, false, reason.as_str(), message.clone())
+        }
+        (step, _) => Wanted::new(
+            cond::PROGRESSING,
+            true,
+            progress_reason(ctx, step),
+            step.message(),
+        ),
+    };
+    [available, progressing, degraded]
+}
+
+/// What the cluster is doing, in the reference operator's terms where it has them.
+fn progress_reason(ctx: &Context<'_>, step: &Step) -> &'static str {
+    let running = ctx.running().count() as i32;
+    match step {
+        Step::Wait { reason, .. } => reason.as_str(),
+        _ if !ctx.formed => "Bootstrapping",
+        Step::SetDormant { dormant: true, .. } => "ScalingToZero",
+        Step::SetDormant { dormant: false, .. } => "Resuming",
+        Step::DeleteMember { .. } | Step::RemoveEtcdMember { .. } if running > ctx.desired => {
+            "ScalingIn"
+        }
+        _ if running < ctx.desired => "ScalingOut",
+        _ if running > ctx.desired => "ScalingIn",
+        _ if ctx
+            .members
+            .iter()
+            .any(|m| matches!(m.phase, MemberPhase::Recreating | MemberPhase::Replacing)) =>
+        {
+            "Repairing"
+        }
+        _ => "Reconciling",
+    }
+}

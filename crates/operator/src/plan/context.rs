@@ -1,0 +1,379 @@
+//! Facts derived once per pass from [`Observed`]: each EtcdMember matched to its etcd member by
+//! peer URL, its health, the voter set and quorum arithmetic, strays.
+
+use etcd_operator_api::MemberPhase;
+use etcd_operator_api::labels::{MEMBER_FINALIZER, quorum};
+use etcd_operator_api::shared::StorageMedium;
+use k8s_openapi::jiff::Timestamp;
+
+use super::observed::{Observed, ObservedMember};
+use crate::build::{member_client_url, member_ordinal, member_peer_url};
+use crate::etcd::{EndpointObservation, MemberInfo, parse_member_id};
+
+/// How a member's etcd answered this pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// A voter that served a linearizable read.
+    Healthy,
+    /// A learner that answered Status (learners are not asked for linearizable reads).
+    Learner,
+    /// Answered Status but could not serve a linearizable read (no leader, no quorum).
+    NoQuorum,
+    /// Did not answer.
+    Down,
+    /// Not asked (no Pod, or not in the endpoints observed).
+    Unknown,
+}
+
+/// One EtcdMember with everything derived about it.
+#[derive(Clone, Debug)]
+pub struct MemberView<'a> {
+    pub observed: &'a ObservedMember,
+    pub name: &'a str,
+    pub ordinal: Option<u32>,
+    pub phase: MemberPhase,
+    pub peer_url: String,
+    /// The etcd member whose peer URLs include this member's peer URL.
+    pub etcd: Option<&'a MemberInfo>,
+    /// etcd's ID for it: from the match, else from `status.memberID`.
+    pub id: Option<u64>,
+    pub health: Health,
+    pub deleting: bool,
+    pub dormant: bool,
+    pub memory: bool,
+    pub has_finalizer: bool,
+}
+
+impl MemberView<'_> {
+    pub fn is_voter(&self) -> bool {
+        self.etcd.is_some_and(|m| !m.is_learner)
+    }
+
+    pub fn is_learner(&self) -> bool {
+        self.etcd.is_some_and(|m| m.is_learner)
+    }
+
+    /// Running: not leaving and not dormant.
+    pub fn is_running(&self) -> bool {
+        !self.deleting && !self.dormant
+    }
+
+    /// Ready in the sense of the readiness gate: phase Ready and a healthy voter.
+    pub fn is_ready(&self) -> bool {
+        self.phase == MemberPhase::Ready && self.health == Health::Healthy && self.is_voter()
+    }
+
+    pub fn status(&self) -> etcd_operator_api::EtcdMemberStatus {
+        self.observed.member.status.clone().unwrap_or_default()
+    }
+
+    pub fn recreate_count(&self) -> i32 {
+        self.observed
+            .member
+            .status
+            .as_ref()
+            .and_then(|s| s.recreate_count)
+            .unwrap_or(0)
+    }
+
+    pub fn phase_since(&self) -> Option<Timestamp> {
+        self.observed
+            .member
+            .status
+            .as_ref()
+            .and_then(|s| s.last_phase_transition_time.as_ref())
+            .map(|t| t.0)
+    }
+
+    pub fn recorded_pod_uid(&self) -> Option<&str> {
+        self.observed
+            .member
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_uid.as_deref())
+    }
+
+    pub fn is_bootstrap_seed(&self) -> bool {
+        self.observed.member.spec.bootstrap == Some(true)
+    }
+}
+
+/// A voter of the cluster, as etcd lists it.
+#[derive(Clone, Copy, Debug)]
+pub struct Voter {
+    pub id: u64,
+    pub healthy: bool,
+}
+
+/// Everything derived from one [`Observed`].
+pub struct Context<'a> {
+    pub observed: &'a Observed,
+    pub now: Timestamp,
+    pub cluster_name: String,
+    /// Members in ordinal order; members with other names after, by name.
+    pub members: Vec<MemberView<'a>>,
+    /// etcd members no EtcdMember claims, by peer URL or by name.
+    pub strays: Vec<&'a MemberInfo>,
+    /// The cluster with this pass's latches applied (token, target, progress deadline): what
+    /// new members and the PDB are built from.
+    pub cluster: etcd_operator_api::EtcdCluster,
+    /// The target member count (`status.observed.replicas` after this pass's latch).
+    pub desired: i32,
+    /// `status.clusterID` is latched: the cluster has formed once.
+    pub formed: bool,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(observed: &'a Observed, now: Timestamp) -> Context<'a> {
+        let cluster = &observed.cluster;
+        let cluster_name = cluster.metadata.name.clone().unwrap_or_default();
+        let etcd_members = observed.etcd.member_list();
+
+        let mut members: Vec<MemberView<'a>> = observed
+            .members
+            .iter()
+            .map(|om| member_view(observed, om, &cluster_name, etcd_members))
+            .collect();
+        members.sort_by(|a, b| match (a.ordinal, b.ordinal) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => a.name.cmp(b.name),
+        });
+
+        let strays = etcd_members
+            .iter()
+            .filter(|e| {
+                !members.iter().any(|m| {
+                    m.etcd.is_some_and(|matched| matched.id == e.id)
+                        || (e.has_started() && e.name == m.name)
+                })
+            })
+            .collect();
+
+        let status = cluster.status.as_ref();
+        let formed = status.and_then(|s| s.cluster_id.as_ref()).is_some();
+        Context {
+            observed,
+            now,
+            cluster_name,
+            members,
+            strays,
+            cluster: cluster.clone(),
+            desired: target_replicas(cluster),
+            formed,
+        }
+    }
+
+    /// Adopts `cluster` (the same object with this pass's latches) as the one rules build from.
+    pub fn with_latched(mut self, cluster: etcd_operator_api::EtcdCluster) -> Self {
+        self.desired = target_replicas(&cluster);
+        self.cluster = cluster;
+        self
+    }
+
+    pub fn running(&self) -> impl Iterator<Item = &MemberView<'a>> {
+        self.members.iter().filter(|m| m.is_running())
+    }
+
+    /// The voters: from etcd's member list when it answered, else from the members' recorded
+    /// status (the last thing etcd told us).
+    pub fn voters(&self) -> Vec<Voter> {
+        match &self.observed.etcd.members {
+            Ok(list) => list
+                .iter()
+                .filter(|m| !m.is_learner)
+                .map(|m| Voter {
+                    id: m.id,
+                    healthy: self.id_is_healthy(m.id),
+                })
+                .collect(),
+            Err(_) => self
+                .members
+                .iter()
+                .filter(|m| {
+                    m.observed.member.status.as_ref().and_then(|s| s.is_voter) == Some(true)
+                })
+                .filter_map(|m| m.id)
+                .map(|id| Voter {
+                    id,
+                    healthy: self.id_is_healthy(id),
+                })
+                .collect(),
+        }
+    }
+
+    fn id_is_healthy(&self, id: u64) -> bool {
+        self.observed
+            .etcd
+            .observation_of(id)
+            .is_some_and(EndpointObservation::is_healthy)
+    }
+
+    /// Whether the cluster keeps quorum if voter `id` stops serving (`removed`: and also
+    /// leaves the voter set). "Keeps quorum": the healthy voters left are at least a quorum of
+    /// the voter set left. A learner, or a voter already down, changes nothing.
+    pub fn keeps_quorum_without(&self, id: u64, removed: bool) -> bool {
+        let voters = self.voters();
+        let Some(target) = voters.iter().find(|v| v.id == id) else {
+            return true;
+        };
+        let healthy = voters.iter().filter(|v| v.healthy).count() as u32;
+        let healthy_after = healthy - u32::from(target.healthy);
+        let set_after = voters.len() as u32 - u32::from(removed);
+        set_after == 0 || healthy_after >= quorum(set_after)
+    }
+
+    /// Whether the voters other than `id` have quorum on their own (of the current set):
+    /// the condition for repairing `id` (a cluster-wide outage is not a member's fault).
+    pub fn others_have_quorum(&self, id: Option<u64>) -> bool {
+        let voters = self.voters();
+        if voters.is_empty() {
+            return false;
+        }
+        let healthy_others = voters
+            .iter()
+            .filter(|v| v.healthy && Some(v.id) != id)
+            .count();
+        healthy_others as u32 >= quorum(voters.len() as u32)
+    }
+
+    /// Healthy voters, and quorum of the voter set.
+    pub fn quorum_numbers(&self) -> (usize, usize, u32) {
+        let voters = self.voters();
+        let healthy = voters.iter().filter(|v| v.healthy).count();
+        (healthy, voters.len(), quorum(voters.len() as u32))
+    }
+
+    /// The member etcd reports as leader.
+    pub fn leader(&self) -> Option<&MemberView<'a>> {
+        let id = self.observed.etcd.leader()?;
+        self.members
+            .iter()
+            .find(|m| m.id == Some(id) && m.etcd.is_some())
+    }
+
+    /// Where leadership goes before `leaving` is disrupted: the ready voter with the lowest
+    /// ordinal, other than `leaving`.
+    pub fn successor_for(&self, leaving: &str) -> Option<&MemberView<'a>> {
+        self.members
+            .iter()
+            .filter(|m| m.name != leaving && m.is_running())
+            .find(|m| m.is_ready())
+    }
+
+    /// Why a MemberAdd must wait, if it must: a learner not yet promoted, a member added but
+    /// not started, or a member on its way out of etcd.
+    pub fn membership_change_in_flight(&self) -> Option<String> {
+        let list = self.observed.etcd.member_list();
+        if let Some(learner) = list.iter().find(|m| m.is_learner) {
+            return Some(format!("learner {:x} is not promoted yet", learner.id));
+        }
+        if let Some(unstarted) = list.iter().find(|m| !m.has_started()) {
+            return Some(format!(
+                "member {:x} was added but has not started",
+                unstarted.id
+            ));
+        }
+        self.members
+            .iter()
+            .find(|m| {
+                m.etcd.is_some()
+                    && (m.deleting
+                        || matches!(m.phase, MemberPhase::Replacing | MemberPhase::Terminating))
+            })
+            .map(|m| format!("member {} is leaving etcd", m.name))
+    }
+
+    /// `--initial-cluster` for `member` joining now: every member etcd lists (an unstarted
+    /// one under the name of the EtcdMember that claims its peer URL). `None` without a
+    /// member list that includes `member`.
+    pub fn initial_cluster_from_etcd(&self, member: &MemberView<'_>) -> Option<String> {
+        member.etcd?;
+        let list = self.observed.etcd.members.as_ref().ok()?;
+        let mut pairs = Vec::new();
+        for m in list {
+            let name = if m.has_started() {
+                m.name.clone()
+            } else {
+                let claimant = self
+                    .members
+                    .iter()
+                    .find(|v| m.peer_urls.contains(&v.peer_url))?;
+                claimant.name.to_string()
+            };
+            for url in &m.peer_urls {
+                pairs.push(format!("{name}={url}"));
+            }
+        }
+        pairs.sort();
+        Some(pairs.join(","))
+    }
+
+    /// The alarms etcd reports (empty when it could not be asked).
+    pub fn alarms(&self) -> &[crate::etcd::Alarm] {
+        self.observed.etcd.active_alarms()
+    }
+}
+
+fn target_replicas(cluster: &etcd_operator_api::EtcdCluster) -> i32 {
+    cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.observed.as_ref())
+        .map(|o| o.replicas)
+        .unwrap_or_else(|| cluster.spec.replicas_or_default())
+}
+
+fn member_view<'a>(
+    observed: &'a Observed,
+    om: &'a ObservedMember,
+    cluster: &str,
+    etcd_members: &'a [MemberInfo],
+) -> MemberView<'a> {
+    let member = &om.member;
+    let name = member.metadata.name.as_deref().unwrap_or_default();
+    let status = member.status.as_ref();
+    let peer_url = member_peer_url(member);
+    let client_url = member_client_url(member);
+    let etcd = etcd_members
+        .iter()
+        .find(|e| e.peer_urls.contains(&peer_url));
+    let id = etcd.map(|e| e.id).or_else(|| {
+        status
+            .and_then(|s| s.member_id.as_deref())
+            .and_then(parse_member_id)
+    });
+    let view = &observed.etcd;
+    let observation = id
+        .and_then(|id| view.observation_of(id))
+        .or_else(|| view.observation_at(&client_url));
+    let health = match observation {
+        None => Health::Unknown,
+        Some(o) => match (&o.status, &o.health) {
+            (Err(_), _) => Health::Down,
+            (Ok(s), _) if s.is_learner => Health::Learner,
+            (Ok(_), Some(Ok(()))) => Health::Healthy,
+            (Ok(_), _) => Health::NoQuorum,
+        },
+    };
+    MemberView {
+        observed: om,
+        name,
+        ordinal: member_ordinal(cluster, name),
+        phase: status.and_then(|s| s.phase).unwrap_or(MemberPhase::Pending),
+        peer_url,
+        etcd,
+        id,
+        health,
+        deleting: member.metadata.deletion_timestamp.is_some(),
+        dormant: member.spec.dormant == Some(true),
+        memory: member.spec.storage.medium_or_default() == StorageMedium::Memory,
+        has_finalizer: member
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == MEMBER_FINALIZER),
+    }
+}

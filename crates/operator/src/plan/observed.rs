@@ -1,0 +1,262 @@
+//! [`Observed`]: everything one planning pass looks at, gathered by `observe`.
+//!
+//! Pods and PVCs are reduced to the facts the planner reads ([`PodFacts`], [`PvcFacts`]), so
+//! tests and property generators build them directly; `from_pod`/`from_pvc` derive them from
+//! the API objects.
+
+use etcd_operator_api::{EtcdCluster, EtcdMember};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::build::{ETCD_CONTAINER, OperatorSettings};
+use crate::etcd::EtcdView;
+
+/// One observation of a cluster and everything it owns.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    /// The EtcdCluster. When it is gone but EtcdMembers with the finalizer remain, `observe`
+    /// passes the last known object with `metadata.deletionTimestamp` set, so cleanup finishes.
+    pub cluster: EtcdCluster,
+    /// Every EtcdMember labelled with the cluster, with its Pod and PVC.
+    pub members: Vec<ObservedMember>,
+    /// The headless Service `<cluster>`.
+    pub headless_service: Option<Service>,
+    /// The client Service `<cluster>-client`.
+    pub client_service: Option<Service>,
+    /// The PodDisruptionBudget `<cluster>`.
+    pub pdb: Option<PodDisruptionBudget>,
+    /// What etcd says, from `observe_cluster` over the client URLs of the members that have a
+    /// Pod (or [`EtcdView::not_observed`] when none has).
+    pub etcd: EtcdView,
+    /// Operator-wide settings (the etcd image repository).
+    pub settings: OperatorSettings,
+}
+
+/// An EtcdMember with its Pod and PVC.
+#[derive(Clone, Debug)]
+pub struct ObservedMember {
+    pub member: EtcdMember,
+    /// The Pod named after the member, if any.
+    pub pod: Option<PodFacts>,
+    /// The PVC `data-<member>`, if any.
+    pub pvc: Option<PvcFacts>,
+}
+
+/// The phase Kubernetes reports for a Pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    fn parse(phase: Option<&str>) -> PodPhase {
+        match phase {
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            Some("Pending") => PodPhase::Pending,
+            _ => PodPhase::Unknown,
+        }
+    }
+
+    /// Succeeded and Failed are final: the kubelet never restarts containers of such a Pod
+    /// (a graceful node shutdown leaves every etcd Pod Succeeded or Failed).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// What the planner reads of a member's Pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodFacts {
+    pub name: String,
+    pub uid: String,
+    pub phase: PodPhase,
+    /// The Pod's Ready condition.
+    pub ready: bool,
+    /// `metadata.deletionTimestamp` is set: it is going away; leave it alone.
+    pub deleting: bool,
+    /// Restarts of the etcd container.
+    pub restart_count: i32,
+    /// Why the etcd container is waiting, e.g. `CrashLoopBackOff`.
+    pub waiting_reason: Option<String>,
+    /// Why the etcd container last terminated, e.g. `OOMKilled`.
+    pub last_termination_reason: Option<String>,
+    /// `status.startTime`, else `metadata.creationTimestamp`.
+    pub started_at: Option<Timestamp>,
+    pub node: Option<String>,
+    /// The Pod carries `etcd-operator.cozystack.io/role=voter`.
+    pub voter_label: bool,
+    /// UID of the Pod's controller owner; a Pod owned by something else is not ours to use.
+    pub owner_uid: Option<String>,
+}
+
+impl PodFacts {
+    pub fn from_pod(pod: &Pod) -> PodFacts {
+        let status = pod.status.clone().unwrap_or_default();
+        let etcd = status
+            .container_statuses
+            .iter()
+            .flatten()
+            .find(|c| c.name == ETCD_CONTAINER);
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        PodFacts {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            phase: PodPhase::parse(status.phase.as_deref()),
+            ready,
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            restart_count: etcd.map(|c| c.restart_count).unwrap_or_default(),
+            waiting_reason: etcd
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.clone()),
+            last_termination_reason: etcd
+                .and_then(|c| c.last_state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .and_then(|t| t.reason.clone()),
+            started_at: status
+                .start_time
+                .map(|t| t.0)
+                .or_else(|| pod.metadata.creation_timestamp.clone().map(|t| t.0)),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            voter_label: pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(etcd_operator_api::labels::ROLE))
+                .is_some_and(|v| v == etcd_operator_api::labels::ROLE_VOTER),
+            owner_uid: controller_uid(&pod.metadata),
+        }
+    }
+
+    /// Crash-looping: the kubelet keeps restarting etcd and it keeps failing.
+    pub fn is_crash_looping(&self) -> bool {
+        !self.ready
+            && self.restart_count >= 3
+            && self.waiting_reason.as_deref() == Some("CrashLoopBackOff")
+    }
+
+    /// Killed for memory: recreating it with the same limits will not help.
+    pub fn was_oom_killed(&self) -> bool {
+        self.last_termination_reason.as_deref() == Some("OOMKilled")
+    }
+}
+
+/// What the planner reads of a member's PVC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PvcFacts {
+    pub name: String,
+    pub uid: String,
+    /// `status.phase`: Pending, Bound or Lost.
+    pub phase: Option<String>,
+    pub deleting: bool,
+    pub owner_uid: Option<String>,
+}
+
+impl PvcFacts {
+    pub fn from_pvc(pvc: &PersistentVolumeClaim) -> PvcFacts {
+        PvcFacts {
+            name: pvc.metadata.name.clone().unwrap_or_default(),
+            uid: pvc.metadata.uid.clone().unwrap_or_default(),
+            phase: pvc.status.as_ref().and_then(|s| s.phase.clone()),
+            deleting: pvc.metadata.deletion_timestamp.is_some(),
+            owner_uid: controller_uid(&pvc.metadata),
+        }
+    }
+}
+
+fn controller_uid(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+        PodCondition, PodSpec, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+    #[test]
+    fn pod_facts_read_phase_readiness_and_the_etcd_container() {
+        let started: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("etcd-0".into()),
+                uid: Some("p-1".into()),
+                deletion_timestamp: Some(Time(started)),
+                owner_references: Some(vec![OwnerReference {
+                    uid: "m-1".into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("node-a".into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                start_time: Some(Time(started)),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: "False".into(),
+                    ..Default::default()
+                }]),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "etcd".into(),
+                    restart_count: 7,
+                    state: Some(ContainerState {
+                        waiting: Some(ContainerStateWaiting {
+                            reason: Some("CrashLoopBackOff".into()),
+                            message: None,
+                        }),
+                        ..Default::default()
+                    }),
+                    last_state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            reason: Some("OOMKilled".into()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        };
+        let facts = PodFacts::from_pod(&pod);
+        assert_eq!(facts.phase, PodPhase::Running);
+        assert!(!facts.ready && facts.deleting);
+        assert!(facts.is_crash_looping() && facts.was_oom_killed());
+        assert_eq!(facts.started_at, Some(started));
+        assert_eq!(facts.node.as_deref(), Some("node-a"));
+        assert_eq!(facts.owner_uid.as_deref(), Some("m-1"));
+    }
+
+    #[test]
+    fn terminal_phases() {
+        assert!(PodPhase::parse(Some("Succeeded")).is_terminal());
+        assert!(PodPhase::parse(Some("Failed")).is_terminal());
+        assert!(!PodPhase::parse(Some("Running")).is_terminal());
+        assert_eq!(PodPhase::parse(None), PodPhase::Unknown);
+    }
+}

@@ -1,0 +1,132 @@
+//! Steps more than one rule takes: creating and deleting a member's Pod, moving leadership
+//! away first, refusing objects that belong to someone else.
+
+use etcd_operator_api::MemberPhase;
+
+use crate::build::{InitialClusterState, PodStart, member_pod, member_pvc};
+use crate::plan::context::{Context, MemberView};
+use crate::plan::decision::Decision;
+use crate::plan::observed::PodFacts;
+use crate::plan::step::{Step, WaitReason};
+use crate::plan::timing;
+
+/// How `m`'s etcd starts if its Pod is created now.
+///
+/// Only the bootstrap seed, before the cluster has formed and before etcd has listed it,
+/// starts `new` (with itself as the initial cluster). Everyone else starts `existing`, with
+/// etcd's own member list (the only list etcd accepts: it checks the initial cluster against
+/// its membership), else the list recorded in the member's spec, else the members whose IDs
+/// are recorded. Both flags are ignored by etcd once the data directory is initialized.
+pub fn pod_start(ctx: &Context<'_>, m: &MemberView<'_>) -> PodStart {
+    let spec = &m.observed.member.spec;
+    if m.is_bootstrap_seed() && !ctx.formed && m.id.is_none() && !spec.initial_cluster.is_empty() {
+        return PodStart {
+            initial_cluster: spec.initial_cluster.clone(),
+            state: InitialClusterState::New,
+        };
+    }
+    let initial_cluster = ctx
+        .initial_cluster_from_etcd(m)
+        .or_else(|| (!spec.initial_cluster.is_empty()).then(|| spec.initial_cluster.clone()))
+        .unwrap_or_else(|| {
+            let mut pairs: Vec<String> = ctx
+                .members
+                .iter()
+                .filter(|o| o.name == m.name || o.id.is_some())
+                .map(|o| format!("{}={}", o.name, o.peer_url))
+                .collect();
+            pairs.sort();
+            pairs.join(",")
+        });
+    PodStart {
+        initial_cluster,
+        state: InitialClusterState::Existing,
+    }
+}
+
+/// Creates `m`'s Pod as [`pod_start`] says.
+pub fn create_pod(ctx: &Context<'_>, m: &MemberView<'_>) -> Decision {
+    let start = pod_start(ctx, m);
+    match member_pod(&m.observed.member, &start, &ctx.observed.settings) {
+        Ok(pod) => Decision::act(Step::CreatePod(Box::new(pod))),
+        Err(e) => Decision::wait(
+            WaitReason::InvalidObject,
+            format!("cannot build the Pod of {}: {e}", m.name),
+            timing::BLOCKED_POLL,
+        ),
+    }
+}
+
+/// Creates `m`'s PVC (PVC-backed members only).
+pub fn create_pvc(m: &MemberView<'_>) -> Option<Decision> {
+    match member_pvc(&m.observed.member) {
+        Ok(Some(pvc)) => Some(Decision::act(Step::CreatePvc(Box::new(pvc)))),
+        Ok(None) => None,
+        Err(e) => Some(Decision::wait(
+            WaitReason::InvalidObject,
+            format!("cannot build the PVC of {}: {e}", m.name),
+            timing::BLOCKED_POLL,
+        )),
+    }
+}
+
+/// Deletes the Pod `pod` of `m`, exactly that one (by UID).
+pub fn delete_pod(m: &MemberView<'_>, pod: &PodFacts) -> Step {
+    Step::DeletePod {
+        member: m.name.to_string(),
+        pod: pod.name.clone(),
+        uid: pod.uid.clone(),
+    }
+}
+
+/// Before `m`'s Pod is deleted, recreated or replaced, or `m` leaves etcd: if it leads, move
+/// leadership to the ready voter with the lowest ordinal. `None` when it does not lead or no
+/// other voter is ready (then the step goes ahead and etcd elects a new leader itself).
+pub fn leadership_first(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
+    let leader = ctx.leader()?;
+    if leader.name != m.name {
+        return None;
+    }
+    let successor = ctx.successor_for(m.name)?;
+    Some(Decision::act(Step::MoveLeader {
+        from: Some(m.name.to_string()),
+        to: successor.name.to_string(),
+        to_id: successor.id?,
+    }))
+}
+
+/// A Pod or PVC with the member's name but another owner is not ours: wait for it to go
+/// (garbage collection of an older member of the same name) rather than use its data.
+pub fn foreign_objects(m: &MemberView<'_>) -> Option<Decision> {
+    let uid = m.observed.member.metadata.uid.as_deref();
+    let foreign = |owner: Option<&str>| owner.is_some() && owner != uid;
+    let what = if m
+        .observed
+        .pod
+        .as_ref()
+        .is_some_and(|p| foreign(p.owner_uid.as_deref()))
+    {
+        format!("Pod {}", m.name)
+    } else if m
+        .observed
+        .pvc
+        .as_ref()
+        .is_some_and(|p| foreign(p.owner_uid.as_deref()))
+    {
+        format!("PVC data-{}", m.name)
+    } else {
+        return None;
+    };
+    Some(Decision::wait(
+        WaitReason::ForeignObject,
+        format!(
+            "{what} belongs to another object (an older member of the same name?); waiting for it to be deleted"
+        ),
+        timing::BLOCKED_POLL,
+    ))
+}
+
+/// Phases in which a member has (or had) a Pod of its own running etcd on its data.
+pub fn has_run(m: &MemberView<'_>) -> bool {
+    matches!(m.phase, MemberPhase::Ready | MemberPhase::Recreating)
+}

@@ -1,0 +1,204 @@
+//! Rules 1 to 6: deletion, pause, recovery in progress, leaving members, alarms.
+
+use etcd_operator_api::MemberPhase;
+
+use super::helpers::{delete_pod, leadership_first};
+use super::repair::restore_dead_pod;
+use crate::etcd::{AlarmKind, member_id_hex};
+use crate::plan::conditions;
+use crate::plan::context::Context;
+use crate::plan::decision::Decision;
+use crate::plan::step::{Step, WaitReason};
+use crate::plan::timing;
+
+/// The EtcdCluster condition a lost-quorum recovery will set while it runs (`status: True`).
+/// Nothing sets it yet; rule 3 already honours it so the recovery can land without
+/// reordering the rules.
+pub const QUORUM_RECOVERY_CONDITION: &str = "QuorumRecovery";
+
+/// Rule 1, cluster deletion: finish member cleanup and nothing else. The whole cluster goes,
+/// so members do not leave etcd one by one (that would only lose quorum on the way); their
+/// finalizers are removed and garbage collection takes their Pods and PVCs.
+pub fn cluster_deletion(ctx: &Context<'_>) -> Option<Decision> {
+    ctx.observed.cluster.metadata.deletion_timestamp.as_ref()?;
+    if let Some(m) = ctx.members.iter().find(|m| m.deleting && m.has_finalizer) {
+        return Some(Decision::act(Step::RemoveFinalizer {
+            member: m.name.to_string(),
+        }));
+    }
+    if let Some(m) = ctx.members.iter().find(|m| !m.deleting) {
+        return Some(Decision::act(Step::DeleteMember {
+            member: m.name.to_string(),
+        }));
+    }
+    Some(Decision::wait(
+        WaitReason::Deleting,
+        "the cluster is being deleted; waiting for garbage collection",
+        timing::IDLE_POLL,
+    ))
+}
+
+/// Rule 2, `spec.paused`: no action at all; the status is still computed and written.
+pub fn paused(ctx: &Context<'_>) -> Option<Decision> {
+    ctx.observed.cluster.spec.is_paused().then(|| {
+        Decision::wait(
+            WaitReason::Paused,
+            "spec.paused is true: the operator takes no action",
+            timing::IDLE_POLL,
+        )
+    })
+}
+
+/// Safety stop between rules 2 and 3: etcd answers with a cluster ID other than the latched
+/// one, so the endpoints reach another cluster (a member re-bootstrapped on empty data).
+/// Acting on it would mix two clusters; a human decides.
+pub fn foreign_cluster_id(ctx: &Context<'_>) -> Option<Decision> {
+    let latched = ctx
+        .observed
+        .cluster
+        .status
+        .as_ref()?
+        .cluster_id
+        .as_deref()?;
+    let seen = ctx.observed.etcd.cluster_id?;
+    (crate::etcd::parse_member_id(latched) != Some(seen)).then(|| {
+        Decision::wait(
+            WaitReason::ClusterIdMismatch,
+            format!(
+                "etcd answers with cluster ID {} but this cluster formed as {latched}; a member may have started a new cluster on empty data. The operator takes no action: inspect the members, or recreate the EtcdCluster",
+                member_id_hex(seen)
+            ),
+            timing::BLOCKED_POLL,
+        )
+    })
+}
+
+/// Rule 3, continue lost-quorum recovery: not implemented yet, so it reports and holds every
+/// other rule back (they would interfere with a recovery).
+pub fn quorum_recovery_in_progress(ctx: &Context<'_>) -> Option<Decision> {
+    let status = ctx.observed.cluster.status.as_ref()?;
+    let recovering = conditions::find(status.conditions.as_ref(), QUORUM_RECOVERY_CONDITION)
+        .is_some_and(|c| c.status == "True");
+    recovering.then(|| {
+        Decision::wait(
+            WaitReason::QuorumRecoveryNotImplemented,
+            "a lost-quorum recovery is marked in progress, but continuing it is not implemented yet; restore the cluster from a snapshot and clear the QuorumRecovery condition",
+            timing::BLOCKED_POLL,
+        )
+    })
+}
+
+/// Rule 4, members with a deletionTimestamp: continue the leave sequence of the first one,
+/// one step per pass.
+///
+/// Terminating (written first) → MoveLeader if it leads → MemberRemove → delete Pod → delete
+/// PVC → remove the finalizer. Each step is re-derived from what is observed, so a crash
+/// between two of them resumes at the first one not yet done: a member still in etcd is
+/// removed, a Pod still there is deleted, and only when etcd no longer lists it does its
+/// data go (the finalizer's guarantee).
+pub fn terminating_members(ctx: &Context<'_>) -> Option<Decision> {
+    let m = ctx.members.iter().find(|m| m.deleting && m.has_finalizer)?;
+    if m.phase != MemberPhase::Terminating {
+        return Some(Decision::set_phase(m.name, MemberPhase::Terminating));
+    }
+    if ctx.observed.etcd.members.is_err() && (m.id.is_some() || m.observed.pod.is_some()) {
+        return Some(Decision::wait(
+            WaitReason::EtcdUnreachable,
+            format!(
+                "cannot confirm that {} has left etcd: etcd does not answer",
+                m.name
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
+    if m.etcd.is_some() && ctx.observed.etcd.member_list().len() == 1 {
+        // Scale-in never gets here (it keeps at least one member); only a hand-deleted
+        // EtcdMember does. Its data is the whole cluster's.
+        return Some(Decision::wait(
+            WaitReason::QuorumAtRisk,
+            format!(
+                "{} is the last member of the cluster: deleting it would destroy the cluster's data. Delete the EtcdCluster instead (or remove the member's finalizer by hand to force it)",
+                m.name
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
+    if let Some(etcd) = m.etcd {
+        if let Some(first) = leadership_first(ctx, m) {
+            return Some(first);
+        }
+        if !ctx.keeps_quorum_without(etcd.id, true) {
+            let (healthy, voters, quorum) = ctx.quorum_numbers();
+            return Some(Decision::wait(
+                WaitReason::QuorumAtRisk,
+                format!(
+                    "removing {} from etcd now would take the cluster below quorum ({healthy}/{voters} voters healthy, quorum {quorum}); waiting for the other members to recover",
+                    m.name
+                ),
+                timing::BLOCKED_POLL,
+            ));
+        }
+        return Some(Decision::act(Step::RemoveEtcdMember {
+            member: Some(m.name.to_string()),
+            id: etcd.id,
+        }));
+    }
+    if let Some(pod) = m.observed.pod.as_ref().filter(|p| !p.deleting) {
+        return Some(Decision::act(delete_pod(m, pod)));
+    }
+    if let Some(pvc) = m.observed.pvc.as_ref().filter(|p| !p.deleting) {
+        return Some(Decision::act(Step::DeletePvc {
+            member: m.name.to_string(),
+            pvc: pvc.name.clone(),
+        }));
+    }
+    Some(Decision::act(Step::RemoveFinalizer {
+        member: m.name.to_string(),
+    }))
+}
+
+/// Rule 5, CORRUPT alarm: the automatic replacement is not implemented yet, so it reports
+/// (the Degraded condition names the member and what to do) and holds back every change
+/// except bringing dead Pods back on their own data, which can only add healthy capacity.
+pub fn corrupt_alarm(ctx: &Context<'_>) -> Option<Decision> {
+    alarm_branch(
+        ctx,
+        AlarmKind::Corrupt,
+        WaitReason::CorruptAlarm,
+        "the member's data diverged from the others. Automatic replacement is not implemented yet: delete that member's EtcdMember (it is re-created empty) once the cluster has quorum without it, then disarm the alarm",
+    )
+}
+
+/// Rule 6, NOSPACE alarm: automatic compaction and defragmentation are not implemented yet,
+/// so it reports and holds back changes as [`corrupt_alarm`] does.
+pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
+    alarm_branch(
+        ctx,
+        AlarmKind::NoSpace,
+        WaitReason::NoSpaceAlarm,
+        "etcd refuses writes. Compact, defragment (EtcdDefrag), raise spec.options.quotaBackendBytes if needed, then disarm the alarm (etcdctl alarm disarm)",
+    )
+}
+
+fn alarm_branch(
+    ctx: &Context<'_>,
+    kind: AlarmKind,
+    reason: WaitReason,
+    advice: &str,
+) -> Option<Decision> {
+    let alarm = ctx.alarms().iter().find(|a| a.kind == kind)?;
+    if let Some(restore) = restore_dead_pod(ctx) {
+        return Some(restore);
+    }
+    let member = ctx
+        .members
+        .iter()
+        .find(|m| m.id == Some(alarm.member_id))
+        .map(|m| m.name.to_string())
+        .unwrap_or_else(|| member_id_hex(alarm.member_id));
+    Some(Decision::wait(
+        reason,
+        format!("{kind} alarm raised by member {member}: {advice}"),
+        timing::BLOCKED_POLL,
+    ))
+}

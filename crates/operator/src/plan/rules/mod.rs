@@ -1,0 +1,51 @@
+//! The priority order of seed 000: the first rule that applies decides the step.
+//!
+//! 1. cluster being deleted;
+//! 2. `spec.paused`;
+//! 3. lost-quorum recovery in progress;
+//! 4. members being deleted (leave sequence);
+//! 5. CORRUPT alarm;
+//! 6. NOSPACE alarm;
+//! 7. per-member repair;
+//! 8. lost quorum;
+//! 9. advance non-Ready members;
+//! 10. cluster operations behind the readiness gate.
+//!
+//! Between 2 and 3 sits a safety stop: etcd answering with a cluster ID other than the one
+//! latched means our members talk to another cluster, and nothing may act on it.
+
+mod advance;
+mod helpers;
+mod lifecycle;
+mod operations;
+mod repair;
+
+use super::context::Context;
+use super::decision::Decision;
+use super::step::Step;
+use super::timing;
+
+pub use advance::caught_up;
+pub use lifecycle::QUORUM_RECOVERY_CONDITION;
+
+/// Applies the rules in order.
+pub fn decide(ctx: &Context<'_>) -> Decision {
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 11] = [
+        lifecycle::cluster_deletion,
+        lifecycle::paused,
+        lifecycle::foreign_cluster_id,
+        lifecycle::quorum_recovery_in_progress,
+        lifecycle::terminating_members,
+        lifecycle::corrupt_alarm,
+        lifecycle::nospace_alarm,
+        repair::member_repair,
+        repair::lost_quorum,
+        advance::advance_members,
+        operations::cluster_operations,
+    ];
+    rules.iter().find_map(|rule| rule(ctx)).unwrap_or(Decision {
+        step: Step::Idle,
+        requeue: timing::IDLE_POLL,
+        edits: Vec::new(),
+    })
+}

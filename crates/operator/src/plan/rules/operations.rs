@@ -1,0 +1,292 @@
+//! Rule 10, cluster operations behind the readiness gate: bootstrap, strays, scale out, scale
+//! in, scale to zero and back, the PodDisruptionBudget and the voter labels; upgrades are an
+//! explicit branch for now.
+
+use etcd_operator_api::MemberPhase;
+use etcd_operator_api::shared::StorageMedium;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use super::helpers::{delete_pod, leadership_first};
+use crate::build::{member_name, member_ordinal, new_member, voter_pdb};
+use crate::plan::context::{Context, Health};
+use crate::plan::decision::Decision;
+use crate::plan::step::{Step, WaitReason};
+use crate::plan::timing;
+
+/// Rule 10.
+pub fn cluster_operations(ctx: &Context<'_>) -> Option<Decision> {
+    unsupported_spec(ctx)
+        .or_else(|| dormancy_in_progress(ctx))
+        .or_else(|| readiness_gate(ctx))
+        .or_else(|| remove_stray(ctx))
+        .or_else(|| scale(ctx))
+        .or_else(|| disruption_budget(ctx))
+        .or_else(|| voter_labels(ctx))
+        .or_else(|| upgrade(ctx))
+}
+
+/// What the spec asks for that this version cannot do yet, reported instead of done wrong:
+/// TLS (the operator's etcd client speaks plaintext only), authentication, bootstrap from a
+/// snapshot, and a memory-backed cluster scaled to zero (its data would not survive).
+fn unsupported_spec(ctx: &Context<'_>) -> Option<Decision> {
+    let spec = &ctx.observed.cluster.spec;
+    let what = if spec.tls.is_some() {
+        "spec.tls (TLS is not implemented yet)"
+    } else if spec.auth.as_ref().is_some_and(|a| a.enabled == Some(true)) {
+        "spec.auth (authentication is not implemented yet)"
+    } else if spec.bootstrap.as_ref().is_some_and(|b| b.restore.is_some()) {
+        "spec.bootstrap.restore (restoring from a snapshot is not implemented yet)"
+    } else if ctx.desired == 0
+        && spec.storage_or_default().medium_or_default() == StorageMedium::Memory
+    {
+        "spec.replicas=0 with spec.storage.medium=Memory (the data would not survive the pause)"
+    } else {
+        return None;
+    };
+    Some(Decision::wait(
+        WaitReason::UnsupportedSpec,
+        format!(
+            "the cluster asks for {what}; the operator leaves it as it is. Remove the field, or recreate the cluster without it"
+        ),
+        timing::BLOCKED_POLL,
+    ))
+}
+
+/// Finishing a stop or a resume started earlier, ahead of the gate (a half-stopped cluster
+/// has members that are not ready, which would otherwise hold it half-stopped forever). A
+/// resume wakes every dormant member at once: quorum needs them together, on their own data.
+fn dormancy_in_progress(ctx: &Context<'_>) -> Option<Decision> {
+    let dormant: Vec<String> = ctx
+        .members
+        .iter()
+        .filter(|m| m.dormant && !m.deleting)
+        .map(|m| m.name.to_string())
+        .collect();
+    if dormant.is_empty() {
+        return None;
+    }
+    if ctx.desired > 0 {
+        return Some(Decision::act(Step::SetDormant {
+            members: dormant,
+            dormant: false,
+        }));
+    }
+    let running: Vec<String> = ctx.running().map(|m| m.name.to_string()).collect();
+    if !running.is_empty() {
+        return Some(Decision::act(Step::SetDormant {
+            members: running,
+            dormant: true,
+        }));
+    }
+    ctx.members.iter().filter(|m| m.dormant).find_map(|m| {
+        let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
+        Some(Decision::act(delete_pod(m, pod)))
+    })
+}
+
+/// The readiness gate: scaling, configuration and upgrades only when every running member is
+/// Ready (a healthy voter), none is leaving, no alarm is active and etcd reports the cluster
+/// healthy. With no running member (nothing bootstrapped yet, or all dormant) there is nothing
+/// to wait for.
+pub fn readiness_gate(ctx: &Context<'_>) -> Option<Decision> {
+    let running: Vec<_> = ctx.running().collect();
+    let blocker = if let Some(m) = ctx.members.iter().find(|m| m.deleting) {
+        format!("{} is leaving the cluster", m.name)
+    } else if let Some(alarm) = ctx.alarms().first() {
+        format!("the {} alarm is active", alarm.kind)
+    } else if running.is_empty() {
+        return None;
+    } else if let Some(m) = running.iter().find(|m| !m.is_ready()) {
+        format!(
+            "{} is not Ready (phase {}, etcd {:?})",
+            m.name, m.phase, m.health
+        )
+    } else if !ctx.observed.etcd.is_healthy() {
+        "etcd does not report the cluster healthy".to_string()
+    } else {
+        return None;
+    };
+    Some(Decision::wait(
+        WaitReason::WaitingForMember,
+        format!("cluster operations wait until every member is Ready: {blocker}"),
+        timing::MEMBER_POLL,
+    ))
+}
+
+/// An etcd member no EtcdMember claims (added by hand, or left behind by a deleted
+/// EtcdMember) is removed when safe: behind the gate, one at a time, leadership moved away
+/// first, and only if the cluster keeps quorum without it.
+fn remove_stray(ctx: &Context<'_>) -> Option<Decision> {
+    let stray = ctx.strays.first()?;
+    if ctx.observed.etcd.leader() == Some(stray.id)
+        && let Some(successor) = ctx.successor_for("")
+    {
+        return Some(Decision::act(Step::MoveLeader {
+            from: None,
+            to: successor.name.to_string(),
+            to_id: successor.id?,
+        }));
+    }
+    if !ctx.keeps_quorum_without(stray.id, true) {
+        return Some(Decision::wait(
+            WaitReason::QuorumAtRisk,
+            format!(
+                "stray etcd member {:x} (no EtcdMember claims it) is kept: removing it would break quorum",
+                stray.id
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
+    Some(Decision::act(Step::RemoveEtcdMember {
+        member: None,
+        id: stray.id,
+    }))
+}
+
+/// Bootstrap, scale to zero, scale out, scale in.
+fn scale(ctx: &Context<'_>) -> Option<Decision> {
+    let running: Vec<_> = ctx.running().collect();
+    let desired = ctx.desired.max(0) as usize;
+    if desired == 0 {
+        if running.is_empty() {
+            return None;
+        }
+        return Some(Decision::act(Step::SetDormant {
+            members: running.iter().map(|m| m.name.to_string()).collect(),
+            dormant: true,
+        }));
+    }
+    if ctx.members.is_empty() && ctx.formed {
+        return Some(Decision::wait(
+            WaitReason::ClusterLost,
+            "the cluster formed once but all its EtcdMembers are gone, and with them its data; the operator does not start a new cluster under the old one's ID. Delete and recreate the EtcdCluster (restoring from a snapshot if you have one)",
+            timing::BLOCKED_POLL,
+        ));
+    }
+    if running.len() < desired {
+        let seed = ctx.members.is_empty();
+        let name = member_name(&ctx.cluster_name, lowest_free_ordinal(ctx));
+        return Some(match new_member(&ctx.cluster, &name, seed) {
+            Ok(member) => Decision::act(Step::CreateMember(Box::new(member))),
+            Err(e) => Decision::wait(
+                WaitReason::InvalidObject,
+                format!("cannot create member {name}: {e}"),
+                timing::MEMBER_POLL,
+            ),
+        });
+    }
+    if running.len() > desired {
+        // Highest ordinal first (members named otherwise sort last, so they go first).
+        let victim = running.last()?;
+        if let Some(first) = leadership_first(ctx, victim) {
+            return Some(first);
+        }
+        if let Some(id) = victim.id
+            && !ctx.keeps_quorum_without(id, true)
+        {
+            return Some(Decision::wait(
+                WaitReason::QuorumAtRisk,
+                format!("scaling in: removing {} would break quorum", victim.name),
+                timing::BLOCKED_POLL,
+            ));
+        }
+        return Some(Decision::act(Step::DeleteMember {
+            member: victim.name.to_string(),
+        }));
+    }
+    None
+}
+
+/// The lowest ordinal no EtcdMember (running, dormant or leaving) uses.
+fn lowest_free_ordinal(ctx: &Context<'_>) -> u32 {
+    let used: std::collections::BTreeSet<u32> = ctx
+        .members
+        .iter()
+        .filter_map(|m| member_ordinal(&ctx.cluster_name, m.name))
+        .collect();
+    (0..).find(|n| !used.contains(n)).unwrap_or(0)
+}
+
+/// The PodDisruptionBudget: `minAvailable` = quorum of the voters; deleted when there are none.
+fn disruption_budget(ctx: &Context<'_>) -> Option<Decision> {
+    let voters = ctx.running().filter(|m| m.is_voter()).count() as u32;
+    let observed = ctx.observed.pdb.as_ref();
+    if voters == 0 {
+        return observed.map(|pdb| {
+            Decision::act(Step::DeletePdb {
+                name: pdb.metadata.name.clone().unwrap_or_default(),
+            })
+        });
+    }
+    let desired = match voter_pdb(&ctx.cluster, voters) {
+        Ok(pdb) => pdb,
+        Err(e) => {
+            return Some(Decision::wait(
+                WaitReason::InvalidObject,
+                format!("cannot build the PodDisruptionBudget: {e}"),
+                timing::BLOCKED_POLL,
+            ));
+        }
+    };
+    match observed {
+        None => Some(Decision::act(Step::CreatePdb(Box::new(desired)))),
+        Some(current) if pdb_differs(current, &desired) => {
+            let mut updated = current.clone();
+            updated.spec = desired.spec;
+            Some(Decision::act(Step::UpdatePdb(Box::new(updated))))
+        }
+        Some(_) => None,
+    }
+}
+
+fn pdb_differs(current: &PodDisruptionBudget, desired: &PodDisruptionBudget) -> bool {
+    let (Some(have), Some(want)) = (current.spec.as_ref(), desired.spec.as_ref()) else {
+        return true;
+    };
+    have.min_available != want.min_available
+        || have.max_unavailable.is_some()
+        || have.selector != want.selector
+}
+
+/// A voter's Pod carries the voter label, a learner's does not (the PDB protects voters).
+fn voter_labels(ctx: &Context<'_>) -> Option<Decision> {
+    ctx.running().find_map(|m| {
+        let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
+        m.etcd?;
+        (pod.voter_label != m.is_voter()).then(|| {
+            Decision::act(Step::LabelPod {
+                member: m.name.to_string(),
+                pod: pod.name.clone(),
+                voter: m.is_voter(),
+            })
+        })
+    })
+}
+
+/// Version upgrades are an explicit branch for now: new members take the target version,
+/// running members keep theirs, and the status says so.
+fn upgrade(ctx: &Context<'_>) -> Option<Decision> {
+    let target = ctx
+        .cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.observed.as_ref())
+        .map(|o| o.version.clone())?;
+    let behind: Vec<String> = ctx
+        .running()
+        .filter(|m| m.observed.member.spec.version != target)
+        .filter(|m| m.phase == MemberPhase::Ready && m.health == Health::Healthy)
+        .map(|m| format!("{} ({})", m.name, m.observed.member.spec.version))
+        .collect();
+    if behind.is_empty() {
+        return None;
+    }
+    Some(Decision::wait(
+        WaitReason::UpgradeNotImplemented,
+        format!(
+            "spec.version {target} differs from running members {}: rolling upgrades are not implemented yet; members created from now on run {target}",
+            behind.join(", ")
+        ),
+        timing::IDLE_POLL,
+    ))
+}

@@ -1,0 +1,383 @@
+//! [`Step`]: the one thing `act` does in a pass.
+//!
+//! Contract with `act`: first write the statuses the [`super::Plan`] carries (cluster, then
+//! members); if any write fails, stop and requeue: the step must not run. Then perform the
+//! step. A step that is only a status change ([`Step::SetPhase`]) is complete once those
+//! writes succeed.
+
+use etcd_operator_api::{EtcdMember, MemberPhase};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use crate::build::EventType;
+
+/// The one next step of a pass.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Converged: nothing to do until something changes.
+    Idle,
+    /// Nothing to do now: something is in progress (a Pod starting, a learner catching up), or
+    /// the operator is blocked on something only a human can fix. The status says which.
+    Wait {
+        reason: WaitReason,
+        message: String,
+    },
+
+    /// Status only: the member's new phase is in the plan's member statuses. Phases are
+    /// written, and observed, before the mutation they announce.
+    SetPhase {
+        member: String,
+        phase: MemberPhase,
+    },
+
+    /// Create the Service (headless or client).
+    CreateService(Box<Service>),
+    /// Replace the Service with this one (its owned fields drifted); keeps its
+    /// resourceVersion, so a concurrent change makes the write fail and the pass retry.
+    UpdateService(Box<Service>),
+    CreatePdb(Box<PodDisruptionBudget>),
+    /// Replace the PodDisruptionBudget's spec with this one.
+    UpdatePdb(Box<PodDisruptionBudget>),
+    DeletePdb {
+        name: String,
+    },
+
+    /// Create this EtcdMember (it carries the finalizer and the owner reference).
+    CreateMember(Box<EtcdMember>),
+    /// Delete the EtcdMember: its finalizer holds it while the leave sequence runs.
+    DeleteMember {
+        member: String,
+    },
+    /// Set `spec.dormant` on these members (all at once: a cluster stops and resumes whole,
+    /// since quorum needs its members together).
+    SetDormant {
+        members: Vec<String>,
+        dormant: bool,
+    },
+    /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
+    /// are gone.
+    RemoveFinalizer {
+        member: String,
+    },
+
+    CreatePvc(Box<PersistentVolumeClaim>),
+    DeletePvc {
+        member: String,
+        pvc: String,
+    },
+    CreatePod(Box<Pod>),
+    /// Delete the Pod with the precondition `uid` (never a newer Pod of the same name).
+    DeletePod {
+        member: String,
+        pod: String,
+        uid: String,
+    },
+    /// Set (`voter`) or remove the `etcd-operator.cozystack.io/role=voter` label of the Pod.
+    LabelPod {
+        member: String,
+        pod: String,
+        voter: bool,
+    },
+
+    /// etcd MemberAdd as a learner with the member's peer URL. `act` may record the returned
+    /// ID in `status.memberID`; if it does not (or crashes first), the next pass adopts the
+    /// learner by its peer URL. `UnhealthyCluster` and `TooManyLearners` are retried after
+    /// [`retry_after`](super::retry_after).
+    AddLearner {
+        member: String,
+        peer_url: String,
+    },
+    /// etcd MemberPromote. `LearnerNotInSync` means wait and retry.
+    PromoteLearner {
+        member: String,
+        id: u64,
+    },
+    /// etcd MemberRemove. `member` is `None` for a stray etcd member no EtcdMember claims.
+    /// `MemberNotFound` means it is already gone: done.
+    RemoveEtcdMember {
+        member: Option<String>,
+        id: u64,
+    },
+    /// etcd MoveLeader to `to`, sent to the current leader (`EtcdClient::move_leader` finds it).
+    MoveLeader {
+        from: Option<String>,
+        to: String,
+        to_id: u64,
+    },
+}
+
+/// The kind of a [`Step`], without its payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepKind {
+    Idle,
+    Wait,
+    SetPhase,
+    CreateService,
+    UpdateService,
+    CreatePdb,
+    UpdatePdb,
+    DeletePdb,
+    CreateMember,
+    DeleteMember,
+    SetDormant,
+    RemoveFinalizer,
+    CreatePvc,
+    DeletePvc,
+    CreatePod,
+    DeletePod,
+    LabelPod,
+    AddLearner,
+    PromoteLearner,
+    RemoveEtcdMember,
+    MoveLeader,
+}
+
+impl Step {
+    pub fn kind(&self) -> StepKind {
+        match self {
+            Step::Idle => StepKind::Idle,
+            Step::Wait { .. } => StepKind::Wait,
+            Step::SetPhase { .. } => StepKind::SetPhase,
+            Step::CreateService(_) => StepKind::CreateService,
+            Step::UpdateService(_) => StepKind::UpdateService,
+            Step::CreatePdb(_) => StepKind::CreatePdb,
+            Step::UpdatePdb(_) => StepKind::UpdatePdb,
+            Step::DeletePdb { .. } => StepKind::DeletePdb,
+            Step::CreateMember(_) => StepKind::CreateMember,
+            Step::DeleteMember { .. } => StepKind::DeleteMember,
+            Step::SetDormant { .. } => StepKind::SetDormant,
+            Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
+            Step::CreatePvc(_) => StepKind::CreatePvc,
+            Step::DeletePvc { .. } => StepKind::DeletePvc,
+            Step::CreatePod(_) => StepKind::CreatePod,
+            Step::DeletePod { .. } => StepKind::DeletePod,
+            Step::LabelPod { .. } => StepKind::LabelPod,
+            Step::AddLearner { .. } => StepKind::AddLearner,
+            Step::PromoteLearner { .. } => StepKind::PromoteLearner,
+            Step::RemoveEtcdMember { .. } => StepKind::RemoveEtcdMember,
+            Step::MoveLeader { .. } => StepKind::MoveLeader,
+        }
+    }
+
+    /// Steps that change something outside the statuses.
+    pub fn mutates(&self) -> bool {
+        !matches!(self, Step::Idle | Step::Wait { .. } | Step::SetPhase { .. })
+    }
+
+    /// Steps that take a member (or its data) away: they pass the quorum checks first.
+    pub fn is_destructive(&self) -> bool {
+        matches!(
+            self,
+            Step::DeleteMember { .. }
+                | Step::DeletePvc { .. }
+                | Step::DeletePod { .. }
+                | Step::RemoveEtcdMember { .. }
+                | Step::DeletePdb { .. }
+        ) || matches!(self, Step::SetDormant { dormant: true, .. })
+    }
+
+    /// Steps that change etcd's membership.
+    pub fn is_membership_change(&self) -> bool {
+        matches!(
+            self,
+            Step::AddLearner { .. } | Step::PromoteLearner { .. } | Step::RemoveEtcdMember { .. }
+        )
+    }
+
+    /// The member the step acts on, if it acts on one.
+    pub fn member(&self) -> Option<&str> {
+        match self {
+            Step::SetPhase { member, .. }
+            | Step::DeleteMember { member }
+            | Step::RemoveFinalizer { member }
+            | Step::DeletePvc { member, .. }
+            | Step::DeletePod { member, .. }
+            | Step::LabelPod { member, .. }
+            | Step::AddLearner { member, .. }
+            | Step::PromoteLearner { member, .. } => Some(member),
+            Step::RemoveEtcdMember { member, .. } => member.as_deref(),
+            Step::CreateMember(m) => m.metadata.name.as_deref(),
+            Step::CreatePod(p) => p.metadata.name.as_deref(),
+            Step::CreatePvc(p) => p
+                .metadata
+                .name
+                .as_deref()
+                .and_then(|n| n.strip_prefix("data-")),
+            _ => None,
+        }
+    }
+
+    /// The Event reason for this step (CamelCase, stable).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Step::Idle => "Reconciled",
+            Step::Wait { reason, .. } => reason.as_str(),
+            Step::SetPhase { .. } => "MemberPhaseChanged",
+            Step::CreateService(_) => "ServiceCreated",
+            Step::UpdateService(_) => "ServiceUpdated",
+            Step::CreatePdb(_) => "PodDisruptionBudgetCreated",
+            Step::UpdatePdb(_) => "PodDisruptionBudgetUpdated",
+            Step::DeletePdb { .. } => "PodDisruptionBudgetDeleted",
+            Step::CreateMember(_) => "MemberCreated",
+            Step::DeleteMember { .. } => "MemberDeleted",
+            Step::SetDormant { dormant: true, .. } => "ClusterStopping",
+            Step::SetDormant { dormant: false, .. } => "ClusterResuming",
+            Step::RemoveFinalizer { .. } => "MemberCleanedUp",
+            Step::CreatePvc(_) => "VolumeCreated",
+            Step::DeletePvc { .. } => "VolumeDeleted",
+            Step::CreatePod(_) => "PodCreated",
+            Step::DeletePod { .. } => "PodDeleted",
+            Step::LabelPod { .. } => "PodRoleLabelled",
+            Step::AddLearner { .. } => "LearnerAdded",
+            Step::PromoteLearner { .. } => "LearnerPromoted",
+            Step::RemoveEtcdMember { .. } => "MemberRemoved",
+            Step::MoveLeader { .. } => "LeaderMoved",
+        }
+    }
+
+    /// A sentence for the Event and the logs.
+    pub fn message(&self) -> String {
+        match self {
+            Step::Idle => "the cluster matches its spec".to_string(),
+            Step::Wait { message, .. } => message.clone(),
+            Step::SetPhase { member, phase } => format!("member {member} is now {phase}"),
+            Step::CreateService(s) | Step::UpdateService(s) => {
+                format!("Service {}", s.metadata.name.as_deref().unwrap_or_default())
+            }
+            Step::CreatePdb(_) | Step::UpdatePdb(_) => {
+                "PodDisruptionBudget over the voting members".to_string()
+            }
+            Step::DeletePdb { name } => format!("PodDisruptionBudget {name}: no voters to protect"),
+            Step::CreateMember(m) => {
+                format!(
+                    "EtcdMember {}",
+                    m.metadata.name.as_deref().unwrap_or_default()
+                )
+            }
+            Step::DeleteMember { member } => format!("EtcdMember {member} leaves the cluster"),
+            Step::SetDormant { members, dormant } => format!(
+                "{} members: {}",
+                if *dormant { "stopping" } else { "resuming" },
+                members.join(", ")
+            ),
+            Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
+            Step::CreatePvc(p) => {
+                format!("PVC {}", p.metadata.name.as_deref().unwrap_or_default())
+            }
+            Step::DeletePvc { member, pvc } => format!("PVC {pvc} of member {member}"),
+            Step::CreatePod(p) => {
+                format!("Pod {}", p.metadata.name.as_deref().unwrap_or_default())
+            }
+            Step::DeletePod { member, pod, .. } => format!("Pod {pod} of member {member}"),
+            Step::LabelPod { pod, voter, .. } => {
+                format!(
+                    "Pod {pod} {} the voter label",
+                    if *voter { "gets" } else { "loses" }
+                )
+            }
+            Step::AddLearner { member, peer_url } => {
+                format!("member {member} added to etcd as a learner at {peer_url}")
+            }
+            Step::PromoteLearner { member, id } => format!("learner {member} ({id:x}) promoted"),
+            Step::RemoveEtcdMember { member, id } => match member {
+                Some(m) => format!("member {m} ({id:x}) removed from etcd"),
+                None => format!("stray etcd member {id:x} (no EtcdMember claims it) removed"),
+            },
+            Step::MoveLeader { from, to, .. } => match from {
+                Some(from) => format!("leadership moved from {from} to {to}"),
+                None => format!("leadership moved to {to}"),
+            },
+        }
+    }
+
+    /// Warnings for what needs a human or signals trouble; Normal otherwise.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            Step::Wait { reason, .. } if reason.needs_attention() => EventType::Warning,
+            Step::RemoveEtcdMember { member: None, .. } => EventType::Warning,
+            _ => EventType::Normal,
+        }
+    }
+}
+
+/// Why a pass does nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WaitReason {
+    /// The EtcdCluster is being deleted; members are cleaned up.
+    Deleting,
+    /// `spec.paused` is true.
+    Paused,
+    /// A lost-quorum recovery is in progress; continuing it is not implemented yet.
+    QuorumRecoveryNotImplemented,
+    /// A CORRUPT alarm is active.
+    CorruptAlarm,
+    /// A NOSPACE alarm is active.
+    NoSpaceAlarm,
+    /// The cluster has lost quorum and no repair applies.
+    QuorumLost,
+    /// No etcd endpoint answers.
+    EtcdUnreachable,
+    /// Members are starting; quorum is expected once they are up.
+    WaitingForQuorum,
+    /// A member's Pod is starting or a member is becoming healthy.
+    WaitingForMember,
+    /// A learner is catching up with the leader.
+    WaitingForLearner,
+    /// A repair waits for its backoff delay.
+    RepairBackoff,
+    /// A repair or removal would take the cluster below quorum.
+    QuorumAtRisk,
+    /// The spec asks for something not implemented yet (TLS, auth, restore, memory at zero).
+    UnsupportedSpec,
+    /// `spec.version` differs from the running members; rolling upgrades are not implemented.
+    UpgradeNotImplemented,
+    /// The cluster had formed, but its EtcdMembers are gone.
+    ClusterLost,
+    /// etcd answers with another cluster ID than the one latched.
+    ClusterIdMismatch,
+    /// An object with our name is owned by something else.
+    ForeignObject,
+    /// A member's Pod keeps being killed for memory.
+    OutOfMemory,
+    /// A member cannot be built (an object lacks its name or UID).
+    InvalidObject,
+}
+
+impl WaitReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitReason::Deleting => "Deleting",
+            WaitReason::Paused => "Paused",
+            WaitReason::QuorumRecoveryNotImplemented => "QuorumRecoveryNotImplemented",
+            WaitReason::CorruptAlarm => "CorruptAlarm",
+            WaitReason::NoSpaceAlarm => "NoSpaceAlarm",
+            WaitReason::QuorumLost => "QuorumLost",
+            WaitReason::EtcdUnreachable => "EtcdUnreachable",
+            WaitReason::WaitingForQuorum => "WaitingForQuorum",
+            WaitReason::WaitingForMember => "WaitingForMember",
+            WaitReason::WaitingForLearner => "WaitingForLearner",
+            WaitReason::RepairBackoff => "RepairBackoff",
+            WaitReason::QuorumAtRisk => "QuorumAtRisk",
+            WaitReason::UnsupportedSpec => "UnsupportedSpec",
+            WaitReason::UpgradeNotImplemented => "UpgradeNotImplemented",
+            WaitReason::ClusterLost => "ClusterLost",
+            WaitReason::ClusterIdMismatch => "ClusterIDMismatch",
+            WaitReason::ForeignObject => "ForeignObject",
+            WaitReason::OutOfMemory => "OutOfMemory",
+            WaitReason::InvalidObject => "InvalidObject",
+        }
+    }
+
+    /// Blocked until a human acts (or until an outage ends), rather than in progress.
+    pub fn needs_attention(self) -> bool {
+        !matches!(
+            self,
+            WaitReason::Deleting
+                | WaitReason::Paused
+                | WaitReason::WaitingForQuorum
+                | WaitReason::WaitingForMember
+                | WaitReason::WaitingForLearner
+                | WaitReason::RepairBackoff
+        )
+    }
+}

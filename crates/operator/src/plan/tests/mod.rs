@@ -1,0 +1,12 @@
+//! The planner's tests: one table test per rule of the priority order and the readiness gate,
+//! simulations of whole sequences (bootstrap, reboot, scale, crash between steps), and
+//! property tests of the safety invariants.
+
+mod fixtures;
+mod lifecycle;
+mod membership;
+mod operations;
+mod properties;
+mod repair;
+mod simulation;
+mod status;

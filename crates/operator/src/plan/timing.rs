@@ -1,0 +1,107 @@
+//! When to look again, grace periods and repair backoff. Every delay is computed from
+//! timestamps in the observed objects and `now`; the planner has no clock of its own.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::etcd::EtcdErrorKind;
+
+/// Right after a mutation: look again at once (the next pass observes its effect).
+pub const AFTER_MUTATION: Duration = Duration::ZERO;
+/// Polling a learner's catch-up or etcd's "unhealthy cluster" window: short, because the
+/// bootstrap benchmark counts every idle millisecond between steps.
+pub const FAST_POLL: Duration = Duration::from_millis(500);
+/// Waiting for a Pod to start or a member to become healthy.
+pub const MEMBER_POLL: Duration = Duration::from_secs(1);
+/// Waiting out an outage or a condition only a human can fix.
+pub const BLOCKED_POLL: Duration = Duration::from_secs(5);
+/// Converged, or paused: a watch event wakes the reconciler sooner when something changes.
+pub const IDLE_POLL: Duration = Duration::from_secs(30);
+
+/// How long a member's running Pod may stay not ready (and its etcd unhealthy) before it is
+/// recreated (repair level 1).
+pub const NOT_READY_GRACE: Duration = Duration::from_secs(180);
+/// How long members just started may take to form quorum before it is reported lost.
+pub const START_GRACE: Duration = Duration::from_secs(60);
+/// How long a repaired member must stay Ready before its `recreateCount` starts over (so a
+/// member that flaps still escalates to replacement).
+pub const STABLE_AFTER: Duration = Duration::from_secs(600);
+/// Failed recreations (level 1) after which a member is replaced (level 2).
+pub const MAX_RECREATIONS: i32 = 3;
+/// The first repair backoff; it doubles with every recreation, up to [`MAX_BACKOFF`].
+pub const BASE_BACKOFF: Duration = Duration::from_secs(10);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// The delay before repairing a member again after `recreations` recreations.
+pub fn repair_backoff(recreations: i32) -> Duration {
+    if recreations <= 0 {
+        return Duration::ZERO;
+    }
+    let doublings = (recreations - 1).min(16) as u32;
+    BASE_BACKOFF.saturating_mul(1 << doublings).min(MAX_BACKOFF)
+}
+
+/// How long until `since + delay`, or `None` once it has passed.
+pub fn remaining(since: Option<Timestamp>, delay: Duration, now: Timestamp) -> Option<Duration> {
+    let since = since?;
+    let elapsed = now.duration_since(since);
+    let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
+    delay.checked_sub(elapsed).filter(|d| !d.is_zero())
+}
+
+/// Whether more than `grace` has passed since `since` (false when `since` is unknown).
+pub fn elapsed_beyond(since: Option<Timestamp>, grace: Duration, now: Timestamp) -> bool {
+    since.is_some() && remaining(since, grace, now).is_none()
+}
+
+/// When `act` should retry a step that etcd refused with `kind`: at once for the short
+/// transient refusals (etcd's 5-second health window, a learner catching up, an election), a
+/// little later for an unreachable cluster.
+pub fn retry_after(kind: EtcdErrorKind) -> Duration {
+    match kind {
+        EtcdErrorKind::UnhealthyCluster
+        | EtcdErrorKind::LearnerNotInSync
+        | EtcdErrorKind::TooManyLearners
+        | EtcdErrorKind::NoLeader
+        | EtcdErrorKind::NotLeader
+        | EtcdErrorKind::ServerTimeout => FAST_POLL,
+        EtcdErrorKind::Timeout | EtcdErrorKind::Unreachable => MEMBER_POLL,
+        _ => BLOCKED_POLL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_bounded() {
+        assert_eq!(repair_backoff(0), Duration::ZERO);
+        assert_eq!(repair_backoff(1), Duration::from_secs(10));
+        assert_eq!(repair_backoff(2), Duration::from_secs(20));
+        assert_eq!(repair_backoff(3), Duration::from_secs(40));
+        assert_eq!(repair_backoff(50), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn remaining_counts_down_from_a_timestamp() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let now: Timestamp = "2026-01-01T00:00:04Z".parse().unwrap();
+        assert_eq!(
+            remaining(Some(t0), Duration::from_secs(10), now),
+            Some(Duration::from_secs(6))
+        );
+        assert_eq!(remaining(Some(t0), Duration::from_secs(3), now), None);
+        assert_eq!(remaining(None, Duration::from_secs(3), now), None);
+        assert!(elapsed_beyond(Some(t0), Duration::from_secs(3), now));
+        assert!(!elapsed_beyond(None, Duration::from_secs(3), now));
+    }
+
+    #[test]
+    fn transient_refusals_are_retried_fast() {
+        assert_eq!(retry_after(EtcdErrorKind::UnhealthyCluster), FAST_POLL);
+        assert_eq!(retry_after(EtcdErrorKind::LearnerNotInSync), FAST_POLL);
+        assert_eq!(retry_after(EtcdErrorKind::Other), BLOCKED_POLL);
+    }
+}
