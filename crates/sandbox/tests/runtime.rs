@@ -67,6 +67,45 @@ async fn a_container_is_isolated_in_its_own_namespaces_and_root() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_cannot_reach_the_machine_unless_privileged() {
+    let sandbox = Sandbox::new().await;
+    let pod = sandbox.pod("confined", Vec::new(), None).await;
+    let probe = "grep ' / / ' /proc/self/mountinfo | sed 's/^/root: /'; awk 'BEGIN {print \"awk-ok\"}'; \
+                 mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>/dev/null && echo mount-ok || echo mount-denied; \
+                 mknod /tmp/disk b 8 0 2>/dev/null && echo mknod-ok || echo mknod-denied";
+    pod.start(&shell("plain", probe));
+    pod.sandbox.wait_container("plain").await.unwrap();
+    let plain = pod.log("plain");
+    assert!(
+        plain.contains("mount-denied") && plain.contains("mknod-denied"),
+        "{plain}"
+    );
+    // The root is the container's tmpfs; the machine's root is not mounted anywhere inside.
+    assert_eq!(
+        plain
+            .lines()
+            .filter(|line| line.starts_with("root:"))
+            .count(),
+        1,
+        "{plain}"
+    );
+    assert!(
+        plain.contains("root: mode=755 tmpfs") || plain.contains("tmpfs"),
+        "{plain}"
+    );
+
+    let mut privileged = shell("privileged", probe);
+    privileged.privileged = true;
+    pod.start(&privileged);
+    pod.sandbox.wait_container("privileged").await.unwrap();
+    let log = pod.log("privileged");
+    assert!(
+        log.contains("mount-ok") && log.contains("mknod-ok"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_codes_and_signals_become_kubernetes_terminations() {
     let sandbox = Sandbox::new().await;
     let pod = sandbox.pod("exits", Vec::new(), None).await;

@@ -14,6 +14,38 @@ use super::rootfs::{HostEntry, MountSource, MountSpec, RootLayout, plan_root};
 use super::spawn::ChildPlan;
 use super::spec::ContainerConfig;
 
+/// Capabilities a container keeps unless privileged: Docker's default set without `MKNOD`
+/// (there is no device cgroup to stop a node being made for the machine's disk).
+const KEPT_CAPABILITIES: &[u32] = &[
+    0,  // CHOWN
+    1,  // DAC_OVERRIDE
+    3,  // FOWNER
+    4,  // FSETID
+    5,  // KILL
+    6,  // SETGID
+    7,  // SETUID
+    8,  // SETPCAP
+    10, // NET_BIND_SERVICE
+    13, // NET_RAW
+    18, // SYS_CHROOT
+    29, // AUDIT_WRITE
+    31, // SETFCAP
+];
+
+/// Capabilities to drop from the bounding set: every one the kernel knows but the kept ones.
+fn dropped_capabilities(privileged: bool) -> Vec<u32> {
+    if privileged {
+        return Vec::new();
+    }
+    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok())
+        .unwrap_or(40);
+    (0..=last)
+        .filter(|capability| !KEPT_CAPABILITIES.contains(capability))
+        .collect()
+}
+
 /// Docker's default `PATH`, for images that set none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -249,6 +281,7 @@ pub(crate) fn prepare(
             .iter()
             .map(|(key, value)| cstring(&config.name, &format!("{key}={value}")))
             .collect::<Result<_, _>>()?,
+        drop_capabilities: dropped_capabilities(config.privileged),
     };
     held.extend([stdin, stdout_child, stderr_child]);
     Ok(Launch {

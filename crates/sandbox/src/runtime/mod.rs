@@ -2,7 +2,9 @@
 //!
 //! Every container is PID 1 of its own PID namespace (as with the default
 //! `shareProcessNamespace: false`), in its own mount, UTS and IPC namespaces, and joined to
-//! its Pod's network namespace. Its root is a tmpfs holding the machine's `/usr`, `/lib*`,
+//! its Pod's network namespace. It enters its root with `pivot_root` (the machine's tree is
+//! detached, so it cannot be reached as from a chroot) and keeps Docker's default
+//! capabilities without `MKNOD` unless privileged. Its root is a tmpfs holding the machine's `/usr`, `/lib*`,
 //! `/bin`, `/sbin` read-only, the image's files (host binaries from the [`ImageMap`]), the
 //! Pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`, `/dev` basics, a fresh `/proc`,
 //! `/tmp`, and the volumes at their `mountPath`s.

@@ -15,6 +15,10 @@ pub(crate) const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
 ];
 
+/// Files of the machine's `/etc` its programs need: Debian's alternatives (`awk` is a link
+/// into it) and the dynamic linker's cache. Read-only.
+pub(crate) const SYSTEM_ETC: &[&str] = &["/etc/alternatives", "/etc/ld.so.cache"];
+
 /// Device nodes bound from the machine's `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -22,21 +26,24 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum HostEntry {
     Directory,
+    File,
     /// A symbolic link, such as `/bin -> usr/bin` on a merged-/usr system.
     Symlink(PathBuf),
     Missing,
 }
 
-/// Looks at the machine's system directories (once per runtime).
+/// Looks at the machine's system directories and files (once per runtime).
 pub(crate) fn host_system_dirs() -> Vec<(String, HostEntry)> {
     SYSTEM_DIRS
         .iter()
+        .chain(SYSTEM_ETC)
         .map(|dir| {
             let entry = match std::fs::symlink_metadata(dir) {
                 Ok(meta) if meta.file_type().is_symlink() => std::fs::read_link(dir)
                     .map(HostEntry::Symlink)
                     .unwrap_or(HostEntry::Missing),
                 Ok(meta) if meta.is_dir() => HostEntry::Directory,
+                Ok(meta) if meta.is_file() => HostEntry::File,
                 _ => HostEntry::Missing,
             };
             (dir.to_string(), entry)
@@ -241,6 +248,14 @@ pub(crate) fn plan_root(layout: RootLayout<'_>) -> Result<Vec<SetupStep>, Invali
                 &MountSpec {
                     container_path: dir.clone(),
                     source: MountSource::Directory(container.clone()),
+                    read_only: true,
+                },
+                &container,
+            ),
+            HostEntry::File => planner.mount(
+                &MountSpec {
+                    container_path: dir.clone(),
+                    source: MountSource::File(container.clone()),
                     read_only: true,
                 },
                 &container,

@@ -1,5 +1,5 @@
 //! Starting a container process: `clone3` into new PID, mount, UTS and IPC namespaces, then
-//! in the child, the setup steps (mounts, chroot, user) and `execve`.
+//! in the child, the setup steps (mounts, `pivot_root`, capabilities, user) and `execve`.
 //!
 //! Why `clone3` in-process rather than a re-executed "pod init" helper: the library must work in
 //! any binary, test harnesses included, where we cannot own `main`. The price is that the
@@ -18,7 +18,7 @@ use std::sync::{OnceLock, mpsc};
 
 use super::sys::MOVE_MOUNT_F_EMPTY_PATH;
 
-/// One setup action the child performs, inside its new mount namespace, before `chroot`.
+/// One setup action the child performs, inside its new mount namespace, before `pivot_root`.
 #[derive(Debug)]
 pub(crate) enum SetupStep {
     /// `mount --make-rprivate /`, first of all, so nothing propagates back to the machine.
@@ -103,6 +103,8 @@ pub(crate) struct ChildPlan {
     pub(crate) programs: Vec<CString>,
     pub(crate) argv: Vec<CString>,
     pub(crate) env: Vec<CString>,
+    /// Capabilities removed from the bounding set, so no program of the container regains them.
+    pub(crate) drop_capabilities: Vec<u32>,
 }
 
 /// Stages after the setup steps, reported through the error pipe in place of a step index.
@@ -113,6 +115,7 @@ const STAGE_CHROOT: u32 = u32::MAX - 3;
 const STAGE_WORKDIR: u32 = u32::MAX - 4;
 const STAGE_USER: u32 = u32::MAX - 5;
 const STAGE_EXEC: u32 = u32::MAX - 6;
+const STAGE_CAPABILITIES: u32 = u32::MAX - 7;
 
 /// A started container process.
 #[derive(Debug)]
@@ -149,7 +152,8 @@ pub(crate) fn spawn(plan: ChildPlan) -> Result<SpawnedProcess, SpawnError> {
         STAGE_NETNS => "join the Pod's network namespace".to_string(),
         STAGE_HOSTNAME => "set the Pod's hostname".into(),
         STAGE_STDIO => "connect stdout and stderr".into(),
-        STAGE_CHROOT => "chroot into the container root".into(),
+        STAGE_CHROOT => "pivot_root into the container root".into(),
+        STAGE_CAPABILITIES => "drop capabilities".into(),
         STAGE_WORKDIR => format!("change to working directory {workdir}"),
         STAGE_USER => format!("switch to user {user} group {group}"),
         index => step_descriptions
@@ -298,11 +302,22 @@ unsafe fn child_main(
         {
             fail(error_pipe, STAGE_STDIO);
         }
-        if libc::chroot(plan.root.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+        // pivot_root(".", ".") stacks the old root on the new one; detaching it leaves the
+        // machine's tree unreachable from the container (a chroot could be escaped).
+        if libc::chdir(plan.root.as_ptr()) != 0
+            || libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0
+            || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
+            || libc::chdir(c"/".as_ptr()) != 0
+        {
             fail(error_pipe, STAGE_CHROOT);
         }
         if libc::chdir(plan.workdir.as_ptr()) != 0 {
             fail(error_pipe, STAGE_WORKDIR);
+        }
+        for capability in &plan.drop_capabilities {
+            if libc::prctl(libc::PR_CAPBSET_DROP, *capability as libc::c_ulong, 0, 0, 0) != 0 {
+                fail(error_pipe, STAGE_CAPABILITIES);
+            }
         }
         // Raw system calls: glibc's set*id would try to signal threads that exist only in the
         // parent.

@@ -63,6 +63,9 @@ pub struct ContainerConfig {
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
     pub supplemental_groups: Vec<u32>,
+    /// `securityContext.privileged`: keep every capability (others keep Docker's default set
+    /// without `MKNOD`).
+    pub privileged: bool,
     pub volume_mounts: Vec<VolumeMount>,
 }
 
