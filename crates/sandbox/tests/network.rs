@@ -232,6 +232,36 @@ async fn service_proxy_balances_and_follows_endpoints() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_reach_a_server_on_the_machine_loopback_through_a_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let network = network(&dir).await;
+    let pod = network.attach_pod().await.unwrap();
+    // As the API server: listening on the machine's loopback only.
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api_address = api.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = api.accept().await {
+            let _ = stream.write_all(b"apiserver").await;
+        }
+    });
+    let kubernetes = SocketAddrV4::new(Ipv4Addr::new(10, 96, 0, 1), 443);
+    network
+        .proxy()
+        .set_service_to_machine(kubernetes, api_address)
+        .await
+        .unwrap();
+    let seen = inside(pod.namespace(), move || {
+        let mut text = String::new();
+        std::net::TcpStream::connect(kubernetes)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    });
+    assert_eq!(seen, "apiserver");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_cut_a_pod_off_and_heal() {
     let dir = tempfile::tempdir().unwrap();
     let network = network(&dir).await;

@@ -28,14 +28,23 @@ struct Frontend {
     accept_loop: JoinHandle<()>,
 }
 
+/// Where a proxied connection goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Upstream {
+    /// An address inside the cluster network (a Pod).
+    Cluster(SocketAddr),
+    /// An address of the machine's own network, such as the API server on 127.0.0.1.
+    Machine(SocketAddr),
+}
+
 struct Endpoints {
-    addresses: RwLock<Vec<SocketAddr>>,
+    addresses: RwLock<Vec<Upstream>>,
     next: AtomicUsize,
 }
 
 impl Endpoints {
     /// The endpoints in the order this connection should try them: round robin start.
-    fn rotation(&self) -> Vec<SocketAddr> {
+    fn rotation(&self) -> Vec<Upstream> {
         let addresses = self.addresses.read().expect("endpoints lock").clone();
         if addresses.is_empty() {
             return addresses;
@@ -65,6 +74,29 @@ impl ServiceProxy {
         &self,
         frontend: SocketAddrV4,
         endpoints: Vec<SocketAddr>,
+    ) -> io::Result<()> {
+        self.set_upstreams(
+            frontend,
+            endpoints.into_iter().map(Upstream::Cluster).collect(),
+        )
+        .await
+    }
+
+    /// Proxies `frontend` to `target` in the machine's own network namespace: how Pods reach
+    /// the API server listening on loopback outside (the `kubernetes` Service).
+    pub async fn set_service_to_machine(
+        &self,
+        frontend: SocketAddrV4,
+        target: SocketAddr,
+    ) -> io::Result<()> {
+        self.set_upstreams(frontend, vec![Upstream::Machine(target)])
+            .await
+    }
+
+    async fn set_upstreams(
+        &self,
+        frontend: SocketAddrV4,
+        endpoints: Vec<Upstream>,
     ) -> io::Result<()> {
         if let Some(existing) = self
             .frontends
@@ -166,12 +198,20 @@ async fn accept_connections(
 }
 
 /// The first endpoint, in rotation order, that accepts a connection.
-async fn connect_first(sockets: &SocketFactory, candidates: &[SocketAddr]) -> Option<TcpStream> {
+async fn connect_first(sockets: &SocketFactory, candidates: &[Upstream]) -> Option<TcpStream> {
     for &endpoint in candidates {
-        match tokio::time::timeout(ENDPOINT_CONNECT_TIMEOUT, sockets.connect(endpoint)).await {
+        // Sockets of the machine's network come from the runtime's threads, which live in
+        // the namespace the process started in; cluster sockets from the network's worker.
+        let attempt = async {
+            match endpoint {
+                Upstream::Cluster(address) => sockets.connect(address).await,
+                Upstream::Machine(address) => TcpStream::connect(address).await,
+            }
+        };
+        match tokio::time::timeout(ENDPOINT_CONNECT_TIMEOUT, attempt).await {
             Ok(Ok(stream)) => return Some(stream),
-            Ok(Err(error)) => tracing::debug!(%endpoint, %error, "service endpoint refused"),
-            Err(_) => tracing::debug!(%endpoint, "service endpoint timed out"),
+            Ok(Err(error)) => tracing::debug!(?endpoint, %error, "service endpoint refused"),
+            Err(_) => tracing::debug!(?endpoint, "service endpoint timed out"),
         }
     }
     None
