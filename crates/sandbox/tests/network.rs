@@ -16,10 +16,17 @@ use kube_sandbox::network::{
 use nix::sched::{CloneFlags, setns};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// Fails to compile unless the future is `Send` (the node agent spawns these on tokio).
+fn sendable<F: std::future::Future + Send>(future: F) -> F {
+    future
+}
+
 async fn network(dir: &tempfile::TempDir) -> ClusterNetwork {
-    ClusterNetwork::create(ClusterNetworkConfig::new(dir.path()))
-        .await
-        .expect("create the cluster network (run the tests as root)")
+    sendable(ClusterNetwork::create(ClusterNetworkConfig::new(
+        dir.path(),
+    )))
+    .await
+    .expect("create the cluster network (run the tests as root)")
 }
 
 /// Runs `job` on a new thread that joined `namespace`, as a process of the Pod would run.
@@ -96,13 +103,8 @@ async fn two_pods_bind_the_same_port_and_are_reached_by_dns_name() {
         &[("member-a", a.ip()), ("member-b", b.ip())],
     ));
 
-    assert_eq!(
-        network
-            .lookup("member-b.members.default.svc")
-            .await
-            .unwrap(),
-        vec![b.ip()]
-    );
+    let found = sendable(network.lookup("member-b.members.default.svc")).await;
+    assert_eq!(found.unwrap(), vec![b.ip()]);
     assert_eq!(
         greeting_of(
             network
@@ -175,11 +177,13 @@ async fn service_proxy_balances_and_follows_endpoints() {
     greet_from(b.namespace(), 8080, "b");
     let frontend = SocketAddrV4::new(Ipv4Addr::new(10, 96, 0, 50), 80);
     let endpoint = |ip: Ipv4Addr| SocketAddr::from((ip, 8080));
-    network
-        .proxy()
-        .set_service(frontend, vec![endpoint(a.ip()), endpoint(b.ip())])
-        .await
-        .unwrap();
+    sendable(
+        network
+            .proxy()
+            .set_service(frontend, vec![endpoint(a.ip()), endpoint(b.ip())]),
+    )
+    .await
+    .unwrap();
 
     // From a Pod, through its default route to the cluster network.
     let namespace = a.namespace();

@@ -10,7 +10,7 @@ use kube_sandbox::runtime::{
     ContainerConfig, ContainerState, LogOptions, RuntimeError, TerminationReason,
 };
 use nix::sys::signal::Signal;
-use runtime_support::{Sandbox, TOOLS_IMAGE, eventually, hostname_server, shell};
+use runtime_support::{Sandbox, TOOLS_IMAGE, eventually, hostname_server, sendable, shell};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_pods_bind_the_same_port_side_by_side() {
@@ -111,7 +111,7 @@ async fn exit_codes_and_signals_become_kubernetes_terminations() {
     let pod = sandbox.pod("exits", Vec::new(), None).await;
 
     pod.start(&shell("ok", "exit 0"));
-    let ok = pod.sandbox.wait_container("ok").await.unwrap();
+    let ok = sendable(pod.sandbox.wait_container("ok")).await.unwrap();
     assert_eq!(
         (ok.exit_code, ok.signal, ok.reason),
         (0, None, TerminationReason::Completed)
@@ -207,11 +207,12 @@ async fn graceful_stop_waits_for_sigterm_then_kills() {
     ));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
-    let polite = pod
-        .sandbox
-        .stop_container("polite", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let polite = sendable(
+        pod.sandbox
+            .stop_container("polite", Duration::from_secs(10)),
+    )
+    .await
+    .unwrap();
     assert_eq!(polite.reason, TerminationReason::Completed);
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(pod.log("polite").contains("bye"));

@@ -93,7 +93,7 @@ impl Sandbox {
 
     /// A Pod named `name` in namespace `default` with `volumes`, optionally in `subdomain`.
     pub async fn pod(&self, name: &str, volumes: Vec<Volume>, fs_group: Option<u32>) -> TestPod {
-        let network = self.network.attach_pod().await.unwrap();
+        let network = sendable(self.network.attach_pod()).await.unwrap();
         let domain = &self.network.config().cluster_domain;
         let sandbox = self
             .runtime
@@ -120,7 +120,7 @@ impl Sandbox {
         timeout: Duration,
     ) -> Option<String> {
         let exchange = async {
-            let mut stream = self.network.connect(address).await.ok()?;
+            let mut stream = sendable(self.network.connect(address)).await.ok()?;
             stream
                 .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
                 .await
@@ -215,6 +215,12 @@ pub fn etcd(pod_name: &str, ip: Ipv4Addr) -> ContainerConfig {
         }],
         ..Default::default()
     }
+}
+
+/// Passes a future through, failing to compile unless it is `Send`: the node agent runs
+/// these on a multi-threaded runtime with `tokio::spawn`.
+pub fn sendable<F: std::future::Future + Send>(future: F) -> F {
+    future
 }
 
 /// Waits until `condition` holds, polling.
