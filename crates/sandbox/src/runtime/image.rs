@@ -154,6 +154,20 @@ impl ImageMap {
         })
     }
 
+    /// The sandbox's own map (`images.yaml` beside this file): etcd 3.5.x and 3.4.x images.
+    pub fn builtin() -> Self {
+        let mut map = Self::from_yaml(include_str!("images.yaml"), Path::new("/"))
+            .expect("the built-in image map parses");
+        map.source = Some(PathBuf::from("the built-in image map"));
+        map
+    }
+
+    /// This map's rules, then those of `fallback` (e.g. a user's file before [`Self::builtin`]).
+    pub fn then(mut self, fallback: ImageMap) -> Self {
+        self.rules.extend(fallback.rules);
+        self
+    }
+
     pub fn rules(&self) -> &[ImageRule] {
         &self.rules
     }
@@ -261,6 +275,24 @@ images:
             rule.files["/usr/local/bin/etcd"],
             PathBuf::from("/opt/images/relative/etcd")
         );
+    }
+
+    #[test]
+    fn builtin_map_covers_the_etcd_images_of_the_operator() {
+        let map = ImageMap::builtin();
+        let pattern = |image: &str| {
+            map.rules()
+                .iter()
+                .position(|rule| rule.pattern.is_match(image))
+        };
+        assert_eq!(pattern("quay.io/coreos/etcd:v3.5.1"), Some(0));
+        assert_eq!(pattern("mirror.local/etcd:v3.5.17"), Some(0));
+        assert_eq!(pattern("registry.k8s.io/etcd:3.5.9-0"), Some(0));
+        assert_eq!(pattern("registry.k8s.io/etcd:3.4.23-0"), Some(1));
+        assert_eq!(pattern("quay.io/coreos/etcd:v3.6.0"), None);
+        assert_eq!(pattern("quay.io/coreos/notetcd:v3.5.1"), None);
+        let combined = map.then(ImageMap::from_yaml(MAP, Path::new("/opt")).unwrap());
+        assert_eq!(combined.rules().len(), 5);
     }
 
     #[test]

