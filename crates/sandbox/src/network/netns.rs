@@ -72,6 +72,12 @@ impl AsFd for NetNamespace {
     }
 }
 
+impl AsRawFd for NetNamespace {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
 type Job = Box<dyn FnOnce() + Send>;
 
 /// A thread living in a network namespace, running jobs there: creating sockets, serving the

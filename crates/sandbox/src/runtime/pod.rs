@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -224,9 +225,7 @@ impl PodSandbox {
         let facts = PodFacts {
             root: &self.dir.join("rootfs"),
             hostname: &self.hostname,
-            network: std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(
-                self.network.as_ref(),
-            )),
+            network: self.network.as_raw_fd(),
             system_dirs: &self.runtime.system_dirs,
             etc_files: &self.etc_files,
             fs_group: self.fs_group,

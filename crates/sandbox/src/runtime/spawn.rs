@@ -111,7 +111,7 @@ pub(crate) struct ChildPlan {
 const STAGE_NETNS: u32 = u32::MAX;
 const STAGE_HOSTNAME: u32 = u32::MAX - 1;
 const STAGE_STDIO: u32 = u32::MAX - 2;
-const STAGE_CHROOT: u32 = u32::MAX - 3;
+const STAGE_ROOT: u32 = u32::MAX - 3;
 const STAGE_WORKDIR: u32 = u32::MAX - 4;
 const STAGE_USER: u32 = u32::MAX - 5;
 const STAGE_EXEC: u32 = u32::MAX - 6;
@@ -152,7 +152,7 @@ pub(crate) fn spawn(plan: ChildPlan) -> Result<SpawnedProcess, SpawnError> {
         STAGE_NETNS => "join the Pod's network namespace".to_string(),
         STAGE_HOSTNAME => "set the Pod's hostname".into(),
         STAGE_STDIO => "connect stdout and stderr".into(),
-        STAGE_CHROOT => "pivot_root into the container root".into(),
+        STAGE_ROOT => "pivot_root into the container root".into(),
         STAGE_CAPABILITIES => "drop capabilities".into(),
         STAGE_WORKDIR => format!("change to working directory {workdir}"),
         STAGE_USER => format!("switch to user {user} group {group}"),
@@ -161,12 +161,16 @@ pub(crate) fn spawn(plan: ChildPlan) -> Result<SpawnedProcess, SpawnError> {
             .cloned()
             .unwrap_or_else(|| format!("setup stage {index}")),
     };
-    let program = plan
-        .programs
-        .iter()
-        .map(|program| program.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" or ");
+    let program = match plan.programs.as_slice() {
+        [single] => single.to_string_lossy().into_owned(),
+        _ => format!(
+            "{:?} (searched in $PATH)",
+            plan.argv
+                .first()
+                .map(|arg| arg.to_string_lossy())
+                .unwrap_or_default()
+        ),
+    };
     let (reply, result) = mpsc::channel();
     spawner()
         .send(SpawnRequest {
@@ -309,7 +313,7 @@ unsafe fn child_main(
             || libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0
             || libc::chdir(c"/".as_ptr()) != 0
         {
-            fail(error_pipe, STAGE_CHROOT);
+            fail(error_pipe, STAGE_ROOT);
         }
         if libc::chdir(plan.workdir.as_ptr()) != 0 {
             fail(error_pipe, STAGE_WORKDIR);
