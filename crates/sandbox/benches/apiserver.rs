@@ -147,7 +147,7 @@ async fn main() {
     // Watch: one watcher receives every change while N objects are created elsewhere.
     let watched: Api<ConfigMap> = Api::namespaced(client.clone(), "bench-watch");
     let from = watched.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
-    let created_at = Arc::new(Mutex::new(HashMap::new()));
+    let created_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
     let mut stream = watched.watch(&WatchParams::default().timeout(290), &from).await.expect("watch").boxed();
     let receipts = Arc::clone(&created_at);
     let receiver = tokio::spawn(async move {

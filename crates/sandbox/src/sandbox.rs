@@ -68,6 +68,12 @@ impl Sandbox {
         Ok(Self { api, kubeconfig, kubeconfig_path, client })
     }
 
+    /// The administrator's client configuration, to build a client with other settings (for
+    /// example without kube-rs' default retries of 429 answers).
+    pub async fn client_config(&self) -> anyhow::Result<kube::Config> {
+        config_for(&self.kubeconfig).await
+    }
+
     /// A client with the administrator's identity.
     pub fn client(&self) -> kube::Client {
         self.client.clone()
@@ -112,10 +118,13 @@ impl Sandbox {
     }
 }
 
-async fn client_for(kubeconfig_text: &str) -> anyhow::Result<kube::Client> {
+async fn config_for(kubeconfig_text: &str) -> anyhow::Result<kube::Config> {
     let parsed = kube::config::Kubeconfig::from_yaml(kubeconfig_text)?;
-    let config = kube::Config::from_custom_kubeconfig(parsed, &kube::config::KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::Config::from_custom_kubeconfig(parsed, &kube::config::KubeConfigOptions::default()).await?)
+}
+
+async fn client_for(kubeconfig_text: &str) -> anyhow::Result<kube::Client> {
+    Ok(kube::Client::try_from(config_for(kubeconfig_text).await?)?)
 }
 
 /// A Node object, Ready, labelled the way the scheduler and topology spread read it.

@@ -176,10 +176,9 @@ impl ApiError {
         Self::new(406, "NotAcceptable", message)
     }
 
+    /// 429 without Retry-After, as the real server refuses an eviction a PDB forbids.
     pub fn too_many_requests(message: impl Into<String>) -> Self {
-        let mut err = Self::new(429, "TooManyRequests", message);
-        err.retry_after_seconds = Some(1);
-        err
+        Self::new(429, "TooManyRequests", message)
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
