@@ -147,23 +147,13 @@ impl AffinityFilter {
         filter
     }
 
-    /// The reason a node fails, checked in the real plugin's order: placed Pods' anti-affinity,
-    /// the Pod's anti-affinity, then its affinity.
+    /// The reason a node fails, checked in the real plugin's order: the Pod's affinity, its
+    /// anti-affinity, then the placed Pods' anti-affinity.
     pub fn reject(&self, node: &Node) -> Option<&'static str> {
         let labels = labels_of(&node.metadata);
         let count = |counts: &BTreeMap<TopologyPair, i64>, key: &str, value: &str| {
             counts.get(&(key.to_string(), value.to_string())).copied().unwrap_or(0)
         };
-        if labels.iter().any(|(k, v)| count(&self.existing_anti_affinity_counts, k, v) > 0) {
-            return Some(REASON_EXISTING_ANTI_AFFINITY);
-        }
-        for term in &self.incoming.required_anti_affinity {
-            if let Some(value) = labels.get(&term.topology_key)
-                && count(&self.anti_affinity_counts, &term.topology_key, value) > 0
-            {
-                return Some(REASON_ANTI_AFFINITY);
-            }
-        }
         let mut pods_exist = true;
         for term in &self.incoming.required_affinity {
             let Some(value) = labels.get(&term.topology_key) else {
@@ -176,6 +166,16 @@ impl AffinityFilter {
         // The first Pod of a group with affinity to itself may go anywhere that has the keys.
         if !pods_exist && !(self.affinity_counts.is_empty() && self.incoming_matches_own_affinity) {
             return Some(REASON_AFFINITY);
+        }
+        for term in &self.incoming.required_anti_affinity {
+            if let Some(value) = labels.get(&term.topology_key)
+                && count(&self.anti_affinity_counts, &term.topology_key, value) > 0
+            {
+                return Some(REASON_ANTI_AFFINITY);
+            }
+        }
+        if labels.iter().any(|(k, v)| count(&self.existing_anti_affinity_counts, k, v) > 0) {
+            return Some(REASON_EXISTING_ANTI_AFFINITY);
         }
         None
     }

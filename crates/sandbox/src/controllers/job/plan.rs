@@ -238,6 +238,17 @@ pub fn plan_job(job: &Job, pods: &[Pod], now: Timestamp, scale: TimeScale) -> Jo
     plan
 }
 
+/// When a Pod the Job counts as failed failed: its finish, or its deletion if it never finished.
+fn failure_time(pod: &Pod) -> Option<Timestamp> {
+    if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") {
+        finish_time(pod)
+    } else if !is_terminal(pod) {
+        pod.metadata.deletion_timestamp.as_ref().map(|t| t.0)
+    } else {
+        None
+    }
+}
+
 fn owned((reason, message): (&str, &str)) -> (String, String) {
     (reason.to_string(), message.to_string())
 }
@@ -268,7 +279,7 @@ fn backoff_remaining(pods: &[Pod], failed: i32, now: Timestamp, scale: TimeScale
     if failed <= 0 {
         return None;
     }
-    let last_failure = pods.iter().filter(|p| is_failed(p, true)).filter_map(finish_time).max()?;
+    let last_failure = pods.iter().filter_map(failure_time).max()?;
     let exponent = u32::try_from(failed - 1).unwrap_or(0).min(16);
     let delay = FAILURE_BACKOFF.saturating_mul(1 << exponent).min(MAX_FAILURE_BACKOFF);
     let ready_at = last_failure + scale.span(delay);
