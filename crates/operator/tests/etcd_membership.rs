@@ -169,9 +169,19 @@ async fn membership_refusals_are_typed(version: EtcdVersion) {
         .unwrap_err();
     assert_eq!(err.kind, EtcdErrorKind::NotLeader, "{err}");
 
-    // With a voter down, etcd refuses MemberAdd: "unhealthy cluster", to be retried.
-    m1.kill();
-    let client = client_for(&[&m0]).await;
+    // With a voter down, the leader refuses MemberAdd: "unhealthy cluster", to be retried.
+    // (The follower goes down: without the leader, two voters cannot elect a new one.)
+    let m0_status = client
+        .endpoint_status(&m0.client_url())
+        .await
+        .expect("status");
+    let (survivor, lost) = if m0_status.leader == m0_status.member_id {
+        (&m0, &mut m1)
+    } else {
+        (&m1, &mut m0)
+    };
+    lost.kill();
+    let client = client_for(&[survivor]).await;
     let third = EtcdProcess::new(version, "third");
     let err = client
         .member_add_learner(&[third.peer_url()])

@@ -163,10 +163,22 @@ impl EtcdClient {
 
     /// MemberRemove. [`EtcdErrorKind::MemberNotFound`] when it is already gone (callers that
     /// finish a leave sequence treat that as done).
+    ///
+    /// When the call reaches the member being removed, that member applies its own removal and
+    /// stops before answering (`server stopped`); so after a transport failure the member list
+    /// is asked again, and a member no longer listed counts as removed.
     pub async fn member_remove(&self, id: u64) -> Result<Vec<MemberInfo>, EtcdError> {
         let mut cluster = self.client.cluster_client();
-        let response = self.call("MemberRemove", cluster.member_remove(id)).await?;
-        Ok(response.members().iter().map(member_info).collect())
+        match self.call("MemberRemove", cluster.member_remove(id)).await {
+            Ok(response) => Ok(response.members().iter().map(member_info).collect()),
+            Err(e) if matches!(e.kind, EtcdErrorKind::Unreachable | EtcdErrorKind::Timeout) => {
+                match self.member_list().await {
+                    Ok(members) if members.iter().all(|m| m.id != id) => Ok(members),
+                    _ => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The Status of one endpoint (which need not be one of this client's endpoints).

@@ -168,6 +168,16 @@ fn cluster_conditions(
         _ => None,
     };
 
+    // Members joining (or being replaced) are progress, not degradation; the count to reach
+    // is the target, or the running members while scaling in.
+    let expected = (desired.max(0) as usize).max(running);
+    let unhealthy: Vec<&str> = ctx
+        .running()
+        .filter(|m| {
+            !m.is_ready() && matches!(m.phase, MemberPhase::Ready | MemberPhase::Recreating)
+        })
+        .map(|m| m.name)
+        .collect();
     let available = if desired == 0 && running == 0 {
         let message = if ctx.members.is_empty() {
             "the cluster is scaled to zero (spec.replicas=0); no data has been written".to_string()
@@ -183,7 +193,7 @@ fn cluster_conditions(
             "Bootstrapping",
             "the cluster has not formed yet",
         )
-    } else if healthy && ready as usize >= running && running > 0 {
+    } else if healthy && ready as usize >= expected && running > 0 {
         let note = if running.is_multiple_of(2) {
             " (an even member count tolerates no more failures than one member fewer)"
         } else {
@@ -200,7 +210,7 @@ fn cluster_conditions(
             cond::AVAILABLE,
             true,
             "QuorumAvailable",
-            format!("{ready}/{running} members ready"),
+            format!("{ready}/{expected} members ready"),
         )
     } else if ctx
         .observed
@@ -259,12 +269,15 @@ fn cluster_conditions(
             "QuorumLost",
             available.message.clone(),
         )
-    } else if running > 0 && (ready as usize) < running {
+    } else if !unhealthy.is_empty() {
         Wanted::new(
             cond::DEGRADED,
             true,
             "MembersUnhealthy",
-            format!("{ready}/{running} members ready"),
+            format!(
+                "{ready}/{expected} members ready; not serving: {}",
+                unhealthy.join(", ")
+            ),
         )
     } else {
         let reason = if available.reason == "Paused" {
@@ -291,6 +304,15 @@ fn cluster_conditions(
         (Step::Wait { reason, message }, _) if reason.needs_attention() => {
             Wanted::new(cond::PROGRESSING, false, reason.as_str(), message.clone())
         }
+        (step, _) if deadline_passed(ctx) && !reached => Wanted::new(
+            cond::PROGRESSING,
+            true,
+            "DeadlineExceeded",
+            format!(
+                "still working toward the target past its progress deadline (spec changes are adopted now): {}",
+                step.message()
+            ),
+        ),
         (step, _) => Wanted::new(
             cond::PROGRESSING,
             true,
@@ -299,6 +321,14 @@ fn cluster_conditions(
         ),
     };
     [available, progressing, degraded]
+}
+
+fn deadline_passed(ctx: &Context<'_>) -> bool {
+    ctx.cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.progress_deadline.as_ref())
+        .is_some_and(|d| d.0 <= ctx.now)
 }
 
 /// What the cluster is doing, in the reference operator's terms where it has them.

@@ -57,7 +57,7 @@ fn advance(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
     match m.phase {
         MemberPhase::Pending => start_provisioning(ctx, m),
         MemberPhase::Provisioning => provision(ctx, m),
-        MemberPhase::Recreating => finish_when_ready(ctx, m),
+        MemberPhase::Recreating => finish_when_ready(m),
         // Replacing and Terminating are driven by rules 7 and 4; Ready needs nothing here.
         _ => None,
     }
@@ -116,7 +116,7 @@ fn provision(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
                     timing::FAST_POLL,
                 ));
             }
-            finish_when_ready(ctx, m)
+            finish_when_ready(m)
         }
     }
 }
@@ -128,7 +128,7 @@ fn bootstrap_seed(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
         return Some(create_pod(ctx, m));
     }
     if m.is_voter() && m.health == Health::Healthy {
-        return finish_when_ready(ctx, m);
+        return finish_when_ready(m);
     }
     Some(Decision::wait(
         WaitReason::WaitingForMember,
@@ -175,16 +175,14 @@ fn join(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
 }
 
 /// A healthy voter becomes Ready: its Pod gets the voter label first (the PDB selects on it).
-fn finish_when_ready(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
+fn finish_when_ready(m: &MemberView<'_>) -> Option<Decision> {
     let pod = m.observed.pod.as_ref()?;
     if !(m.is_voter() && m.health == Health::Healthy) {
-        let waiting = Decision::wait(
+        return Some(Decision::wait(
             WaitReason::WaitingForMember,
             format!("waiting for {} to become a healthy voter", m.name),
             timing::MEMBER_POLL,
-        );
-        // A member in Recreating waits here only while rule 7 has nothing to do for it.
-        return (m.phase != MemberPhase::Recreating || !pod.deleting).then_some(waiting);
+        ));
     }
     if !pod.voter_label && !pod.deleting {
         return Some(Decision::act(Step::LabelPod {
@@ -193,6 +191,5 @@ fn finish_when_ready(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> 
             voter: true,
         }));
     }
-    let _ = ctx;
     Some(Decision::set_phase(m.name, MemberPhase::Ready))
 }

@@ -248,9 +248,41 @@ fn failing(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
             && elapsed_beyond(pod.started_at, NOT_READY_GRACE, ctx.now))
 }
 
+/// A member that ran in the cluster but that etcd no longer lists (removed behind the
+/// operator's back, e.g. with etcdctl): its data belongs to a removed member and can never
+/// rejoin, so it is replaced at once instead of climbing the recreation ladder.
+fn removed_from_etcd(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
+    has_run(m)
+        && m.etcd.is_none()
+        && m.id.is_some()
+        && ctx.observed.etcd.members.is_ok()
+        && ctx.observed.etcd.is_healthy()
+}
+
 /// Starts level 1 or level 2 on the first failing member, if the other voters have quorum
 /// (a cluster-wide outage is not repaired member by member) and no other repair runs.
 fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
+    let busy = |m: &MemberView<'_>| {
+        ctx.members.iter().any(|o| {
+            o.name != m.name && matches!(o.phase, MemberPhase::Recreating | MemberPhase::Replacing)
+        })
+    };
+    if let Some(m) = ctx
+        .members
+        .iter()
+        .find(|m| m.is_running() && removed_from_etcd(ctx, m) && !busy(m))
+    {
+        return Some(
+            Decision::set_phase(m.name, MemberPhase::Replacing).with(
+                MemberEdit::new(m.name)
+                    .phase(MemberPhase::Replacing)
+                    .not_ready(
+                        "RemovedFromEtcd",
+                        "etcd no longer lists the member; it is replaced by a new one",
+                    ),
+            ),
+        );
+    }
     let mut oom = None;
     for m in ctx.members.iter().filter(|m| m.is_running()) {
         let repairable = matches!(
@@ -265,10 +297,7 @@ fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
             oom.get_or_insert(m.name);
             continue;
         }
-        let busy = ctx.members.iter().any(|o| {
-            o.name != m.name && matches!(o.phase, MemberPhase::Recreating | MemberPhase::Replacing)
-        });
-        if busy || !ctx.others_have_quorum(m.id) {
+        if busy(m) || !ctx.others_have_quorum(m.id) {
             continue;
         }
         let count = m.recreate_count();

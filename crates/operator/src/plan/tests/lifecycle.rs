@@ -247,3 +247,13 @@ fn rule5_corrupt_outranks_rule6_nospace() {
     ]);
     assert_eq!(wait_reason(&fx.step()), WaitReason::CorruptAlarm);
 }
+
+#[test]
+fn rule4_last_member_is_never_deleted_with_the_cluster_data() {
+    let mut fx = Fx::healthy(1);
+    deleting(&mut fx, "etcd-0");
+    fx.set_phase("etcd-0", MemberPhase::Terminating, at(60));
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::QuorumAtRisk);
+    assert!(step.message().contains("last member"));
+}

@@ -428,3 +428,16 @@ fn rule8_no_member_answering_is_reported_as_unreachable() {
         ("False".into(), "ClusterUnreachable".into())
     );
 }
+
+#[test]
+fn rule7_member_removed_from_etcd_behind_our_back_is_replaced() {
+    let mut fx = Fx::healthy(3);
+    fx.etcd_remove("etcd-2");
+    assert_eq!(
+        fx.step(),
+        Step::SetPhase {
+            member: "etcd-2".into(),
+            phase: MemberPhase::Replacing
+        }
+    );
+}

@@ -185,3 +185,16 @@ fn events_accompany_mutations_and_new_blockers_only() {
     assert_eq!(event.reason.as_deref(), Some("PodCreated"));
     assert!(matches!(plan.step, Step::CreatePod(_)));
 }
+
+#[test]
+fn progress_past_the_deadline_is_reported() {
+    let mut fx = Fx::healthy(3);
+    fx.without_pod("etcd-2");
+    fx.answer("etcd-2", Answer::Down);
+    fx.status_mut().progress_deadline = Some(Time(at(1)));
+    let plan = fx.plan();
+    assert_eq!(
+        cluster_condition(&fx, &plan, "Progressing"),
+        ("True".into(), "DeadlineExceeded".into())
+    );
+}
