@@ -77,3 +77,8 @@ pub fn finish_time(pod: &Pod) -> Option<jiff::Timestamp> {
     let latest = containers.map(|t: &Time| t.0).max();
     latest.or_else(|| status.conditions.iter().flatten().filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0)).max())
 }
+
+/// The current time as the API writes it (RFC 3339, whole seconds, UTC).
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}

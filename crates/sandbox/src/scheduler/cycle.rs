@@ -161,7 +161,7 @@ impl Scheduler {
             Some(c) if c.status == "False" => c.last_transition_time.as_ref().map(|t| t.0.to_string()),
             _ => None,
         }
-        .unwrap_or_else(|| jiff::Timestamp::now().to_string());
+        .unwrap_or_else(|| crate::controllers::pods::now_rfc3339());
         let patch = json!({"status": {"conditions": [{
             "type": "PodScheduled",
             "status": "False",

@@ -42,7 +42,7 @@ pub use health::{reconciled_taints, unknown_conditions};
 
 use super::TimeScale;
 use super::informer::watch_into_store;
-use super::pods::{is_ready, pod_condition};
+use super::pods::{is_ready, now_rfc3339, pod_condition};
 use crate::scheduler::node_name_of;
 use crate::scheduler::taints::{NO_EXECUTE, node_condition};
 
@@ -187,7 +187,7 @@ impl NodeLifecycle {
 
     async fn mark_pods_not_ready(&self, node: &str) {
         for pod in self.pods.state().iter().filter(|p| node_name_of(p) == Some(node) && is_ready(p)) {
-            let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": Timestamp::now().to_string()}]}});
+            let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now_rfc3339()}]}});
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
             if let Err(error) = api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await {
                 tracing::debug!(pod = %pod.name_any(), %error, "marking the Pod not ready failed");
@@ -245,7 +245,7 @@ impl NodeLifecycle {
                 "status": "True",
                 "reason": "DeletionByTaintManager",
                 "message": "Taint manager: deleting due to NoExecute taint",
-                "lastTransitionTime": Timestamp::now().to_string(),
+                "lastTransitionTime": now_rfc3339(),
             }]}});
             let _ = api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await;
         }
