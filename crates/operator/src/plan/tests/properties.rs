@@ -373,7 +373,14 @@ fn check(model: &ClusterModel, fx: &Fx, plan: &Plan) -> Result<(), TestCaseError
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    // Failing seeds are kept beside this file (properties.proptest-regressions) and replayed.
+    #![proptest_config(ProptestConfig {
+        cases: 2000,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn safety_invariants_hold(model in cluster()) {
