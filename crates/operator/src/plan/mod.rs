@@ -66,6 +66,11 @@ pub struct Plan {
     pub cluster_status: Option<EtcdClusterStatus>,
     /// Member statuses that differ from the observed ones, in member order.
     pub member_statuses: Vec<MemberStatusWrite>,
+    /// Where to send the step's etcd call: the client URLs of the healthy voters, the leader
+    /// first, never the member the step removes (it stops as it applies its own removal).
+    /// Learners refuse most cluster calls, so they are left out. Empty when no voter is
+    /// healthy (then the step is not an etcd call).
+    pub etcd_endpoints: Vec<String>,
 }
 
 impl Plan {
@@ -112,10 +117,28 @@ pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
         })
         .collect();
 
+    let removed = match &decision.step {
+        Step::RemoveEtcdMember { member, .. } => member.clone(),
+        _ => None,
+    };
+    let leader = observed.etcd.leader();
+    let mut voters: Vec<&context::MemberView<'_>> = ctx
+        .members
+        .iter()
+        .filter(|m| m.is_voter() && m.health == Health::Healthy)
+        .filter(|m| Some(m.name) != removed.as_deref())
+        .collect();
+    voters.sort_by_key(|m| m.id != leader);
+    let etcd_endpoints = voters
+        .iter()
+        .map(|m| crate::build::member_client_url(&m.observed.member))
+        .collect();
+
     Plan {
         step: decision.step,
         requeue_after: decision.requeue,
         cluster_status: cluster_changed.then_some(cluster_status),
         member_statuses,
+        etcd_endpoints,
     }
 }

@@ -181,7 +181,7 @@ fn finish_when_ready(m: &MemberView<'_>) -> Option<Decision> {
         return Some(Decision::wait(
             WaitReason::WaitingForMember,
             format!("waiting for {} to become a healthy voter", m.name),
-            timing::MEMBER_POLL,
+            timing::FAST_POLL,
         ));
     }
     if !pod.voter_label && !pod.deleting {

@@ -198,3 +198,25 @@ fn progress_past_the_deadline_is_reported() {
         ("True".into(), "DeadlineExceeded".into())
     );
 }
+
+#[test]
+fn etcd_calls_go_to_healthy_voters_leader_first_never_the_removed_member() {
+    let mut fx = Fx::healthy(3);
+    fx.set_leader("etcd-1");
+    fx.answer("etcd-0", Answer::Down);
+    let plan = fx.plan();
+    assert_eq!(
+        plan.etcd_endpoints,
+        vec![client("etcd-1"), client("etcd-2")]
+    );
+
+    let mut fx = Fx::healthy(3);
+    fx.member_mut("etcd-2").metadata.deletion_timestamp = Some(Time(at(1)));
+    fx.set_phase("etcd-2", MemberPhase::Terminating, at(2));
+    let plan = fx.plan();
+    assert!(matches!(plan.step, Step::RemoveEtcdMember { .. }));
+    assert_eq!(
+        plan.etcd_endpoints,
+        vec![client("etcd-0"), client("etcd-1")]
+    );
+}
