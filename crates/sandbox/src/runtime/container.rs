@@ -115,6 +115,11 @@ impl ContainerProcess {
         self.terminated.borrow().clone()
     }
 
+    /// A descriptor of the process, for joining its namespaces (`exec`).
+    pub(crate) fn duplicate_pidfd(&self) -> std::io::Result<OwnedFd> {
+        self.pidfd.try_clone()
+    }
+
     pub(crate) fn subscribe(&self) -> watch::Receiver<Option<Termination>> {
         self.terminated.clone()
     }

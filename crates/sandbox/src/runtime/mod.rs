@@ -20,6 +20,7 @@
 
 mod container;
 pub mod env;
+mod exec;
 mod image;
 mod launch;
 mod logs;

@@ -330,6 +330,29 @@ impl PodSandbox {
         }
     }
 
+    /// A command that runs inside the running container `config.name`: its namespaces and
+    /// root, `config`'s user, groups, working directory and environment (what exec probes and
+    /// `kubectl exec` need). The caller spawns it and sets up its stdio.
+    pub fn exec_command(
+        &self,
+        config: &ContainerConfig,
+        command: &[String],
+    ) -> Result<std::process::Command, RuntimeError> {
+        let process = self.process(&config.name)?;
+        if process.termination().is_some() {
+            return Err(RuntimeError::NotRunning(config.name.clone()));
+        }
+        let rule = self.runtime.images.resolve(&config.image)?;
+        let env = super::launch::container_env(rule, config, &self.hostname);
+        let pidfd = process
+            .duplicate_pidfd()
+            .map_err(|source| RuntimeError::Io {
+                context: format!("exec in container {}", config.name),
+                source,
+            })?;
+        super::exec::command_in(pidfd, env, config, command)
+    }
+
     /// Waits for the current run of `container` to end.
     pub async fn wait_container(&self, container: &str) -> Result<Termination, RuntimeError> {
         Ok(self.process(container)?.wait().await)
