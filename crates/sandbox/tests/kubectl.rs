@@ -297,3 +297,39 @@ async fn watch_prints_changes_as_they_happen() {
     let lines = String::from_utf8_lossy(&output.stdout).lines().count();
     assert!(lines >= 2, "the initial object and its change: {}", String::from_utf8_lossy(&output.stdout));
 }
+
+#[tokio::test]
+async fn server_side_apply_tracks_managers_and_conflicts() {
+    let sandbox = start().await;
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  labels: {owner: first, extra: \"yes\"}\ndata:\n  a: \"1\"\n";
+    let out = kubectl_with_input(&sandbox, &["apply", "--server-side", "-f", "-"], Some(config)).await.ok();
+    assert!(out.contains("serverside-applied"), "{out}");
+    let managers = kubectl(&sandbox, &["get", "configmap", "ssa", "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}"]).await.ok();
+    assert_eq!(managers, "kubectl");
+    // Another manager changing a field the first owns conflicts, unless it forces.
+    let rival = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"2\"\n";
+    let err = kubectl_with_input(&sandbox, &["apply", "--server-side", "--field-manager=rival", "-f", "-"], Some(rival)).await.err();
+    assert!(err.contains("conflict") && err.contains(".data.a"), "{err}");
+    kubectl_with_input(&sandbox, &["apply", "--server-side", "--field-manager=rival", "--force-conflicts", "-f", "-"], Some(rival)).await.ok();
+    assert_eq!(kubectl(&sandbox, &["get", "configmap", "ssa", "-o", "jsonpath={.data.a}"]).await.ok(), "2");
+    // A field the first manager stops applying is removed.
+    let fewer = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  labels: {owner: first}\n";
+    kubectl_with_input(&sandbox, &["apply", "--server-side", "-f", "-"], Some(fewer)).await.ok();
+    let labels = kubectl(&sandbox, &["get", "configmap", "ssa", "-o", "jsonpath={.metadata.labels}"]).await.ok();
+    assert_eq!(labels, r#"{"owner":"first"}"#);
+    assert_eq!(kubectl(&sandbox, &["get", "configmap", "ssa", "-o", "jsonpath={.data.a}"]).await.ok(), "2", "the rival's field stays");
+}
+
+#[tokio::test]
+async fn field_validation_strict_refuses_unknown_fields() {
+    let sandbox = start().await;
+    install_widgets(&sandbox).await;
+    let unknown = WIDGET.replace("color: blue", "color: blue\n  shape: round");
+    let err = apply(&sandbox, &unknown).await.err();
+    assert!(err.contains("unknown field \"spec.shape\""), "{err}");
+    let out = kubectl_with_input(&sandbox, &["apply", "--validate=warn", "-f", "-"], Some(&unknown)).await;
+    assert!(out.success, "{}", out.stderr);
+    assert!(out.stderr.contains("unknown field \"spec.shape\""), "a warning: {}", out.stderr);
+    let stored = kubectl(&sandbox, &["get", "widget", "w1", "-o", "jsonpath={.spec}"]).await.ok();
+    assert!(!stored.contains("shape"), "pruned: {stored}");
+}

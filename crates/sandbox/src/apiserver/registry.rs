@@ -146,6 +146,8 @@ impl ResourceType {
 #[derive(Default)]
 pub struct Registry {
     kinds: RwLock<BTreeMap<ResourceId, Arc<ResourceType>>>,
+    /// Bumped on every change, so documents derived from the registry know when to rebuild.
+    revision: std::sync::atomic::AtomicU64,
 }
 
 impl Registry {
@@ -160,11 +162,17 @@ impl Registry {
     pub fn register(&self, kind: ResourceType) {
         let mut kinds = self.kinds.write().unwrap_or_else(|p| p.into_inner());
         kinds.insert(kind.id(), Arc::new(kind));
+        self.revision.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.revision.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn unregister(&self, id: &ResourceId) {
         let mut kinds = self.kinds.write().unwrap_or_else(|p| p.into_inner());
         kinds.remove(id);
+        self.revision.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn get(&self, group: &str, plural: &str) -> Option<Arc<ResourceType>> {

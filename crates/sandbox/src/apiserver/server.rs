@@ -52,6 +52,7 @@ pub struct ApiServer {
     /// The cluster CA, in PEM: what clients verify the server with.
     pub ca_pem: String,
     pod_logs: RwLock<Option<Arc<dyn PodLogs>>>,
+    pub(crate) openapi: super::http::OpenApiCache,
     pub(crate) shutdown: CancellationToken,
 }
 
@@ -103,6 +104,7 @@ impl RunningApiServer {
             admin_token: super::auth::random_token(),
             ca_pem: certificates.ca_pem.clone(),
             pod_logs: RwLock::new(None),
+            openapi: super::http::OpenApiCache::default(),
             shutdown: shutdown.clone(),
         });
         super::lifecycle::start_all(&server);

@@ -24,6 +24,7 @@ use super::error::{ApiError, ApiResult};
 use super::request::{ResourceRequest, Route, parse_query, route};
 use super::server::ApiServer;
 pub use negotiate::Accept;
+pub use openapi::OpenApiCache;
 
 /// One authenticated request, read in full (bodies are small objects; watch has none).
 pub struct Call {

@@ -65,7 +65,7 @@ pub fn json_bytes_response(status: StatusCode, body: Vec<u8>, content_type: &str
         .header("cache-control", "no-cache, private");
     for warning in warnings {
         // The Warning header format clients parse: `299 - "text"`.
-        let text = format!("299 - \"{}\"", warning.replace('"', "'"));
+        let text = format!("299 - \"{}\"", warning.replace('\\', "\\\\").replace('"', "\\\""));
         if let Ok(value) = HeaderValue::from_str(&text) {
             response = response.header(http::header::WARNING, value);
         }

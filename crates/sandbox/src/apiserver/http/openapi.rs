@@ -43,26 +43,56 @@ fn group_versions(schemas: &[ResourceSchema]) -> Vec<(String, String)> {
     pairs
 }
 
-pub fn serve(call: &Call, path: &str) -> ApiResult<Response<Body>> {
-    let schemas = resource_schemas(call);
-    if path == "/openapi/v2" {
-        return Ok(json_response(StatusCode::OK, &v2_document(&schemas), &[]));
+/// The OpenAPI documents of one registry revision, built on first use.
+pub struct OpenApiDocuments {
+    revision: u64,
+    v3: Vec<(String, Value)>,
+    index: Value,
+    v2: std::sync::OnceLock<Value>,
+    schemas: Vec<ResourceSchema>,
+}
+
+/// The documents are rebuilt only when a kind is added or removed: kubectl reads them on
+/// every `apply` and `explain`.
+#[derive(Default)]
+pub struct OpenApiCache(std::sync::Mutex<Option<std::sync::Arc<OpenApiDocuments>>>);
+
+impl OpenApiCache {
+    fn documents(&self, call: &Call) -> std::sync::Arc<OpenApiDocuments> {
+        let revision = call.server.registry.revision();
+        let mut cached = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(documents) = cached.as_ref().filter(|d| d.revision == revision) {
+            return documents.clone();
+        }
+        let schemas = resource_schemas(call);
+        let v3: Vec<(String, Value)> = group_versions(&schemas)
+            .into_iter()
+            .map(|(group, version)| {
+                let of_version: Vec<ResourceSchema> = schemas.iter().filter(|s| s.group == group && s.version == version).cloned().collect();
+                let mut document = v3_group_version(&group, &version, &of_version);
+                add_paths(&mut document, call, &group, &version);
+                (v3_path(&group, &version), document)
+            })
+            .collect();
+        let index = v3_index(v3.iter().map(|(p, d)| (p.as_str(), d)));
+        let documents = std::sync::Arc::new(OpenApiDocuments { revision, v3, index, v2: std::sync::OnceLock::new(), schemas });
+        *cached = Some(documents.clone());
+        documents
     }
-    let documents: Vec<(String, Value)> = group_versions(&schemas)
-        .into_iter()
-        .map(|(group, version)| {
-            let of_version: Vec<ResourceSchema> = schemas.iter().filter(|s| s.group == group && s.version == version).cloned().collect();
-            let mut document = v3_group_version(&group, &version, &of_version);
-            add_paths(&mut document, call, &group, &version);
-            (v3_path(&group, &version), document)
-        })
-        .collect();
+}
+
+pub fn serve(call: &Call, path: &str) -> ApiResult<Response<Body>> {
+    let documents = call.server.openapi.documents(call);
+    if path == "/openapi/v2" {
+        let v2 = documents.v2.get_or_init(|| v2_document(&documents.schemas));
+        return Ok(json_response(StatusCode::OK, v2, &[]));
+    }
     if path == "/openapi/v3" {
-        let index = v3_index(documents.iter().map(|(p, d)| (p.as_str(), d)));
-        return Ok(json_response(StatusCode::OK, &index, &[]));
+        return Ok(json_response(StatusCode::OK, &documents.index, &[]));
     }
     let wanted = path.trim_start_matches("/openapi/v3/");
     documents
+        .v3
         .iter()
         .find(|(p, _)| p == wanted)
         .map(|(_, document)| json_response(StatusCode::OK, document, &[]))
