@@ -1,0 +1,249 @@
+//! A whole sandbox cluster for the node agent's tests (root only): API server, scheduler and
+//! controllers, cluster network, process runtime and node agents; kubectl and kube-rs against
+//! it; waiting for Pods; reaching the cluster network.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube_sandbox::controllers::{self, ControlPlaneHandle, ControlPlaneOptions, TimeScale};
+use kube_sandbox::kubelet::{Kubelet, KubeletConfig};
+use kube_sandbox::network::{ClusterNetwork, ClusterNetworkConfig};
+use kube_sandbox::runtime::{ContainerRuntime, ImageMap, RuntimeConfig};
+use kube_sandbox::{Sandbox, SandboxOptions};
+use serde_json::json;
+
+pub const ETCD_IMAGE: &str = "quay.io/coreos/etcd:v3.5.1";
+pub const TOOLS_IMAGE: &str = "sandbox.local/tools:latest";
+pub const LIST_PODS_IMAGE: &str = "sandbox.local/list-pods:latest";
+pub const ETCD_35: &str = "/usr/local/lib/etcd-3.5.1/etcd";
+
+/// Fails (never skips) when a program the test needs is missing, saying how to install it.
+pub fn require_binary(path: &str) {
+    assert!(
+        Path::new(path).exists(),
+        "{path} is missing: install the test dependencies with `bash scripts/install-deps.sh` (as root)"
+    );
+}
+
+/// The image map of the tests: the machine's shell and python as a "tools" image, the
+/// in-cluster test program, then the built-in etcd map.
+pub fn image_map() -> ImageMap {
+    let yaml = format!(
+        "images:\n  - image: \"sandbox.local/tools:*\"\n    cmd: [/bin/sh]\n  - image: \"sandbox.local/list-pods:*\"\n    entrypoint: [/usr/local/bin/list-pods]\n    files:\n      /usr/local/bin/list-pods: {}\n",
+        env!("CARGO_BIN_EXE_kube-sandbox-list-pods")
+    );
+    ImageMap::from_yaml(&yaml, Path::new("/")).expect("test image map").then(ImageMap::builtin())
+}
+
+/// A running cluster; dropping it stops everything (node agents first).
+pub struct Cluster {
+    pub kubelet: Kubelet,
+    pub control_plane: ControlPlaneHandle,
+    pub network: Arc<ClusterNetwork>,
+    pub runtime: ContainerRuntime,
+    pub sandbox: Sandbox,
+    pub dir: tempfile::TempDir,
+}
+
+/// How a test cluster runs.
+pub struct ClusterOptions {
+    pub nodes: usize,
+    pub time_scale: f64,
+    pub pod_eviction_timeout: Duration,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self { nodes: 3, time_scale: 0.1, pod_eviction_timeout: Duration::from_secs(300) }
+    }
+}
+
+pub async fn start() -> Cluster {
+    start_with(ClusterOptions::default()).await
+}
+
+pub async fn start_with(options: ClusterOptions) -> Cluster {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(options.nodes)).await.expect("sandbox starts");
+    let network = Arc::new(ClusterNetwork::create(ClusterNetworkConfig::new(dir.path())).await.expect("cluster network (run the tests as root)"));
+    let runtime = ContainerRuntime::new(RuntimeConfig { state_root: dir.path().join("state"), images: image_map() }).expect("process runtime");
+    let port: u16 = sandbox.url().rsplit(':').next().and_then(|p| p.parse().ok()).expect("API server port");
+    let loopback = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+    network.proxy().set_service_to_machine(loopback, loopback.into()).await.expect("API server inside the cluster network");
+    let client = sandbox.client();
+    let dns: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
+        "spec": {"clusterIP": network.config().dns_server.to_string(), "ports": [
+            {"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
+    }))
+    .unwrap();
+    Api::namespaced(client.clone(), "kube-system").create(&PostParams::default(), &dns).await.expect("kube-dns Service");
+    let scale = TimeScale::new(options.time_scale).unwrap();
+    let control_plane = controllers::start(
+        client.clone(),
+        ControlPlaneOptions::default().time_scale(scale).pod_eviction_timeout(options.pod_eviction_timeout),
+    );
+    let nodes = (1..=options.nodes).map(|i| format!("node-{i}")).collect();
+    let mut config = KubeletConfig::new(client, runtime.clone(), network.clone(), nodes);
+    config.time_scale = scale;
+    config.shutdown_grace_period = Duration::from_secs(10);
+    let kubelet = Kubelet::start(config).await.expect("node agents start");
+    sandbox.api_server().register_pod_logs(kubelet.pod_logs());
+    Cluster { kubelet, control_plane, network, runtime, sandbox, dir }
+}
+
+impl Cluster {
+    pub fn client(&self) -> kube::Client {
+        self.sandbox.client()
+    }
+
+    pub fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client(), namespace)
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.sandbox.kubeconfig_path().to_path_buf()
+    }
+
+    /// Runs kubectl against the cluster; stdout when it succeeded, else panics with stderr.
+    pub async fn kubectl(&self, args: &[&str]) -> String {
+        let output = self.kubectl_output(args, None).await;
+        assert!(output.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// `kubectl apply -f -` of `manifest`.
+    pub async fn apply(&self, manifest: &str) -> String {
+        let output = self.kubectl_output(&["apply", "-f", "-"], Some(manifest)).await;
+        assert!(output.status.success(), "kubectl apply failed: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    pub async fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+        use tokio::io::AsyncWriteExt;
+        let mut child = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("kubectl is installed (bash scripts/install-deps.sh)");
+        let mut input = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).await.unwrap();
+        }
+        drop(input);
+        tokio::time::timeout(Duration::from_secs(120), child.wait_with_output()).await.expect("kubectl finishes").unwrap()
+    }
+
+    /// Waits until the Pod exists and `check` holds; returns it. Panics with the Pod's last
+    /// state when it does not happen within `limit`.
+    pub async fn wait_pod(&self, namespace: &str, name: &str, limit: Duration, check: impl Fn(&Pod) -> bool) -> Pod {
+        let api = self.pods(namespace);
+        let started = Instant::now();
+        let mut last = None;
+        while started.elapsed() < limit {
+            if let Ok(Some(pod)) = api.get_opt(name).await {
+                if check(&pod) {
+                    return pod;
+                }
+                last = Some(pod);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("Pod {namespace}/{name} did not reach the expected state within {limit:?}; last seen: {:#?}", last.map(|p| p.status));
+    }
+
+    pub async fn wait_ready(&self, namespace: &str, name: &str, limit: Duration) -> Pod {
+        self.wait_pod(namespace, name, limit, is_ready).await
+    }
+
+    pub async fn wait_gone(&self, namespace: &str, name: &str, limit: Duration) {
+        let api = self.pods(namespace);
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if matches!(api.get_opt(name).await, Ok(None)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("Pod {namespace}/{name} still exists after {limit:?}");
+    }
+
+    /// `GET path` over HTTP/1.0 from inside the cluster network (host: a name or an address).
+    pub async fn http_get(&self, host: &str, port: u16, path: &str) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let exchange = async {
+            let mut stream = self.network.connect_host(host, port).await.ok()?;
+            stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.ok()?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response).await.ok()?;
+            Some(response.split_once("\r\n\r\n")?.1.to_string())
+        };
+        tokio::time::timeout(Duration::from_secs(5), exchange).await.ok().flatten()
+    }
+}
+
+pub fn is_ready(pod: &Pod) -> bool {
+    condition(pod, "Ready") == Some("True")
+}
+
+pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
+    pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_).map(|c| c.status.as_str())
+}
+
+pub fn phase(pod: &Pod) -> &str {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+}
+
+pub fn container_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
+    pod.status.as_ref()?.container_statuses.as_ref()?.iter().find(|s| s.name == name)
+}
+
+pub fn waiting_reason<'a>(pod: &'a Pod, container: &str) -> Option<&'a str> {
+    container_status(pod, container)?.state.as_ref()?.waiting.as_ref()?.reason.as_deref()
+}
+
+pub fn restart_count(pod: &Pod, container: &str) -> i32 {
+    container_status(pod, container).map_or(0, |s| s.restart_count)
+}
+
+pub fn pod_ip(pod: &Pod) -> String {
+    pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default()
+}
+
+/// An etcd 3.5 Pod with a claim or an emptyDir for its data and an httpGet readiness probe on
+/// `/health`, named `name` (its hostname) under subdomain `etcd`.
+pub fn etcd_pod(name: &str, data: serde_json::Value) -> serde_json::Value {
+    let mut volume = data;
+    volume["name"] = json!("data");
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "etcd"}},
+        "spec": {
+            "hostname": name, "subdomain": "etcd", "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "etcd", "image": ETCD_IMAGE,
+                "command": ["etcd", "--name=$(POD_NAME)", "--data-dir=/var/lib/etcd",
+                    "--listen-client-urls=http://0.0.0.0:2379", "--advertise-client-urls=http://$(POD_IP):2379",
+                    "--listen-peer-urls=http://0.0.0.0:2380", "--initial-advertise-peer-urls=http://$(POD_IP):2380",
+                    "--initial-cluster=$(POD_NAME)=http://$(POD_IP):2380"],
+                "env": [
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                ],
+                "ports": [{"name": "client", "containerPort": 2379}, {"name": "peer", "containerPort": 2380}],
+                "readinessProbe": {"httpGet": {"path": "/health", "port": "client"}, "periodSeconds": 1},
+                "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+            }],
+            "volumes": [volume],
+        },
+    })
+}
