@@ -1,9 +1,23 @@
 //! The etcd operator: observe, plan, act.
 //!
+//! - [`observe`]: everything a pass needs, from the watch caches and from etcd, in one value.
 //! - [`plan`]: the pure judgement: from one observed state to exactly one next step.
+//! - [`act`]: performs a plan: status writes first, then the one step.
+//! - [`reconcile`]: the kube-runtime controller that runs observe → plan → act per cluster.
 //! - [`build`]: pure builders of the Kubernetes objects the operator owns.
 //! - [`etcd`]: the etcd gRPC client wrapper.
+//! - the process: [`config`] (command line), [`leader`] (Lease election), [`metrics`],
+//!   [`server`] (/metrics, /healthz, /readyz), [`logging`], [`run`].
 
+pub mod act;
 pub mod build;
+pub mod config;
 pub mod etcd;
+pub mod leader;
+pub mod logging;
+pub mod metrics;
+pub mod observe;
 pub mod plan;
+pub mod reconcile;
+pub mod run;
+pub mod server;

@@ -19,6 +19,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the operator: reconcile EtcdClusters (leader-elected among replicas), serve
+    /// /metrics, /healthz and /readyz, until SIGTERM.
+    Run(Box<etcd_operator::config::RunArgs>),
     /// Print the CustomResourceDefinitions of the API as YAML (or write one file per CRD).
     Crds {
         /// Write `<plural>.yaml` files into this directory instead of printing.
@@ -28,8 +31,15 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // One TLS provider for the whole process (kube and the etcd client), before any client.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?
+            .block_on(etcd_operator::run::run(*args)),
         Command::Crds { out_dir: None } => print_crds(),
         Command::Crds { out_dir: Some(dir) } => write_crds(&dir),
     }

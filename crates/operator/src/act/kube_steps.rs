@@ -1,0 +1,262 @@
+//! The steps that are one Kubernetes write.
+
+use etcd_operator_api::EtcdMember;
+use etcd_operator_api::labels::{MEMBER_FINALIZER, ROLE, ROLE_VOTER};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::status::post_params;
+use super::{ActContext, ActError, ObjectKind, Written, is_not_found};
+use crate::build::REPORTING_COMPONENT;
+use crate::plan::{Observed, Step};
+
+/// Performs a step that writes to the Kubernetes API.
+pub async fn perform(
+    ctx: &ActContext,
+    step: &Step,
+    observed: &Observed,
+) -> Result<Option<Written>, ActError> {
+    let ns = observed
+        .cluster
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_default();
+    let writer = Writer { ctx, ns: &ns };
+    match step {
+        Step::CreateService(svc) => writer.create(ObjectKind::Service, svc.as_ref()).await,
+        Step::UpdateService(svc) => writer.replace(ObjectKind::Service, svc.as_ref()).await,
+        Step::CreatePdb(pdb) => writer.create(ObjectKind::Pdb, pdb.as_ref()).await,
+        Step::UpdatePdb(pdb) => writer.replace(ObjectKind::Pdb, pdb.as_ref()).await,
+        Step::DeletePdb { name } => {
+            let uid = observed
+                .pdb
+                .as_ref()
+                .filter(|p| p.metadata.name.as_deref() == Some(name.as_str()))
+                .and_then(|p| p.metadata.uid.clone());
+            writer
+                .delete::<PodDisruptionBudget>(ObjectKind::Pdb, name, uid)
+                .await
+        }
+        Step::CreateMember(member) => writer.create(ObjectKind::Member, member.as_ref()).await,
+        Step::DeleteMember { member } => {
+            let uid = observed_member(observed, member).and_then(|m| m.metadata.uid.clone());
+            writer
+                .delete::<EtcdMember>(ObjectKind::Member, member, uid)
+                .await
+        }
+        Step::SetDormant { members, dormant } => {
+            let mut last = None;
+            for name in members {
+                let current =
+                    observed_member(observed, name).ok_or_else(|| ActError::NotObserved {
+                        what: format!("EtcdMember {ns}/{name}"),
+                    })?;
+                let patch = json!({
+                    "metadata": {"resourceVersion": current.metadata.resource_version},
+                    "spec": {"dormant": dormant},
+                });
+                last = writer
+                    .merge_patch::<EtcdMember>(ObjectKind::Member, name, &patch)
+                    .await?;
+            }
+            Ok(last)
+        }
+        Step::RemoveFinalizer { member } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            let remaining: Vec<&String> = current
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .filter(|f| *f != MEMBER_FINALIZER)
+                .collect();
+            // The resourceVersion makes the removal fail if the finalizers changed meanwhile.
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": current.metadata.resource_version,
+                    "finalizers": remaining,
+                },
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
+        Step::CreatePvc(pvc) => writer.create(ObjectKind::Pvc, pvc.as_ref()).await,
+        Step::DeletePvc { member, pvc } => {
+            let uid = observed
+                .members
+                .iter()
+                .find(|m| m.member.metadata.name.as_deref() == Some(member.as_str()))
+                .and_then(|m| m.pvc.as_ref())
+                .filter(|p| p.name == *pvc)
+                .map(|p| p.uid.clone());
+            writer
+                .delete::<PersistentVolumeClaim>(ObjectKind::Pvc, pvc, uid)
+                .await
+        }
+        Step::CreatePod(pod) => writer.create(ObjectKind::Pod, pod.as_ref()).await,
+        Step::DeletePod { pod, uid, .. } => {
+            writer
+                .delete::<Pod>(ObjectKind::Pod, pod, Some(uid.clone()))
+                .await
+        }
+        Step::LabelPod { pod, voter, .. } => {
+            let value = voter.then_some(ROLE_VOTER);
+            let patch = json!({"metadata": {"labels": {ROLE: value}}});
+            writer
+                .merge_patch::<Pod>(ObjectKind::Pod, pod, &patch)
+                .await
+        }
+        // Not Kubernetes writes: handled by the caller.
+        Step::Idle
+        | Step::Wait { .. }
+        | Step::SetPhase { .. }
+        | Step::AddLearner { .. }
+        | Step::PromoteLearner { .. }
+        | Step::RemoveEtcdMember { .. }
+        | Step::MoveLeader { .. } => Ok(None),
+    }
+}
+
+fn observed_member<'a>(observed: &'a Observed, name: &str) -> Option<&'a EtcdMember> {
+    observed
+        .members
+        .iter()
+        .map(|m| &m.member)
+        .find(|m| m.metadata.name.as_deref() == Some(name))
+}
+
+/// Writes into one namespace.
+struct Writer<'a> {
+    ctx: &'a ActContext,
+    ns: &'a str,
+}
+
+impl Writer<'_> {
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.ctx.client.clone(), self.ns)
+    }
+
+    fn what<K: Resource>(&self, name: &str) -> String
+    where
+        K::DynamicType: Default,
+    {
+        format!("{} {}/{name}", K::kind(&Default::default()), self.ns)
+    }
+
+    async fn create<K>(&self, kind: ObjectKind, object: &K) -> Result<Option<Written>, ActError>
+    where
+        K: Resource<Scope = NamespaceResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let name = object.meta().name.clone().unwrap_or_default();
+        self.ctx.count_write(&K::kind(&Default::default()));
+        let created = self
+            .api::<K>()
+            .create(&post_params(), object)
+            .await
+            .map_err(|e| ActError::from_kube(format!("creating {}", self.what::<K>(&name)), e))?;
+        Ok(Some(Written::updated(kind, self.ns, &name, created.meta())))
+    }
+
+    /// PUT with the object's resourceVersion: fails with 409 if it changed since observed.
+    async fn replace<K>(&self, kind: ObjectKind, object: &K) -> Result<Option<Written>, ActError>
+    where
+        K: Resource<Scope = NamespaceResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let name = object.meta().name.clone().unwrap_or_default();
+        self.ctx.count_write(&K::kind(&Default::default()));
+        let replaced = self
+            .api::<K>()
+            .replace(&name, &post_params(), object)
+            .await
+            .map_err(|e| ActError::from_kube(format!("updating {}", self.what::<K>(&name)), e))?;
+        Ok(Some(Written::updated(
+            kind,
+            self.ns,
+            &name,
+            replaced.meta(),
+        )))
+    }
+
+    async fn merge_patch<K>(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<Option<Written>, ActError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        self.ctx.count_write(&K::kind(&Default::default()));
+        let params = PatchParams {
+            field_manager: Some(REPORTING_COMPONENT.to_string()),
+            ..Default::default()
+        };
+        let patched = self
+            .api::<K>()
+            .patch(name, &params, &Patch::Merge(patch))
+            .await
+            .map_err(|e| ActError::from_kube(format!("patching {}", self.what::<K>(name)), e))?;
+        Ok(Some(Written::updated(kind, self.ns, name, patched.meta())))
+    }
+
+    /// DELETE with a UID precondition (when the UID is known): a newer object that took the
+    /// name is never deleted. Already gone counts as done.
+    async fn delete<K>(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        uid: Option<String>,
+    ) -> Result<Option<Written>, ActError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let Some(uid) = uid else {
+            return Err(ActError::NotObserved {
+                what: format!("deleting {}: its UID", self.what::<K>(name)),
+            });
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        self.ctx.count_write(&K::kind(&Default::default()));
+        match self.api::<K>().delete(name, &params).await {
+            Ok(_) => Ok(Some(Written::deleted(kind, self.ns, name, &uid))),
+            Err(e) if is_not_found(&e) => Ok(Some(Written::deleted(kind, self.ns, name, &uid))),
+            Err(e) => Err(ActError::from_kube(
+                format!("deleting {}", self.what::<K>(name)),
+                e,
+            )),
+        }
+    }
+}

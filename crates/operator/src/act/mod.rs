@@ -1,0 +1,93 @@
+//! `act`: performs a [`Plan`] exactly as `plan/mod.rs` states the contract.
+//!
+//! 1. The status writes first: the cluster's, then each member's, through the status
+//!    subresource with the observed resourceVersion (a stale write fails with 409 rather than
+//!    clobbering). If any fails, stop: the step depends on them (a phase is announced before
+//!    the mutation it describes).
+//! 2. Then the one step: one Kubernetes write (creates; updates and patches carrying the
+//!    observed resourceVersion; deletes with a UID precondition, so a newer object of the same
+//!    name is never deleted) or one etcd call.
+//!
+//! Every write is returned as a [`Written`], so the reconciler can wait for its caches to
+//! show it before the next pass plans from them.
+
+mod error;
+mod etcd_steps;
+mod kube_steps;
+mod status;
+mod written;
+
+pub use error::{ActError, is_not_found, status_code};
+pub use status::post_params;
+pub use written::{ObjectKind, Written};
+
+use std::sync::Arc;
+
+use kube::Client;
+
+use crate::metrics::Metrics;
+use crate::observe::EtcdUrlMap;
+use crate::plan::{Observed, Plan, Step};
+
+/// What `act` writes with.
+#[derive(Clone)]
+pub struct ActContext {
+    pub client: Client,
+    pub etcd_urls: EtcdUrlMap,
+    pub metrics: Arc<Metrics>,
+}
+
+impl ActContext {
+    /// Counts one write to the Kubernetes API (the steady-state benchmark expects none).
+    pub fn count_write(&self, resource: &str) {
+        self.metrics.count_kubernetes_write(resource);
+    }
+}
+
+/// What a pass changed.
+#[derive(Debug, Default)]
+pub struct ActOutcome {
+    /// Every Kubernetes write that succeeded, in order.
+    pub written: Vec<Written>,
+}
+
+/// Writes the plan's statuses, then performs its step.
+pub async fn act(
+    ctx: &ActContext,
+    plan: &Plan,
+    observed: &Observed,
+) -> Result<ActOutcome, ActError> {
+    let mut outcome = ActOutcome::default();
+    if let Some(cluster_status) = &plan.cluster_status {
+        outcome
+            .written
+            .push(status::write_cluster_status(ctx, observed, cluster_status).await?);
+    }
+    for write in &plan.member_statuses {
+        outcome
+            .written
+            .push(status::write_member_status(ctx, observed, write).await?);
+    }
+    outcome.written.extend(perform(ctx, plan, observed).await?);
+    Ok(outcome)
+}
+
+/// The one step.
+async fn perform(
+    ctx: &ActContext,
+    plan: &Plan,
+    observed: &Observed,
+) -> Result<Option<Written>, ActError> {
+    match &plan.step {
+        // Nothing to do, or only the statuses (already written).
+        Step::Idle | Step::Wait { .. } | Step::SetPhase { .. } => Ok(None),
+        Step::AddLearner { .. }
+        | Step::PromoteLearner { .. }
+        | Step::RemoveEtcdMember { .. }
+        | Step::MoveLeader { .. } => {
+            etcd_steps::perform(ctx, &plan.step, &plan.etcd_endpoints).await?;
+            Ok(None)
+        }
+        step => kube_steps::perform(ctx, step, observed).await,
+    }
+}

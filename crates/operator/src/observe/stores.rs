@@ -1,0 +1,143 @@
+//! The watch-backed caches `observe` reads: one reflector per kind the operator owns, each
+//! watching only objects that carry the cluster label, so the operator's memory follows the
+//! number of etcd members it runs, not the size of the Kubernetes cluster.
+
+use std::time::Duration;
+
+use etcd_operator_api::labels::CLUSTER;
+use etcd_operator_api::{EtcdCluster, EtcdMember};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Config};
+use kube::runtime::{WatchStreamExt, reflector::ObjectRef};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+/// Which namespaces the operator watches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace (needs a ClusterRole).
+    All,
+    /// One namespace.
+    Namespace(String),
+}
+
+impl Scope {
+    /// An `Api` over this scope.
+    pub fn api<K>(&self, client: &Client) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match self {
+            Scope::All => Api::all(client.clone()),
+            Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+        }
+    }
+}
+
+/// The readers of every cache, cheap to clone.
+#[derive(Clone)]
+pub struct Stores {
+    pub clusters: Store<EtcdCluster>,
+    pub members: Store<EtcdMember>,
+    pub pods: Store<Pod>,
+    pub pvcs: Store<PersistentVolumeClaim>,
+    pub services: Store<Service>,
+    pub pdbs: Store<PodDisruptionBudget>,
+}
+
+impl Stores {
+    /// Waits until every cache has completed its first list (at most `limit`): planning from a
+    /// half-filled cache would see members missing and try to create them again.
+    pub async fn wait_until_ready(&self, limit: Duration) -> bool {
+        let all = async {
+            let results = futures::join!(
+                self.clusters.wait_until_ready(),
+                self.members.wait_until_ready(),
+                self.pods.wait_until_ready(),
+                self.pvcs.wait_until_ready(),
+                self.services.wait_until_ready(),
+                self.pdbs.wait_until_ready(),
+            );
+            results.0.is_ok()
+                && results.1.is_ok()
+                && results.2.is_ok()
+                && results.3.is_ok()
+                && results.4.is_ok()
+                && results.5.is_ok()
+        };
+        tokio::time::timeout(limit, all).await.unwrap_or(false)
+    }
+}
+
+/// The watcher configuration of every owned kind: objects labelled with a cluster.
+pub fn owned_objects() -> Config {
+    Config::default().labels(CLUSTER)
+}
+
+/// A reflector for `K`: the cache reader, and the stream of changed objects that both fills the
+/// cache and wakes the controller (it must be polled, which the controller does).
+pub fn reflect<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send,
+)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, owned_objects())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .boxed();
+    (reader, stream)
+}
+
+fn watcher<K>(
+    api: Api<K>,
+    config: Config,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher::watcher(api, config)
+}
+
+/// The EtcdCluster a member-level object (Pod, PVC) belongs to, from its cluster label: those
+/// objects are owned by an EtcdMember, so owner references lead to the member, not the cluster.
+pub fn cluster_of<K: Resource>(object: &K) -> Option<ObjectRef<EtcdCluster>> {
+    let meta = object.meta();
+    let cluster = meta.labels.as_ref()?.get(CLUSTER)?;
+    let namespace = meta.namespace.as_deref()?;
+    Some(ObjectRef::new(cluster).within(namespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    #[test]
+    fn member_level_objects_map_to_their_cluster_by_label() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("etcd-0".into()),
+                namespace: Some("prod".into()),
+                labels: Some([(CLUSTER.to_string(), "etcd".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let cluster = cluster_of(&pod).unwrap();
+        assert_eq!(cluster.name, "etcd");
+        assert_eq!(cluster.namespace.as_deref(), Some("prod"));
+        let unlabelled = Pod::default();
+        assert!(cluster_of(&unlabelled).is_none());
+    }
+}

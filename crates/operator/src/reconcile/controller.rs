@@ -1,0 +1,106 @@
+//! Wiring the reconciler into a kube-runtime `Controller`: one watch per kind, each feeding
+//! both a cache `observe` reads and the controller's triggers.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use etcd_operator_api::{EtcdCluster, EtcdMember};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Client;
+use kube::runtime::controller::{Config, Controller};
+use kube::runtime::watcher;
+use tracing::debug;
+
+use super::{Backoff, Context, error_policy, reconcile};
+use crate::act::ActContext;
+use crate::build::OperatorSettings;
+use crate::metrics::Metrics;
+use crate::observe::{EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect};
+
+/// What the controller needs besides the client.
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    pub scope: Scope,
+    pub settings: OperatorSettings,
+    pub etcd_urls: EtcdUrlMap,
+    /// Clusters reconciled at the same time (each cluster is only ever reconciled by one pass
+    /// at a time).
+    pub concurrency: u16,
+}
+
+/// Runs the controller until `shutdown` completes (then the passes in flight finish).
+/// `on_ready` is called once the caches have completed their first list.
+pub async fn run_controller(
+    client: Client,
+    options: ControllerOptions,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    on_ready: impl FnOnce() + Send + 'static,
+) {
+    let scope = &options.scope;
+    let (members, members_changed) = reflect::<EtcdMember>(scope.api(&client));
+    let (pods, pods_changed) = reflect::<Pod>(scope.api(&client));
+    let (pvcs, pvcs_changed) = reflect::<PersistentVolumeClaim>(scope.api(&client));
+    let (services, services_changed) = reflect::<Service>(scope.api(&client));
+    let (pdbs, pdbs_changed) = reflect::<PodDisruptionBudget>(scope.api(&client));
+
+    let controller = Controller::new(
+        scope.api::<EtcdCluster>(&client),
+        watcher::Config::default(),
+    )
+    .with_config(Config::default().concurrency(options.concurrency));
+    let stores = Stores {
+        clusters: controller.store(),
+        members,
+        pods,
+        pvcs,
+        services,
+        pdbs,
+    };
+    let ctx = Arc::new(Context {
+        observer: Observer {
+            client: client.clone(),
+            stores: stores.clone(),
+            settings: options.settings.clone(),
+            etcd_urls: options.etcd_urls.clone(),
+        },
+        act: ActContext {
+            client: client.clone(),
+            etcd_urls: options.etcd_urls.clone(),
+            metrics: metrics.clone(),
+        },
+        metrics,
+        backoff: Backoff::default(),
+    });
+
+    let readiness = {
+        let stores = stores.clone();
+        tokio::spawn(async move {
+            while !stores
+                .wait_until_ready(std::time::Duration::from_secs(60))
+                .await
+            {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            on_ready();
+        })
+    };
+
+    controller
+        .owns_stream(members_changed)
+        .owns_stream(services_changed)
+        .owns_stream(pdbs_changed)
+        .watches_stream(pods_changed, |pod| cluster_of(&pod))
+        .watches_stream(pvcs_changed, |pvc| cluster_of(&pvc))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                debug!(error = %e, "controller event");
+            }
+        })
+        .await;
+    readiness.abort();
+}

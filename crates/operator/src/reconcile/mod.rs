@@ -1,0 +1,189 @@
+//! The reconciler: one pass per EtcdCluster, observe → plan → act, run by a kube-runtime
+//! `Controller` that watches EtcdClusters and everything they own.
+//!
+//! A change to an EtcdMember, Service or PDB wakes the cluster that owns it (owner
+//! references); a change to a Pod or PVC, owned by an EtcdMember, wakes the cluster named by
+//! its cluster label. The plan says when to look again; a failure is retried promptly when the
+//! next observation resolves it (a stale read, etcd's short refusals) and with a bounded
+//! exponential backoff otherwise.
+
+mod backoff;
+mod controller;
+mod events;
+mod finalizer;
+mod freshness;
+
+pub use backoff::Backoff;
+pub use controller::{ControllerOptions, run_controller};
+pub use finalizer::{CLUSTER_FINALIZER, has_finalizer};
+pub use freshness::wait_for_caches;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_operator_api::EtcdCluster;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use tracing::{debug, info, warn};
+
+use crate::act::{ActContext, ActError, act};
+use crate::metrics::Metrics;
+use crate::observe::{ObserveError, Observer};
+use crate::plan::{Step, WaitReason, plan_next_step};
+
+/// How long a pass waits for the caches to show its own writes.
+const CACHE_LAG_LIMIT: Duration = Duration::from_secs(2);
+/// How long a pass waits for the caches' first list before it gives up and retries.
+const CACHE_SYNC_LIMIT: Duration = Duration::from_secs(30);
+
+/// Everything a pass needs, shared by all passes.
+pub struct Context {
+    pub observer: Observer,
+    pub act: ActContext,
+    pub metrics: Arc<Metrics>,
+    pub backoff: Backoff,
+}
+
+/// Why a pass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    #[error(transparent)]
+    Act(#[from] ActError),
+    #[error("the watch caches have not completed their first list yet")]
+    CachesNotReady,
+}
+
+impl ReconcileError {
+    /// A short stable label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReconcileError::Observe(_) => "observe",
+            ReconcileError::Act(e) => e.kind(),
+            ReconcileError::CachesNotReady => "caches_not_ready",
+        }
+    }
+
+    fn prompt_retry(&self) -> Option<Duration> {
+        match self {
+            ReconcileError::Act(e) => e.prompt_retry(),
+            _ => None,
+        }
+    }
+}
+
+/// One pass over `cluster`.
+pub async fn reconcile(
+    cluster: Arc<EtcdCluster>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let result = reconcile_pass(&cluster, &ctx).await;
+    let error_kind = result.as_ref().err().map(ReconcileError::kind);
+    ctx.metrics
+        .reconciled(started.elapsed().as_secs_f64(), error_kind);
+    if result.is_ok() {
+        let (namespace, name) = key(&cluster);
+        ctx.backoff.succeeded(&namespace, &name);
+    }
+    result
+}
+
+/// When to try again after a failed pass.
+pub fn error_policy(
+    cluster: Arc<EtcdCluster>,
+    error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Action {
+    let (namespace, name) = key(&cluster);
+    let backoff = ctx.backoff.failed(&namespace, &name);
+    let delay = error.prompt_retry().unwrap_or(backoff);
+    warn!(
+        namespace = %namespace,
+        cluster = %name,
+        kind = error.kind(),
+        error = %error,
+        retry_in_ms = delay.as_millis() as u64,
+        "reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, ReconcileError> {
+    let stores = &ctx.observer.stores;
+    if !stores.wait_until_ready(CACHE_SYNC_LIMIT).await {
+        return Err(ReconcileError::CachesNotReady);
+    }
+    let (namespace, name) = key(cluster);
+    let deleting = cluster.metadata.deletion_timestamp.is_some();
+
+    if !deleting && !has_finalizer(cluster) {
+        let written = finalizer::add(&ctx.act, cluster).await?;
+        wait_for_caches(stores, &[written], CACHE_LAG_LIMIT).await;
+        return Ok(Action::requeue(Duration::ZERO));
+    }
+
+    let observed = ctx.observer.observe(cluster).await?;
+    let now = Timestamp::now();
+    let plan = plan_next_step(&observed, now);
+    let ready = plan
+        .cluster_status
+        .as_ref()
+        .or(observed.cluster.status.as_ref())
+        .and_then(|s| s.ready_members)
+        .unwrap_or(0);
+    ctx.metrics.observed_cluster(&observed, i64::from(ready));
+
+    if deleting && observed.members.is_empty() && has_finalizer(cluster) {
+        // Every member is gone: garbage collection takes the rest once the cluster goes.
+        finalizer::remove(&ctx.act, cluster).await?;
+        ctx.metrics.forget_cluster(&namespace, &name);
+        info!(namespace = %namespace, cluster = %name, "all members gone; cluster finalizer removed");
+        return Ok(Action::await_change());
+    }
+
+    let outcome = act(&ctx.act, &plan, &observed).await?;
+    log_plan(&namespace, &name, &plan.step, plan.requeue_after);
+    if plan.step.mutates() || matches!(plan.step, Step::SetPhase { .. }) {
+        ctx.metrics
+            .step_performed(&format!("{:?}", plan.step.kind()));
+    }
+    if let Some(event) = plan.event(&observed, now) {
+        events::record(&ctx.act, event).await;
+    }
+    wait_for_caches(stores, &outcome.written, CACHE_LAG_LIMIT).await;
+    Ok(Action::requeue(plan.requeue_after))
+}
+
+fn log_plan(namespace: &str, cluster: &str, step: &Step, requeue: Duration) {
+    let requeue_ms = requeue.as_millis() as u64;
+    match step {
+        Step::Idle => debug!(namespace, cluster, requeue_ms, "converged"),
+        Step::Wait { reason, message } if reason_is_routine(*reason) => {
+            debug!(namespace, cluster, reason = reason.as_str(), message = %message, requeue_ms, "waiting")
+        }
+        Step::Wait { reason, message } => {
+            info!(namespace, cluster, reason = reason.as_str(), message = %message, requeue_ms, "waiting")
+        }
+        step => info!(
+            namespace,
+            cluster,
+            step = ?step.kind(),
+            reason = step.reason(),
+            message = %step.message(),
+            "step performed"
+        ),
+    }
+}
+
+fn reason_is_routine(reason: WaitReason) -> bool {
+    !reason.needs_attention()
+}
+
+fn key(cluster: &EtcdCluster) -> (String, String) {
+    (
+        cluster.metadata.namespace.clone().unwrap_or_default(),
+        cluster.metadata.name.clone().unwrap_or_default(),
+    )
+}
