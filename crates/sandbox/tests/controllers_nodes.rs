@@ -7,12 +7,15 @@ mod controllers_support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams};
 use kube_sandbox::controllers::ControlPlaneOptions;
 use serde_json::{Value, json};
 
-use controllers_support::{Heartbeats, condition, eventually, fast, finish_terminating, node_of, pod_from, post_ready, set_phase, start};
+use controllers_support::{
+    Heartbeats, condition, eventually, fast, finish_terminating, node_of, pod_from, post_ready,
+    set_phase, start,
+};
 
 const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 
@@ -29,14 +32,28 @@ fn pinned(name: &str, node: &str, tolerations: Value) -> Pod {
 }
 
 fn taints(node: &Node) -> Vec<(String, String)> {
-    let mut taints: Vec<(String, String)> = node.spec.iter().flat_map(|s| s.taints.iter().flatten()).map(|t| (t.key.clone(), t.effect.clone())).collect();
+    let mut taints: Vec<(String, String)> = node
+        .spec
+        .iter()
+        .flat_map(|s| s.taints.iter().flatten())
+        .map(|t| (t.key.clone(), t.effect.clone()))
+        .collect();
     taints.sort();
     taints
 }
 
 fn ready_status(node: &Node) -> Option<(String, String)> {
-    let condition = node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
-    Some((condition.status.clone(), condition.reason.clone().unwrap_or_default()))
+    let condition = node
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    Some((
+        condition.status.clone(),
+        condition.reason.clone().unwrap_or_default(),
+    ))
 }
 
 #[tokio::test]
@@ -48,54 +65,131 @@ async fn controllers_silent_node_goes_not_ready_its_pods_are_evicted_and_it_come
     let nodes: Api<Node> = Api::all(client.clone());
     let pods = cluster.pods();
     let unreachable_for = |seconds: Option<i64>| json!([{"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}]);
-    for pod in [pinned("plain", "node-2", json!([])), pinned("quick", "node-2", unreachable_for(Some(50))), pinned("patient", "node-2", unreachable_for(None))] {
+    for pod in [
+        pinned("plain", "node-2", json!([])),
+        pinned("quick", "node-2", unreachable_for(Some(50))),
+        pinned("patient", "node-2", unreachable_for(None)),
+    ] {
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
     for name in ["plain", "quick", "patient"] {
-        eventually(&format!("{name} bound"), 20, || async { node_of(&pods.get(name).await.unwrap()) }).await;
+        eventually(&format!("{name} bound"), 20, || async {
+            node_of(&pods.get(name).await.unwrap())
+        })
+        .await;
         set_phase(&pods, name, "Running", true).await;
     }
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(ready_status(&nodes.get("node-2").await.unwrap()).unwrap().0, "True", "heartbeats keep the node Ready past the grace period");
+    assert_eq!(
+        ready_status(&nodes.get("node-2").await.unwrap()).unwrap().0,
+        "True",
+        "heartbeats keep the node Ready past the grace period"
+    );
 
     // node-2's agent dies.
     heartbeats.stop("node-2");
     let silent = eventually("node-2 Unknown and tainted", 20, || async {
         let node = nodes.get("node-2").await.unwrap();
-        let tainted = taints(&node) == [(UNREACHABLE.to_string(), "NoExecute".to_string()), (UNREACHABLE.to_string(), "NoSchedule".to_string())];
-        (tainted && ready_status(&node)? == ("Unknown".to_string(), "NodeStatusUnknown".to_string())).then_some(node)
+        let tainted = taints(&node)
+            == [
+                (UNREACHABLE.to_string(), "NoExecute".to_string()),
+                (UNREACHABLE.to_string(), "NoSchedule".to_string()),
+            ];
+        (tainted
+            && ready_status(&node)? == ("Unknown".to_string(), "NodeStatusUnknown".to_string()))
+            .then_some(node)
     })
     .await;
     let tainted_at = tokio::time::Instant::now();
-    let no_execute = silent.spec.unwrap().taints.unwrap().into_iter().find(|t| t.effect == "NoExecute").unwrap();
+    let no_execute = silent
+        .spec
+        .unwrap()
+        .taints
+        .unwrap()
+        .into_iter()
+        .find(|t| t.effect == "NoExecute")
+        .unwrap();
     assert!(no_execute.time_added.is_some());
     for healthy in ["node-1", "node-3"] {
-        assert_eq!(ready_status(&nodes.get(healthy).await.unwrap()).unwrap().0, "True");
+        assert_eq!(
+            ready_status(&nodes.get(healthy).await.unwrap()).unwrap().0,
+            "True"
+        );
     }
     eventually("Pods on node-2 marked not Ready", 20, || async {
-        let all_not_ready = futures::future::join_all(["plain", "quick", "patient"].map(|n| pods.get(n))).await.into_iter().all(|p| {
-            let pod = p.unwrap();
-            condition(&pod, "Ready").is_some_and(|c| c.0 == "False") && pod.status.unwrap().phase.as_deref() == Some("Running")
-        });
+        let all_not_ready =
+            futures::future::join_all(["plain", "quick", "patient"].map(|n| pods.get(n)))
+                .await
+                .into_iter()
+                .all(|p| {
+                    let pod = p.unwrap();
+                    condition(&pod, "Ready").is_some_and(|c| c.0 == "False")
+                        && pod.status.unwrap().phase.as_deref() == Some("Running")
+                });
         all_not_ready.then_some(())
     })
     .await;
 
     // Its own 50 cluster seconds (0.5s) run out first; the default 300 (3s) later; never for the patient one.
-    let quick = eventually("quick evicted", 20, || async { pods.get("quick").await.unwrap().metadata.deletion_timestamp.map(|_| ()) }).await;
-    let _ = quick;
+    eventually("quick evicted", 20, || async {
+        pods.get("quick")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
+    })
+    .await;
     let evicted = pods.get("quick").await.unwrap();
-    assert_eq!(condition(&evicted, "DisruptionTarget").map(|c| c.1), Some("DeletionByTaintManager".into()));
-    assert!(pods.get("plain").await.unwrap().metadata.deletion_timestamp.is_none(), "plain still has time");
-    eventually("plain evicted", 20, || async { pods.get("plain").await.unwrap().metadata.deletion_timestamp.map(|_| ()) }).await;
-    assert!(tainted_at.elapsed() >= Duration::from_secs(2), "the eviction timeout was honoured ({:?})", tainted_at.elapsed());
+    assert_eq!(
+        condition(&evicted, "DisruptionTarget").map(|c| c.1),
+        Some("DeletionByTaintManager".into())
+    );
+    assert!(
+        pods.get("plain")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none(),
+        "plain still has time"
+    );
+    eventually("plain evicted", 20, || async {
+        pods.get("plain")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
+    })
+    .await;
+    assert!(
+        tainted_at.elapsed() >= Duration::from_secs(2),
+        "the eviction timeout was honoured ({:?})",
+        tainted_at.elapsed()
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(pods.get("patient").await.unwrap().metadata.deletion_timestamp.is_none(), "a toleration without seconds tolerates for ever");
+    assert!(
+        pods.get("patient")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none(),
+        "a toleration without seconds tolerates for ever"
+    );
 
     // Nothing new goes to the unreachable node.
-    pods.create(&PostParams::default(), &pinned("newcomer", "node-2", json!([]))).await.unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pinned("newcomer", "node-2", json!([])),
+    )
+    .await
+    .unwrap();
     let message = eventually("newcomer Pending with the reason", 20, || async {
-        condition(&pods.get("newcomer").await.unwrap(), "PodScheduled").filter(|c| c.0 == "False").map(|c| c.2)
+        condition(&pods.get("newcomer").await.unwrap(), "PodScheduled")
+            .filter(|c| c.0 == "False")
+            .map(|c| c.2)
     })
     .await;
     assert_eq!(
@@ -111,17 +205,32 @@ async fn controllers_silent_node_goes_not_ready_its_pods_are_evicted_and_it_come
         (taints(&node).is_empty() && ready_status(&node)?.0 == "True").then_some(())
     })
     .await;
-    let node = eventually("newcomer scheduled", 20, || async { node_of(&pods.get("newcomer").await.unwrap()) }).await;
+    let node = eventually("newcomer scheduled", 20, || async {
+        node_of(&pods.get("newcomer").await.unwrap())
+    })
+    .await;
     assert_eq!(node, "node-2");
     // The returning agent finishes the evicted Pods.
     finish_terminating(&pods).await;
     eventually("evicted Pods gone", 20, || async {
-        let names: Vec<String> = pods.list(&Default::default()).await.unwrap().items.iter().map(|p| p.name_any()).collect();
-        (!names.contains(&"plain".to_string()) && !names.contains(&"quick".to_string())).then_some(())
+        let names: Vec<String> = pods
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        (!names.contains(&"plain".to_string()) && !names.contains(&"quick".to_string()))
+            .then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(ready_status(&nodes.get("node-2").await.unwrap()).unwrap().0, "True", "renewed Leases keep it Ready");
+    assert_eq!(
+        ready_status(&nodes.get("node-2").await.unwrap()).unwrap().0,
+        "True",
+        "renewed Leases keep it Ready"
+    );
 }
 
 #[tokio::test]
@@ -130,9 +239,27 @@ async fn controllers_pods_of_a_deleted_node_are_collected() {
     let client = cluster.client();
     let _heartbeats = Heartbeats::start(client.clone(), &["node-1", "node-2", "node-3"]).await;
     let pods = cluster.pods();
-    pods.create(&PostParams::default(), &pinned("stranded", "node-3", json!([]))).await.unwrap();
-    eventually("stranded bound", 20, || async { node_of(&pods.get("stranded").await.unwrap()) }).await;
+    pods.create(
+        &PostParams::default(),
+        &pinned("stranded", "node-3", json!([])),
+    )
+    .await
+    .unwrap();
+    eventually("stranded bound", 20, || async {
+        node_of(&pods.get("stranded").await.unwrap())
+    })
+    .await;
     let nodes: Api<Node> = Api::all(client);
-    nodes.delete("node-3", &DeleteParams::default()).await.unwrap();
-    eventually("the Pod of the deleted node removed", 20, || async { pods.get_opt("stranded").await.unwrap().is_none().then_some(()) }).await;
+    nodes
+        .delete("node-3", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Pod of the deleted node removed", 20, || async {
+        pods.get_opt("stranded")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
 }

@@ -5,17 +5,22 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::Resource;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Watches `api` into a store until `token` is cancelled, waking `changed` after each event.
 /// Await [`Store::wait_until_ready`] before trusting the store to be complete.
-pub fn watch_into_store<K>(api: Api<K>, config: watcher::Config, changed: Arc<Notify>, token: CancellationToken) -> Store<K>
+pub fn watch_into_store<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    changed: Arc<Notify>,
+    token: CancellationToken,
+) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {

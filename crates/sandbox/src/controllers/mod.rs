@@ -41,7 +41,10 @@ pub enum ControllerError {
 
 /// `result`, with API errors of the given HTTP codes (such as 404 for something already gone)
 /// counted as success.
-pub(crate) fn ignore_codes(result: Result<(), kube::Error>, codes: &[u16]) -> Result<(), ControllerError> {
+pub(crate) fn ignore_codes(
+    result: Result<(), kube::Error>,
+    codes: &[u16],
+) -> Result<(), ControllerError> {
     match result {
         Err(kube::Error::Api(status)) if codes.contains(&status.code) => Ok(()),
         other => Ok(other?),
@@ -154,13 +157,32 @@ pub fn start(client: Client, options: ControlPlaneOptions) -> ControlPlaneHandle
     let scale = options.time_scale;
     let mut tasks = Vec::new();
     if options.scheduler {
-        let scheduler = SchedulerOptions { retry_period: scale.scale(options.scheduler_retry_period), ..SchedulerOptions::default() };
-        tasks.push(tokio::spawn(run_scheduler(client.clone(), scheduler, token.clone())));
+        let scheduler = SchedulerOptions {
+            retry_period: scale.scale(options.scheduler_retry_period),
+            ..SchedulerOptions::default()
+        };
+        tasks.push(tokio::spawn(run_scheduler(
+            client.clone(),
+            scheduler,
+            token.clone(),
+        )));
     }
     if options.workloads {
-        tasks.push(tokio::spawn(job::run_job_controller(client.clone(), scale, token.clone())));
-        tasks.push(tokio::spawn(replicaset::run_replicaset_controller(client.clone(), scale, token.clone())));
-        tasks.push(tokio::spawn(deployment::run_deployment_controller(client.clone(), scale, token.clone())));
+        tasks.push(tokio::spawn(job::run_job_controller(
+            client.clone(),
+            scale,
+            token.clone(),
+        )));
+        tasks.push(tokio::spawn(replicaset::run_replicaset_controller(
+            client.clone(),
+            scale,
+            token.clone(),
+        )));
+        tasks.push(tokio::spawn(deployment::run_deployment_controller(
+            client.clone(),
+            scale,
+            token.clone(),
+        )));
     }
     if options.node_lifecycle {
         let lifecycle = NodeLifecycleOptions {
@@ -169,7 +191,11 @@ pub fn start(client: Client, options: ControlPlaneOptions) -> ControlPlaneHandle
             default_toleration: options.pod_eviction_timeout,
             time_scale: scale,
         };
-        tasks.push(tokio::spawn(node_lifecycle::run_node_lifecycle(client.clone(), lifecycle, token.clone())));
+        tasks.push(tokio::spawn(node_lifecycle::run_node_lifecycle(
+            client.clone(),
+            lifecycle,
+            token.clone(),
+        )));
     }
     ControlPlaneHandle { token, tasks }
 }

@@ -14,7 +14,9 @@ pub struct TimeScale(f64);
 
 /// A time scale that is not a positive finite number.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
-#[error("the time scale must be a positive finite number (1.0 is real time, 0.01 is 100 times faster), got {0}")]
+#[error(
+    "the time scale must be a positive finite number (1.0 is real time, 0.01 is 100 times faster), got {0}"
+)]
 pub struct InvalidTimeScale(pub f64);
 
 impl TimeScale {
@@ -22,7 +24,11 @@ impl TimeScale {
     pub const REAL: Self = Self(1.0);
 
     pub fn new(factor: f64) -> Result<Self, InvalidTimeScale> {
-        if factor.is_finite() && factor > 0.0 { Ok(Self(factor)) } else { Err(InvalidTimeScale(factor)) }
+        if factor.is_finite() && factor > 0.0 {
+            Ok(Self(factor))
+        } else {
+            Err(InvalidTimeScale(factor))
+        }
     }
 
     pub fn factor(&self) -> f64 {
@@ -66,10 +72,18 @@ mod tests {
         assert_eq!(scale.seconds(300), Duration::from_secs(3));
         assert_eq!(scale.seconds(-5), Duration::ZERO);
         assert_eq!(scale.span_seconds(100), jiff::SignedDuration::from_secs(1));
-        assert_eq!(TimeScale::default().scale(Duration::from_secs(7)), Duration::from_secs(7));
+        assert_eq!(
+            TimeScale::default().scale(Duration::from_secs(7)),
+            Duration::from_secs(7)
+        );
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert!(TimeScale::new(bad).is_err(), "{bad} refused");
         }
-        assert!(TimeScale::new(0.0).unwrap_err().to_string().contains("positive finite"));
+        assert!(
+            TimeScale::new(0.0)
+                .unwrap_err()
+                .to_string()
+                .contains("positive finite")
+        );
     }
 }

@@ -20,12 +20,19 @@ pub struct Cluster {
 
 /// Whether a Pod has finished (`Succeeded` or `Failed`).
 pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// The node a Pod is bound to, if any.
 pub fn node_name_of(pod: &Pod) -> Option<&str> {
-    pod.spec.as_ref()?.node_name.as_deref().filter(|n| !n.is_empty())
+    pod.spec
+        .as_ref()?
+        .node_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
 }
 
 /// The cluster indexed for one decision.
@@ -43,25 +50,41 @@ impl<'a> ClusterIndex<'a> {
     pub fn new(cluster: &'a Cluster) -> Self {
         let mut nodes: Vec<&Node> = cluster.nodes.iter().collect();
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (n.metadata.name.as_deref().unwrap_or_default(), *n)).collect();
+        let by_name: BTreeMap<&str, &Node> = nodes
+            .iter()
+            .map(|n| (n.metadata.name.as_deref().unwrap_or_default(), *n))
+            .collect();
         let mut placed = Vec::new();
         let mut pod_counts = BTreeMap::new();
         for pod in cluster.pods.iter().filter(|p| !is_terminal(p)) {
             if let Some(node) = node_name_of(pod).and_then(|name| by_name.get(name)) {
                 placed.push((pod, *node));
-                *pod_counts.entry(node.metadata.name.as_deref().unwrap_or_default()).or_default() += 1;
+                *pod_counts
+                    .entry(node.metadata.name.as_deref().unwrap_or_default())
+                    .or_default() += 1;
             }
         }
-        Self { nodes, placed, pod_counts, namespaces: &cluster.namespaces }
+        Self {
+            nodes,
+            placed,
+            pod_counts,
+            namespaces: &cluster.namespaces,
+        }
     }
 
     /// The live Pods on one node.
     pub fn pods_on<'b>(&'b self, node: &'b Node) -> impl Iterator<Item = &'a Pod> + 'b {
         let name = node.metadata.name.as_deref();
-        self.placed.iter().filter(move |(_, n)| n.metadata.name.as_deref() == name).map(|(p, _)| *p)
+        self.placed
+            .iter()
+            .filter(move |(_, n)| n.metadata.name.as_deref() == name)
+            .map(|(p, _)| *p)
     }
 
     pub fn pod_count(&self, node: &Node) -> usize {
-        self.pod_counts.get(node.metadata.name.as_deref().unwrap_or_default()).copied().unwrap_or(0)
+        self.pod_counts
+            .get(node.metadata.name.as_deref().unwrap_or_default())
+            .copied()
+            .unwrap_or(0)
     }
 }

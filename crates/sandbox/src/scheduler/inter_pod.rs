@@ -12,7 +12,8 @@ use super::labels::{labels_of, merge_label_keys, selector_matches};
 
 pub const REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
 pub const REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
-pub const REASON_EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
+pub const REASON_EXISTING_ANTI_AFFINITY: &str =
+    "node(s) didn't satisfy existing pods anti-affinity rules";
 
 /// The weight the real scheduler gives an existing Pod's required affinity to the incoming Pod
 /// when scoring (`hardPodAffinityWeight`).
@@ -44,7 +45,13 @@ impl AffinityTerm {
                 labels_of(&owner.metadata),
             )
         });
-        Self { namespaces, namespace_selector: term.namespace_selector.clone(), selector, topology_key: term.topology_key.clone(), weight }
+        Self {
+            namespaces,
+            namespace_selector: term.namespace_selector.clone(),
+            selector,
+            topology_key: term.topology_key.clone(),
+            weight,
+        }
     }
 
     /// Whether `pod` is one this term selects. A term without a label selector selects nothing.
@@ -52,9 +59,15 @@ impl AffinityTerm {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let in_namespace = self.namespaces.contains(namespace)
             || self.namespace_selector.as_ref().is_some_and(|selector| {
-                namespace_labels.get(namespace).is_some_and(|labels| selector_matches(selector, labels))
+                namespace_labels
+                    .get(namespace)
+                    .is_some_and(|labels| selector_matches(selector, labels))
             });
-        in_namespace && self.selector.as_ref().is_some_and(|selector| selector_matches(selector, labels_of(&pod.metadata)))
+        in_namespace
+            && self
+                .selector
+                .as_ref()
+                .is_some_and(|selector| selector_matches(selector, labels_of(&pod.metadata)))
     }
 }
 
@@ -71,18 +84,38 @@ impl PodAffinityTerms {
     pub fn of(pod: &Pod) -> Self {
         let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
         let required = |terms: Option<&Vec<PodAffinityTerm>>| -> Vec<AffinityTerm> {
-            terms.into_iter().flatten().map(|t| AffinityTerm::new(t, pod, 0)).collect()
+            terms
+                .into_iter()
+                .flatten()
+                .map(|t| AffinityTerm::new(t, pod, 0))
+                .collect()
         };
         let preferred = |terms: Option<&Vec<WeightedPodAffinityTerm>>| -> Vec<AffinityTerm> {
-            terms.into_iter().flatten().map(|t| AffinityTerm::new(&t.pod_affinity_term, pod, i64::from(t.weight))).collect()
+            terms
+                .into_iter()
+                .flatten()
+                .map(|t| AffinityTerm::new(&t.pod_affinity_term, pod, i64::from(t.weight)))
+                .collect()
         };
         let affinity_part = affinity.and_then(|a| a.pod_affinity.as_ref());
         let anti_part = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
         Self {
-            required_affinity: required(affinity_part.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())),
-            required_anti_affinity: required(anti_part.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())),
-            preferred_affinity: preferred(affinity_part.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())),
-            preferred_anti_affinity: preferred(anti_part.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())),
+            required_affinity: required(affinity_part.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            required_anti_affinity: required(anti_part.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            preferred_affinity: preferred(affinity_part.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
+            preferred_anti_affinity: preferred(anti_part.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })),
         }
     }
 
@@ -115,7 +148,10 @@ impl AffinityFilter {
     pub fn new(pod: &Pod, cluster: &ClusterIndex<'_>) -> Self {
         let incoming = PodAffinityTerms::of(pod);
         let mut filter = Self {
-            incoming_matches_own_affinity: incoming.required_affinity.iter().all(|t| t.matches(pod, cluster.namespaces)),
+            incoming_matches_own_affinity: incoming
+                .required_affinity
+                .iter()
+                .all(|t| t.matches(pod, cluster.namespaces)),
             incoming,
             affinity_counts: BTreeMap::new(),
             anti_affinity_counts: BTreeMap::new(),
@@ -140,7 +176,10 @@ impl AffinityFilter {
                 if term.matches(pod, cluster.namespaces)
                     && let Some(pair) = pair_of(&term, node)
                 {
-                    *filter.existing_anti_affinity_counts.entry(pair).or_default() += 1;
+                    *filter
+                        .existing_anti_affinity_counts
+                        .entry(pair)
+                        .or_default() += 1;
                 }
             }
         }
@@ -152,7 +191,10 @@ impl AffinityFilter {
     pub fn reject(&self, node: &Node) -> Option<&'static str> {
         let labels = labels_of(&node.metadata);
         let count = |counts: &BTreeMap<TopologyPair, i64>, key: &str, value: &str| {
-            counts.get(&(key.to_string(), value.to_string())).copied().unwrap_or(0)
+            counts
+                .get(&(key.to_string(), value.to_string()))
+                .copied()
+                .unwrap_or(0)
         };
         let mut pods_exist = true;
         for term in &self.incoming.required_affinity {
@@ -164,7 +206,8 @@ impl AffinityFilter {
             }
         }
         // The first Pod of a group with affinity to itself may go anywhere that has the keys.
-        if !pods_exist && !(self.affinity_counts.is_empty() && self.incoming_matches_own_affinity) {
+        let first_of_group = self.affinity_counts.is_empty() && self.incoming_matches_own_affinity;
+        if !(pods_exist || first_of_group) {
             return Some(REASON_AFFINITY);
         }
         for term in &self.incoming.required_anti_affinity {
@@ -174,7 +217,10 @@ impl AffinityFilter {
                 return Some(REASON_ANTI_AFFINITY);
             }
         }
-        if labels.iter().any(|(k, v)| count(&self.existing_anti_affinity_counts, k, v) > 0) {
+        if labels
+            .iter()
+            .any(|(k, v)| count(&self.existing_anti_affinity_counts, k, v) > 0)
+        {
             return Some(REASON_EXISTING_ANTI_AFFINITY);
         }
         None
@@ -188,7 +234,10 @@ pub fn raw_scores(pod: &Pod, cluster: &ClusterIndex<'_>, nodes: &[&Node]) -> Vec
     let mut topology_score: BTreeMap<TopologyPair, i64> = BTreeMap::new();
     for (existing, node) in &cluster.placed {
         let existing_terms = PodAffinityTerms::of(existing);
-        if incoming.preferred_affinity.is_empty() && incoming.preferred_anti_affinity.is_empty() && existing_terms.is_empty() {
+        if incoming.preferred_affinity.is_empty()
+            && incoming.preferred_anti_affinity.is_empty()
+            && existing_terms.is_empty()
+        {
             continue;
         }
         let mut add = |term: &AffinityTerm, weight: i64| {

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
 
 /// The labels of an object, empty when it has none.
 pub fn labels_of(metadata: &ObjectMeta) -> &BTreeMap<String, String> {
@@ -15,11 +17,23 @@ pub fn labels_of(metadata: &ObjectMeta) -> &BTreeMap<String, String> {
 /// Whether `labels` satisfy `selector`. An empty selector matches everything; an unknown
 /// operator matches nothing (the real server refuses such selectors at admission).
 pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let by_label = selector.match_labels.iter().flatten().all(|(key, value)| labels.get(key) == Some(value));
-    by_label && selector.match_expressions.iter().flatten().all(|requirement| requirement_matches(requirement, labels))
+    let by_label = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(key, value)| labels.get(key) == Some(value));
+    by_label
+        && selector
+            .match_expressions
+            .iter()
+            .flatten()
+            .all(|requirement| requirement_matches(requirement, labels))
 }
 
-fn requirement_matches(requirement: &LabelSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
+fn requirement_matches(
+    requirement: &LabelSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     let value = labels.get(&requirement.key);
     let values = requirement.values.as_deref().unwrap_or_default();
     match requirement.operator.as_str() {
@@ -58,7 +72,12 @@ pub fn merge_label_keys(
 
 /// The string form of a selector, for `labelSelector=` in list and watch calls.
 pub fn selector_query(selector: &LabelSelector) -> String {
-    let mut terms: Vec<String> = selector.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut terms: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     for requirement in selector.match_expressions.iter().flatten() {
         let values = requirement.values.as_deref().unwrap_or_default().join(",");
         terms.push(match requirement.operator.as_str() {
@@ -73,7 +92,10 @@ pub fn selector_query(selector: &LabelSelector) -> String {
 
 /// Whether a node's labels satisfy one requirement of a node selector term (`matchExpressions`).
 /// `Gt` and `Lt` compare the label as an integer with the single value; anything unparsable fails.
-pub fn node_requirement_matches(requirement: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
+pub fn node_requirement_matches(
+    requirement: &NodeSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     let value = labels.get(&requirement.key);
     let values = requirement.values.as_deref().unwrap_or_default();
     match requirement.operator.as_str() {
@@ -83,10 +105,17 @@ pub fn node_requirement_matches(requirement: &NodeSelectorRequirement, labels: &
         "DoesNotExist" => value.is_none(),
         operator @ ("Gt" | "Lt") => {
             let [bound] = values else { return false };
-            let (Some(label), Ok(bound)) = (value.and_then(|v| v.parse::<i64>().ok()), bound.parse::<i64>()) else {
+            let (Some(label), Ok(bound)) = (
+                value.and_then(|v| v.parse::<i64>().ok()),
+                bound.parse::<i64>(),
+            ) else {
                 return false;
             };
-            if operator == "Gt" { label > bound } else { label < bound }
+            if operator == "Gt" {
+                label > bound
+            } else {
+                label < bound
+            }
         }
         _ => false,
     }

@@ -9,7 +9,10 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 use super::cluster::{Cluster, ClusterIndex};
 use super::inter_pod::{self, AffinityFilter};
 use super::spread::{self, SpreadFilter};
-use super::taints::{NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, UNSCHEDULABLE, first_untolerated, scheduling_taints, taint, tolerated};
+use super::taints::{
+    NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, UNSCHEDULABLE, first_untolerated,
+    scheduling_taints, taint, tolerated,
+};
 use super::{node_affinity, resources};
 
 pub const REASON_UNSCHEDULABLE_NODE: &str = "node(s) were unschedulable";
@@ -43,13 +46,21 @@ const WEIGHT_INTER_POD_AFFINITY: i64 = 2;
 const WEIGHT_LEAST_ALLOCATED: i64 = 1;
 
 fn tolerations_of(pod: &Pod) -> &[Toleration] {
-    pod.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or_default()
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default()
 }
 
 /// Chooses the node for `pod`, or says why there is none. Pure: the same inputs always give the
 /// same node (ties go to the node with fewer Pods, then the smaller name).
 pub fn schedule(pod: &Pod, cluster: &Cluster) -> Result<String, Unschedulable> {
-    if pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty())
+    {
         return Err(Unschedulable {
             reason: "SchedulingGated".to_string(),
             message: "Scheduling is blocked due to non-empty scheduling gates".to_string(),
@@ -73,9 +84,16 @@ pub fn schedule(pod: &Pod, cluster: &Cluster) -> Result<String, Unschedulable> {
         }
     }
     if feasible.is_empty() {
-        let mut histogram: Vec<String> = reasons.iter().map(|(reason, count)| format!("{count} {reason}")).collect();
+        let mut histogram: Vec<String> = reasons
+            .iter()
+            .map(|(reason, count)| format!("{count} {reason}"))
+            .collect();
         histogram.sort();
-        return Err(unschedulable(format!("0/{} nodes are available: {}.", index.nodes.len(), histogram.join(", "))));
+        return Err(unschedulable(format!(
+            "0/{} nodes are available: {}.",
+            index.nodes.len(),
+            histogram.join(", ")
+        )));
     }
     let totals = score(pod, &index, &feasible);
     let best = feasible
@@ -92,17 +110,36 @@ pub fn schedule(pod: &Pod, cluster: &Cluster) -> Result<String, Unschedulable> {
 }
 
 fn unschedulable(message: String) -> Unschedulable {
-    Unschedulable { reason: "Unschedulable".to_string(), message }
+    Unschedulable {
+        reason: "Unschedulable".to_string(),
+        message,
+    }
 }
 
 /// The reasons one node is refused, from the first filter plugin that refuses it.
-fn filter(pod: &Pod, node: &Node, index: &ClusterIndex<'_>, affinity: &AffinityFilter, spread: &SpreadFilter) -> Vec<String> {
+fn filter(
+    pod: &Pod,
+    node: &Node,
+    index: &ClusterIndex<'_>,
+    affinity: &AffinityFilter,
+    spread: &SpreadFilter,
+) -> Vec<String> {
     let tolerations = tolerations_of(pod);
-    if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) && !tolerated(tolerations, &taint(UNSCHEDULABLE, NO_SCHEDULE)) {
+    if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+        && !tolerated(tolerations, &taint(UNSCHEDULABLE, NO_SCHEDULE))
+    {
         return vec![REASON_UNSCHEDULABLE_NODE.to_string()];
     }
-    if let Some(taint) = first_untolerated(&scheduling_taints(node), tolerations, &[NO_SCHEDULE, NO_EXECUTE]) {
-        return vec![format!("node(s) had untolerated taint {{{}: {}}}", taint.key, taint.value.as_deref().unwrap_or_default())];
+    if let Some(taint) = first_untolerated(
+        &scheduling_taints(node),
+        tolerations,
+        &[NO_SCHEDULE, NO_EXECUTE],
+    ) {
+        return vec![format!(
+            "node(s) had untolerated taint {{{}: {}}}",
+            taint.key,
+            taint.value.as_deref().unwrap_or_default()
+        )];
     }
     if !node_affinity::required_matches(pod, node) {
         return vec![REASON_NODE_AFFINITY.to_string()];
@@ -123,14 +160,28 @@ fn filter(pod: &Pod, node: &Node, index: &ClusterIndex<'_>, affinity: &AffinityF
 /// Each feasible node's weighted sum of normalized plugin scores (each 0..=100).
 fn score(pod: &Pod, index: &ClusterIndex<'_>, nodes: &[&Node]) -> Vec<i64> {
     let tolerations = tolerations_of(pod);
-    let preferable: Vec<Toleration> =
-        tolerations.iter().filter(|t| matches!(t.effect.as_deref(), None | Some("") | Some(PREFER_NO_SCHEDULE))).cloned().collect();
+    let preferable: Vec<Toleration> = tolerations
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.effect.as_deref(),
+                None | Some("") | Some(PREFER_NO_SCHEDULE)
+            )
+        })
+        .cloned()
+        .collect();
     let intolerable: Vec<i64> = nodes
         .iter()
         .map(|node| untolerated_preferences(&scheduling_taints(node), &preferable))
         .collect();
     let taint_scores = normalize(&intolerable, true);
-    let node_affinity_scores = normalize(&nodes.iter().map(|n| node_affinity::preferred_score(pod, n)).collect::<Vec<_>>(), false);
+    let node_affinity_scores = normalize(
+        &nodes
+            .iter()
+            .map(|n| node_affinity::preferred_score(pod, n))
+            .collect::<Vec<_>>(),
+        false,
+    );
     let spread_scores = spread::scores(pod, index, nodes).unwrap_or_else(|| vec![0; nodes.len()]);
     let inter_pod_scores = normalize_range(&inter_pod::raw_scores(pod, index, nodes));
     nodes
@@ -148,7 +199,10 @@ fn score(pod: &Pod, index: &ClusterIndex<'_>, nodes: &[&Node]) -> Vec<i64> {
 
 /// How many PreferNoSchedule taints of the node the Pod does not tolerate.
 fn untolerated_preferences(taints: &[Taint], tolerations: &[Toleration]) -> i64 {
-    taints.iter().filter(|t| t.effect == PREFER_NO_SCHEDULE && !tolerated(tolerations, t)).count() as i64
+    taints
+        .iter()
+        .filter(|t| t.effect == PREFER_NO_SCHEDULE && !tolerated(tolerations, t))
+        .count() as i64
 }
 
 /// The framework's default normalization: scale to 0..=100 by the maximum, reversed when fewer
@@ -167,6 +221,17 @@ fn normalize(raw: &[i64], reverse: bool) -> Vec<i64> {
 
 /// InterPodAffinity's normalization: scale the range between the minimum and the maximum.
 fn normalize_range(raw: &[i64]) -> Vec<i64> {
-    let (min, max) = (raw.iter().copied().min().unwrap_or(0), raw.iter().copied().max().unwrap_or(0));
-    raw.iter().map(|score| if max > min { 100 * (score - min) / (max - min) } else { 0 }).collect()
+    let (min, max) = (
+        raw.iter().copied().min().unwrap_or(0),
+        raw.iter().copied().max().unwrap_or(0),
+    );
+    raw.iter()
+        .map(|score| {
+            if max > min {
+                100 * (score - min) / (max - min)
+            } else {
+                0
+            }
+        })
+        .collect()
 }

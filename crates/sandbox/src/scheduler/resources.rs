@@ -20,7 +20,9 @@ const DEFAULT_MEMORY_MILLI_BYTES: i128 = 200 * 1024 * 1024 * 1000;
 /// Parses a Kubernetes quantity ("500m", "2", "1Gi", "1e3", "1.5k") into milli-units.
 pub fn parse_milli(quantity: &str) -> Option<i128> {
     let text = quantity.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);
     let (multiplier_num, multiplier_den): (i128, i128) = match suffix {
         "" => (1000, 1),
@@ -49,13 +51,23 @@ pub fn parse_milli(quantity: &str) -> Option<i128> {
     let negative = whole.starts_with('-');
     let whole: i128 = whole.trim_start_matches(['+', '-']).parse().unwrap_or(0);
     let scale = 10_i128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
-    let fraction: i128 = if fraction.is_empty() { 0 } else { fraction.parse().ok()? };
+    let fraction: i128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().ok()?
+    };
     let value = (whole * scale + fraction).checked_mul(multiplier_num)? / scale / multiplier_den;
     Some(if negative { -value } else { value })
 }
 
 fn add_container(requests: &mut Requests, container: &Container) {
-    for (name, quantity) in container.resources.as_ref().and_then(|r| r.requests.as_ref()).into_iter().flatten() {
+    for (name, quantity) in container
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .into_iter()
+        .flatten()
+    {
         *requests.entry(name.clone()).or_default() += parse_milli(&quantity.0).unwrap_or(0);
     }
 }
@@ -63,9 +75,13 @@ fn add_container(requests: &mut Requests, container: &Container) {
 /// A Pod's effective requests: the sum over its containers, or the largest init container's
 /// when that is more (init containers run one at a time, before the others), plus overhead.
 pub fn pod_requests(pod: &Pod) -> Requests {
-    let Some(spec) = pod.spec.as_ref() else { return Requests::new() };
+    let Some(spec) = pod.spec.as_ref() else {
+        return Requests::new();
+    };
     let mut requests = Requests::new();
-    spec.containers.iter().for_each(|c| add_container(&mut requests, c));
+    spec.containers
+        .iter()
+        .for_each(|c| add_container(&mut requests, c));
     for init in spec.init_containers.iter().flatten() {
         let mut one = Requests::new();
         add_container(&mut one, init);
@@ -82,8 +98,13 @@ pub fn pod_requests(pod: &Pod) -> Requests {
 
 fn allocatable(node: &Node) -> BTreeMap<String, i128> {
     let status = node.status.as_ref();
-    let quantities: Option<&BTreeMap<String, Quantity>> = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
-    quantities.into_iter().flatten().filter_map(|(name, q)| Some((name.clone(), parse_milli(&q.0)?))).collect()
+    let quantities: Option<&BTreeMap<String, Quantity>> =
+        status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+    quantities
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, q)| Some((name.clone(), parse_milli(&q.0)?)))
+        .collect()
 }
 
 /// The reasons a node cannot hold the Pod's requests ("Too many pods", "Insufficient cpu"), as
@@ -106,7 +127,8 @@ pub fn reject(pod: &Pod, node: &Node, cluster: &ClusterIndex<'_>) -> Vec<String>
         }
     }
     for (name, wanted) in pod_requests(pod).into_iter().filter(|(_, v)| *v > 0) {
-        let free = allocatable.get(&name).copied().unwrap_or(0) - used.get(&name).copied().unwrap_or(0);
+        let free =
+            allocatable.get(&name).copied().unwrap_or(0) - used.get(&name).copied().unwrap_or(0);
         if wanted > free {
             reasons.push(format!("Insufficient {name}"));
         }
@@ -116,8 +138,16 @@ pub fn reject(pod: &Pod, node: &Node, cluster: &ClusterIndex<'_>) -> Vec<String>
 
 fn scoring_requests(pod: &Pod) -> (i128, i128) {
     let requests = pod_requests(pod);
-    let cpu = requests.get("cpu").copied().filter(|v| *v > 0).unwrap_or(DEFAULT_MILLI_CPU);
-    let memory = requests.get("memory").copied().filter(|v| *v > 0).unwrap_or(DEFAULT_MEMORY_MILLI_BYTES);
+    let cpu = requests
+        .get("cpu")
+        .copied()
+        .filter(|v| *v > 0)
+        .unwrap_or(DEFAULT_MILLI_CPU);
+    let memory = requests
+        .get("memory")
+        .copied()
+        .filter(|v| *v > 0)
+        .unwrap_or(DEFAULT_MEMORY_MILLI_BYTES);
     (cpu, memory)
 }
 

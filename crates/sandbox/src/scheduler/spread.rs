@@ -13,7 +13,8 @@ use super::node_affinity;
 use super::taints::{NO_EXECUTE, NO_SCHEDULE, first_untolerated, scheduling_taints};
 
 pub const REASON_SPREAD: &str = "node(s) didn't match pod topology spread constraints";
-pub const REASON_SPREAD_MISSING_LABEL: &str = "node(s) didn't match pod topology spread constraints (missing required label)";
+pub const REASON_SPREAD_MISSING_LABEL: &str =
+    "node(s) didn't match pod topology spread constraints (missing required label)";
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
@@ -31,7 +32,12 @@ struct Constraint {
 impl Constraint {
     fn new(constraint: &TopologySpreadConstraint, pod: &Pod) -> Self {
         let selector = constraint.label_selector.as_ref().map(|selector| {
-            merge_label_keys(selector, constraint.match_label_keys.as_deref().unwrap_or_default(), &[], labels_of(&pod.metadata))
+            merge_label_keys(
+                selector,
+                constraint.match_label_keys.as_deref().unwrap_or_default(),
+                &[],
+                labels_of(&pod.metadata),
+            )
         });
         Self {
             max_skew: i64::from(constraint.max_skew),
@@ -45,14 +51,26 @@ impl Constraint {
 
     /// Whether the node's Pods count toward this constraint under its node policies.
     fn counts_node(&self, pod: &Pod, node: &Node) -> bool {
-        let tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or_default();
+        let tolerations = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.tolerations.as_deref())
+            .unwrap_or_default();
         (!self.honor_node_affinity || node_affinity::required_matches(pod, node))
-            && (!self.honor_node_taints || first_untolerated(&scheduling_taints(node), tolerations, &[NO_SCHEDULE, NO_EXECUTE]).is_none())
+            && (!self.honor_node_taints
+                || first_untolerated(
+                    &scheduling_taints(node),
+                    tolerations,
+                    &[NO_SCHEDULE, NO_EXECUTE],
+                )
+                .is_none())
     }
 
     /// Live Pods of the incoming Pod's namespace on `node` that the selector matches.
     fn matching_pods(&self, namespace: &str, node: &Node, cluster: &ClusterIndex<'_>) -> i64 {
-        let Some(selector) = &self.selector else { return 0 };
+        let Some(selector) = &self.selector else {
+            return 0;
+        };
         let matching = cluster.pods_on(node).filter(|p| {
             p.metadata.deletion_timestamp.is_none()
                 && p.metadata.namespace.as_deref().unwrap_or_default() == namespace
@@ -62,18 +80,29 @@ impl Constraint {
     }
 
     fn selects(&self, pod: &Pod) -> bool {
-        self.selector.as_ref().is_some_and(|s| selector_matches(s, labels_of(&pod.metadata)))
+        self.selector
+            .as_ref()
+            .is_some_and(|s| selector_matches(s, labels_of(&pod.metadata)))
     }
 }
 
 fn constraints(pod: &Pod, when_unsatisfiable: &str) -> Vec<Constraint> {
-    let all = pod.spec.as_ref().and_then(|s| s.topology_spread_constraints.as_deref()).unwrap_or_default();
-    all.iter().filter(|c| c.when_unsatisfiable == when_unsatisfiable).map(|c| Constraint::new(c, pod)).collect()
+    let all = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.topology_spread_constraints.as_deref())
+        .unwrap_or_default();
+    all.iter()
+        .filter(|c| c.when_unsatisfiable == when_unsatisfiable)
+        .map(|c| Constraint::new(c, pod))
+        .collect()
 }
 
 fn has_all_keys(node: &Node, constraints: &[Constraint]) -> bool {
     let labels = labels_of(&node.metadata);
-    constraints.iter().all(|c| labels.contains_key(&c.topology_key))
+    constraints
+        .iter()
+        .all(|c| labels.contains_key(&c.topology_key))
 }
 
 /// The DoNotSchedule constraints with their per-domain counts and global minimum.
@@ -93,7 +122,8 @@ impl SpreadFilter {
                     continue;
                 }
                 let value = labels_of(&node.metadata)[&constraint.topology_key].clone();
-                *domains.entry(value).or_default() += constraint.matching_pods(namespace, node, cluster);
+                *domains.entry(value).or_default() +=
+                    constraint.matching_pods(namespace, node, cluster);
             }
         }
         let self_matches = hard.iter().map(|c| c.selects(pod)).collect();
@@ -101,18 +131,29 @@ impl SpreadFilter {
             .into_iter()
             .zip(counts)
             .map(|(constraint, domains)| {
-                let too_few_domains = constraint.min_domains.is_some_and(|min| (domains.len() as i64) < min);
-                let global_min = if too_few_domains { 0 } else { domains.values().copied().min().unwrap_or(i64::MAX) };
+                let too_few_domains = constraint
+                    .min_domains
+                    .is_some_and(|min| (domains.len() as i64) < min);
+                let global_min = if too_few_domains {
+                    0
+                } else {
+                    domains.values().copied().min().unwrap_or(i64::MAX)
+                };
                 (constraint, domains, global_min)
             })
             .collect();
-        Self { self_matches, constraints }
+        Self {
+            self_matches,
+            constraints,
+        }
     }
 
     /// Why placing the Pod on `node` would break a constraint, if it would.
     pub fn reject(&self, node: &Node) -> Option<&'static str> {
         let labels = labels_of(&node.metadata);
-        for ((constraint, domains, global_min), self_match) in self.constraints.iter().zip(&self.self_matches) {
+        for ((constraint, domains, global_min), self_match) in
+            self.constraints.iter().zip(&self.self_matches)
+        {
             let Some(value) = labels.get(&constraint.topology_key) else {
                 return Some(REASON_SPREAD_MISSING_LABEL);
             };
@@ -135,13 +176,22 @@ pub fn scores(pod: &Pod, cluster: &ClusterIndex<'_>, candidates: &[&Node]) -> Op
     }
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let ignored: Vec<bool> = candidates.iter().map(|n| !has_all_keys(n, &soft)).collect();
-    let considered = || candidates.iter().zip(&ignored).filter(|(_, ignored)| !**ignored).map(|(n, _)| *n);
+    let considered = || {
+        candidates
+            .iter()
+            .zip(&ignored)
+            .filter(|(_, ignored)| !**ignored)
+            .map(|(n, _)| *n)
+    };
     // Domains are those of the candidate nodes; hostname counts each node's own Pods.
     let mut domains: Vec<BTreeMap<String, i64>> = soft.iter().map(|_| BTreeMap::new()).collect();
     for node in considered() {
         for (constraint, counts) in soft.iter().zip(domains.iter_mut()) {
             if constraint.topology_key != HOSTNAME {
-                counts.insert(labels_of(&node.metadata)[&constraint.topology_key].clone(), 0);
+                counts.insert(
+                    labels_of(&node.metadata)[&constraint.topology_key].clone(),
+                    0,
+                );
             }
         }
     }
@@ -149,7 +199,11 @@ pub fn scores(pod: &Pod, cluster: &ClusterIndex<'_>, candidates: &[&Node]) -> Op
         .iter()
         .zip(&domains)
         .map(|(c, counts)| {
-            let size = if c.topology_key == HOSTNAME { considered().count() } else { counts.len() };
+            let size = if c.topology_key == HOSTNAME {
+                considered().count()
+            } else {
+                counts.len()
+            };
             ((size + 2) as f64).ln()
         })
         .collect();
@@ -170,7 +224,9 @@ pub fn scores(pod: &Pod, cluster: &ClusterIndex<'_>, candidates: &[&Node]) -> Op
             let labels = labels_of(&node.metadata);
             let mut score = 0.0;
             for ((constraint, counts), weight) in soft.iter().zip(&domains).zip(&weights) {
-                let Some(value) = labels.get(&constraint.topology_key) else { continue };
+                let Some(value) = labels.get(&constraint.topology_key) else {
+                    continue;
+                };
                 let count = if constraint.topology_key == HOSTNAME {
                     constraint.matching_pods(namespace, node, cluster)
                 } else {
@@ -181,7 +237,12 @@ pub fn scores(pod: &Pod, cluster: &ClusterIndex<'_>, candidates: &[&Node]) -> Op
             score.round() as i64
         })
         .collect();
-    let kept = || raw.iter().zip(&ignored).filter(|(_, ignored)| !**ignored).map(|(s, _)| *s);
+    let kept = || {
+        raw.iter()
+            .zip(&ignored)
+            .filter(|(_, ignored)| !**ignored)
+            .map(|(s, _)| *s)
+    };
     let (min, max) = (kept().min().unwrap_or(0), kept().max().unwrap_or(0));
     Some(
         raw.iter()

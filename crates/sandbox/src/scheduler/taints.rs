@@ -27,43 +27,70 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     }
     match toleration.operator.as_deref().unwrap_or("Equal") {
         "Exists" => true,
-        "Equal" | "" => toleration.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default(),
+        "Equal" | "" => {
+            toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default()
+        }
         _ => false,
     }
 }
 
 /// Whether any of `tolerations` tolerates `taint`.
 pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|toleration| tolerates(toleration, taint))
+    tolerations
+        .iter()
+        .any(|toleration| tolerates(toleration, taint))
 }
 
 /// The first taint with one of `effects` that no toleration tolerates.
-pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration], effects: &[&str]) -> Option<&'a Taint> {
-    taints.iter().find(|taint| effects.contains(&taint.effect.as_str()) && !tolerated(tolerations, taint))
+pub fn first_untolerated<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    effects: &[&str],
+) -> Option<&'a Taint> {
+    taints
+        .iter()
+        .find(|taint| effects.contains(&taint.effect.as_str()) && !tolerated(tolerations, taint))
 }
 
 /// A taint without value or time.
 pub fn taint(key: &str, effect: &str) -> Taint {
-    Taint { key: key.to_string(), effect: effect.to_string(), value: None, time_added: None }
+    Taint {
+        key: key.to_string(),
+        effect: effect.to_string(),
+        value: None,
+        time_added: None,
+    }
 }
 
 /// A node's condition of `type_`, if it reports one.
 pub fn node_condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
-    node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 /// The taints a node is scheduled against: its own, plus the NoSchedule taint the node lifecycle
 /// would add for a Ready condition that is not True, so a NotReady node is avoided (with the real
 /// taint's message and tolerations) even before or without the node lifecycle controller.
 pub fn scheduling_taints(node: &Node) -> Vec<Taint> {
-    let mut taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let mut taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
     let implied = match node_condition(node, "Ready").map(|c| c.status.as_str()) {
         Some("True") => None,
         Some("False") => Some(NOT_READY),
         _ => Some(UNREACHABLE),
     };
     if let Some(key) = implied
-        && !taints.iter().any(|t| (t.key == NOT_READY || t.key == UNREACHABLE) && t.effect == NO_SCHEDULE)
+        && !taints
+            .iter()
+            .any(|t| (t.key == NOT_READY || t.key == UNREACHABLE) && t.effect == NO_SCHEDULE)
     {
         taints.push(taint(key, NO_SCHEDULE));
     }

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::status::{Observed, deployment_status};
 use crate::controllers::TimeScale;
 use crate::controllers::pods::controller_reference;
 
@@ -24,11 +25,17 @@ const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
 pub enum RolloutStep {
     Create(Box<ReplicaSet>),
     /// Set `spec.replicas` (and the replica annotations) of a ReplicaSet.
-    Scale { name: String, replicas: i32 },
+    Scale {
+        name: String,
+        replicas: i32,
+    },
     /// Delete an old, empty ReplicaSet beyond `revisionHistoryLimit`.
     Delete(String),
     /// Give an old ReplicaSet that matches the template again (a rollback) the next revision.
-    Revise { name: String, revision: i64 },
+    Revise {
+        name: String,
+        revision: i64,
+    },
 }
 
 /// What one sync of a Deployment does.
@@ -50,46 +57,61 @@ pub fn template_hash(template: &PodTemplateSpec) -> String {
         hash = hash.wrapping_mul(0x0100_0193);
     }
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    hash.to_string().bytes().map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char).collect()
+    hash.to_string()
+        .bytes()
+        .map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
+        .collect()
 }
 
-/// The template without the hash label, for comparing a ReplicaSet's template with the Deployment's.
+/// The template without the hash label (and without an empty label map), for comparing a
+/// ReplicaSet's template with the Deployment's.
 fn without_hash(template: &PodTemplateSpec) -> PodTemplateSpec {
     let mut template = template.clone();
     if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
         labels.remove(POD_TEMPLATE_HASH);
-        if labels.is_empty() {
-            template.metadata.as_mut().map(|m| m.labels = None);
-        }
+    }
+    normalized(template)
+}
+
+/// The template with an empty label map dropped, so `labels: {}` and no labels compare equal.
+fn normalized(mut template: PodTemplateSpec) -> PodTemplateSpec {
+    if let Some(metadata) = template.metadata.as_mut()
+        && metadata.labels.as_ref().is_some_and(BTreeMap::is_empty)
+    {
+        metadata.labels = None;
     }
     template
 }
 
-fn normalized(template: &PodTemplateSpec) -> PodTemplateSpec {
-    let mut template = template.clone();
-    if template.metadata.as_ref().is_some_and(|m| m.labels.as_ref().is_some_and(BTreeMap::is_empty)) {
-        template.metadata.as_mut().map(|m| m.labels = None);
-    }
-    template
-}
-
-fn replicas(rs: &ReplicaSet) -> i32 {
+pub(super) fn replicas(rs: &ReplicaSet) -> i32 {
     rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
 }
 
-fn available(rs: &ReplicaSet) -> i32 {
-    rs.status.as_ref().and_then(|s| s.available_replicas).unwrap_or(0)
+pub(super) fn available(rs: &ReplicaSet) -> i32 {
+    rs.status
+        .as_ref()
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0)
 }
 
 fn revision_of(rs: &ReplicaSet) -> i64 {
-    rs.metadata.annotations.as_ref().and_then(|a| a.get(REVISION)).and_then(|r| r.parse().ok()).unwrap_or(0)
+    rs.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REVISION))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
 }
 
 /// `25%` of `total`, rounded up for surge and down for unavailability, or a plain number.
 fn resolve(value: Option<&IntOrString>, total: i32, round_up: bool, default_percent: i32) -> i32 {
     let percent = |p: i32| {
         let scaled = i64::from(p) * i64::from(total);
-        (if round_up { (scaled + 99) / 100 } else { scaled / 100 }) as i32
+        (if round_up {
+            (scaled + 99) / 100
+        } else {
+            scaled / 100
+        }) as i32
     };
     match value {
         Some(IntOrString::Int(n)) => *n,
@@ -100,14 +122,37 @@ fn resolve(value: Option<&IntOrString>, total: i32, round_up: bool, default_perc
 
 /// (maxSurge, maxUnavailable) for a RollingUpdate, never both zero.
 fn fenceposts(deployment: &Deployment, desired: i32) -> (i32, i32) {
-    let rolling = deployment.spec.as_ref().and_then(|s| s.strategy.as_ref()).and_then(|s| s.rolling_update.as_ref());
-    let surge = resolve(rolling.and_then(|r| r.max_surge.as_ref()), desired, true, 25);
-    let unavailable = resolve(rolling.and_then(|r| r.max_unavailable.as_ref()), desired, false, 25);
-    if surge == 0 && unavailable == 0 { (0, 1) } else { (surge, unavailable) }
+    let rolling = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.strategy.as_ref())
+        .and_then(|s| s.rolling_update.as_ref());
+    let surge = resolve(
+        rolling.and_then(|r| r.max_surge.as_ref()),
+        desired,
+        true,
+        25,
+    );
+    let unavailable = resolve(
+        rolling.and_then(|r| r.max_unavailable.as_ref()),
+        desired,
+        false,
+        25,
+    );
+    if surge == 0 && unavailable == 0 {
+        (0, 1)
+    } else {
+        (surge, unavailable)
+    }
 }
 
-fn is_recreate(deployment: &Deployment) -> bool {
-    deployment.spec.as_ref().and_then(|s| s.strategy.as_ref()).and_then(|s| s.type_.as_deref()) == Some("Recreate")
+pub(super) fn is_recreate(deployment: &Deployment) -> bool {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.strategy.as_ref())
+        .and_then(|s| s.type_.as_deref())
+        == Some("Recreate")
 }
 
 /// The ReplicaSet for the Deployment's current template.
@@ -116,10 +161,19 @@ fn new_replica_set(deployment: &Deployment, replicas: i32, revision: i64) -> Rep
     let hash = template_hash(&spec.template);
     let mut template = spec.template.clone();
     let template_meta = template.metadata.get_or_insert_with(ObjectMeta::default);
-    template_meta.labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH.to_string(), hash.clone());
+    template_meta
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(POD_TEMPLATE_HASH.to_string(), hash.clone());
     let mut selector = spec.selector.clone();
-    selector.match_labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH.to_string(), hash.clone());
-    let name = format!("{}-{hash}", deployment.metadata.name.as_deref().unwrap_or_default());
+    selector
+        .match_labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(POD_TEMPLATE_HASH.to_string(), hash.clone());
+    let name = format!(
+        "{}-{hash}",
+        deployment.metadata.name.as_deref().unwrap_or_default()
+    );
     let (surge, _) = fenceposts(deployment, spec.replicas.unwrap_or(1));
     ReplicaSet {
         metadata: ObjectMeta {
@@ -130,14 +184,27 @@ fn new_replica_set(deployment: &Deployment, replicas: i32, revision: i64) -> Rep
             owner_references: Some(vec![controller_reference(deployment)]),
             ..ObjectMeta::default()
         },
-        spec: Some(ReplicaSetSpec { replicas: Some(replicas), min_ready_seconds: spec.min_ready_seconds, selector, template: Some(template) }),
+        spec: Some(ReplicaSetSpec {
+            replicas: Some(replicas),
+            min_ready_seconds: spec.min_ready_seconds,
+            selector,
+            template: Some(template),
+        }),
         status: None,
     }
 }
 
 /// The annotations the real controller puts on its ReplicaSets.
-pub fn replica_annotations(deployment: &Deployment, revision: i64, surge: i32) -> BTreeMap<String, String> {
-    let desired = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+pub fn replica_annotations(
+    deployment: &Deployment,
+    revision: i64,
+    surge: i32,
+) -> BTreeMap<String, String> {
+    let desired = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
     BTreeMap::from([
         (REVISION.to_string(), revision.to_string()),
         (DESIRED_REPLICAS.to_string(), desired.to_string()),
@@ -146,13 +213,30 @@ pub fn replica_annotations(deployment: &Deployment, revision: i64, surge: i32) -
 }
 
 /// Plans one sync of `deployment` given the ReplicaSets it controls.
-pub fn plan_deployment(deployment: &Deployment, owned: &[ReplicaSet], now: Timestamp, scale: TimeScale) -> DeploymentPlan {
+pub fn plan_deployment(
+    deployment: &Deployment,
+    owned: &[ReplicaSet],
+    now: Timestamp,
+    scale: TimeScale,
+) -> DeploymentPlan {
     let spec = deployment.spec.clone().unwrap_or_default();
     let desired = spec.replicas.unwrap_or(1).max(0);
-    let wanted_template = normalized(&spec.template);
+    let wanted_template = normalized(spec.template.clone());
     let mut replica_sets: Vec<ReplicaSet> = owned.to_vec();
-    replica_sets.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp).then(a.metadata.name.cmp(&b.metadata.name)));
-    let new_index = replica_sets.iter().position(|rs| rs.spec.as_ref().and_then(|s| s.template.as_ref()).map(without_hash).as_ref() == Some(&wanted_template));
+    replica_sets.sort_by(|a, b| {
+        a.metadata
+            .creation_timestamp
+            .cmp(&b.metadata.creation_timestamp)
+            .then(a.metadata.name.cmp(&b.metadata.name))
+    });
+    let new_index = replica_sets.iter().position(|rs| {
+        rs.spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .map(without_hash)
+            .as_ref()
+            == Some(&wanted_template)
+    });
     let max_revision = replica_sets.iter().map(revision_of).max().unwrap_or(0);
     let mut plan = DeploymentPlan::default();
     let paused = spec.paused == Some(true);
@@ -170,7 +254,8 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[ReplicaSet], now: Times
                 (desired + surge - total).clamp(0, desired)
             };
             let replica_set = new_replica_set(deployment, start, max_revision + 1);
-            plan.steps.push(RolloutStep::Create(Box::new(replica_set.clone())));
+            plan.steps
+                .push(RolloutStep::Create(Box::new(replica_set.clone())));
             replica_sets.push(replica_set);
             created = true;
             Some(replica_sets.len() - 1)
@@ -180,30 +265,57 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[ReplicaSet], now: Times
         && revision_of(&replica_sets[index]) < max_revision
     {
         let rs = &mut replica_sets[index];
-        rs.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(REVISION.to_string(), (max_revision + 1).to_string());
-        plan.steps.push(RolloutStep::Revise { name: rs.metadata.name.clone().unwrap_or_default(), revision: max_revision + 1 });
+        rs.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(REVISION.to_string(), (max_revision + 1).to_string());
+        plan.steps.push(RolloutStep::Revise {
+            name: rs.metadata.name.clone().unwrap_or_default(),
+            revision: max_revision + 1,
+        });
     }
-    plan.revision = new_index.map_or(max_revision, |i| revision_of(&replica_sets[i])).to_string();
+    plan.revision = new_index
+        .map_or(max_revision, |i| revision_of(&replica_sets[i]))
+        .to_string();
 
     if !paused && let Some(new_index) = new_index {
-        let scale_to = |replica_sets: &mut Vec<ReplicaSet>, index: usize, count: i32, steps: &mut Vec<RolloutStep>| {
+        let scale_to = |replica_sets: &mut Vec<ReplicaSet>,
+                        index: usize,
+                        count: i32,
+                        steps: &mut Vec<RolloutStep>| {
             let rs = &mut replica_sets[index];
             if replicas(rs) != count {
                 rs.spec.get_or_insert_with(Default::default).replicas = Some(count);
-                steps.push(RolloutStep::Scale { name: rs.metadata.name.clone().unwrap_or_default(), replicas: count });
+                steps.push(RolloutStep::Scale {
+                    name: rs.metadata.name.clone().unwrap_or_default(),
+                    replicas: count,
+                });
             }
         };
-        let old: Vec<usize> = (0..replica_sets.len()).filter(|i| *i != new_index).collect();
+        let old: Vec<usize> = (0..replica_sets.len())
+            .filter(|i| *i != new_index)
+            .collect();
         if is_recreate(deployment) {
             for &index in &old {
                 scale_to(&mut replica_sets, index, 0, &mut plan.steps);
             }
-            let old_pods: i32 = old.iter().map(|&i| replica_sets[i].status.as_ref().map_or(0, |s| s.replicas)).sum();
+            let old_pods: i32 = old
+                .iter()
+                .map(|&i| replica_sets[i].status.as_ref().map_or(0, |s| s.replicas))
+                .sum();
             if old_pods == 0 {
                 scale_to(&mut replica_sets, new_index, desired, &mut plan.steps);
             }
         } else if !created {
-            roll(&mut replica_sets, new_index, &old, desired, surge, unavailable, &mut plan.steps);
+            roll(
+                &mut replica_sets,
+                new_index,
+                &old,
+                desired,
+                surge,
+                unavailable,
+                &mut plan.steps,
+            );
         }
         let complete = old.iter().all(|&i| replicas(&replica_sets[i]) == 0);
         if complete {
@@ -215,22 +327,46 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[ReplicaSet], now: Times
                 .collect();
             history.sort_by_key(|rs| revision_of(rs));
             let excess = history.len().saturating_sub(limit);
-            plan.steps.extend(history.iter().take(excess).map(|rs| RolloutStep::Delete(rs.metadata.name.clone().unwrap_or_default())));
+            plan.steps.extend(
+                history
+                    .iter()
+                    .take(excess)
+                    .map(|rs| RolloutStep::Delete(rs.metadata.name.clone().unwrap_or_default())),
+            );
         }
     }
 
-    let new_rs = new_index.map(|i| &replica_sets[i]);
-    plan.status = status(deployment, &replica_sets, new_rs, created, desired, unavailable, now, scale, &mut plan.requeue_after);
+    let observed = Observed {
+        deployment,
+        replica_sets: &replica_sets,
+        new_replica_set: new_index.map(|i| &replica_sets[i]),
+        created,
+        desired,
+        max_unavailable: unavailable,
+    };
+    (plan.status, plan.requeue_after) =
+        deployment_status(&observed, now, scale, plan.requeue_after);
     plan
 }
 
 /// One step of a RollingUpdate, as the real controller takes it: scale the new ReplicaSet up
 /// within maxSurge; if it did not move, scale old ones down, unhealthy replicas first, as far as
 /// maxUnavailable allows.
-fn roll(replica_sets: &mut [ReplicaSet], new_index: usize, old: &[usize], desired: i32, surge: i32, unavailable: i32, steps: &mut Vec<RolloutStep>) {
+fn roll(
+    replica_sets: &mut [ReplicaSet],
+    new_index: usize,
+    old: &[usize],
+    desired: i32,
+    surge: i32,
+    unavailable: i32,
+    steps: &mut Vec<RolloutStep>,
+) {
     let set = |rs: &mut ReplicaSet, count: i32, steps: &mut Vec<RolloutStep>| {
         rs.spec.get_or_insert_with(Default::default).replicas = Some(count);
-        steps.push(RolloutStep::Scale { name: rs.metadata.name.clone().unwrap_or_default(), replicas: count });
+        steps.push(RolloutStep::Scale {
+            name: rs.metadata.name.clone().unwrap_or_default(),
+            replicas: count,
+        });
     };
     let new_replicas = replicas(&replica_sets[new_index]);
     if new_replicas > desired {
@@ -241,7 +377,11 @@ fn roll(replica_sets: &mut [ReplicaSet], new_index: usize, old: &[usize], desire
         let total: i32 = replica_sets.iter().map(replicas).sum();
         let room = desired + surge - total;
         if room > 0 {
-            set(&mut replica_sets[new_index], new_replicas + room.min(desired - new_replicas), steps);
+            set(
+                &mut replica_sets[new_index],
+                new_replicas + room.min(desired - new_replicas),
+                steps,
+            );
             return;
         }
     }
@@ -279,88 +419,5 @@ fn roll(replica_sets: &mut [ReplicaSet], new_index: usize, old: &[usize], desire
             set(rs, count, steps);
             to_scale_down -= down;
         }
-    }
-}
-
-fn condition(type_: &str, status: &str, reason: &str, message: String, now: Timestamp, previous: Option<&DeploymentCondition>) -> DeploymentCondition {
-    let transition = previous.filter(|p| p.status == status).and_then(|p| p.last_transition_time.clone()).unwrap_or(Time(now));
-    let unchanged = previous.is_some_and(|p| p.status == status && p.reason.as_deref() == Some(reason) && p.message.as_deref() == Some(&message));
-    let update = if unchanged { previous.and_then(|p| p.last_update_time.clone()) } else { None };
-    DeploymentCondition {
-        type_: type_.to_string(),
-        status: status.to_string(),
-        reason: Some(reason.to_string()),
-        message: Some(message),
-        last_transition_time: Some(transition),
-        last_update_time: Some(update.unwrap_or(Time(now))),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn status(
-    deployment: &Deployment,
-    replica_sets: &[ReplicaSet],
-    new_rs: Option<&ReplicaSet>,
-    created: bool,
-    desired: i32,
-    max_unavailable: i32,
-    now: Timestamp,
-    scale: TimeScale,
-    requeue_after: &mut Option<Duration>,
-) -> DeploymentStatus {
-    let sum = |f: fn(&ReplicaSet) -> i32| replica_sets.iter().map(f).sum::<i32>();
-    let actual = |rs: &ReplicaSet| rs.status.as_ref().map_or(0, |s| s.replicas);
-    let ready = |rs: &ReplicaSet| rs.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
-    let previous = deployment.status.clone().unwrap_or_default();
-    let find = |type_: &str| previous.conditions.iter().flatten().find(|c| c.type_ == type_);
-    let available_replicas = sum(available);
-    let updated = new_rs.map_or(0, actual);
-    let total = sum(actual);
-    let max_unavailable = if is_recreate(deployment) || desired == 0 { 0 } else { max_unavailable.min(desired) };
-    let available_condition = if available_replicas >= desired - max_unavailable {
-        condition("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.".into(), now, find("Available"))
-    } else {
-        condition("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.".into(), now, find("Available"))
-    };
-    let new_name = new_rs.and_then(|rs| rs.metadata.name.clone()).unwrap_or_default();
-    let complete = updated == desired && total == desired && available_replicas == desired && new_rs.is_some_and(|rs| replicas(rs) == desired);
-    let previous_progress = find("Progressing");
-    let progressed = updated > previous.updated_replicas.unwrap_or(0)
-        || available_replicas > previous.available_replicas.unwrap_or(0)
-        || total < previous.replicas.unwrap_or(0);
-    let paused = deployment.spec.as_ref().and_then(|s| s.paused) == Some(true);
-    let progressing = if paused {
-        condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused".into(), now, previous_progress)
-    } else if created {
-        condition("Progressing", "True", "NewReplicaSetCreated", format!("Created new replica set \"{new_name}\""), now, previous_progress)
-    } else if complete {
-        condition("Progressing", "True", "NewReplicaSetAvailable", format!("ReplicaSet \"{new_name}\" has successfully progressed."), now, previous_progress)
-    } else {
-        let deadline = deployment.spec.as_ref().and_then(|s| s.progress_deadline_seconds).unwrap_or(600);
-        let mut updating = condition("Progressing", "True", "ReplicaSetUpdated", format!("ReplicaSet \"{new_name}\" is progressing."), now, previous_progress);
-        if progressed {
-            updating.last_update_time = Some(Time(now));
-        } else if let Some(last) = previous_progress.and_then(|p| p.last_update_time.clone()) {
-            updating.last_update_time = Some(last);
-        }
-        let since = updating.last_update_time.as_ref().map_or(now, |t| t.0);
-        let expires = since + scale.span_seconds(i64::from(deadline));
-        if now >= expires || previous_progress.is_some_and(|p| p.reason.as_deref() == Some("ProgressDeadlineExceeded")) && !progressed {
-            condition("Progressing", "False", "ProgressDeadlineExceeded", format!("ReplicaSet \"{new_name}\" has timed out progressing."), now, previous_progress)
-        } else {
-            *requeue_after = Some(Duration::try_from(expires.duration_since(now)).unwrap_or_default());
-            updating
-        }
-    };
-    DeploymentStatus {
-        observed_generation: deployment.metadata.generation,
-        replicas: Some(total),
-        updated_replicas: Some(updated),
-        ready_replicas: Some(sum(ready)),
-        available_replicas: Some(available_replicas),
-        unavailable_replicas: Some((sum(replicas) - available_replicas).max(0)),
-        terminating_replicas: None,
-        collision_count: previous.collision_count,
-        conditions: Some(vec![available_condition, progressing]),
     }
 }

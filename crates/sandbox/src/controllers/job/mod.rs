@@ -37,12 +37,26 @@ struct JobContext {
 
 /// Runs the Job controller until `token` is cancelled.
 pub async fn run_job_controller(client: Client, scale: TimeScale, token: CancellationToken) {
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "job-controller".into(), instance: None });
-    let context = Arc::new(JobContext { client: client.clone(), scale, recorder });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "job-controller".into(),
+            instance: None,
+        },
+    );
+    let context = Arc::new(JobContext {
+        client: client.clone(),
+        scale,
+        recorder,
+    });
     Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
         .owns(Api::<Pod>::all(client), watcher::Config::default())
         .graceful_shutdown_on(token.cancelled_owned())
-        .run(reconcile, |_, _, _| Action::requeue(Duration::from_millis(500)), context)
+        .run(
+            reconcile,
+            |_, _, _| Action::requeue(Duration::from_millis(500)),
+            context,
+        )
         .for_each(|_| async {})
         .await;
 }
@@ -52,16 +66,29 @@ async fn reconcile(job: Arc<Job>, context: Arc<JobContext>) -> Result<Action, Co
     let jobs: Api<Job> = Api::namespaced(context.client.clone(), &namespace);
     let pods_api: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
     // The cached Job may trail our own status writes; decide on the stored one.
-    let Some(job) = jobs.get_opt(&job.name_any()).await? else { return Ok(Action::await_change()) };
+    let Some(job) = jobs.get_opt(&job.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
     let uid = job.uid().unwrap_or_default();
     let pods: Vec<Pod> = match job.spec.as_ref().and_then(|s| s.selector.as_ref()) {
-        Some(selector) => pods_api.list(&ListParams::default().labels(&selector_query(selector))).await?.items,
+        Some(selector) => {
+            pods_api
+                .list(&ListParams::default().labels(&selector_query(selector)))
+                .await?
+                .items
+        }
         None => Vec::new(),
     };
-    let pods: Vec<Pod> = pods.into_iter().filter(|p| controlled_by(&p.metadata, &uid)).collect();
+    let pods: Vec<Pod> = pods
+        .into_iter()
+        .filter(|p| controlled_by(&p.metadata, &uid))
+        .collect();
 
     if job.metadata.deletion_timestamp.is_some() {
-        for pod in pods.iter().filter(|p| p.finalizers().iter().any(|f| f == TRACKING_FINALIZER)) {
+        for pod in pods
+            .iter()
+            .filter(|p| p.finalizers().iter().any(|f| f == TRACKING_FINALIZER))
+        {
             remove_tracking_finalizer(&pods_api, pod).await?;
         }
         return Ok(Action::await_change());
@@ -70,7 +97,9 @@ async fn reconcile(job: Arc<Job>, context: Arc<JobContext>) -> Result<Action, Co
         return Ok(Action::await_change());
     }
     if let Some(unsupported) = unsupported_feature(&job) {
-        let note = format!("{unsupported} is not supported by the sandbox's Job controller; the Job is left alone");
+        let note = format!(
+            "{unsupported} is not supported by the sandbox's Job controller; the Job is left alone"
+        );
         publish(&context, &job, EventType::Warning, "UnsupportedJob", note).await;
         return Ok(Action::await_change());
     }
@@ -79,7 +108,9 @@ async fn reconcile(job: Arc<Job>, context: Arc<JobContext>) -> Result<Action, Co
     let mut current = job.clone();
     if Some(&plan.status_with_uncounted) != job.status.as_ref() {
         current.status = Some(plan.status_with_uncounted.clone());
-        current = jobs.replace_status(&job.name_any(), &PostParams::default(), &current).await?;
+        current = jobs
+            .replace_status(&job.name_any(), &PostParams::default(), &current)
+            .await?;
     }
     for name in &plan.remove_finalizers {
         if let Some(pod) = pods.iter().find(|p| p.metadata.name.as_ref() == Some(name)) {
@@ -87,34 +118,85 @@ async fn reconcile(job: Arc<Job>, context: Arc<JobContext>) -> Result<Action, Co
         }
     }
     for name in &plan.delete {
-        ignore_codes(pods_api.delete(name, &DeleteParams::background()).await.map(drop), &[404])?;
+        ignore_codes(
+            pods_api
+                .delete(name, &DeleteParams::background())
+                .await
+                .map(drop),
+            &[404],
+        )?;
     }
-    let template = job.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let template = job
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
     for _ in 0..plan.create {
-        let pod = pod_from_template(&template, &job.name_any(), controller_reference(&job), Some(vec![TRACKING_FINALIZER.to_string()]));
+        let pod = pod_from_template(
+            &template,
+            &job.name_any(),
+            controller_reference(&job),
+            Some(vec![TRACKING_FINALIZER.to_string()]),
+        );
         let created = pods_api.create(&PostParams::default(), &pod).await?;
-        publish(&context, &job, EventType::Normal, "SuccessfulCreate", format!("Created pod: {}", created.name_any())).await;
+        publish(
+            &context,
+            &job,
+            EventType::Normal,
+            "SuccessfulCreate",
+            format!("Created pod: {}", created.name_any()),
+        )
+        .await;
     }
     if current.status.as_ref() != Some(&plan.status) {
         let was_finished = finished_reason(&current);
         current.status = Some(plan.status.clone());
-        jobs.replace_status(&job.name_any(), &PostParams::default(), &current).await?;
+        jobs.replace_status(&job.name_any(), &PostParams::default(), &current)
+            .await?;
         if was_finished.is_none()
             && let Some((type_, reason)) = finished_reason(&current)
         {
-            let event_type = if type_ == "Failed" { EventType::Warning } else { EventType::Normal };
-            publish(&context, &job, event_type, &reason, format!("Job {}", type_.to_lowercase())).await;
+            let event_type = if type_ == "Failed" {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            publish(
+                &context,
+                &job,
+                event_type,
+                &reason,
+                format!("Job {}", type_.to_lowercase()),
+            )
+            .await;
         }
     }
     if plan.delete_job {
-        let params = DeleteParams { propagation_policy: Some(PropagationPolicy::Foreground), ..DeleteParams::default() };
-        let mut preconditions = kube::api::Preconditions::default();
-        preconditions.uid = job.uid();
-        let deleted = jobs.delete(&job.name_any(), &DeleteParams { preconditions: Some(preconditions), ..params }).await;
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Foreground),
+            ..DeleteParams::default()
+        };
+        let preconditions = kube::api::Preconditions {
+            uid: job.uid(),
+            ..Default::default()
+        };
+        let deleted = jobs
+            .delete(
+                &job.name_any(),
+                &DeleteParams {
+                    preconditions: Some(preconditions),
+                    ..params
+                },
+            )
+            .await;
         ignore_codes(deleted.map(drop), &[404, 409])?;
         return Ok(Action::await_change());
     }
-    Ok(plan.requeue_after.map_or_else(Action::await_change, |wait| Action::requeue(wait + Duration::from_millis(10))))
+    Ok(plan
+        .requeue_after
+        .map_or_else(Action::await_change, |wait| {
+            Action::requeue(wait + Duration::from_millis(10))
+        }))
 }
 
 /// The Job's terminal condition (type, reason), if it has one.
@@ -143,13 +225,33 @@ fn unsupported_feature(job: &Job) -> Option<&'static str> {
 /// Removes the tracking finalizer, guarded by the Pod's resourceVersion so a concurrent change
 /// of its finalizers is not lost.
 async fn remove_tracking_finalizer(pods: &Api<Pod>, pod: &Pod) -> Result<(), ControllerError> {
-    let remaining: Vec<&String> = pod.finalizers().iter().filter(|f| *f != TRACKING_FINALIZER).collect();
-    let patch = json!({"metadata": {"resourceVersion": pod.resource_version(), "finalizers": remaining}});
-    ignore_codes(pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await.map(drop), &[404])
+    let remaining: Vec<&String> = pod
+        .finalizers()
+        .iter()
+        .filter(|f| *f != TRACKING_FINALIZER)
+        .collect();
+    let patch =
+        json!({"metadata": {"resourceVersion": pod.resource_version(), "finalizers": remaining}});
+    ignore_codes(
+        pods.patch(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map(drop),
+        &[404],
+    )
 }
 
 async fn publish(context: &JobContext, job: &Job, type_: EventType, reason: &str, note: String) {
-    let event = Event { type_, reason: reason.to_string(), note: Some(note), action: "Sync".to_string(), secondary: None };
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Sync".to_string(),
+        secondary: None,
+    };
     if let Err(error) = context.recorder.publish(&event, &job.object_ref(&())).await {
         tracing::debug!(%error, "publishing a Job event failed");
     }

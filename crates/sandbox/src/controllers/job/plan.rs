@@ -28,9 +28,18 @@ const FAILURE_BACKOFF: Duration = Duration::from_secs(10);
 const MAX_FAILURE_BACKOFF: Duration = Duration::from_secs(600);
 
 /// Why a Job fails: the condition's reason and message.
-const BACKOFF_LIMIT_EXCEEDED: (&str, &str) = ("BackoffLimitExceeded", "Job has reached the specified backoff limit");
-const DEADLINE_EXCEEDED: (&str, &str) = ("DeadlineExceeded", "Job was active longer than specified deadline");
-const COMPLETIONS_REACHED: (&str, &str) = ("CompletionsReached", "Reached expected number of succeeded pods");
+const BACKOFF_LIMIT_EXCEEDED: (&str, &str) = (
+    "BackoffLimitExceeded",
+    "Job has reached the specified backoff limit",
+);
+const DEADLINE_EXCEEDED: (&str, &str) = (
+    "DeadlineExceeded",
+    "Job was active longer than specified deadline",
+);
+const COMPLETIONS_REACHED: (&str, &str) = (
+    "CompletionsReached",
+    "Reached expected number of succeeded pods",
+);
 
 /// What one sync of a Job does.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -52,15 +61,29 @@ pub struct JobPlan {
 }
 
 fn has_finalizer(pod: &Pod) -> bool {
-    pod.metadata.finalizers.iter().flatten().any(|f| f == TRACKING_FINALIZER)
+    pod.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == TRACKING_FINALIZER)
 }
 
 fn condition_true<'a>(status: &'a JobStatus, type_: &str) -> Option<&'a JobCondition> {
-    status.conditions.iter().flatten().find(|c| c.type_ == type_ && c.status == "True")
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == type_ && c.status == "True")
 }
 
 /// Sets a condition, keeping its transition time when its status does not change.
-fn set_condition(status: &mut JobStatus, type_: &str, value: &str, (reason, message): (&str, &str), now: Timestamp) {
+fn set_condition(
+    status: &mut JobStatus,
+    type_: &str,
+    value: &str,
+    (reason, message): (&str, &str),
+    now: Timestamp,
+) {
     let conditions = status.conditions.get_or_insert_with(Vec::new);
     let condition = JobCondition {
         type_: type_.to_string(),
@@ -84,7 +107,10 @@ fn set_condition(status: &mut JobStatus, type_: &str, value: &str, (reason, mess
 /// before it succeeded.
 fn is_failed(pod: &Pod, only_replace_failed: bool) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    phase == Some("Failed") || (!only_replace_failed && pod.metadata.deletion_timestamp.is_some() && phase != Some("Succeeded"))
+    phase == Some("Failed")
+        || (!only_replace_failed
+            && pod.metadata.deletion_timestamp.is_some()
+            && phase != Some("Succeeded"))
 }
 
 fn uid(pod: &Pod) -> String {
@@ -93,19 +119,25 @@ fn uid(pod: &Pod) -> String {
 
 /// Whether `spec.managedBy` leaves this Job to another controller.
 pub fn managed_elsewhere(job: &Job) -> bool {
-    job.spec.as_ref().and_then(|s| s.managed_by.as_deref()).is_some_and(|m| m != JOB_CONTROLLER)
+    job.spec
+        .as_ref()
+        .and_then(|s| s.managed_by.as_deref())
+        .is_some_and(|m| m != JOB_CONTROLLER)
 }
 
 /// Plans one sync of `job` with its `pods` at `now`.
 pub fn plan_job(job: &Job, pods: &[Pod], now: Timestamp, scale: TimeScale) -> JobPlan {
     let spec = job.spec.clone().unwrap_or_default();
     let mut status = job.status.clone().unwrap_or_default();
-    let only_replace_failed = spec.pod_replacement_policy.as_deref() == Some("Failed") || spec.pod_failure_policy.is_some();
-    let finished = condition_true(&status, "Complete").is_some() || condition_true(&status, "Failed").is_some();
+    let only_replace_failed = spec.pod_replacement_policy.as_deref() == Some("Failed")
+        || spec.pod_failure_policy.is_some();
+    let finished = condition_true(&status, "Complete").is_some()
+        || condition_true(&status, "Failed").is_some();
 
     // Count: newly finished Pods that still carry the finalizer become uncounted.
     let uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
-    let mut uncounted_succeeded: BTreeSet<String> = uncounted.succeeded.into_iter().flatten().collect();
+    let mut uncounted_succeeded: BTreeSet<String> =
+        uncounted.succeeded.into_iter().flatten().collect();
     let mut uncounted_failed: BTreeSet<String> = uncounted.failed.into_iter().flatten().collect();
     let mut remove_finalizers = Vec::new();
     for pod in pods.iter().filter(|p| has_finalizer(p)) {
@@ -132,8 +164,15 @@ pub fn plan_job(job: &Job, pods: &[Pod], now: Timestamp, scale: TimeScale) -> Jo
     status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
 
     let active: Vec<&Pod> = pods.iter().filter(|p| is_active(p)).collect();
-    let terminating = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_some() && !is_terminal(p)).count();
-    let mut plan = JobPlan { remove_finalizers, status_with_uncounted, ..JobPlan::default() };
+    let terminating = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some() && !is_terminal(p))
+        .count();
+    let mut plan = JobPlan {
+        remove_finalizers,
+        status_with_uncounted,
+        ..JobPlan::default()
+    };
 
     if finished {
         plan.requeue_after = ttl_wait(&spec, &status, now, scale, &mut plan.delete_job);
@@ -146,12 +185,32 @@ pub fn plan_job(job: &Job, pods: &[Pod], now: Timestamp, scale: TimeScale) -> Jo
     // Suspension removes the running Pods and stops the clock.
     let suspended = spec.suspend == Some(true);
     if suspended {
-        plan.delete = active.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect();
-        set_condition(&mut status, "Suspended", "True", ("JobSuspended", "Job suspended"), now);
+        plan.delete = active
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        set_condition(
+            &mut status,
+            "Suspended",
+            "True",
+            ("JobSuspended", "Job suspended"),
+            now,
+        );
         status.start_time = None;
     } else {
-        if status.conditions.iter().flatten().any(|c| c.type_ == "Suspended" && c.status == "True") {
-            set_condition(&mut status, "Suspended", "False", ("JobResumed", "Job resumed"), now);
+        if status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Suspended" && c.status == "True")
+        {
+            set_condition(
+                &mut status,
+                "Suspended",
+                "False",
+                ("JobResumed", "Job resumed"),
+                now,
+            );
         }
         status.start_time.get_or_insert(Time(now));
     }
@@ -159,10 +218,16 @@ pub fn plan_job(job: &Job, pods: &[Pod], now: Timestamp, scale: TimeScale) -> Jo
 
     let backoff_limit = spec.backoff_limit.unwrap_or(6);
     let failure = if let Some(target) = condition_true(&status, "FailureTarget") {
-        Some((target.reason.clone().unwrap_or_default(), target.message.clone().unwrap_or_default()))
-    } else if failed > backoff_limit || past_backoff_limit_on_failure(&spec, &active, backoff_limit) {
+        Some((
+            target.reason.clone().unwrap_or_default(),
+            target.message.clone().unwrap_or_default(),
+        ))
+    } else if failed > backoff_limit || past_backoff_limit_on_failure(&spec, &active, backoff_limit)
+    {
         Some(owned(BACKOFF_LIMIT_EXCEEDED))
-    } else if let (Some(deadline), Some(start), false) = (spec.active_deadline_seconds, start, suspended) {
+    } else if let (Some(deadline), Some(start), false) =
+        (spec.active_deadline_seconds, start, suspended)
+    {
         let expires = start + scale.span_seconds(deadline);
         if now >= expires {
             Some(owned(DEADLINE_EXCEEDED))
@@ -180,8 +245,17 @@ pub fn plan_job(job: &Job, pods: &[Pod], now: Timestamp, scale: TimeScale) -> Jo
         None => succeeded > 0 && active.is_empty(),
     };
     if let Some((reason, message)) = failure {
-        set_condition(&mut status, "FailureTarget", "True", (&reason, &message), now);
-        plan.delete = active.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect();
+        set_condition(
+            &mut status,
+            "FailureTarget",
+            "True",
+            (&reason, &message),
+            now,
+        );
+        plan.delete = active
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
         if active.is_empty() && terminating == 0 {
             set_condition(&mut status, "Failed", "True", (&reason, &message), now);
             plan.requeue_after = ttl_wait(&spec, &status, now, scale, &mut plan.delete_job);
@@ -193,8 +267,17 @@ pub fn plan_job(job: &Job, pods: &[Pod], now: Timestamp, scale: TimeScale) -> Jo
         return plan;
     }
     if complete {
-        set_condition(&mut status, "SuccessCriteriaMet", "True", COMPLETIONS_REACHED, now);
-        plan.delete = active.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect();
+        set_condition(
+            &mut status,
+            "SuccessCriteriaMet",
+            "True",
+            COMPLETIONS_REACHED,
+            now,
+        );
+        plan.delete = active
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
         if active.is_empty() && terminating == 0 {
             set_condition(&mut status, "Complete", "True", COMPLETIONS_REACHED, now);
             status.completion_time = Some(Time(now));
@@ -220,17 +303,36 @@ pub fn plan_job(job: &Job, pods: &[Pod], now: Timestamp, scale: TimeScale) -> Jo
     } as usize;
     if !suspended && active.len() > wanted {
         let mut excess: Vec<&&Pod> = active.iter().collect();
-        excess.sort_by_key(|p| (is_ready(p), std::cmp::Reverse(p.metadata.creation_timestamp.clone())));
-        plan.delete = excess.iter().take(active.len() - wanted).map(|p| p.metadata.name.clone().unwrap_or_default()).collect();
+        excess.sort_by_key(|p| {
+            (
+                is_ready(p),
+                std::cmp::Reverse(p.metadata.creation_timestamp.clone()),
+            )
+        });
+        plan.delete = excess
+            .iter()
+            .take(active.len() - wanted)
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
     }
     let waiting_for_terminating = only_replace_failed && terminating > 0;
     if active.len() < wanted && !waiting_for_terminating {
         match backoff_remaining(pods, failed, now, scale) {
-            Some(wait) => plan.requeue_after = Some(plan.requeue_after.map_or(wait, |r| r.min(wait))),
+            Some(wait) => {
+                plan.requeue_after = Some(plan.requeue_after.map_or(wait, |r| r.min(wait)))
+            }
             None => plan.create = wanted - active.len(),
         }
     }
-    let kept: Vec<&&Pod> = active.iter().filter(|p| !plan.delete.iter().any(|d| Some(d) == p.metadata.name.as_ref())).collect();
+    let kept: Vec<&&Pod> = active
+        .iter()
+        .filter(|p| {
+            !plan
+                .delete
+                .iter()
+                .any(|d| Some(d) == p.metadata.name.as_ref())
+        })
+        .collect();
     status.active = Some((kept.len() + plan.create) as i32);
     status.ready = Some(kept.iter().filter(|p| is_ready(p)).count() as i32);
     status.terminating = Some((terminating + plan.delete.len()) as i32);
@@ -259,38 +361,69 @@ fn wait_until(now: Timestamp, at: Timestamp) -> Duration {
 
 /// With `restartPolicy: OnFailure` containers restart in place, so their restarts count
 /// against the backoff limit.
-fn past_backoff_limit_on_failure(spec: &k8s_openapi::api::batch::v1::JobSpec, active: &[&Pod], backoff_limit: i32) -> bool {
-    let restart_policy = spec.template.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+fn past_backoff_limit_on_failure(
+    spec: &k8s_openapi::api::batch::v1::JobSpec,
+    active: &[&Pod],
+    backoff_limit: i32,
+) -> bool {
+    let restart_policy = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref());
     if restart_policy != Some("OnFailure") {
         return false;
     }
     let restarts: i32 = active
         .iter()
         .filter_map(|p| p.status.as_ref())
-        .flat_map(|s| s.init_container_statuses.iter().flatten().chain(s.container_statuses.iter().flatten()))
+        .flat_map(|s| {
+            s.init_container_statuses
+                .iter()
+                .flatten()
+                .chain(s.container_statuses.iter().flatten())
+        })
         .map(|c| c.restart_count)
         .sum();
-    if backoff_limit == 0 { restarts > 0 } else { restarts >= backoff_limit }
+    if backoff_limit == 0 {
+        restarts > 0
+    } else {
+        restarts >= backoff_limit
+    }
 }
 
 /// How long to wait before replacing failed Pods: 10s doubled per failure (cluster time), from
 /// the latest failure, at most 10 minutes.
-fn backoff_remaining(pods: &[Pod], failed: i32, now: Timestamp, scale: TimeScale) -> Option<Duration> {
+fn backoff_remaining(
+    pods: &[Pod],
+    failed: i32,
+    now: Timestamp,
+    scale: TimeScale,
+) -> Option<Duration> {
     if failed <= 0 {
         return None;
     }
     let last_failure = pods.iter().filter_map(failure_time).max()?;
     let exponent = u32::try_from(failed - 1).unwrap_or(0).min(16);
-    let delay = FAILURE_BACKOFF.saturating_mul(1 << exponent).min(MAX_FAILURE_BACKOFF);
+    let delay = FAILURE_BACKOFF
+        .saturating_mul(1 << exponent)
+        .min(MAX_FAILURE_BACKOFF);
     let ready_at = last_failure + scale.span(delay);
     (ready_at > now).then(|| wait_until(now, ready_at))
 }
 
 /// For a finished Job with `ttlSecondsAfterFinished`: how long until it may be deleted, or
 /// `delete` set when that time has come.
-fn ttl_wait(spec: &k8s_openapi::api::batch::v1::JobSpec, status: &JobStatus, now: Timestamp, scale: TimeScale, delete: &mut bool) -> Option<Duration> {
+fn ttl_wait(
+    spec: &k8s_openapi::api::batch::v1::JobSpec,
+    status: &JobStatus,
+    now: Timestamp,
+    scale: TimeScale,
+    delete: &mut bool,
+) -> Option<Duration> {
     let ttl = spec.ttl_seconds_after_finished?;
-    let finished = condition_true(status, "Complete").or_else(|| condition_true(status, "Failed"))?;
+    let finished =
+        condition_true(status, "Complete").or_else(|| condition_true(status, "Failed"))?;
     let at = finished.last_transition_time.as_ref().map_or(now, |t| t.0);
     let expires = at + scale.span_seconds(i64::from(ttl));
     if now >= expires {

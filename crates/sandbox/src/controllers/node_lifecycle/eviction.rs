@@ -21,9 +21,18 @@ pub enum Eviction {
 /// The tolerations the DefaultTolerationSeconds admission plugin would have added: not-ready
 /// and unreachable NoExecute for `default_seconds`, unless the Pod tolerates them itself.
 fn with_default_tolerations(pod: &Pod, default_seconds: i64) -> Vec<Toleration> {
-    let mut tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.clone()).unwrap_or_default();
+    let mut tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.clone())
+        .unwrap_or_default();
     for key in [NOT_READY, UNREACHABLE] {
-        let probe = Taint { key: key.to_string(), effect: NO_EXECUTE.to_string(), value: None, time_added: None };
+        let probe = Taint {
+            key: key.to_string(),
+            effect: NO_EXECUTE.to_string(),
+            value: None,
+            time_added: None,
+        };
         if !tolerations.iter().any(|t| tolerates(t, &probe)) {
             tolerations.push(Toleration {
                 key: Some(key.to_string()),
@@ -40,7 +49,13 @@ fn with_default_tolerations(pod: &Pod, default_seconds: i64) -> Vec<Toleration> 
 /// When `pod` must leave a node tainted with `taints`: at once if a NoExecute taint is not
 /// tolerated, else when the shortest `tolerationSeconds` among the tolerations in use has
 /// passed since the newest NoExecute taint was added (scaled), or never if none is bounded.
-pub fn eviction_time(pod: &Pod, taints: &[Taint], default_toleration: Duration, scale: TimeScale, now: Timestamp) -> Eviction {
+pub fn eviction_time(
+    pod: &Pod,
+    taints: &[Taint],
+    default_toleration: Duration,
+    scale: TimeScale,
+    now: Timestamp,
+) -> Eviction {
     let no_execute: Vec<&Taint> = taints.iter().filter(|t| t.effect == NO_EXECUTE).collect();
     if no_execute.is_empty() {
         return Eviction::Never;
@@ -57,7 +72,13 @@ pub fn eviction_time(pod: &Pod, taints: &[Taint], default_toleration: Duration, 
             shortest = Some(shortest.map_or(seconds, |s| s.min(seconds)));
         }
     }
-    let Some(seconds) = shortest else { return Eviction::Never };
-    let since = no_execute.iter().filter_map(|t| t.time_added.as_ref().map(|t| t.0)).max().unwrap_or(now);
+    let Some(seconds) = shortest else {
+        return Eviction::Never;
+    };
+    let since = no_execute
+        .iter()
+        .filter_map(|t| t.time_added.as_ref().map(|t| t.0))
+        .max()
+        .unwrap_or(now);
     Eviction::At(since + scale.span_seconds(seconds.max(0)))
 }

@@ -83,11 +83,30 @@ struct NodeLifecycle {
 }
 
 /// Runs the node lifecycle until `token` is cancelled.
-pub async fn run_node_lifecycle(client: Client, options: NodeLifecycleOptions, token: CancellationToken) {
+pub async fn run_node_lifecycle(
+    client: Client,
+    options: NodeLifecycleOptions,
+    token: CancellationToken,
+) {
     let changed = Arc::new(Notify::new());
-    let nodes = watch_into_store(Api::<Node>::all(client.clone()), watcher::Config::default(), changed.clone(), token.clone());
-    let leases = watch_into_store(Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE), watcher::Config::default(), changed.clone(), token.clone());
-    let pods = watch_into_store(Api::<Pod>::all(client.clone()), watcher::Config::default(), changed.clone(), token.clone());
+    let nodes = watch_into_store(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default(),
+        changed.clone(),
+        token.clone(),
+    );
+    let leases = watch_into_store(
+        Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE),
+        watcher::Config::default(),
+        changed.clone(),
+        token.clone(),
+    );
+    let pods = watch_into_store(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default(),
+        changed.clone(),
+        token.clone(),
+    );
     let ready = async {
         let _ = nodes.wait_until_ready().await;
         let _ = leases.wait_until_ready().await;
@@ -97,7 +116,13 @@ pub async fn run_node_lifecycle(client: Client, options: NodeLifecycleOptions, t
         () = token.cancelled() => return,
         () = ready => {}
     }
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "node-controller".into(), instance: None });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "node-controller".into(),
+            instance: None,
+        },
+    );
     let mut lifecycle = NodeLifecycle {
         client,
         options,
@@ -113,7 +138,9 @@ pub async fn run_node_lifecycle(client: Client, options: NodeLifecycleOptions, t
         lifecycle.monitor_nodes().await;
         let next_eviction = lifecycle.evict_pods().await;
         lifecycle.collect_orphans().await;
-        let wait = next_eviction.map_or(lifecycle.options.monitor_period, |e| e.min(lifecycle.options.monitor_period));
+        let wait = next_eviction.map_or(lifecycle.options.monitor_period, |e| {
+            e.min(lifecycle.options.monitor_period)
+        });
         tokio::select! {
             () = token.cancelled() => return,
             () = changed.notified() => {}
@@ -128,19 +155,37 @@ impl NodeLifecycle {
     async fn monitor_nodes(&mut self) {
         let now = Instant::now();
         let nodes = self.nodes.state();
-        self.heartbeats.retain(|name, _| nodes.iter().any(|n| n.metadata.name.as_ref() == Some(name)));
+        self.heartbeats
+            .retain(|name, _| nodes.iter().any(|n| n.metadata.name.as_ref() == Some(name)));
         for node in &nodes {
             let name = node.name_any();
-            let ready_heartbeat = node_condition(node, "Ready").and_then(|c| c.last_heartbeat_time.clone());
+            let ready_heartbeat =
+                node_condition(node, "Ready").and_then(|c| c.last_heartbeat_time.clone());
             let lease_renewal = self
                 .leases
                 .state()
                 .iter()
                 .find(|l| l.metadata.name.as_ref() == Some(&name))
-                .and_then(|l| l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0.to_string()));
-            let heartbeat = self.heartbeats.entry(name.clone()).or_insert(Heartbeat { ready_heartbeat: None, lease_renewal: None, heard_at: now });
-            if heartbeat.ready_heartbeat != ready_heartbeat || heartbeat.lease_renewal != lease_renewal {
-                *heartbeat = Heartbeat { ready_heartbeat, lease_renewal, heard_at: now };
+                .and_then(|l| {
+                    l.spec
+                        .as_ref()?
+                        .renew_time
+                        .as_ref()
+                        .map(|t| t.0.to_string())
+                });
+            let heartbeat = self.heartbeats.entry(name.clone()).or_insert(Heartbeat {
+                ready_heartbeat: None,
+                lease_renewal: None,
+                heard_at: now,
+            });
+            if heartbeat.ready_heartbeat != ready_heartbeat
+                || heartbeat.lease_renewal != lease_renewal
+            {
+                *heartbeat = Heartbeat {
+                    ready_heartbeat,
+                    lease_renewal,
+                    heard_at: now,
+                };
             }
             let silent = now.duration_since(heartbeat.heard_at) > self.options.grace_period;
             let mut node = node.as_ref().clone();
@@ -148,7 +193,12 @@ impl NodeLifecycle {
                 match self.patch_conditions(&name, &conditions).await {
                     Some(updated) => {
                         tracing::info!(node = %name, "node stopped posting status; marked Unknown");
-                        self.publish(&updated, "NodeNotReady", format!("Node {name} status is now: NodeNotReady")).await;
+                        self.publish(
+                            &updated,
+                            "NodeNotReady",
+                            format!("Node {name} status is now: NodeNotReady"),
+                        )
+                        .await;
                         node = updated;
                     }
                     None => continue,
@@ -163,10 +213,17 @@ impl NodeLifecycle {
         }
     }
 
-    async fn patch_conditions(&self, name: &str, conditions: &[k8s_openapi::api::core::v1::NodeCondition]) -> Option<Node> {
+    async fn patch_conditions(
+        &self,
+        name: &str,
+        conditions: &[k8s_openapi::api::core::v1::NodeCondition],
+    ) -> Option<Node> {
         let api: Api<Node> = Api::all(self.client.clone());
         let patch = json!({"status": {"conditions": conditions}});
-        match api.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch)).await {
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
             Ok(node) => Some(node),
             Err(error) => {
                 tracing::debug!(node = name, %error, "marking the node Unknown failed; will retry");
@@ -180,16 +237,36 @@ impl NodeLifecycle {
     async fn patch_taints(&self, node: &Node, taints: &[Taint]) {
         let api: Api<Node> = Api::all(self.client.clone());
         let patch = json!({"metadata": {"resourceVersion": node.resource_version()}, "spec": {"taints": taints}});
-        if let Err(error) = api.patch(&node.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await {
+        if let Err(error) = api
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
             tracing::debug!(node = %node.name_any(), %error, "updating the node's taints failed; will retry");
         }
     }
 
     async fn mark_pods_not_ready(&self, node: &str) {
-        for pod in self.pods.state().iter().filter(|p| node_name_of(p) == Some(node) && is_ready(p)) {
+        for pod in self
+            .pods
+            .state()
+            .iter()
+            .filter(|p| node_name_of(p) == Some(node) && is_ready(p))
+        {
             let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now_rfc3339()}]}});
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-            if let Err(error) = api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await {
+            let api: Api<Pod> =
+                Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+            if let Err(error) = api
+                .patch_status(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Strategic(patch),
+                )
+                .await
+            {
                 tracing::debug!(pod = %pod.name_any(), %error, "marking the Pod not ready failed");
             }
         }
@@ -202,27 +279,49 @@ impl NodeLifecycle {
         let mut next: Option<Timestamp> = None;
         let nodes = self.nodes.state();
         let pods = self.pods.state();
-        self.evicted.retain(|uid| pods.iter().any(|p| p.metadata.uid.as_ref() == Some(uid)));
+        self.evicted
+            .retain(|uid| pods.iter().any(|p| p.metadata.uid.as_ref() == Some(uid)));
         self.taints_seen.retain(|(node, key), _| {
-            nodes.iter().any(|n| n.metadata.name.as_ref() == Some(node) && n.spec.iter().flat_map(|s| s.taints.iter().flatten()).any(|t| &t.key == key))
+            nodes.iter().any(|n| {
+                n.metadata.name.as_ref() == Some(node)
+                    && n.spec
+                        .iter()
+                        .flat_map(|s| s.taints.iter().flatten())
+                        .any(|t| &t.key == key)
+            })
         });
         for node in &nodes {
             let name = node.name_any();
-            let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+            let mut taints: Vec<Taint> = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
             taints.retain(|t| t.effect == NO_EXECUTE);
             if taints.is_empty() {
                 continue;
             }
             for taint in taints.iter_mut().filter(|t| t.time_added.is_none()) {
-                let seen = self.taints_seen.entry((name.clone(), taint.key.clone())).or_insert(now);
+                let seen = self
+                    .taints_seen
+                    .entry((name.clone(), taint.key.clone()))
+                    .or_insert(now);
                 taint.time_added = Some(Time(*seen));
             }
-            for pod in pods.iter().filter(|p| node_name_of(p) == Some(name.as_str()) && p.metadata.deletion_timestamp.is_none()) {
+            for pod in pods.iter().filter(|p| {
+                node_name_of(p) == Some(name.as_str()) && p.metadata.deletion_timestamp.is_none()
+            }) {
                 let uid = pod.metadata.uid.clone().unwrap_or_default();
                 if self.evicted.contains(&uid) {
                     continue;
                 }
-                match eviction_time(pod, &taints, self.options.default_toleration, self.options.time_scale, now) {
+                match eviction_time(
+                    pod,
+                    &taints,
+                    self.options.default_toleration,
+                    self.options.time_scale,
+                    now,
+                ) {
                     Eviction::Never => {}
                     Eviction::At(at) if at > now => next = Some(next.map_or(at, |n| n.min(at))),
                     Eviction::At(_) => {
@@ -238,7 +337,8 @@ impl NodeLifecycle {
 
     /// Marks the Pod `DisruptionTarget` (reason `DeletionByTaintManager`) and deletes it.
     async fn evict(&self, pod: &Pod) -> bool {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
         if pod_condition(pod, "DisruptionTarget").is_none() {
             let patch = json!({"status": {"conditions": [{
                 "type": "DisruptionTarget",
@@ -247,9 +347,19 @@ impl NodeLifecycle {
                 "message": "Taint manager: deleting due to NoExecute taint",
                 "lastTransitionTime": now_rfc3339(),
             }]}});
-            let _ = api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await;
+            let _ = api
+                .patch_status(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Strategic(patch),
+                )
+                .await;
         }
-        let note = format!("Marking for deletion Pod {}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+        let note = format!(
+            "Marking for deletion Pod {}/{}",
+            pod.namespace().unwrap_or_default(),
+            pod.name_any()
+        );
         self.publish(pod, "TaintManagerEviction", note).await;
         match api.delete(&pod.name_any(), &DeleteParams::default()).await {
             Ok(_) => true,
@@ -266,17 +376,28 @@ impl NodeLifecycle {
     async fn collect_orphans(&self) {
         let nodes = self.nodes.state();
         for pod in self.pods.state() {
-            let Some(node_name) = node_name_of(&pod) else { continue };
-            let node = nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node_name));
+            let Some(node_name) = node_name_of(&pod) else {
+                continue;
+            };
+            let node = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(node_name));
             let orphaned = node.is_none();
             let out_of_service = node.is_some_and(|n| {
                 pod.metadata.deletion_timestamp.is_some()
                     && node_condition(n, "Ready").is_some_and(|c| c.status != "True")
-                    && n.spec.iter().flat_map(|s| s.taints.iter().flatten()).any(|t| t.key == OUT_OF_SERVICE)
+                    && n.spec
+                        .iter()
+                        .flat_map(|s| s.taints.iter().flatten())
+                        .any(|t| t.key == OUT_OF_SERVICE)
             });
             if orphaned || out_of_service {
-                let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-                if let Err(error) = api.delete(&pod.name_any(), &DeleteParams::default().grace_period(0)).await {
+                let api: Api<Pod> =
+                    Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+                if let Err(error) = api
+                    .delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
+                    .await
+                {
                     tracing::debug!(pod = %pod.name_any(), %error, "force-deleting a lost Pod failed");
                 }
             }
@@ -284,7 +405,13 @@ impl NodeLifecycle {
     }
 
     async fn publish<K: Resource<DynamicType = ()>>(&self, object: &K, reason: &str, note: String) {
-        let event = Event { type_: EventType::Normal, reason: reason.to_string(), note: Some(note), action: "NodeLifecycle".to_string(), secondary: None };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: "NodeLifecycle".to_string(),
+            secondary: None,
+        };
         if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
             tracing::debug!(%error, "publishing a node lifecycle event failed");
         }

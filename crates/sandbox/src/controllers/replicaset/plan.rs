@@ -26,7 +26,9 @@ pub struct ReplicaSetPlan {
 
 /// Whether a Pod has been Ready for `min_ready` (real time) at `now`.
 pub fn is_available(pod: &Pod, min_ready: Duration, now: Timestamp) -> bool {
-    ready_since(pod).is_some_and(|since| since + jiff::SignedDuration::try_from(min_ready).unwrap_or_default() <= now)
+    ready_since(pod).is_some_and(|since| {
+        since + jiff::SignedDuration::try_from(min_ready).unwrap_or_default() <= now
+    })
 }
 
 /// The order in which surplus Pods go, as the real controller ranks them: unscheduled before
@@ -38,7 +40,12 @@ fn deletion_rank(pod: &Pod) -> impl Ord {
         Some("Running") => 2,
         _ => 1,
     };
-    let restarts: i32 = pod.status.iter().flat_map(|s| s.container_statuses.iter().flatten()).map(|c| c.restart_count).sum();
+    let restarts: i32 = pod
+        .status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .map(|c| c.restart_count)
+        .sum();
     (
         node_name_of(pod).is_some(),
         phase,
@@ -50,7 +57,12 @@ fn deletion_rank(pod: &Pod) -> impl Ord {
 }
 
 /// Plans one sync of `replica_set` with the Pods it controls.
-pub fn plan_replicaset(replica_set: &ReplicaSet, pods: &[Pod], now: Timestamp, scale: TimeScale) -> ReplicaSetPlan {
+pub fn plan_replicaset(
+    replica_set: &ReplicaSet,
+    pods: &[Pod],
+    now: Timestamp,
+    scale: TimeScale,
+) -> ReplicaSetPlan {
     let spec = replica_set.spec.clone().unwrap_or_default();
     let wanted = spec.replicas.unwrap_or(1).max(0) as usize;
     let min_ready = scale.seconds(i64::from(spec.min_ready_seconds.unwrap_or(0)));
@@ -60,19 +72,45 @@ pub fn plan_replicaset(replica_set: &ReplicaSet, pods: &[Pod], now: Timestamp, s
         plan.create = wanted - active.len();
     } else if active.len() > wanted && replica_set.metadata.deletion_timestamp.is_none() {
         active.sort_by_cached_key(|p| deletion_rank(p));
-        plan.delete = active.iter().take(active.len() - wanted).map(|p| p.metadata.name.clone().unwrap_or_default()).collect();
+        plan.delete = active
+            .iter()
+            .take(active.len() - wanted)
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
     }
 
-    let template_labels = spec.template.as_ref().and_then(|t| t.metadata.as_ref()).map(labels_of).cloned().unwrap_or_default();
-    let fully_labeled = active.iter().filter(|p| template_labels.iter().all(|(k, v)| labels_of(&p.metadata).get(k) == Some(v))).count();
+    let template_labels = spec
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .map(labels_of)
+        .cloned()
+        .unwrap_or_default();
+    let fully_labeled = active
+        .iter()
+        .filter(|p| {
+            template_labels
+                .iter()
+                .all(|(k, v)| labels_of(&p.metadata).get(k) == Some(v))
+        })
+        .count();
     let ready: Vec<&&Pod> = active.iter().filter(|p| is_ready(p)).collect();
-    let available = ready.iter().filter(|p| is_available(p, min_ready, now)).count();
+    let available = ready
+        .iter()
+        .filter(|p| is_available(p, min_ready, now))
+        .count();
     let next_available = ready
         .iter()
         .filter(|p| !is_available(p, min_ready, now))
         .filter_map(|p| ready_since(p))
         .min()
-        .map(|since| Duration::try_from((since + jiff::SignedDuration::try_from(min_ready).unwrap_or_default()).duration_since(now)).unwrap_or_default());
+        .map(|since| {
+            Duration::try_from(
+                (since + jiff::SignedDuration::try_from(min_ready).unwrap_or_default())
+                    .duration_since(now),
+            )
+            .unwrap_or_default()
+        });
     plan.requeue_after = next_available;
     let previous = replica_set.status.clone().unwrap_or_default();
     plan.status = ReplicaSetStatus {

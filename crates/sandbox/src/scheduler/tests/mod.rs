@@ -29,7 +29,11 @@ pub fn node(name: &str, zone: &str, extra: Value) -> Node {
 
 /// node-1, node-2, node-3 in zone-a, zone-b, zone-c.
 pub fn three_nodes() -> Vec<Node> {
-    vec![node("node-1", "zone-a", json!({})), node("node-2", "zone-b", json!({})), node("node-3", "zone-c", json!({}))]
+    vec![
+        node("node-1", "zone-a", json!({})),
+        node("node-2", "zone-b", json!({})),
+        node("node-3", "zone-c", json!({})),
+    ]
 }
 
 /// A Pod in `default` with `labels` and `spec` (containers are added).
@@ -55,23 +59,38 @@ pub fn on(mut pod: Pod, node: &str) -> Pod {
 }
 
 pub fn cluster(nodes: Vec<Node>, pods: Vec<Pod>) -> Cluster {
-    let namespaces = [("default", json!({"kubernetes.io/metadata.name": "default"})), ("team-a", json!({"team": "a"})), ("team-b", json!({"team": "b"}))];
+    let namespaces = [
+        ("default", json!({"kubernetes.io/metadata.name": "default"})),
+        ("team-a", json!({"team": "a"})),
+        ("team-b", json!({"team": "b"})),
+    ];
     Cluster {
         nodes,
         pods,
-        namespaces: namespaces.into_iter().map(|(n, l)| (n.to_string(), serde_json::from_value(l).unwrap())).collect(),
+        namespaces: namespaces
+            .into_iter()
+            .map(|(n, l)| (n.to_string(), serde_json::from_value(l).unwrap()))
+            .collect(),
     }
 }
 
 /// The chosen node, failing the test if there is none.
 pub fn placed(pod: &Pod, cluster: &Cluster) -> String {
-    schedule(pod, cluster).unwrap_or_else(|why| panic!("{} should be placed: {why}", pod.metadata.name.as_deref().unwrap_or_default()))
+    schedule(pod, cluster).unwrap_or_else(|why| {
+        panic!(
+            "{} should be placed: {why}",
+            pod.metadata.name.as_deref().unwrap_or_default()
+        )
+    })
 }
 
 /// The unschedulable message, failing the test if the Pod was placed.
 pub fn refused(pod: &Pod, cluster: &Cluster) -> String {
     match schedule(pod, cluster) {
-        Ok(node) => panic!("{} should not be placed, went to {node}", pod.metadata.name.as_deref().unwrap_or_default()),
+        Ok(node) => panic!(
+            "{} should not be placed, went to {node}",
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
         Err(Unschedulable { message, .. }) => message,
     }
 }

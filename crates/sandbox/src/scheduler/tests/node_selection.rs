@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 
 use super::{cluster, node, placed, pod, refused, three_nodes};
 
-const NODE_AFFINITY: &str = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.";
+const NODE_AFFINITY: &str =
+    "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.";
 
 fn required(terms: Value) -> Value {
     json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}})
@@ -17,17 +18,42 @@ fn expression(key: &str, operator: &str, values: &[&str]) -> Value {
 /// Nodes labelled `rank` 1, 2, 3 and `disk=ssd` on node-2 only.
 fn ranked_nodes() -> Vec<k8s_openapi::api::core::v1::Node> {
     vec![
-        node("node-1", "zone-a", json!({"metadata": {"labels": {"rank": "1"}}})),
-        node("node-2", "zone-b", json!({"metadata": {"labels": {"rank": "2", "disk": "ssd"}}})),
-        node("node-3", "zone-c", json!({"metadata": {"labels": {"rank": "3"}}})),
+        node(
+            "node-1",
+            "zone-a",
+            json!({"metadata": {"labels": {"rank": "1"}}}),
+        ),
+        node(
+            "node-2",
+            "zone-b",
+            json!({"metadata": {"labels": {"rank": "2", "disk": "ssd"}}}),
+        ),
+        node(
+            "node-3",
+            "zone-c",
+            json!({"metadata": {"labels": {"rank": "3"}}}),
+        ),
     ]
 }
 
 #[test]
 fn node_selector_needs_every_label() {
     let cluster = cluster(ranked_nodes(), vec![]);
-    assert_eq!(placed(&pod("p", json!({}), json!({"nodeSelector": {"disk": "ssd"}})), &cluster), "node-2");
-    let message = refused(&pod("p", json!({}), json!({"nodeSelector": {"disk": "ssd", "rank": "1"}})), &cluster);
+    assert_eq!(
+        placed(
+            &pod("p", json!({}), json!({"nodeSelector": {"disk": "ssd"}})),
+            &cluster
+        ),
+        "node-2"
+    );
+    let message = refused(
+        &pod(
+            "p",
+            json!({}),
+            json!({"nodeSelector": {"disk": "ssd", "rank": "1"}}),
+        ),
+        &cluster,
+    );
     assert_eq!(message, NODE_AFFINITY);
 }
 
@@ -35,18 +61,41 @@ fn node_selector_needs_every_label() {
 fn required_affinity_operators() {
     let cluster = cluster(ranked_nodes(), vec![]);
     let only = |terms: Value| placed(&pod("p", json!({}), required(terms)), &cluster);
-    assert_eq!(only(json!([expression("rank", "In", &["3", "9"])])), "node-3");
+    assert_eq!(
+        only(json!([expression("rank", "In", &["3", "9"])])),
+        "node-3"
+    );
     assert_eq!(only(json!([expression("rank", "Gt", &["2"])])), "node-3");
     assert_eq!(only(json!([expression("rank", "Lt", &["2"])])), "node-1");
     assert_eq!(only(json!([expression("disk", "Exists", &[])])), "node-2");
     // NotIn and DoesNotExist also match nodes without the label: node-1 and node-3 are left,
     // and the tie goes to the smaller name.
-    assert_eq!(only(json!([expression("disk", "NotIn", &["ssd"])])), "node-1");
-    assert_eq!(only(json!([expression("disk", "DoesNotExist", &[])])), "node-1");
+    assert_eq!(
+        only(json!([expression("disk", "NotIn", &["ssd"])])),
+        "node-1"
+    );
+    assert_eq!(
+        only(json!([expression("disk", "DoesNotExist", &[])])),
+        "node-1"
+    );
     // Gt/Lt need exactly one integer value; anything else matches nothing.
-    let message = refused(&pod("p", json!({}), required(json!([expression("rank", "Gt", &["x"])]))), &cluster);
+    let message = refused(
+        &pod(
+            "p",
+            json!({}),
+            required(json!([expression("rank", "Gt", &["x"])])),
+        ),
+        &cluster,
+    );
     assert_eq!(message, NODE_AFFINITY);
-    let message = refused(&pod("p", json!({}), required(json!([expression("zone", "Gt", &["1"])]))), &cluster);
+    let message = refused(
+        &pod(
+            "p",
+            json!({}),
+            required(json!([expression("zone", "Gt", &["1"])])),
+        ),
+        &cluster,
+    );
     assert_eq!(message, NODE_AFFINITY);
 }
 
@@ -57,24 +106,60 @@ fn terms_are_ored_and_expressions_anded() {
         {"key": "rank", "operator": "In", "values": ["1", "2"]},
         {"key": "disk", "operator": "DoesNotExist"},
     ]}]);
-    assert_eq!(placed(&pod("p", json!({}), required(anded)), &cluster), "node-1");
-    let ored = json!([expression("rank", "In", &["3"]), expression("disk", "Exists", &[])]);
+    assert_eq!(
+        placed(&pod("p", json!({}), required(anded)), &cluster),
+        "node-1"
+    );
+    let ored = json!([
+        expression("rank", "In", &["3"]),
+        expression("disk", "Exists", &[])
+    ]);
     let pods = vec![super::on(pod("busy", json!({}), json!({})), "node-2")];
     let busy = super::cluster(ranked_nodes(), pods);
-    assert_eq!(placed(&pod("p", json!({}), required(ored)), &busy), "node-3", "both terms match; node-3 is less loaded");
+    assert_eq!(
+        placed(&pod("p", json!({}), required(ored)), &busy),
+        "node-3",
+        "both terms match; node-3 is less loaded"
+    );
     // An empty term matches no node; no terms at all matches nothing either.
-    assert_eq!(refused(&pod("p", json!({}), required(json!([{}]))), &cluster), NODE_AFFINITY);
-    assert_eq!(refused(&pod("p", json!({}), required(json!([]))), &cluster), NODE_AFFINITY);
+    assert_eq!(
+        refused(&pod("p", json!({}), required(json!([{}]))), &cluster),
+        NODE_AFFINITY
+    );
+    assert_eq!(
+        refused(&pod("p", json!({}), required(json!([]))), &cluster),
+        NODE_AFFINITY
+    );
 }
 
 #[test]
 fn match_fields_select_by_node_name() {
     let cluster = cluster(three_nodes(), vec![]);
     let fields = |operator: &str, names: &[&str]| json!([{"matchFields": [{"key": "metadata.name", "operator": operator, "values": names}]}]);
-    assert_eq!(placed(&pod("p", json!({}), required(fields("In", &["node-3"]))), &cluster), "node-3");
-    assert_eq!(placed(&pod("p", json!({}), required(fields("NotIn", &["node-1", "node-2"]))), &cluster), "node-3");
-    let other_field = json!([{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["node-1"]}]}]);
-    assert_eq!(refused(&pod("p", json!({}), required(other_field)), &cluster), NODE_AFFINITY);
+    assert_eq!(
+        placed(
+            &pod("p", json!({}), required(fields("In", &["node-3"]))),
+            &cluster
+        ),
+        "node-3"
+    );
+    assert_eq!(
+        placed(
+            &pod(
+                "p",
+                json!({}),
+                required(fields("NotIn", &["node-1", "node-2"]))
+            ),
+            &cluster
+        ),
+        "node-3"
+    );
+    let other_field =
+        json!([{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["node-1"]}]}]);
+    assert_eq!(
+        refused(&pod("p", json!({}), required(other_field)), &cluster),
+        NODE_AFFINITY
+    );
 }
 
 #[test]
@@ -90,6 +175,9 @@ fn preferred_affinity_weighs_matching_terms() {
     let unmatched = json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "preference": expression("gpu", "Exists", &[])},
     ]}}});
-    let busy = super::cluster(ranked_nodes(), vec![super::on(pod("busy", json!({}), json!({})), "node-1")]);
+    let busy = super::cluster(
+        ranked_nodes(),
+        vec![super::on(pod("busy", json!({}), json!({})), "node-1")],
+    );
     assert_eq!(placed(&pod("p", json!({}), unmatched), &busy), "node-2");
 }
