@@ -9,15 +9,18 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube_sandbox::{Sandbox, SandboxOptions};
 use serde_json::json;
 
 const CONCURRENCY: usize = 64;
 
 fn objects() -> usize {
-    std::env::var("SANDBOX_BENCH_OBJECTS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000)
+    std::env::var("SANDBOX_BENCH_OBJECTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000)
 }
 
 fn config_map(name: &str) -> ConfigMap {
@@ -32,7 +35,11 @@ fn config_map(name: &str) -> ConfigMap {
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -54,7 +61,12 @@ impl Latencies {
     }
 }
 
-async fn create_all(api: &Api<ConfigMap>, prefix: &str, n: usize, created_at: Option<Arc<Mutex<HashMap<String, Instant>>>>) -> (Latencies, Duration) {
+async fn create_all(
+    api: &Api<ConfigMap>,
+    prefix: &str,
+    n: usize,
+    created_at: Option<Arc<Mutex<HashMap<String, Instant>>>>,
+) -> (Latencies, Duration) {
     let started = Instant::now();
     let latencies: Vec<Duration> = futures::stream::iter(0..n)
         .map(|i| {
@@ -66,7 +78,9 @@ async fn create_all(api: &Api<ConfigMap>, prefix: &str, n: usize, created_at: Op
                 if let Some(map) = &created_at {
                     map.lock().unwrap().insert(name.clone(), at);
                 }
-                api.create(&PostParams::default(), &config_map(&name)).await.expect("create");
+                api.create(&PostParams::default(), &config_map(&name))
+                    .await
+                    .expect("create");
                 at.elapsed()
             }
         })
@@ -79,19 +93,26 @@ async fn create_all(api: &Api<ConfigMap>, prefix: &str, n: usize, created_at: Op
 async fn ensure_namespace(client: &kube::Client, name: &str) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    namespaces.create(&PostParams::default(), &namespace).await.expect("namespace");
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("namespace");
 }
 
 #[tokio::main]
 async fn main() {
     let n = objects();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(3)).await.expect("sandbox");
+    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(3))
+        .await
+        .expect("sandbox");
     let client = sandbox.client();
     ensure_namespace(&client, "bench").await;
     ensure_namespace(&client, "bench-watch").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "bench");
-    println!("kube-sandbox API server, {n} ConfigMaps, {CONCURRENCY} concurrent requests over HTTPS (kube-rs client in the same process)");
+    println!(
+        "kube-sandbox API server, {n} ConfigMaps, {CONCURRENCY} concurrent requests over HTTPS (kube-rs client in the same process)"
+    );
 
     let rss_before = rss_kib();
     let (latencies, total) = create_all(&api, "cm", n, None).await;
@@ -142,21 +163,44 @@ async fn main() {
     Latencies(pages).report("list pages of 500", started.elapsed());
 
     let started = Instant::now();
-    let selected = api.list(&ListParams::default().labels("shard=1")).await.expect("selected list");
-    println!("{:<28} {:>9.2} ms for {} of {n} objects", "list with label selector", started.elapsed().as_secs_f64() * 1e3, selected.items.len());
+    let selected = api
+        .list(&ListParams::default().labels("shard=1"))
+        .await
+        .expect("selected list");
+    println!(
+        "{:<28} {:>9.2} ms for {} of {n} objects",
+        "list with label selector",
+        started.elapsed().as_secs_f64() * 1e3,
+        selected.items.len()
+    );
 
     // Watch: one watcher receives every change while N objects are created elsewhere.
     let watched: Api<ConfigMap> = Api::namespaced(client.clone(), "bench-watch");
-    let from = watched.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let from = watched
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     let created_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
-    let mut stream = watched.watch(&WatchParams::default().timeout(290), &from).await.expect("watch").boxed();
+    let mut stream = watched
+        .watch(&WatchParams::default().timeout(290), &from)
+        .await
+        .expect("watch")
+        .boxed();
     let receipts = Arc::clone(&created_at);
     let receiver = tokio::spawn(async move {
         let mut delays = Vec::with_capacity(n);
         while delays.len() < n {
             match stream.try_next().await.expect("watch event") {
                 Some(WatchEvent::Added(cm)) => {
-                    let at = receipts.lock().unwrap().get(&cm.name_any()).copied().expect("created before seen");
+                    let at = receipts
+                        .lock()
+                        .unwrap()
+                        .get(&cm.name_any())
+                        .copied()
+                        .expect("created before seen");
                     delays.push(at.elapsed());
                 }
                 Some(_) => {}

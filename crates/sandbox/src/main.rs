@@ -7,7 +7,10 @@ use clap::{Parser, Subcommand};
 use kube_sandbox::{Sandbox, SandboxOptions};
 
 #[derive(Parser)]
-#[command(name = "kube-sandbox", about = "A Kubernetes control plane in one process, for tests and demos")]
+#[command(
+    name = "kube-sandbox",
+    about = "A Kubernetes control plane in one process, for tests and demos"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,13 +36,19 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
         Command::Up { dir, port, nodes } => {
             let sandbox = Sandbox::start(SandboxOptions::new(dir).port(port).nodes(nodes)).await?;
-            eprintln!("kube-sandbox: serving {} (kubeconfig {})", sandbox.url(), sandbox.kubeconfig_path().display());
+            eprintln!(
+                "kube-sandbox: serving {} (kubeconfig {})",
+                sandbox.url(),
+                sandbox.kubeconfig_path().display()
+            );
             println!("ready");
             wait_for_signal().await?;
             sandbox.stop();

@@ -56,16 +56,27 @@ impl Sandbox {
     /// Starts the control plane, writes `dir/kubeconfig` and creates the nodes.
     pub async fn start(options: SandboxOptions) -> anyhow::Result<Self> {
         crate::apiserver::tls::install_crypto_provider();
-        std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
+        std::fs::create_dir_all(&options.dir)
+            .with_context(|| format!("creating {}", options.dir.display()))?;
         let api = RunningApiServer::start(options.apiserver.clone()).await?;
         let kubeconfig = kubeconfig::render(&api.url(), &api.ca_pem, api.admin_token());
         let kubeconfig_path = options.dir.join("kubeconfig");
-        std::fs::write(&kubeconfig_path, &kubeconfig).with_context(|| format!("writing {}", kubeconfig_path.display()))?;
+        std::fs::write(&kubeconfig_path, &kubeconfig)
+            .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
         for index in 1..=options.nodes {
-            create_node(&api.server, &format!("node-{index}"), ZONES[(index - 1) % ZONES.len()])?;
+            create_node(
+                &api.server,
+                &format!("node-{index}"),
+                ZONES[(index - 1) % ZONES.len()],
+            )?;
         }
         let client = client_for(&kubeconfig).await?;
-        Ok(Self { api, kubeconfig, kubeconfig_path, client })
+        Ok(Self {
+            api,
+            kubeconfig,
+            kubeconfig_path,
+            client,
+        })
     }
 
     /// The administrator's client configuration, to build a client with other settings (for
@@ -106,7 +117,11 @@ impl Sandbox {
 
     /// A client that authenticates as a service account, with a token issued as TokenRequest
     /// would, so its requests are authorized by RBAC.
-    pub async fn service_account_client(&self, namespace: &str, name: &str) -> anyhow::Result<kube::Client> {
+    pub async fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<kube::Client> {
         let token = self.api.server.issue_service_account_token(namespace, name);
         let text = kubeconfig::render(&self.api.url(), &self.api.ca_pem, &token);
         client_for(&text).await
@@ -120,7 +135,10 @@ impl Sandbox {
 
 async fn config_for(kubeconfig_text: &str) -> anyhow::Result<kube::Config> {
     let parsed = kube::config::Kubeconfig::from_yaml(kubeconfig_text)?;
-    Ok(kube::Config::from_custom_kubeconfig(parsed, &kube::config::KubeConfigOptions::default()).await?)
+    Ok(
+        kube::Config::from_custom_kubeconfig(parsed, &kube::config::KubeConfigOptions::default())
+            .await?,
+    )
 }
 
 async fn client_for(kubeconfig_text: &str) -> anyhow::Result<kube::Client> {
@@ -140,21 +158,34 @@ fn create_node(server: &ApiServer, name: &str, zone: &str) -> anyhow::Result<()>
         "spec": {},
     });
     create_builtin(server, "", "nodes", "", node)?;
-    let kind = server.registry.get("", "nodes").context("nodes are not served")?;
-    let capacity = json!({"cpu": "8", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"});
-    crate::apiserver::objects::update_with(server, &kind, "v1", "", name, Some("status"), &crate::apiserver::objects::WriteOptions::internal("kube-sandbox"), &mut |current| {
-        let mut updated = current.clone();
-        updated["status"] = json!({
-            "capacity": capacity,
-            "allocatable": capacity,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
-                "lastHeartbeatTime": now, "lastTransitionTime": now}],
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": "v1.32.0-sandbox", "operatingSystem": "linux", "architecture": "amd64",
-                "containerRuntimeVersion": "sandbox://0.1", "kernelVersion": "", "osImage": "kube-sandbox",
-                "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
-        });
-        Ok(updated)
-    })?;
+    let kind = server
+        .registry
+        .get("", "nodes")
+        .context("nodes are not served")?;
+    let capacity =
+        json!({"cpu": "8", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"});
+    crate::apiserver::objects::update_with(
+        server,
+        &kind,
+        "v1",
+        "",
+        name,
+        Some("status"),
+        &crate::apiserver::objects::WriteOptions::internal("kube-sandbox"),
+        &mut |current| {
+            let mut updated = current.clone();
+            updated["status"] = json!({
+                "capacity": capacity,
+                "allocatable": capacity,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+                "nodeInfo": {"kubeletVersion": "v1.32.0-sandbox", "operatingSystem": "linux", "architecture": "amd64",
+                    "containerRuntimeVersion": "sandbox://0.1", "kernelVersion": "", "osImage": "kube-sandbox",
+                    "kubeProxyVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
+            });
+            Ok(updated)
+        },
+    )?;
     Ok(())
 }

@@ -25,7 +25,10 @@ fn is_events_api(kind: &ResourceType) -> bool {
 /// The object as stored, from a body sent to `kind`.
 pub fn to_storage(kind: &ResourceType, mut object: Value) -> Value {
     if is_events_api(kind) {
-        rename(&mut object, EVENT_FIELDS.iter().map(|(new, old)| (*new, *old)));
+        rename(
+            &mut object,
+            EVENT_FIELDS.iter().map(|(new, old)| (*new, *old)),
+        );
         object["apiVersion"] = Value::String("v1".into());
     }
     object
@@ -39,7 +42,10 @@ pub fn from_storage<'a>(kind: &ResourceType, version: &str, stored: &'a Value) -
     }
     let mut object = stored.clone();
     if is_events_api(kind) {
-        rename(&mut object, EVENT_FIELDS.iter().map(|(new, old)| (*old, *new)));
+        rename(
+            &mut object,
+            EVENT_FIELDS.iter().map(|(new, old)| (*old, *new)),
+        );
     }
     object["apiVersion"] = Value::String(api_version);
     Cow::Owned(object)
@@ -68,7 +74,10 @@ mod tests {
     fn events_api_events_are_core_events_in_storage() {
         let kinds = builtin_kinds();
         let events = kinds.iter().find(|k| k.group == "events.k8s.io").unwrap();
-        let stored = to_storage(events, json!({"apiVersion": "events.k8s.io/v1", "note": "hi", "regarding": {"name": "p"}}));
+        let stored = to_storage(
+            events,
+            json!({"apiVersion": "events.k8s.io/v1", "note": "hi", "regarding": {"name": "p"}}),
+        );
         assert_eq!(stored["message"], "hi");
         assert_eq!(stored["involvedObject"]["name"], "p");
         let back = from_storage(events, "v1", &stored);

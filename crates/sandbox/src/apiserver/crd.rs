@@ -6,7 +6,9 @@ use serde_json::Value;
 
 use super::error::StatusCause;
 use super::kinds::columns_age;
-use super::registry::{ALL_VERBS, ColumnSource, PrinterColumn, ResourceType, ScalePaths, VersionInfo};
+use super::registry::{
+    ALL_VERBS, ColumnSource, PrinterColumn, ResourceType, ScalePaths, VersionInfo,
+};
 use crate::schema::StructuralSchema;
 
 fn cause(reason: &str, field: &str, message: String) -> StatusCause {
@@ -24,29 +26,57 @@ pub fn validate(crd: &Value) -> Vec<StatusCause> {
     let group = spec["group"].as_str().unwrap_or("");
     let plural = spec["names"]["plural"].as_str().unwrap_or("");
     if group.is_empty() {
-        causes.push(cause("FieldValueRequired", "spec.group", "Required value".into()));
+        causes.push(cause(
+            "FieldValueRequired",
+            "spec.group",
+            "Required value".into(),
+        ));
     } else if !group.contains('.') {
-        causes.push(cause("FieldValueInvalid", "spec.group", format!("Invalid value: {group:?}: should be a domain with at least one dot")));
+        causes.push(cause(
+            "FieldValueInvalid",
+            "spec.group",
+            format!("Invalid value: {group:?}: should be a domain with at least one dot"),
+        ));
     }
     for field in ["plural", "kind"] {
         if spec["names"][field].as_str().is_none_or(str::is_empty) {
-            causes.push(cause("FieldValueRequired", &format!("spec.names.{field}"), "Required value".into()));
+            causes.push(cause(
+                "FieldValueRequired",
+                &format!("spec.names.{field}"),
+                "Required value".into(),
+            ));
         }
     }
     let name = crd["metadata"]["name"].as_str().unwrap_or("");
     let expected = format!("{plural}.{group}");
     if !plural.is_empty() && !group.is_empty() && name != expected {
-        causes.push(cause("FieldValueInvalid", "metadata.name", format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group")));
+        causes.push(cause(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+        ));
     }
     if !matches!(spec["scope"].as_str(), Some("Namespaced" | "Cluster")) {
-        causes.push(cause("FieldValueNotSupported", "spec.scope", "Unsupported value: must be \"Namespaced\" or \"Cluster\"".into()));
+        causes.push(cause(
+            "FieldValueNotSupported",
+            "spec.scope",
+            "Unsupported value: must be \"Namespaced\" or \"Cluster\"".into(),
+        ));
     }
     let versions = spec["versions"].as_array().cloned().unwrap_or_default();
     if versions.is_empty() {
-        causes.push(cause("FieldValueRequired", "spec.versions", "Required value: must have exactly one version marked as storage version".into()));
+        causes.push(cause(
+            "FieldValueRequired",
+            "spec.versions",
+            "Required value: must have exactly one version marked as storage version".into(),
+        ));
     }
     if versions.iter().filter(|v| v["storage"] == true).count() != 1 && !versions.is_empty() {
-        causes.push(cause("FieldValueInvalid", "spec.versions", "Invalid value: must have exactly one version marked as storage version".into()));
+        causes.push(cause(
+            "FieldValueInvalid",
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version".into(),
+        ));
     }
     for (i, version) in versions.iter().enumerate() {
         let schema = &version["schema"]["openAPIV3Schema"];
@@ -72,7 +102,12 @@ pub fn resource_type(crd: &Value) -> Option<ResourceType> {
     let spec = &crd["spec"];
     let names = &spec["names"];
     let strings = |value: &Value| -> Vec<String> {
-        value.as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
+        value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
     };
     let kind = names["kind"].as_str()?.to_string();
     let mut versions = Vec::new();
@@ -83,9 +118,20 @@ pub fn resource_type(crd: &Value) -> Option<ResourceType> {
         };
         let subresources = &version["subresources"];
         let scale = subresources["scale"].as_object().map(|scale| ScalePaths {
-            spec_replicas: scale.get("specReplicasPath").and_then(Value::as_str).unwrap_or(".spec.replicas").to_string(),
-            status_replicas: scale.get("statusReplicasPath").and_then(Value::as_str).unwrap_or(".status.replicas").to_string(),
-            label_selector: scale.get("labelSelectorPath").and_then(Value::as_str).map(str::to_string),
+            spec_replicas: scale
+                .get("specReplicasPath")
+                .and_then(Value::as_str)
+                .unwrap_or(".spec.replicas")
+                .to_string(),
+            status_replicas: scale
+                .get("statusReplicasPath")
+                .and_then(Value::as_str)
+                .unwrap_or(".status.replicas")
+                .to_string(),
+            label_selector: scale
+                .get("labelSelectorPath")
+                .and_then(Value::as_str)
+                .map(str::to_string),
         });
         versions.push(VersionInfo {
             name: version["name"].as_str()?.to_string(),
@@ -99,9 +145,15 @@ pub fn resource_type(crd: &Value) -> Option<ResourceType> {
     }
     Some(ResourceType {
         group: spec["group"].as_str()?.to_string(),
-        list_kind: names["listKind"].as_str().map(str::to_string).unwrap_or_else(|| format!("{kind}List")),
+        list_kind: names["listKind"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{kind}List")),
         plural: names["plural"].as_str()?.to_string(),
-        singular: names["singular"].as_str().map(str::to_string).unwrap_or_else(|| kind.to_lowercase()),
+        singular: names["singular"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| kind.to_lowercase()),
         kind,
         namespaced: spec["scope"] != "Cluster",
         short_names: strings(&names["shortNames"]),
@@ -155,7 +207,10 @@ mod tests {
         assert_eq!(kind.list_kind, "WidgetList");
         assert_eq!(kind.short_names, ["wd"]);
         assert!(kind.has_subresource("v1", "status"));
-        assert_eq!(kind.versions[0].scale.as_ref().unwrap().spec_replicas, ".spec.size");
+        assert_eq!(
+            kind.versions[0].scale.as_ref().unwrap().spec_replicas,
+            ".spec.size"
+        );
         assert_eq!(kind.versions[0].printer_columns[0].name, "Size");
     }
 

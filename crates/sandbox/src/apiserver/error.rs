@@ -21,7 +21,7 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     /// `details.group`, `details.kind` and `details.name` of the object concerned.
-    pub details: Option<StatusDetails>,
+    pub details: Option<Box<StatusDetails>>,
     pub causes: Vec<StatusCause>,
     /// Seconds a client should wait before retrying (429 and 5xx).
     pub retry_after_seconds: Option<u64>,
@@ -49,11 +49,11 @@ impl ApiError {
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
-        self.details = Some(StatusDetails {
+        self.details = Some(Box::new(StatusDetails {
             group: group.to_string(),
             kind: kind.to_string(),
             name: name.to_string(),
-        });
+        }));
         self
     }
 
@@ -168,7 +168,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type:?})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
+            ),
         )
     }
 

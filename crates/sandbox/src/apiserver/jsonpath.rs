@@ -13,7 +13,10 @@ enum Step {
 
 fn parse(path: &str) -> Option<Vec<Step>> {
     let path = path.trim();
-    let path = path.strip_prefix('{').and_then(|p| p.strip_suffix('}')).unwrap_or(path);
+    let path = path
+        .strip_prefix('{')
+        .and_then(|p| p.strip_suffix('}'))
+        .unwrap_or(path);
     let path = path.strip_prefix('$').unwrap_or(path);
     let mut steps = Vec::new();
     let mut chars = path.chars().peekable();
@@ -68,8 +71,16 @@ fn parse_bracket(inner: &str) -> Option<Step> {
     }
     let filter = inner.strip_prefix("?(")?.strip_suffix(')')?;
     let (left, right) = filter.split_once("==")?;
-    let path = left.trim().strip_prefix("@.")?.split('.').map(str::to_string).collect();
-    let value = right.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+    let path = left
+        .trim()
+        .strip_prefix("@.")?
+        .split('.')
+        .map(str::to_string)
+        .collect();
+    let value = right
+        .trim()
+        .trim_matches(|c| c == '"' || c == '\'')
+        .to_string();
     Some(Step::Filter { path, value })
 }
 
@@ -90,7 +101,10 @@ pub fn select<'a>(object: &'a Value, path: &str) -> Vec<&'a Value> {
                     Value::Object(map) => next.extend(map.values()),
                     _ => {}
                 },
-                Step::Filter { path, value: wanted } => {
+                Step::Filter {
+                    path,
+                    value: wanted,
+                } => {
                     for item in value.as_array().into_iter().flatten() {
                         let mut field = item;
                         for part in path {
@@ -122,8 +136,14 @@ mod tests {
         let object = json!({"spec": {"replicas": 3}, "status": {"conditions": [
             {"type": "Ready", "status": "True"}, {"type": "Progressing", "status": "False"}]}});
         assert_eq!(select(&object, ".spec.replicas"), vec![&json!(3)]);
-        assert_eq!(select(&object, ".status.conditions[?(@.type==\"Ready\")].status"), vec![&json!("True")]);
-        assert_eq!(select(&object, "{.status.conditions[1].type}"), vec![&json!("Progressing")]);
+        assert_eq!(
+            select(&object, ".status.conditions[?(@.type==\"Ready\")].status"),
+            vec![&json!("True")]
+        );
+        assert_eq!(
+            select(&object, "{.status.conditions[1].type}"),
+            vec![&json!("Progressing")]
+        );
         assert_eq!(select(&object, ".status.conditions[*].type").len(), 2);
         assert!(select(&object, ".spec.missing").is_empty());
     }

@@ -35,10 +35,17 @@ mod tests {
 
     #[test]
     fn kubeconfig_parses_as_yaml_with_one_context() {
-        let text = render("https://127.0.0.1:6443", "-----BEGIN CERTIFICATE-----", "secret");
+        let text = render(
+            "https://127.0.0.1:6443",
+            "-----BEGIN CERTIFICATE-----",
+            "secret",
+        );
         let parsed: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
         assert_eq!(parsed["current-context"], "sandbox");
         assert_eq!(parsed["users"][0]["user"]["token"], "secret");
-        assert_eq!(parsed["clusters"][0]["cluster"]["server"], "https://127.0.0.1:6443");
+        assert_eq!(
+            parsed["clusters"][0]["cluster"]["server"],
+            "https://127.0.0.1:6443"
+        );
     }
 }

@@ -30,7 +30,11 @@ pub type LogStream = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>;
 pub enum LogError {
     /// The container has not started yet (a 400 "is waiting to start").
     #[error("container \"{container}\" in pod \"{pod}\" is waiting to start: {reason}")]
-    WaitingToStart { pod: String, container: String, reason: String },
+    WaitingToStart {
+        pod: String,
+        container: String,
+        reason: String,
+    },
     /// `previous=true` but the container never restarted.
     #[error("previous terminated container \"{container}\" in pod \"{pod}\" not found")]
     NoPrevious { pod: String, container: String },

@@ -21,11 +21,16 @@ pub fn budgets() -> ResourceId {
 /// A Pod counts as healthy when Ready and not being deleted.
 pub fn is_healthy(pod: &Value) -> bool {
     pod["metadata"]["deletionTimestamp"].is_null()
-        && pod["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
+        && pod["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
 fn selects(pdb: &Value, pod: &Value) -> bool {
-    LabelSelector::from_object(&pdb["spec"]["selector"]).is_some_and(|s| s.matches(&pod["metadata"]["labels"]))
+    LabelSelector::from_object(&pdb["spec"]["selector"])
+        .is_some_and(|s| s.matches(&pod["metadata"]["labels"]))
 }
 
 /// `minAvailable`/`maxUnavailable` as a count of `expected` (percentages rounded up, as the
@@ -43,7 +48,12 @@ fn count_of(value: &Value, expected: i64) -> Option<i64> {
 
 /// The status the disruption controller would write for `pdb` given the namespace's Pods.
 pub fn compute_status(pdb: &Value, pods: &[std::sync::Arc<Value>], now: &str) -> Value {
-    let selected: Vec<&Value> = pods.iter().map(|p| p.as_ref()).filter(|p| selects(pdb, p)).filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))).collect();
+    let selected: Vec<&Value> = pods
+        .iter()
+        .map(|p| p.as_ref())
+        .filter(|p| selects(pdb, p))
+        .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+        .collect();
     let expected = selected.len() as i64;
     let healthy = selected.iter().filter(|p| is_healthy(p)).count() as i64;
     let spec = &pdb["spec"];
@@ -56,13 +66,24 @@ pub fn compute_status(pdb: &Value, pods: &[std::sync::Arc<Value>], now: &str) ->
     };
     // Evictions already granted count against the budget until their Pods are gone.
     let mut disrupted = serde_json::Map::new();
-    for (pod, at) in pdb["status"]["disruptedPods"].as_object().into_iter().flatten() {
-        if selected.iter().any(|p| p["metadata"]["name"] == pod.as_str() && p["metadata"]["deletionTimestamp"].is_null()) {
+    for (pod, at) in pdb["status"]["disruptedPods"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        if selected.iter().any(|p| {
+            p["metadata"]["name"] == pod.as_str() && p["metadata"]["deletionTimestamp"].is_null()
+        }) {
             disrupted.insert(pod.clone(), at.clone());
         }
     }
     let allowed = (healthy - desired - disrupted.len() as i64).max(0);
-    let previous_allowed = pdb["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "DisruptionAllowed").cloned();
+    let previous_allowed = pdb["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "DisruptionAllowed")
+        .cloned();
     let status = if allowed > 0 { "True" } else { "False" };
     let condition = match previous_allowed {
         Some(c) if c["status"] == status => c,
@@ -91,11 +112,17 @@ pub fn compute_status(pdb: &Value, pods: &[std::sync::Arc<Value>], now: &str) ->
 
 /// Recomputes and writes the status of every PDB in `namespace` whose status changed.
 pub fn refresh_namespace(server: &ApiServer, namespace: &str) {
-    let budgets_now = server.store.list(&budgets(), Some(namespace), None, None, &|_| true).items;
+    let budgets_now = server
+        .store
+        .list(&budgets(), Some(namespace), None, None, &|_| true)
+        .items;
     if budgets_now.is_empty() {
         return;
     }
-    let pods_now = server.store.list(&pods(), Some(namespace), None, None, &|_| true).items;
+    let pods_now = server
+        .store
+        .list(&pods(), Some(namespace), None, None, &|_| true)
+        .items;
     let kind = server.registry.get("policy", "poddisruptionbudgets");
     let Some(kind) = kind else { return };
     for pdb in budgets_now {
@@ -104,47 +131,98 @@ pub fn refresh_namespace(server: &ApiServer, namespace: &str) {
         if pdb["status"] == status {
             continue;
         }
-        let _ = objects::update_with(server, &kind, "v1", namespace, &name, Some("status"), &WriteOptions::internal("kube-controller-manager"), &mut |current| {
-            let mut updated = current.clone();
-            updated["status"] = compute_status(current, &pods_now, &now());
-            Ok(updated)
-        });
+        let _ = objects::update_with(
+            server,
+            &kind,
+            "v1",
+            namespace,
+            &name,
+            Some("status"),
+            &WriteOptions::internal("kube-controller-manager"),
+            &mut |current| {
+                let mut updated = current.clone();
+                updated["status"] = compute_status(current, &pods_now, &now());
+                Ok(updated)
+            },
+        );
     }
 }
 
 /// The eviction subresource: deletes the Pod unless a PDB covering it would be broken (429).
-pub fn evict(server: &ApiServer, namespace: &str, pod_name: &str, options: &DeleteOptions) -> ApiResult<()> {
-    let pod_kind = server.registry.get("", "pods").ok_or_else(|| ApiError::internal("pods are not served"))?;
-    let pod = server.store.get(&pods(), namespace, pod_name).ok_or_else(|| ApiError::not_found("", "pods", pod_name))?;
-    let matching: Vec<_> = server.store.list(&budgets(), Some(namespace), None, None, &|pdb| selects(pdb, &pod)).items;
+pub fn evict(
+    server: &ApiServer,
+    namespace: &str,
+    pod_name: &str,
+    options: &DeleteOptions,
+) -> ApiResult<()> {
+    let pod_kind = server
+        .registry
+        .get("", "pods")
+        .ok_or_else(|| ApiError::internal("pods are not served"))?;
+    let pod = server
+        .store
+        .get(&pods(), namespace, pod_name)
+        .ok_or_else(|| ApiError::not_found("", "pods", pod_name))?;
+    let matching: Vec<_> = server
+        .store
+        .list(&budgets(), Some(namespace), None, None, &|pdb| {
+            selects(pdb, &pod)
+        })
+        .items;
     if matching.len() > 1 {
-        return Err(ApiError::internal("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."));
+        return Err(ApiError::internal(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
     }
     // An unhealthy or already terminating Pod can always go: evicting it loses nothing.
     if let Some(pdb) = matching.first()
         && is_healthy(&pod)
     {
-        let pdb_kind = server.registry.get("policy", "poddisruptionbudgets").ok_or_else(|| ApiError::internal("PDBs are not served"))?;
+        let pdb_kind = server
+            .registry
+            .get("policy", "poddisruptionbudgets")
+            .ok_or_else(|| ApiError::internal("PDBs are not served"))?;
         let pdb_name = pdb["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let pods_now = server.store.list(&pods(), Some(namespace), None, None, &|_| true).items;
-        let granted = objects::update_with(server, &pdb_kind, "v1", namespace, &pdb_name, Some("status"), &WriteOptions { dry_run: options.dry_run, ..WriteOptions::internal("kube-apiserver") }, &mut |current| {
-            let status = compute_status(current, &pods_now, &now());
-            if status["disruptionsAllowed"].as_i64().unwrap_or(0) <= 0 {
-                let mut err = ApiError::too_many_requests("Cannot evict pod as it would violate the pod's disruption budget.");
-                err.causes = vec![StatusCause {
-                    reason: "DisruptionBudget".into(),
-                    message: format!("The disruption budget {pdb_name} needs {} healthy pods and has {} currently", status["desiredHealthy"], status["currentHealthy"]),
-                    field: String::new(),
-                }];
-                return Err(err);
-            }
-            let mut updated = current.clone();
-            let mut status = status;
-            status["disruptionsAllowed"] = json!(status["disruptionsAllowed"].as_i64().unwrap_or(1) - 1);
-            status["disruptedPods"][pod_name] = json!(now());
-            updated["status"] = status;
-            Ok(updated)
-        });
+        let pods_now = server
+            .store
+            .list(&pods(), Some(namespace), None, None, &|_| true)
+            .items;
+        let granted = objects::update_with(
+            server,
+            &pdb_kind,
+            "v1",
+            namespace,
+            &pdb_name,
+            Some("status"),
+            &WriteOptions {
+                dry_run: options.dry_run,
+                ..WriteOptions::internal("kube-apiserver")
+            },
+            &mut |current| {
+                let status = compute_status(current, &pods_now, &now());
+                if status["disruptionsAllowed"].as_i64().unwrap_or(0) <= 0 {
+                    let mut err = ApiError::too_many_requests(
+                        "Cannot evict pod as it would violate the pod's disruption budget.",
+                    );
+                    err.causes = vec![StatusCause {
+                        reason: "DisruptionBudget".into(),
+                        message: format!(
+                            "The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
+                            status["desiredHealthy"], status["currentHealthy"]
+                        ),
+                        field: String::new(),
+                    }];
+                    return Err(err);
+                }
+                let mut updated = current.clone();
+                let mut status = status;
+                status["disruptionsAllowed"] =
+                    json!(status["disruptionsAllowed"].as_i64().unwrap_or(1) - 1);
+                status["disruptedPods"][pod_name] = json!(now());
+                updated["status"] = status;
+                Ok(updated)
+            },
+        );
         granted?;
     }
     objects::delete(server, &pod_kind, namespace, pod_name, options)?;
@@ -157,8 +235,10 @@ mod tests {
     use std::sync::Arc;
 
     fn pod(name: &str, ready: bool) -> Arc<Value> {
-        Arc::new(json!({"metadata": {"name": name, "labels": {"app": "etcd"}},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
+        Arc::new(
+            json!({"metadata": {"name": name, "labels": {"app": "etcd"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}),
+        )
     }
 
     #[test]
@@ -166,7 +246,15 @@ mod tests {
         let pods = vec![pod("a", true), pod("b", true), pod("c", false)];
         let pdb = json!({"metadata": {"generation": 1}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "etcd"}}}});
         let status = compute_status(&pdb, &pods, "t");
-        assert_eq!((status["expectedPods"].as_i64(), status["currentHealthy"].as_i64(), status["desiredHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()), (Some(3), Some(2), Some(2), Some(0)));
+        assert_eq!(
+            (
+                status["expectedPods"].as_i64(),
+                status["currentHealthy"].as_i64(),
+                status["desiredHealthy"].as_i64(),
+                status["disruptionsAllowed"].as_i64()
+            ),
+            (Some(3), Some(2), Some(2), Some(0))
+        );
         assert_eq!(status["conditions"][0]["reason"], "InsufficientPods");
         let pdb = json!({"spec": {"maxUnavailable": "34%", "selector": {"matchLabels": {"app": "etcd"}}}});
         let status = compute_status(&pdb, &pods, "t");

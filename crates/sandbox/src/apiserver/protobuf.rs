@@ -27,14 +27,29 @@ const RESOURCE_ATTRIBUTES: Fields = &[
     (8, "fieldSelector", FieldType::Skip),
     (9, "labelSelector", FieldType::Skip),
 ];
-const NON_RESOURCE_ATTRIBUTES: Fields = &[(1, "path", FieldType::String), (2, "verb", FieldType::String)];
+const NON_RESOURCE_ATTRIBUTES: Fields = &[
+    (1, "path", FieldType::String),
+    (2, "verb", FieldType::String),
+];
 const SELF_SUBJECT_ACCESS_REVIEW_SPEC: Fields = &[
-    (1, "resourceAttributes", FieldType::Message(RESOURCE_ATTRIBUTES)),
-    (2, "nonResourceAttributes", FieldType::Message(NON_RESOURCE_ATTRIBUTES)),
+    (
+        1,
+        "resourceAttributes",
+        FieldType::Message(RESOURCE_ATTRIBUTES),
+    ),
+    (
+        2,
+        "nonResourceAttributes",
+        FieldType::Message(NON_RESOURCE_ATTRIBUTES),
+    ),
 ];
 const SELF_SUBJECT_ACCESS_REVIEW: Fields = &[
     (1, "metadata", FieldType::Skip),
-    (2, "spec", FieldType::Message(SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
+    (
+        2,
+        "spec",
+        FieldType::Message(SELF_SUBJECT_ACCESS_REVIEW_SPEC),
+    ),
     (3, "status", FieldType::Skip),
 ];
 /// The kinds whose protobuf encoding the sandbox reads.
@@ -136,13 +151,20 @@ mod tests {
         let attributes = [field(1, b"default"), field(2, b"list"), field(5, b"pods")].concat();
         let spec = field(1, &attributes);
         let review = field(2, &spec);
-        let type_meta = [field(1, b"authorization.k8s.io/v1"), field(2, b"SelfSubjectAccessReview")].concat();
+        let type_meta = [
+            field(1, b"authorization.k8s.io/v1"),
+            field(2, b"SelfSubjectAccessReview"),
+        ]
+        .concat();
         let unknown = [field(1, &type_meta), field(2, &review)].concat();
         let body = [b"k8s\0".as_slice(), &unknown].concat();
         let decoded = decode(&body).unwrap();
         assert_eq!(decoded["kind"], "SelfSubjectAccessReview");
         assert_eq!(decoded["spec"]["resourceAttributes"]["verb"], "list");
-        assert_eq!(decoded["spec"]["resourceAttributes"]["namespace"], "default");
+        assert_eq!(
+            decoded["spec"]["resourceAttributes"]["namespace"],
+            "default"
+        );
         assert!(decode(b"{}").is_none());
     }
 }

@@ -162,7 +162,8 @@ impl Registry {
     pub fn register(&self, kind: ResourceType) {
         let mut kinds = self.kinds.write().unwrap_or_else(|p| p.into_inner());
         kinds.insert(kind.id(), Arc::new(kind));
-        self.revision.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.revision
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn revision(&self) -> u64 {
@@ -172,7 +173,8 @@ impl Registry {
     pub fn unregister(&self, id: &ResourceId) {
         let mut kinds = self.kinds.write().unwrap_or_else(|p| p.into_inner());
         kinds.remove(id);
-        self.revision.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.revision
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn get(&self, group: &str, plural: &str) -> Option<Arc<ResourceType>> {

@@ -29,7 +29,10 @@ pub enum Route {
     /// `/apis/<group>`
     Group(String),
     /// `/api/v1` or `/apis/<group>/<version>`
-    GroupVersion { group: String, version: String },
+    GroupVersion {
+        group: String,
+        version: String,
+    },
     Other(String),
 }
 
@@ -37,7 +40,11 @@ pub enum Route {
 const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
 
 pub fn route(method: &Method, path: &str, query: &HashMap<String, String>) -> Route {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
+    let parts: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .collect();
     let (group, version, rest) = match parts.as_slice() {
         ["api"] => return Route::CoreVersions,
         ["apis"] => return Route::Groups,
@@ -80,10 +87,12 @@ pub fn route(method: &Method, path: &str, query: &HashMap<String, String>) -> Ro
     let name = rest.get(1).map(|s| s.to_string());
     let subresource = rest.get(2).map(|s| s.to_string());
     // `/api/v1/namespaces/foo` names the namespace itself, not a scope.
-    let namespace = if *resource == "namespaces" { None } else { namespace };
-    let watch_param = query
-        .get("watch")
-        .is_some_and(|w| w == "true" || w == "1");
+    let namespace = if *resource == "namespaces" {
+        None
+    } else {
+        namespace
+    };
+    let watch_param = query.get("watch").is_some_and(|w| w == "true" || w == "1");
     let verb = match *method {
         Method::GET | Method::HEAD if legacy_watch || watch_param => "watch",
         Method::GET | Method::HEAD if name.is_some() => "get",
@@ -145,7 +154,11 @@ mod tests {
     use super::*;
 
     fn resource(method: Method, path: &str) -> ResourceRequest {
-        match route(&method, path, &parse_query(path.split_once('?').map(|(_, q)| q))) {
+        match route(
+            &method,
+            path,
+            &parse_query(path.split_once('?').map(|(_, q)| q)),
+        ) {
             Route::Resource(r) => r,
             other => panic!("{path} routed to {other:?}"),
         }
@@ -155,16 +168,37 @@ mod tests {
     fn namespaced_and_cluster_paths_resolve_like_request_info() {
         let r = resource(Method::GET, "/api/v1/namespaces/default/pods/web/log");
         assert_eq!(
-            (r.verb, r.namespace.as_deref(), r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()),
+            (
+                r.verb,
+                r.namespace.as_deref(),
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
             ("get", Some("default"), "pods", Some("web"), Some("log"))
         );
         let r = resource(Method::PUT, "/api/v1/namespaces/kube-system/status");
         assert_eq!(
-            (r.verb, r.namespace, r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()),
-            ("update", None, "namespaces", Some("kube-system"), Some("status"))
+            (
+                r.verb,
+                r.namespace,
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            (
+                "update",
+                None,
+                "namespaces",
+                Some("kube-system"),
+                Some("status")
+            )
         );
         let r = resource(Method::GET, "/apis/apps/v1/deployments");
-        assert_eq!((r.verb, r.group.as_str(), r.namespace), ("list", "apps", None));
+        assert_eq!(
+            (r.verb, r.group.as_str(), r.namespace),
+            ("list", "apps", None)
+        );
         let r = resource(Method::DELETE, "/api/v1/namespaces/default/configmaps");
         assert_eq!(r.verb, "deletecollection");
     }
@@ -177,17 +211,26 @@ mod tests {
             Route::Resource(r) => assert_eq!(r.verb, "watch"),
             other => panic!("{other:?}"),
         }
-        assert_eq!(resource(Method::GET, "/api/v1/watch/namespaces/default/pods").verb, "watch");
+        assert_eq!(
+            resource(Method::GET, "/api/v1/watch/namespaces/default/pods").verb,
+            "watch"
+        );
     }
 
     #[test]
     fn discovery_paths_are_not_resources() {
         let q = HashMap::new();
         assert_eq!(route(&Method::GET, "/api", &q), Route::CoreVersions);
-        assert_eq!(route(&Method::GET, "/apis/apps", &q), Route::Group("apps".into()));
+        assert_eq!(
+            route(&Method::GET, "/apis/apps", &q),
+            Route::Group("apps".into())
+        );
         assert_eq!(
             route(&Method::GET, "/apis/apps/v1", &q),
-            Route::GroupVersion { group: "apps".into(), version: "v1".into() }
+            Route::GroupVersion {
+                group: "apps".into(),
+                version: "v1".into()
+            }
         );
     }
 

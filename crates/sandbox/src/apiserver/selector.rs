@@ -31,7 +31,9 @@ impl LabelSelector {
                 continue;
             }
             requirements.push(parse_term(term).ok_or_else(|| {
-                ApiError::bad_request(format!("unable to parse requirement: invalid label selector {term:?}"))
+                ApiError::bad_request(format!(
+                    "unable to parse requirement: invalid label selector {term:?}"
+                ))
             })?);
         }
         Ok(Self { requirements })
@@ -42,10 +44,23 @@ impl LabelSelector {
     pub fn from_object(selector: &Value) -> Option<Self> {
         let object = selector.as_object()?;
         let mut requirements = Vec::new();
-        for (key, value) in object.get("matchLabels").and_then(Value::as_object).into_iter().flatten() {
-            requirements.push(Requirement::Equals(key.clone(), value.as_str()?.to_string()));
+        for (key, value) in object
+            .get("matchLabels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            requirements.push(Requirement::Equals(
+                key.clone(),
+                value.as_str()?.to_string(),
+            ));
         }
-        for expression in object.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+        for expression in object
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let key = expression["key"].as_str()?.to_string();
             let values: Vec<String> = expression["values"]
                 .as_array()
@@ -118,7 +133,11 @@ fn parse_term(term: &str) -> Option<Requirement> {
     for (op, is_in) in [(" notin ", false), (" in ", true)] {
         if let Some((key, values)) = term.split_once(op) {
             let values = values.trim().strip_prefix('(')?.strip_suffix(')')?;
-            let values = values.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
+            let values = values
+                .split(',')
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .collect();
             let key = valid_key(key.trim())?;
             return Some(if is_in {
                 Requirement::In(key, values)
@@ -157,7 +176,9 @@ impl FieldSelector {
             } else if let Some((f, v)) = term.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid field selector: {term:?}")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid field selector: {term:?}"
+                )));
             };
             let field = field.trim();
             if !supported_field(kind, field) {
@@ -197,11 +218,27 @@ fn supported_field(kind: &str, field: &str) -> bool {
     match kind {
         "Pod" => matches!(
             field,
-            "spec.nodeName" | "status.phase" | "spec.restartPolicy" | "spec.schedulerName" | "spec.serviceAccountName" | "status.podIP" | "status.nominatedNodeName"
+            "spec.nodeName"
+                | "status.phase"
+                | "spec.restartPolicy"
+                | "spec.schedulerName"
+                | "spec.serviceAccountName"
+                | "status.podIP"
+                | "status.nominatedNodeName"
         ),
         "Event" => matches!(
             field,
-            "involvedObject.kind" | "involvedObject.namespace" | "involvedObject.name" | "involvedObject.uid" | "involvedObject.apiVersion" | "involvedObject.resourceVersion" | "involvedObject.fieldPath" | "reason" | "reportingComponent" | "source" | "type"
+            "involvedObject.kind"
+                | "involvedObject.namespace"
+                | "involvedObject.name"
+                | "involvedObject.uid"
+                | "involvedObject.apiVersion"
+                | "involvedObject.resourceVersion"
+                | "involvedObject.fieldPath"
+                | "reason"
+                | "reportingComponent"
+                | "source"
+                | "type"
         ),
         "Secret" => field == "type",
         "Namespace" => field == "status.phase",
@@ -259,7 +296,11 @@ mod tests {
         assert!(parsed.matches(&json!({"app": "etcd", "tier": "db"})));
         assert!(!parsed.matches(&json!({"app": "etcd"})));
         assert!(LabelSelector::from_object(&Value::Null).is_none());
-        assert!(LabelSelector::from_object(&json!({})).unwrap().matches(&json!({})));
+        assert!(
+            LabelSelector::from_object(&json!({}))
+                .unwrap()
+                .matches(&json!({}))
+        );
     }
 
     #[test]
@@ -270,6 +311,11 @@ mod tests {
         let unscheduled = FieldSelector::parse("spec.nodeName=", "Pod").unwrap();
         assert!(!unscheduled.matches(&pod));
         assert!(FieldSelector::parse("spec.nodeName=n1", "ConfigMap").is_err());
-        assert_eq!(FieldSelector::parse("metadata.name=a", "ConfigMap").unwrap().pinned_name(), Some("a"));
+        assert_eq!(
+            FieldSelector::parse("metadata.name=a", "ConfigMap")
+                .unwrap()
+                .pinned_name(),
+            Some("a")
+        );
     }
 }

@@ -63,7 +63,10 @@ impl ApiServer {
     }
 
     pub(crate) fn pod_logs(&self) -> Option<Arc<dyn PodLogs>> {
-        self.pod_logs.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.pod_logs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// A service-account token, as TokenRequest issues it, for the node agent to mount into Pods.
@@ -86,7 +89,10 @@ impl RunningApiServer {
     pub async fn start(config: ApiServerConfig) -> anyhow::Result<Self> {
         let listener = TcpListener::bind((config.bind_address, config.port)).await?;
         let address = listener.local_addr()?;
-        let mut names: Vec<String> = DEFAULT_SERVING_NAMES.iter().map(|s| s.to_string()).collect();
+        let mut names: Vec<String> = DEFAULT_SERVING_NAMES
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         names.push(config.bind_address.to_string());
         names.extend(config.extra_serving_names.iter().cloned());
         let service_ips = ServiceIpAllocator::new(config.service_cidr.0, config.service_cidr.1);
@@ -109,7 +115,12 @@ impl RunningApiServer {
         });
         super::lifecycle::start_all(&server);
         super::bootstrap::create_initial_objects(&server, address)?;
-        tokio::spawn(accept_connections(server.clone(), listener, tls, shutdown.clone()));
+        tokio::spawn(accept_connections(
+            server.clone(),
+            listener,
+            tls,
+            shutdown.clone(),
+        ));
         Ok(Self {
             server,
             address,
@@ -165,7 +176,9 @@ async fn accept_connections(
             };
             let service = hyper::service::service_fn(move |request| {
                 let server = server.clone();
-                async move { Ok::<_, std::convert::Infallible>(super::http::respond(server, request).await) }
+                async move {
+                    Ok::<_, std::convert::Infallible>(super::http::respond(server, request).await)
+                }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder.http2().max_concurrent_streams(1000);

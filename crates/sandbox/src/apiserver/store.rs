@@ -209,10 +209,18 @@ impl Store {
             .cloned();
         match (precondition, &current) {
             (Precondition::MustNotExist, Some(_)) => {
-                return Err(ApiError::already_exists(&resource.group, &resource.resource, name));
+                return Err(ApiError::already_exists(
+                    &resource.group,
+                    &resource.resource,
+                    name,
+                ));
             }
             (Precondition::ResourceVersion(_), None) => {
-                return Err(ApiError::not_found(&resource.group, &resource.resource, name));
+                return Err(ApiError::not_found(
+                    &resource.group,
+                    &resource.resource,
+                    name,
+                ));
             }
             (Precondition::ResourceVersion(expected), Some(stored))
                 if resource_version_of(stored) != Some(expected) =>
@@ -245,7 +253,11 @@ impl Store {
             }
             None => {
                 let Some(last) = current.clone() else {
-                    return Err(ApiError::not_found(&resource.group, &resource.resource, name));
+                    return Err(ApiError::not_found(
+                        &resource.group,
+                        &resource.resource,
+                        name,
+                    ));
                 };
                 if let Some(objects) = state.objects.get_mut(resource) {
                     objects.remove(&key);
@@ -270,7 +282,9 @@ impl Store {
         while state.history.len() > self.history_limit {
             state.history.pop_front();
         }
-        state.subscribers.retain(|tx| tx.send(event.clone()).is_ok());
+        state
+            .subscribers
+            .retain(|tx| tx.send(event.clone()).is_ok());
         drop(state);
         self.revision_tx.send_replace(revision);
         Ok(stored)
@@ -288,7 +302,9 @@ impl Store {
         } else if since < state.revision.saturating_sub(1) && state.revision > 1 {
             return HistoryRead::Expired;
         }
-        let start = state.history.partition_point(|e| e.resource_version <= since);
+        let start = state
+            .history
+            .partition_point(|e| e.resource_version <= since);
         HistoryRead::Events(
             state
                 .history
@@ -316,11 +332,15 @@ impl Store {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, StoreState> {
-        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, StoreState> {
-        self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -344,19 +364,43 @@ mod tests {
         let pods = ResourceId::new("", "pods");
         let cms = ResourceId::new("", "configmaps");
         let a = store
-            .commit(&pods, "default", "a", Precondition::MustNotExist, Some(pod("a")))
+            .commit(
+                &pods,
+                "default",
+                "a",
+                Precondition::MustNotExist,
+                Some(pod("a")),
+            )
             .unwrap();
         let b = store
-            .commit(&cms, "default", "b", Precondition::MustNotExist, Some(pod("b")))
+            .commit(
+                &cms,
+                "default",
+                "b",
+                Precondition::MustNotExist,
+                Some(pod("b")),
+            )
             .unwrap();
         assert_eq!(resource_version_of(&a), Some(2));
         assert_eq!(resource_version_of(&b), Some(3));
         let err = store
-            .commit(&pods, "default", "a", Precondition::ResourceVersion(1), Some(pod("a")))
+            .commit(
+                &pods,
+                "default",
+                "a",
+                Precondition::ResourceVersion(1),
+                Some(pod("a")),
+            )
             .unwrap_err();
         assert_eq!(err.code, 409);
         let err = store
-            .commit(&pods, "default", "a", Precondition::MustNotExist, Some(pod("a")))
+            .commit(
+                &pods,
+                "default",
+                "a",
+                Precondition::MustNotExist,
+                Some(pod("a")),
+            )
             .unwrap_err();
         assert_eq!(err.reason, "AlreadyExists");
     }
@@ -367,7 +411,13 @@ mod tests {
         let pods = ResourceId::new("", "pods");
         for name in ["c", "a", "b"] {
             store
-                .commit(&pods, "default", name, Precondition::MustNotExist, Some(pod(name)))
+                .commit(
+                    &pods,
+                    "default",
+                    name,
+                    Precondition::MustNotExist,
+                    Some(pod(name)),
+                )
                 .unwrap();
         }
         let page = store.list(&pods, Some("default"), None, Some(2), &|_| true);
@@ -378,7 +428,12 @@ mod tests {
         let rest = store.list(&pods, Some("default"), Some(&next), Some(2), &|_| true);
         assert_eq!(rest.items[0]["metadata"]["name"], "c");
         assert!(rest.next_key.is_none());
-        assert!(store.list(&pods, Some("other"), None, None, &|_| true).items.is_empty());
+        assert!(
+            store
+                .list(&pods, Some("other"), None, None, &|_| true)
+                .items
+                .is_empty()
+        );
     }
 
     #[test]
@@ -388,10 +443,19 @@ mod tests {
         for i in 0..40 {
             let name = format!("p{i}");
             store
-                .commit(&pods, "default", &name, Precondition::MustNotExist, Some(pod(&name)))
+                .commit(
+                    &pods,
+                    "default",
+                    &name,
+                    Precondition::MustNotExist,
+                    Some(pod(&name)),
+                )
                 .unwrap();
         }
-        assert!(matches!(store.history_since(2, &|_| true), HistoryRead::Expired));
+        assert!(matches!(
+            store.history_since(2, &|_| true),
+            HistoryRead::Expired
+        ));
         match store.history_since(35, &|_| true) {
             HistoryRead::Events(events, revision) => {
                 assert_eq!(events.len(), 6);

@@ -33,7 +33,9 @@ pub async fn start_with(configure: impl FnOnce(SandboxOptions) -> SandboxOptions
 
 /// The test CRD of this crate: schema with defaults, CEL rules, status and scale, columns.
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 /// The project's own CRDs.
@@ -59,13 +61,21 @@ impl Kubectl {
 
     /// Stdout, after checking that kubectl succeeded.
     pub fn ok(self) -> String {
-        assert!(self.success, "kubectl failed:\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        assert!(
+            self.success,
+            "kubectl failed:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
         self.stdout
     }
 
     /// Stderr, after checking that kubectl failed.
     pub fn err(self) -> String {
-        assert!(!self.success, "kubectl unexpectedly succeeded:\nstdout: {}", self.stdout);
+        assert!(
+            !self.success,
+            "kubectl unexpectedly succeeded:\nstdout: {}",
+            self.stdout
+        );
         self.stderr
     }
 }
@@ -117,4 +127,61 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("timed out waiting for {what}");
+}
+
+/// A Deployment with two containers.
+pub const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.25
+      - name: sidecar
+        image: busybox:1.36
+"#;
+
+/// A Widget with two replicas.
+pub const WIDGET: &str = r#"
+apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: w1
+spec:
+  replicas: 2
+  color: blue
+"#;
+
+/// Installs the test CRD `widgets.example.com` with kubectl.
+pub async fn install_widgets(sandbox: &kube_sandbox::Sandbox) {
+    let crd = fixture("widgets-crd.yaml");
+    kubectl(sandbox, &["apply", "-f", crd.to_str().unwrap()])
+        .await
+        .ok();
+}
+
+/// A ConfigMap with `labels` and one data key.
+pub fn config_map(name: &str, labels: serde_json::Value) -> k8s_openapi::api::core::v1::ConfigMap {
+    serde_json::from_value(
+        serde_json::json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
+    )
+    .unwrap()
+}
+
+/// The Status of an API error, failing the test on any other error.
+pub fn api_error(err: kube::Error) -> Box<kube::core::Status> {
+    match err {
+        kube::Error::Api(status) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
 }

@@ -82,7 +82,11 @@ impl ServiceAccountTokens {
     }
 
     fn lookup(&self, token: &str) -> Option<(String, String)> {
-        self.issued.read().unwrap_or_else(|p| p.into_inner()).get(token).cloned()
+        self.issued
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(token)
+            .cloned()
     }
 }
 
@@ -122,7 +126,10 @@ pub fn authenticate(
 
 /// Applies `Impersonate-User`/`Impersonate-Group`; only the administrator may impersonate.
 fn impersonate(identity: Identity, headers: &HeaderMap) -> ApiResult<Identity> {
-    let Some(user) = headers.get("impersonate-user").and_then(|v| v.to_str().ok()) else {
+    let Some(user) = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+    else {
         return Ok(identity);
     };
     if !identity.is_admin {
@@ -151,11 +158,21 @@ mod tests {
         headers.insert("authorization", format!("Bearer {sa}").parse().unwrap());
         let identity = authenticate(&headers, "admin", &tokens).unwrap().unwrap();
         assert_eq!(identity.user, "system:serviceaccount:etcd:operator");
-        assert!(identity.groups.contains(&"system:serviceaccounts:etcd".to_string()));
+        assert!(
+            identity
+                .groups
+                .contains(&"system:serviceaccounts:etcd".to_string())
+        );
         headers.insert("authorization", "Bearer nope".parse().unwrap());
-        assert_eq!(authenticate(&headers, "admin", &tokens).unwrap_err().code, 401);
+        assert_eq!(
+            authenticate(&headers, "admin", &tokens).unwrap_err().code,
+            401
+        );
         headers.insert("authorization", "Bearer admin".parse().unwrap());
-        headers.insert("impersonate-user", "system:serviceaccount:etcd:operator".parse().unwrap());
+        headers.insert(
+            "impersonate-user",
+            "system:serviceaccount:etcd:operator".parse().unwrap(),
+        );
         let impersonated = authenticate(&headers, "admin", &tokens).unwrap().unwrap();
         assert!(!impersonated.is_admin);
         assert_eq!(impersonated.user, "system:serviceaccount:etcd:operator");

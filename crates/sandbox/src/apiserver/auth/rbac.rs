@@ -29,12 +29,23 @@ impl Attributes {
     /// kube-apiserver's wording of a 403: `pods "x" is forbidden: User "u" cannot get resource ...`.
     pub fn forbidden_message(&self, user: &str) -> String {
         match self {
-            Attributes::Resource { verb, group, resource, subresource, namespace, name } => {
+            Attributes::Resource {
+                verb,
+                group,
+                resource,
+                subresource,
+                namespace,
+                name,
+            } => {
                 let full = match subresource {
                     Some(sub) => format!("{resource}/{sub}"),
                     None => resource.clone(),
                 };
-                let qualified = if group.is_empty() { resource.clone() } else { format!("{resource}.{group}") };
+                let qualified = if group.is_empty() {
+                    resource.clone()
+                } else {
+                    format!("{resource}.{group}")
+                };
                 let subject = match name {
                     Some(name) => format!("{qualified} \"{name}\""),
                     None => qualified,
@@ -62,7 +73,13 @@ pub fn is_allowed(server: &ApiServer, identity: &Identity, attributes: &Attribut
     let store = &server.store;
     let all = |resource: &str| {
         store
-            .list(&ResourceId::new("rbac.authorization.k8s.io", resource), None, None, None, &|_| true)
+            .list(
+                &ResourceId::new("rbac.authorization.k8s.io", resource),
+                None,
+                None,
+                None,
+                &|_| true,
+            )
             .items
     };
     let role_rules = |kind: &str, name: &str, namespace: &str| -> Vec<Value> {
@@ -71,12 +88,18 @@ pub fn is_allowed(server: &ApiServer, identity: &Identity, attributes: &Attribut
             _ => ("roles", namespace),
         };
         store
-            .get(&ResourceId::new("rbac.authorization.k8s.io", resource), ns, name)
+            .get(
+                &ResourceId::new("rbac.authorization.k8s.io", resource),
+                ns,
+                name,
+            )
             .and_then(|role| role["rules"].as_array().cloned())
             .unwrap_or_default()
     };
     let allowed_by = |rules: Vec<Value>, namespaced_binding: bool| {
-        rules.iter().any(|rule| rule_allows(rule, attributes, namespaced_binding))
+        rules
+            .iter()
+            .any(|rule| rule_allows(rule, attributes, namespaced_binding))
     };
     for binding in all("clusterrolebindings") {
         if binds(&binding, identity, "")
@@ -85,7 +108,11 @@ pub fn is_allowed(server: &ApiServer, identity: &Identity, attributes: &Attribut
             return true;
         }
     }
-    let Attributes::Resource { namespace: Some(namespace), .. } = attributes else {
+    let Attributes::Resource {
+        namespace: Some(namespace),
+        ..
+    } = attributes
+    else {
         return false;
     };
     let bindings = store.list(
@@ -98,7 +125,11 @@ pub fn is_allowed(server: &ApiServer, identity: &Identity, attributes: &Attribut
     bindings.items.iter().any(|binding| {
         binds(binding, identity, namespace)
             && allowed_by(
-                role_rules(binding["roleRef"]["kind"].as_str().unwrap_or(""), ref_name(binding), namespace),
+                role_rules(
+                    binding["roleRef"]["kind"].as_str().unwrap_or(""),
+                    ref_name(binding),
+                    namespace,
+                ),
                 true,
             )
     })
@@ -111,18 +142,22 @@ fn ref_name(binding: &Value) -> &str {
 /// Whether one of the binding's subjects is the identity (a service account subject's namespace
 /// defaults to the binding's own).
 fn binds(binding: &Value, identity: &Identity, binding_namespace: &str) -> bool {
-    binding["subjects"].as_array().into_iter().flatten().any(|subject| {
-        let name = subject["name"].as_str().unwrap_or("");
-        match subject["kind"].as_str() {
-            Some("User") => identity.user == name,
-            Some("Group") => identity.groups.iter().any(|g| g == name),
-            Some("ServiceAccount") => {
-                let namespace = subject["namespace"].as_str().unwrap_or(binding_namespace);
-                identity.user == format!("system:serviceaccount:{namespace}:{name}")
+    binding["subjects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|subject| {
+            let name = subject["name"].as_str().unwrap_or("");
+            match subject["kind"].as_str() {
+                Some("User") => identity.user == name,
+                Some("Group") => identity.groups.iter().any(|g| g == name),
+                Some("ServiceAccount") => {
+                    let namespace = subject["namespace"].as_str().unwrap_or(binding_namespace);
+                    identity.user == format!("system:serviceaccount:{namespace}:{name}")
+                }
+                _ => false,
             }
-            _ => false,
-        }
-    })
+        })
 }
 
 fn has(list: &Value, wanted: &str) -> bool {
@@ -137,28 +172,56 @@ fn has(list: &Value, wanted: &str) -> bool {
 /// non-resource URLs.
 fn rule_allows(rule: &Value, attributes: &Attributes, namespaced_binding: bool) -> bool {
     match attributes {
-        Attributes::Resource { verb, group, resource, subresource, name, .. } => {
+        Attributes::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            name,
+            ..
+        } => {
             if !has(&rule["verbs"], verb) || !has(&rule["apiGroups"], group) {
                 return false;
             }
-            let resource_matches = rule["resources"].as_array().into_iter().flatten().filter_map(Value::as_str).any(|r| match subresource {
-                Some(sub) => r == "*" || r == format!("{resource}/{sub}") || r == format!("*/{sub}"),
-                None => r == "*" || r == resource,
-            });
+            let resource_matches = rule["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .any(|r| match subresource {
+                    Some(sub) => {
+                        r == "*" || r == format!("{resource}/{sub}") || r == format!("*/{sub}")
+                    }
+                    None => r == "*" || r == resource,
+                });
             if !resource_matches {
                 return false;
             }
-            match rule["resourceNames"].as_array().filter(|names| !names.is_empty()) {
+            match rule["resourceNames"]
+                .as_array()
+                .filter(|names| !names.is_empty())
+            {
                 None => true,
-                Some(names) => name.as_ref().is_some_and(|n| names.iter().any(|v| v == n.as_str())),
+                Some(names) => name
+                    .as_ref()
+                    .is_some_and(|n| names.iter().any(|v| v == n.as_str())),
             }
         }
         Attributes::NonResource { verb, path } => {
             !namespaced_binding
                 && has(&rule["verbs"], verb)
-                && rule["nonResourceURLs"].as_array().into_iter().flatten().filter_map(Value::as_str).any(|url| {
-                    url == path || url == "*" || url.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix))
-                })
+                && rule["nonResourceURLs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .any(|url| {
+                        url == path
+                            || url == "*"
+                            || url
+                                .strip_suffix('*')
+                                .is_some_and(|prefix| path.starts_with(prefix))
+                    })
         }
     }
 }
@@ -181,17 +244,29 @@ mod tests {
 
     #[test]
     fn rules_match_verbs_resources_subresources_and_names() {
-        let rule = json!({"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]});
+        let rule =
+            json!({"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]});
         assert!(rule_allows(&rule, &pods("get", None, Some("a")), true));
-        assert!(rule_allows(&rule, &pods("get", Some("log"), Some("a")), true));
-        assert!(!rule_allows(&rule, &pods("get", Some("status"), Some("a")), true));
+        assert!(rule_allows(
+            &rule,
+            &pods("get", Some("log"), Some("a")),
+            true
+        ));
+        assert!(!rule_allows(
+            &rule,
+            &pods("get", Some("status"), Some("a")),
+            true
+        ));
         assert!(!rule_allows(&rule, &pods("delete", None, Some("a")), true));
         let named = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["*"], "resourceNames": ["a"]});
         assert!(rule_allows(&named, &pods("delete", None, Some("a")), true));
         assert!(!rule_allows(&named, &pods("delete", None, Some("b")), true));
         assert!(!rule_allows(&named, &pods("list", None, None), true));
         let urls = json!({"verbs": ["get"], "nonResourceURLs": ["/api", "/apis/*"]});
-        let path = |p: &str| Attributes::NonResource { verb: "get".into(), path: p.into() };
+        let path = |p: &str| Attributes::NonResource {
+            verb: "get".into(),
+            path: p.into(),
+        };
         assert!(rule_allows(&urls, &path("/apis/apps/v1"), false));
         assert!(!rule_allows(&urls, &path("/version"), false));
         assert!(!rule_allows(&urls, &path("/api"), true));

@@ -10,7 +10,8 @@ use super::negotiate::{json_bytes_response, json_response};
 use crate::apiserver::error::{ApiError, ApiResult};
 use crate::apiserver::registry::ResourceType;
 
-const AGGREGATED_CONTENT_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// The Kubernetes version the sandbox presents (the kubectl it is tested with).
 pub fn version_info() -> Value {
@@ -28,16 +29,26 @@ pub fn version_info() -> Value {
 }
 
 /// A subresource's verbs and the kind it answers with.
-fn subresource_shape(kind: &ResourceType, subresource: &str, version: &str) -> (Vec<&'static str>, (String, String, String)) {
+fn subresource_shape(
+    kind: &ResourceType,
+    subresource: &str,
+    version: &str,
+) -> (Vec<&'static str>, (String, String, String)) {
     let own = (kind.group.clone(), version.to_string(), kind.kind.clone());
     let other = |g: &str, v: &str, k: &str| (g.to_string(), v.to_string(), k.to_string());
     match subresource {
         "status" => (vec!["get", "patch", "update"], own),
-        "scale" => (vec!["get", "patch", "update"], other("autoscaling", "v1", "Scale")),
+        "scale" => (
+            vec!["get", "patch", "update"],
+            other("autoscaling", "v1", "Scale"),
+        ),
         "log" => (vec!["get"], other("", "v1", "Pod")),
         "eviction" => (vec!["create"], other("policy", "v1", "Eviction")),
         "binding" => (vec!["create"], other("", "v1", "Binding")),
-        "token" => (vec!["create"], other("authentication.k8s.io", "v1", "TokenRequest")),
+        "token" => (
+            vec!["create"],
+            other("authentication.k8s.io", "v1", "TokenRequest"),
+        ),
         "finalize" => (vec!["update"], own),
         _ => (vec![], own),
     }
@@ -94,8 +105,18 @@ pub fn groups(call: &Call) -> ApiResult<Response<Body>> {
     if call.accept.aggregated_discovery {
         return Ok(aggregated(call, false));
     }
-    let groups: Vec<Value> = call.server.registry.groups().iter().filter_map(|g| api_group(call, g)).collect();
-    Ok(json_response(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}), &[]))
+    let groups: Vec<Value> = call
+        .server
+        .registry
+        .groups()
+        .iter()
+        .filter_map(|g| api_group(call, g))
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+        &[],
+    ))
 }
 
 pub fn group(call: &Call, group: &str) -> ApiResult<Response<Body>> {
@@ -131,7 +152,11 @@ pub fn group_version(call: &Call, group: &str, version: &str) -> ApiResult<Respo
             resources.push(entry);
         }
     }
-    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     Ok(json_response(
         StatusCode::OK,
         &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
@@ -141,7 +166,11 @@ pub fn group_version(call: &Call, group: &str, version: &str) -> ApiResult<Respo
 
 /// The aggregated discovery document of the core group (`/api`) or of all others (`/apis`).
 fn aggregated(call: &Call, core: bool) -> Response<Body> {
-    let groups: Vec<String> = if core { vec![String::new()] } else { call.server.registry.groups() };
+    let groups: Vec<String> = if core {
+        vec![String::new()]
+    } else {
+        call.server.registry.groups()
+    };
     let items: Vec<Value> = groups
         .iter()
         .map(|group| {
@@ -151,7 +180,10 @@ fn aggregated(call: &Call, core: bool) -> Response<Body> {
                 .group_versions(group)
                 .iter()
                 .map(|version| {
-                    let resources: Vec<Value> = kinds_in(call, group, version).iter().map(|kind| aggregated_resource(kind, version)).collect();
+                    let resources: Vec<Value> = kinds_in(call, group, version)
+                        .iter()
+                        .map(|kind| aggregated_resource(kind, version))
+                        .collect();
                     json!({"version": version, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
@@ -159,7 +191,12 @@ fn aggregated(call: &Call, core: bool) -> Response<Body> {
         })
         .collect();
     let body = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items});
-    json_bytes_response(StatusCode::OK, serde_json::to_vec(&body).unwrap_or_default(), AGGREGATED_CONTENT_TYPE, &[])
+    json_bytes_response(
+        StatusCode::OK,
+        serde_json::to_vec(&body).unwrap_or_default(),
+        AGGREGATED_CONTENT_TYPE,
+        &[],
+    )
 }
 
 fn aggregated_resource(kind: &ResourceType, version: &str) -> Value {

@@ -59,15 +59,21 @@ impl Call {
         }
         serde_json::from_slice(&self.body).or_else(|json_err| {
             if content_type.contains("yaml") {
-                serde_yaml::from_slice(&self.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+                serde_yaml::from_slice(&self.body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
             } else {
-                Err(ApiError::bad_request(format!("error decoding body: {json_err}")))
+                Err(ApiError::bad_request(format!(
+                    "error decoding body: {json_err}"
+                )))
             }
         })
     }
 
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.query.get(name).map(String::as_str).filter(|v| !v.is_empty())
+        self.query
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     pub fn content_type(&self) -> &str {
@@ -79,7 +85,10 @@ impl Call {
 }
 
 /// Answers one HTTP request.
-pub async fn respond(server: Arc<ApiServer>, request: Request<hyper::body::Incoming>) -> Response<Body> {
+pub async fn respond(
+    server: Arc<ApiServer>,
+    request: Request<hyper::body::Incoming>,
+) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
     let query = parse_query(parts.uri.query());
@@ -95,7 +104,11 @@ pub async fn respond(server: Arc<ApiServer>, request: Request<hyper::body::Incom
     };
     let body = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(err) => return negotiate::error_response(&ApiError::bad_request(format!("reading the body: {err}"))),
+        Err(err) => {
+            return negotiate::error_response(&ApiError::bad_request(format!(
+                "reading the body: {err}"
+            )));
+        }
     };
     let accept = Accept::from_headers(&parts.headers, &query);
     let call = Call {
@@ -132,9 +145,14 @@ fn serve_non_resource(call: &Call, route: Route) -> ApiResult<Response<Body>> {
         Method::DELETE => "delete",
         _ => "patch",
     };
-    let attributes = Attributes::NonResource { verb: verb.into(), path: call.path.clone() };
+    let attributes = Attributes::NonResource {
+        verb: verb.into(),
+        path: call.path.clone(),
+    };
     if !is_public(&call.path) && !is_allowed(&call.server, &call.identity, &attributes) {
-        return Err(ApiError::forbidden(attributes.forbidden_message(&call.identity.user)));
+        return Err(ApiError::forbidden(
+            attributes.forbidden_message(&call.identity.user),
+        ));
     }
     match route {
         Route::CoreVersions => discovery::core_versions(call),
@@ -143,7 +161,11 @@ fn serve_non_resource(call: &Call, route: Route) -> ApiResult<Response<Body>> {
         Route::GroupVersion { group, version } => discovery::group_version(call, &group, &version),
         Route::Other(path) => match path.as_str() {
             "/healthz" | "/livez" | "/readyz" => Ok(plain(StatusCode::OK, "ok")),
-            "/version" => Ok(negotiate::json_response(StatusCode::OK, &discovery::version_info(), &[])),
+            "/version" => Ok(negotiate::json_response(
+                StatusCode::OK,
+                &discovery::version_info(),
+                &[],
+            )),
             p if p.starts_with("/openapi/") => openapi::serve(call, p),
             _ => Err(ApiError::no_route(&path)),
         },
@@ -160,7 +182,11 @@ pub fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 }
 
 async fn serve_resource(call: &Call, request: ResourceRequest) -> ApiResult<Response<Body>> {
-    let Some(kind) = call.server.registry.lookup(&request.group, &request.version, &request.resource) else {
+    let Some(kind) =
+        call.server
+            .registry
+            .lookup(&request.group, &request.version, &request.resource)
+    else {
         return Err(ApiError::no_route(&call.path));
     };
     if request.namespace.is_some() != kind.namespaced && request.namespace.is_some() {
@@ -185,7 +211,9 @@ async fn serve_resource(call: &Call, request: ResourceRequest) -> ApiResult<Resp
         name: request.name.clone(),
     };
     if !is_allowed(&call.server, &call.identity, &attributes) {
-        return Err(ApiError::forbidden(attributes.forbidden_message(&call.identity.user)));
+        return Err(ApiError::forbidden(
+            attributes.forbidden_message(&call.identity.user),
+        ));
     }
     if !kind.verbs.iter().any(|v| v == request.verb) && request.subresource.is_none() {
         return Err(ApiError::method_not_allowed(format!(
@@ -206,14 +234,15 @@ async fn serve_resource(call: &Call, request: ResourceRequest) -> ApiResult<Resp
         (Some("token"), "create") => subresources::token_request(call, &ctx),
         (Some("binding"), "create") => subresources::bind(call, &ctx),
         (Some("scale"), verb) => subresources::scale(call, &ctx, verb),
-        (Some("log" | "eviction" | "token" | "binding"), _) => Err(ApiError::method_not_allowed(format!(
-            "{} is not allowed on this subresource",
-            request.verb
-        ))),
+        (Some("log" | "eviction" | "token" | "binding"), _) => Err(ApiError::method_not_allowed(
+            format!("{} is not allowed on this subresource", request.verb),
+        )),
         (sub, "get") => resources::get(call, &ctx, sub),
         (_, "list") => resources::list(call, &ctx),
         (_, "watch") => watch::watch(call, &ctx),
-        (_, "create") if ctx.kind.group == "authorization.k8s.io" => subresources::access_review(call, &ctx),
+        (_, "create") if ctx.kind.group == "authorization.k8s.io" => {
+            subresources::access_review(call, &ctx)
+        }
         (_, "create") => resources::create(call, &ctx),
         (sub, "update") => resources::update(call, &ctx, sub),
         (sub, "patch") => patch::patch(call, &ctx, sub),

@@ -31,12 +31,18 @@ impl Accept {
             .collect::<Vec<_>>()
             .join(",");
         let mut parsed = Accept {
-            include_object: query.get("includeObject").cloned().unwrap_or_else(|| "Metadata".into()),
+            include_object: query
+                .get("includeObject")
+                .cloned()
+                .unwrap_or_else(|| "Metadata".into()),
             ..Accept::default()
         };
         // The first acceptable media type wins, as in the server's negotiation.
         for media in accept.split(',') {
-            let params: Vec<String> = media.split(';').map(|p| p.trim().replace(' ', "")).collect();
+            let params: Vec<String> = media
+                .split(';')
+                .map(|p| p.trim().replace(' ', ""))
+                .collect();
             let has = |p: &str| params.iter().any(|x| x == p);
             if params.first().is_some_and(|m| m == "application/json") {
                 if has("as=Table") && has("g=meta.k8s.io") && has("v=v1") {
@@ -50,7 +56,10 @@ impl Accept {
                 }
                 break;
             }
-            if params.first().is_some_and(|m| m == "*/*" || m.contains("yaml") || m.contains("protobuf")) {
+            if params
+                .first()
+                .is_some_and(|m| m == "*/*" || m.contains("yaml") || m.contains("protobuf"))
+            {
                 break;
             }
         }
@@ -58,14 +67,22 @@ impl Accept {
     }
 }
 
-pub fn json_bytes_response(status: StatusCode, body: Vec<u8>, content_type: &str, warnings: &[String]) -> Response<Body> {
+pub fn json_bytes_response(
+    status: StatusCode,
+    body: Vec<u8>,
+    content_type: &str,
+    warnings: &[String],
+) -> Response<Body> {
     let mut response = Response::builder()
         .status(status)
         .header(http::header::CONTENT_TYPE, content_type)
         .header("cache-control", "no-cache, private");
     for warning in warnings {
         // The Warning header format clients parse: `299 - "text"`.
-        let text = format!("299 - \"{}\"", warning.replace('\\', "\\\\").replace('"', "\\\""));
+        let text = format!(
+            "299 - \"{}\"",
+            warning.replace('\\', "\\\\").replace('"', "\\\"")
+        );
         if let Ok(value) = HeaderValue::from_str(&text) {
             response = response.header(http::header::WARNING, value);
         }
@@ -84,7 +101,9 @@ pub fn error_response(err: &ApiError) -> Response<Body> {
     if let Some(seconds) = err.retry_after_seconds
         && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
     {
-        response.headers_mut().insert(http::header::RETRY_AFTER, value);
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, value);
     }
     response
 }
@@ -104,7 +123,9 @@ mod tests {
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert!(accept(kubectl).table);
         assert!(!accept("application/json").table);
-        assert!(!accept("application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json").table);
+        assert!(
+            !accept("application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json").table
+        );
         let discovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
         assert!(accept(discovery).aggregated_discovery);
         assert!(!accept("application/vnd.kubernetes.protobuf, */*").table);

@@ -37,7 +37,10 @@ fn resource_schemas(call: &Call) -> Vec<ResourceSchema> {
 }
 
 fn group_versions(schemas: &[ResourceSchema]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = schemas.iter().map(|s| (s.group.clone(), s.version.clone())).collect();
+    let mut pairs: Vec<(String, String)> = schemas
+        .iter()
+        .map(|s| (s.group.clone(), s.version.clone()))
+        .collect();
     pairs.sort();
     pairs.dedup();
     pairs
@@ -68,14 +71,24 @@ impl OpenApiCache {
         let v3: Vec<(String, Value)> = group_versions(&schemas)
             .into_iter()
             .map(|(group, version)| {
-                let of_version: Vec<ResourceSchema> = schemas.iter().filter(|s| s.group == group && s.version == version).cloned().collect();
+                let of_version: Vec<ResourceSchema> = schemas
+                    .iter()
+                    .filter(|s| s.group == group && s.version == version)
+                    .cloned()
+                    .collect();
                 let mut document = v3_group_version(&group, &version, &of_version);
                 add_paths(&mut document, call, &group, &version);
                 (v3_path(&group, &version), document)
             })
             .collect();
         let index = v3_index(v3.iter().map(|(p, d)| (p.as_str(), d)));
-        let documents = std::sync::Arc::new(OpenApiDocuments { revision, v3, index, v2: std::sync::OnceLock::new(), schemas });
+        let documents = std::sync::Arc::new(OpenApiDocuments {
+            revision,
+            v3,
+            index,
+            v2: std::sync::OnceLock::new(),
+            schemas,
+        });
         *cached = Some(documents.clone());
         documents
     }
@@ -103,7 +116,11 @@ pub fn serve(call: &Call, path: &str) -> ApiResult<Response<Body>> {
 /// reads these to decide that the server validates fields itself (otherwise it downloads the
 /// protobuf OpenAPI v2 document to validate on the client).
 fn add_paths(document: &mut Value, call: &Call, group: &str, version: &str) {
-    let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
     let parameters = json!([
         {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
         {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
@@ -111,8 +128,18 @@ fn add_paths(document: &mut Value, call: &Call, group: &str, version: &str) {
         {"name": "force", "in": "query", "schema": {"type": "boolean"}},
     ]);
     let mut paths = serde_json::Map::new();
-    for kind in call.server.registry.all().iter().filter(|k| k.group == group && k.version(version).is_some()) {
-        let scope = if kind.namespaced { "/namespaces/{namespace}" } else { "" };
+    for kind in call
+        .server
+        .registry
+        .all()
+        .iter()
+        .filter(|k| k.group == group && k.version(version).is_some())
+    {
+        let scope = if kind.namespaced {
+            "/namespaces/{namespace}"
+        } else {
+            ""
+        };
         let path = format!("{prefix}{scope}/{}/{{name}}", kind.plural);
         let operation = json!({
             "operationId": format!("patch{}", kind.kind),

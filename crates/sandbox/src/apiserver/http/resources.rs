@@ -27,7 +27,9 @@ pub struct Target {
 
 impl Target {
     pub fn name(&self) -> ApiResult<&str> {
-        self.name.as_deref().ok_or_else(|| ApiError::bad_request("a name is required"))
+        self.name
+            .as_deref()
+            .ok_or_else(|| ApiError::bad_request("a name is required"))
     }
 
     /// The namespace filter of a list: `None` for all namespaces.
@@ -37,10 +39,22 @@ impl Target {
 }
 
 /// The object as the client asked for it: its version, or as a Table / PartialObjectMetadata.
-pub fn render_object(call: &Call, target: &Target, status: StatusCode, object: &Value, warnings: &[String]) -> Response<Body> {
+pub fn render_object(
+    call: &Call,
+    target: &Target,
+    status: StatusCode,
+    object: &Value,
+    warnings: &[String],
+) -> Response<Body> {
     let presented = from_storage(&target.kind, &target.version, object);
     if call.accept.table {
-        let table = table::to_table(&target.kind, &target.version, std::slice::from_ref(&presented.into_owned()), None, &call.accept.include_object);
+        let table = table::to_table(
+            &target.kind,
+            &target.version,
+            std::slice::from_ref(presented.as_ref()),
+            None,
+            &call.accept.include_object,
+        );
         return json_response(status, &table, warnings);
     }
     if call.accept.partial_metadata {
@@ -97,7 +111,12 @@ struct ContinueToken {
 pub fn list(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let selectors = Selectors::from_call(call, &target.kind)?;
     let limit = match call.param("limit") {
-        Some(limit) => Some(limit.parse::<usize>().map_err(|_| ApiError::bad_request("limit must be an integer"))?).filter(|l| *l > 0),
+        Some(limit) => Some(
+            limit
+                .parse::<usize>()
+                .map_err(|_| ApiError::bad_request("limit must be an integer"))?,
+        )
+        .filter(|l| *l > 0),
         None => None,
     };
     let after: Option<(u64, ObjectKey)> = match call.param("continue") {
@@ -108,7 +127,9 @@ pub fn list(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
                 .and_then(|bytes| serde_json::from_slice::<ContinueToken>(&bytes).ok())
                 .ok_or_else(|| ApiError::bad_request("continue key is not valid"))?;
             if decoded.rv < call.server.store.oldest_watchable() {
-                return Err(ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."));
+                return Err(ApiError::gone(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                ));
             }
             Some((decoded.rv, (decoded.ns, decoded.name)))
         }
@@ -121,30 +142,59 @@ pub fn list(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
         target.list_namespace(),
         after.as_ref().map(|(_, key)| key),
         limit,
-        &|object| pinned.as_deref().is_none_or(|n| object["metadata"]["name"] == n) && selectors.matches(object),
+        &|object| {
+            pinned
+                .as_deref()
+                .is_none_or(|n| object["metadata"]["name"] == n)
+                && selectors.matches(object)
+        },
     );
-    let resource_version = after.as_ref().map(|(rv, _)| *rv).unwrap_or(snapshot.resource_version);
+    let resource_version = after
+        .as_ref()
+        .map(|(rv, _)| *rv)
+        .unwrap_or(snapshot.resource_version);
     let mut list_meta = json!({"resourceVersion": resource_version.to_string()});
     if let Some((ns, name)) = &snapshot.next_key {
-        let token = ContinueToken { rv: resource_version, ns: ns.clone(), name: name.clone() };
-        let encoded = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&token).unwrap_or_default());
+        let token = ContinueToken {
+            rv: resource_version,
+            ns: ns.clone(),
+            name: name.clone(),
+        };
+        let encoded = base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&token).unwrap_or_default());
         list_meta["continue"] = json!(encoded);
         list_meta["remainingItemCount"] = json!(snapshot.remaining);
     }
     let kind = &target.kind;
     if call.accept.table {
-        let items: Vec<Value> = snapshot.items.iter().map(|o| from_storage(kind, &target.version, o).into_owned()).collect();
-        let table = table::to_table(kind, &target.version, &items, Some(list_meta), &call.accept.include_object);
+        let items: Vec<Value> = snapshot
+            .items
+            .iter()
+            .map(|o| from_storage(kind, &target.version, o).into_owned())
+            .collect();
+        let table = table::to_table(
+            kind,
+            &target.version,
+            &items,
+            Some(list_meta),
+            &call.accept.include_object,
+        );
         return Ok(json_response(StatusCode::OK, &table, &[]));
     }
     // Written item by item: a list of thousands of objects is never copied into one Value.
     let (list_kind, api_version) = if call.accept.partial_metadata {
-        ("PartialObjectMetadataList".to_string(), "meta.k8s.io/v1".to_string())
+        (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        )
     } else {
         (kind.list_kind.clone(), kind.api_version(&target.version))
     };
     let mut body = Vec::with_capacity(256 + snapshot.items.len() * 512);
-    body.extend_from_slice(format!("{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":").as_bytes());
+    body.extend_from_slice(
+        format!("{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":")
+            .as_bytes(),
+    );
     serde_json::to_writer(&mut body, &list_meta).map_err(|e| ApiError::internal(e.to_string()))?;
     body.extend_from_slice(b",\"items\":[");
     for (i, object) in snapshot.items.iter().enumerate() {
@@ -154,12 +204,20 @@ pub fn list(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
         let written = if call.accept.partial_metadata {
             serde_json::to_writer(&mut body, &partial_metadata(object))
         } else {
-            serde_json::to_writer(&mut body, from_storage(kind, &target.version, object).as_ref())
+            serde_json::to_writer(
+                &mut body,
+                from_storage(kind, &target.version, object).as_ref(),
+            )
         };
         written.map_err(|e| ApiError::internal(e.to_string()))?;
     }
     body.extend_from_slice(b"]}");
-    Ok(json_bytes_response(StatusCode::OK, body, "application/json", &[]))
+    Ok(json_bytes_response(
+        StatusCode::OK,
+        body,
+        "application/json",
+        &[],
+    ))
 }
 
 /// `dryRun`, `fieldManager` (or the User-Agent's program name) and `fieldValidation`.
@@ -177,48 +235,116 @@ pub fn write_options(call: &Call) -> ApiResult<WriteOptions> {
     let dry_run = match call.param("dryRun") {
         None => false,
         Some("All") => true,
-        Some(other) => return Err(ApiError::bad_request(format!("unsupported dryRun value {other:?}: only \"All\" is supported"))),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unsupported dryRun value {other:?}: only \"All\" is supported"
+            )));
+        }
     };
     let field_manager = call.param("fieldManager").map(str::to_string).or_else(|| {
         let agent = call.headers.get(http::header::USER_AGENT)?.to_str().ok()?;
-        Some(agent.split('/').next().unwrap_or(agent).chars().take(128).collect())
+        Some(
+            agent
+                .split('/')
+                .next()
+                .unwrap_or(agent)
+                .chars()
+                .take(128)
+                .collect(),
+        )
     });
-    Ok(WriteOptions { dry_run, field_manager, field_validation, ..WriteOptions::default() })
+    Ok(WriteOptions {
+        dry_run,
+        field_manager,
+        field_validation,
+        ..WriteOptions::default()
+    })
 }
 
 pub fn create(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let options = write_options(call)?;
     let body = call.body_json()?;
-    let written = objects::create(&call.server, &target.kind, &target.version, &target.namespace, body, &options)?;
-    Ok(render_object(call, target, StatusCode::CREATED, &written.object, &written.warnings))
+    let written = objects::create(
+        &call.server,
+        &target.kind,
+        &target.version,
+        &target.namespace,
+        body,
+        &options,
+    )?;
+    Ok(render_object(
+        call,
+        target,
+        StatusCode::CREATED,
+        &written.object,
+        &written.warnings,
+    ))
 }
 
-pub fn update(call: &Call, target: &Target, subresource: Option<&str>) -> ApiResult<Response<Body>> {
+pub fn update(
+    call: &Call,
+    target: &Target,
+    subresource: Option<&str>,
+) -> ApiResult<Response<Body>> {
     let options = write_options(call)?;
     let body = call.body_json()?;
     let name = target.name()?;
-    let written = objects::update(&call.server, &target.kind, &target.version, &target.namespace, name, subresource, body, &options)?;
-    Ok(render_object(call, target, StatusCode::OK, &written.object, &written.warnings))
+    let written = objects::update(
+        &call.server,
+        &target.kind,
+        &target.version,
+        &target.namespace,
+        name,
+        subresource,
+        body,
+        &options,
+    )?;
+    Ok(render_object(
+        call,
+        target,
+        StatusCode::OK,
+        &written.object,
+        &written.warnings,
+    ))
 }
 
 pub fn delete(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let body = call.body_json()?;
     let options = DeleteOptions::from_request(&body, &call.query)?;
-    let outcome = objects::delete(&call.server, &target.kind, &target.namespace, target.name()?, &options)?;
-    Ok(render_object(call, target, StatusCode::OK, outcome.object(), &[]))
+    let outcome = objects::delete(
+        &call.server,
+        &target.kind,
+        &target.namespace,
+        target.name()?,
+        &options,
+    )?;
+    Ok(render_object(
+        call,
+        target,
+        StatusCode::OK,
+        outcome.object(),
+        &[],
+    ))
 }
 
 pub fn delete_collection(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let selectors = Selectors::from_call(call, &target.kind)?;
     let body = call.body_json()?;
     let options = DeleteOptions::from_request(&body, &call.query)?;
-    let snapshot = call.server.store.list(&target.kind.storage_id(), target.list_namespace(), None, None, &|o| selectors.matches(o));
+    let snapshot = call.server.store.list(
+        &target.kind.storage_id(),
+        target.list_namespace(),
+        None,
+        None,
+        &|o| selectors.matches(o),
+    );
     let mut deleted = Vec::new();
     for object in &snapshot.items {
         let name = object["metadata"]["name"].as_str().unwrap_or("");
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or("");
         match objects::delete(&call.server, &target.kind, namespace, name, &options) {
-            Ok(outcome) => deleted.push(from_storage(&target.kind, &target.version, outcome.object()).into_owned()),
+            Ok(outcome) => deleted
+                .push(from_storage(&target.kind, &target.version, outcome.object()).into_owned()),
             Err(err) if err.code == 404 => {}
             Err(err) => return Err(err),
         }

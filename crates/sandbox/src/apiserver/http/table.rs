@@ -8,8 +8,17 @@ use crate::apiserver::registry::{ColumnSource, ResourceType};
 use super::resources::partial_metadata;
 
 /// A Table of `objects` (already in the requested version).
-pub fn to_table(kind: &ResourceType, version: &str, objects: &[Value], list_meta: Option<Value>, include_object: &str) -> Value {
-    let columns = kind.version(version).map(|v| v.printer_columns.clone()).unwrap_or_default();
+pub fn to_table(
+    kind: &ResourceType,
+    version: &str,
+    objects: &[Value],
+    list_meta: Option<Value>,
+    include_object: &str,
+) -> Value {
+    let columns = kind
+        .version(version)
+        .map(|v| v.printer_columns.clone())
+        .unwrap_or_default();
     let mut definitions = vec![json!({
         "name": "Name", "type": "string", "format": "name", "priority": 0,
         "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
@@ -21,7 +30,11 @@ pub fn to_table(kind: &ResourceType, version: &str, objects: &[Value], list_meta
         .iter()
         .map(|object| {
             let mut cells = vec![object["metadata"]["name"].clone()];
-            cells.extend(columns.iter().map(|c| cell(object, &c.source, &c.column_type)));
+            cells.extend(
+                columns
+                    .iter()
+                    .map(|c| cell(object, &c.source, &c.column_type)),
+            );
             let embedded = match include_object {
                 "None" => Value::Null,
                 "Object" => object.clone(),
@@ -43,10 +56,12 @@ fn cell(object: &Value, source: &ColumnSource, column_type: &str) -> Value {
     let value = raw_cell(object, source, column_type);
     // JSONPath dates print as ages, as the real server renders them ("5m", "2d3h").
     match (&value, column_type, source) {
-        (Value::String(text), "date", ColumnSource::JsonPath(_)) => match text.parse::<jiff::Timestamp>() {
-            Ok(at) => json!(human_duration((jiff::Timestamp::now() - at).get_seconds())),
-            Err(_) => value,
-        },
+        (Value::String(text), "date", ColumnSource::JsonPath(_)) => {
+            match text.parse::<jiff::Timestamp>() {
+                Ok(at) => json!(human_duration((jiff::Timestamp::now() - at).get_seconds())),
+                Err(_) => value,
+            }
+        }
         _ => value,
     }
 }
@@ -61,13 +76,37 @@ pub fn human_duration(seconds: i64) -> String {
     let y = d / 365;
     match () {
         _ if s < 120 => format!("{s}s"),
-        _ if m < 10 => if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) },
+        _ if m < 10 => {
+            if s % 60 == 0 {
+                format!("{m}m")
+            } else {
+                format!("{m}m{}s", s % 60)
+            }
+        }
         _ if m < 180 => format!("{m}m"),
-        _ if h < 8 => if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) },
+        _ if h < 8 => {
+            if m % 60 == 0 {
+                format!("{h}h")
+            } else {
+                format!("{h}h{}m", m % 60)
+            }
+        }
         _ if h < 48 => format!("{h}h"),
-        _ if h < 24 * 8 => if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) },
+        _ if h < 24 * 8 => {
+            if h % 24 == 0 {
+                format!("{d}d")
+            } else {
+                format!("{d}d{}h", h % 24)
+            }
+        }
         _ if d < 365 * 2 => format!("{d}d"),
-        _ if y < 8 => if d % 365 == 0 { format!("{y}y") } else { format!("{y}y{}d", d % 365) },
+        _ if y < 8 => {
+            if d % 365 == 0 {
+                format!("{y}y")
+            } else {
+                format!("{y}y{}d", d % 365)
+            }
+        }
         _ => format!("{y}y"),
     }
 }
@@ -80,10 +119,15 @@ fn raw_cell(object: &Value, source: &ColumnSource, column_type: &str) -> Value {
             match values.as_slice() {
                 [] => Value::Null,
                 [single] if column_type != "string" || single.is_string() => (*single).clone(),
-                many => json!(many.iter().map(|v| match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                }).collect::<Vec<_>>().join(",")),
+                many => json!(
+                    many.iter()
+                        .map(|v| match v {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
             }
         }
     }
@@ -102,11 +146,23 @@ mod tests {
             "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Running",
             "containerStatuses": [{"ready": true, "restartCount": 2}]}});
         let table = to_table(pods, "v1", &[pod], None, "Metadata");
-        let names: Vec<&str> = table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
         assert_eq!(&names[..5], ["Name", "Ready", "Status", "Restarts", "Age"]);
         let cells = table["rows"][0]["cells"].as_array().unwrap();
-        assert_eq!(&cells[..4], &[json!("web"), json!("1/1"), json!("Running"), json!(2)]);
-        assert!(cells[4].as_str().unwrap().ends_with('d'), "age of an old pod is in days: {}", cells[4]);
+        assert_eq!(
+            &cells[..4],
+            &[json!("web"), json!("1/1"), json!("Running"), json!(2)]
+        );
+        assert!(
+            cells[4].as_str().unwrap().ends_with('d'),
+            "age of an old pod is in days: {}",
+            cells[4]
+        );
         assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
     }
 }

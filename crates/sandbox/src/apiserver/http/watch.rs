@@ -41,7 +41,13 @@ impl Encoding {
     fn event(&self, event_type: &str, object: &Value) -> Bytes {
         let presented = from_storage(&self.kind, &self.version, object);
         let object = if self.table {
-            table::to_table(&self.kind, &self.version, std::slice::from_ref(&presented.into_owned()), None, &self.include_object)
+            table::to_table(
+                &self.kind,
+                &self.version,
+                std::slice::from_ref(presented.as_ref()),
+                None,
+                &self.include_object,
+            )
         } else if self.partial_metadata {
             partial_metadata(&presented)
         } else {
@@ -58,7 +64,8 @@ fn line(value: &Value) -> Bytes {
 }
 
 fn expired(since: u64, oldest: u64) -> Bytes {
-    let status = ApiError::gone(format!("too old resource version: {since} ({oldest})")).to_status();
+    let status =
+        ApiError::gone(format!("too old resource version: {since} ({oldest})")).to_status();
     line(&json!({"type": "ERROR", "object": status}))
 }
 
@@ -73,7 +80,10 @@ pub fn watch(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
         .unwrap_or(DEFAULT_TIMEOUT);
     let requested: Option<u64> = match call.param("resourceVersion") {
         None | Some("0") => None,
-        Some(rv) => Some(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?),
+        Some(rv) => Some(
+            rv.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
+        ),
     };
     let encoding = Encoding {
         kind: target.kind.clone(),
@@ -91,7 +101,13 @@ pub fn watch(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let server = call.server.clone();
     let initial = requested.is_none() || initial_events;
     tokio::spawn(async move {
-        let stream = WatchStream { server, encoding, scope, tx, bookmarks };
+        let stream = WatchStream {
+            server,
+            encoding,
+            scope,
+            tx,
+            bookmarks,
+        };
         let _ = tokio::time::timeout(timeout, stream.run(requested, initial, initial_events)).await;
     });
     let content_type = "application/json";
@@ -110,7 +126,9 @@ struct WatchScope {
 
 impl WatchScope {
     fn covers(&self, event: &StoreEvent) -> bool {
-        self.namespace.as_deref().is_none_or(|ns| event.namespace == ns)
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| event.namespace == ns)
             && self.name.as_deref().is_none_or(|n| event.name == n)
     }
 }
@@ -135,15 +153,29 @@ impl WatchStream {
         let mut since = match requested {
             Some(rv) if !initial => rv,
             _ => {
-                let snapshot = store.list(&storage, self.scope.namespace.as_deref(), None, None, &|o| {
-                    self.scope.name.as_deref().is_none_or(|n| o["metadata"]["name"] == n) && self.scope.selectors.matches(o)
-                });
+                let snapshot = store.list(
+                    &storage,
+                    self.scope.namespace.as_deref(),
+                    None,
+                    None,
+                    &|o| {
+                        self.scope
+                            .name
+                            .as_deref()
+                            .is_none_or(|n| o["metadata"]["name"] == n)
+                            && self.scope.selectors.matches(o)
+                    },
+                );
                 for object in &snapshot.items {
                     if !self.send(self.encoding.event("ADDED", object)).await {
                         return;
                     }
                 }
-                if initial_end_bookmark && !self.send(self.bookmark(snapshot.resource_version, true)).await {
+                if initial_end_bookmark
+                    && !self
+                        .send(self.bookmark(snapshot.resource_version, true))
+                        .await
+                {
                     return;
                 }
                 snapshot.resource_version
@@ -152,7 +184,8 @@ impl WatchStream {
         let mut last_bookmark = tokio::time::Instant::now();
         loop {
             revisions.borrow_and_update();
-            let read = store.history_since(since, &|e| e.resource == storage && self.scope.covers(e));
+            let read =
+                store.history_since(since, &|e| e.resource == storage && self.scope.covers(e));
             let (events, revision) = match read {
                 HistoryRead::Expired => {
                     let _ = self.send(expired(since, store.oldest_watchable())).await;
@@ -168,7 +201,10 @@ impl WatchStream {
                 }
             }
             since = revision.max(since);
-            if self.bookmarks && !self.encoding.table && last_bookmark.elapsed() >= BOOKMARK_INTERVAL {
+            if self.bookmarks
+                && !self.encoding.table
+                && last_bookmark.elapsed() >= BOOKMARK_INTERVAL
+            {
                 if !self.send(self.bookmark(since, false)).await {
                     return;
                 }
@@ -187,7 +223,10 @@ impl WatchStream {
     /// selectors is ADDED or DELETED for it, as the real watch cache reports.
     fn transition(&self, event: &StoreEvent) -> Option<Bytes> {
         let now = self.scope.selectors.matches(&event.object);
-        let before = event.previous.as_ref().is_some_and(|p| self.scope.selectors.matches(p));
+        let before = event
+            .previous
+            .as_ref()
+            .is_some_and(|p| self.scope.selectors.matches(p));
         let event_type = match event.event_type {
             EventType::Added if now => "ADDED",
             EventType::Deleted if now => "DELETED",

@@ -43,7 +43,9 @@ pub fn name_age() -> Vec<PrinterColumn> {
 
 /// The CRD list shows the creation time itself, not an age.
 pub fn created_at() -> Vec<PrinterColumn> {
-    let mut column = computed("Created At", |crd| crd["metadata"]["creationTimestamp"].clone());
+    let mut column = computed("Created At", |crd| {
+        crd["metadata"]["creationTimestamp"].clone()
+    });
     column.column_type = "date".into();
     vec![column]
 }
@@ -72,7 +74,11 @@ pub fn node() -> Vec<PrinterColumn> {
                 .flatten()
                 .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
                 .collect();
-            json!(if roles.is_empty() { "<none>".to_string() } else { roles.join(",") })
+            json!(if roles.is_empty() {
+                "<none>".to_string()
+            } else {
+                roles.join(",")
+            })
         }),
         age(),
         path("Version", "string", ".status.nodeInfo.kubeletVersion"),
@@ -115,7 +121,11 @@ fn pod_status(pod: &Value) -> Value {
     if let Some(reason) = pod["status"]["reason"].as_str() {
         return json!(reason);
     }
-    for status in pod["status"]["containerStatuses"].as_array().into_iter().flatten() {
+    for status in pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         for state in ["waiting", "terminated"] {
             if let Some(reason) = status["state"][state]["reason"].as_str()
                 && reason != "Completed"
@@ -158,7 +168,12 @@ fn map_len(value: &Value) -> usize {
 }
 
 pub fn config_map() -> Vec<PrinterColumn> {
-    vec![computed("Data", |cm| json!(map_len(&cm["data"]) + map_len(&cm["binaryData"]))), age()]
+    vec![
+        computed("Data", |cm| {
+            json!(map_len(&cm["data"]) + map_len(&cm["binaryData"]))
+        }),
+        age(),
+    ]
 }
 
 pub fn secret() -> Vec<PrinterColumn> {
@@ -180,7 +195,11 @@ pub fn service() -> Vec<PrinterColumn> {
                 .flatten()
                 .filter_map(Value::as_str)
                 .collect();
-            json!(if ips.is_empty() { "<none>".to_string() } else { ips.join(",") })
+            json!(if ips.is_empty() {
+                "<none>".to_string()
+            } else {
+                ips.join(",")
+            })
         }),
         computed("Port(s)", |svc| {
             let ports: Vec<String> = svc["spec"]["ports"]
@@ -195,7 +214,11 @@ pub fn service() -> Vec<PrinterColumn> {
                     }
                 })
                 .collect();
-            json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") })
+            json!(if ports.is_empty() {
+                "<none>".to_string()
+            } else {
+                ports.join(",")
+            })
         }),
         age(),
     ]
@@ -222,7 +245,11 @@ pub fn pod_disruption_budget() -> Vec<PrinterColumn> {
     vec![
         computed("Min Available", |pdb| na(&pdb["spec"]["minAvailable"])),
         computed("Max Unavailable", |pdb| na(&pdb["spec"]["maxUnavailable"])),
-        path("Allowed Disruptions", "integer", ".status.disruptionsAllowed"),
+        path(
+            "Allowed Disruptions",
+            "integer",
+            ".status.disruptionsAllowed",
+        ),
         age(),
     ]
 }
@@ -267,8 +294,12 @@ pub fn deployment() -> Vec<PrinterColumn> {
             let wanted = d["spec"]["replicas"].as_i64().unwrap_or(1);
             json!(format!("{ready}/{wanted}"))
         }),
-        computed("Up-to-date", |d| json!(d["status"]["updatedReplicas"].as_i64().unwrap_or(0))),
-        computed("Available", |d| json!(d["status"]["availableReplicas"].as_i64().unwrap_or(0))),
+        computed("Up-to-date", |d| {
+            json!(d["status"]["updatedReplicas"].as_i64().unwrap_or(0))
+        }),
+        computed("Available", |d| {
+            json!(d["status"]["availableReplicas"].as_i64().unwrap_or(0))
+        }),
         age(),
     ]
 }
@@ -287,7 +318,10 @@ pub fn role_binding() -> Vec<PrinterColumn> {
 }
 
 fn conditions(object: &Value) -> impl Iterator<Item = &Value> {
-    object["status"]["conditions"].as_array().into_iter().flatten()
+    object["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
 }
 
 #[cfg(test)]

@@ -58,7 +58,11 @@ pub fn pod(pod: &mut Value) {
 }
 
 fn container(container: &mut Value) {
-    set_default(container, "terminationMessagePath", json!("/dev/termination-log"));
+    set_default(
+        container,
+        "terminationMessagePath",
+        json!("/dev/termination-log"),
+    );
     set_default(container, "terminationMessagePolicy", json!("File"));
     set_default(container, "resources", json!({}));
     let image = container["image"].as_str().unwrap_or_default();
@@ -96,7 +100,11 @@ pub fn service(service: &mut Value) {
 }
 
 fn namespace(namespace: &mut Value) {
-    set_default(child(namespace, "spec"), "finalizers", json!(["kubernetes"]));
+    set_default(
+        child(namespace, "spec"),
+        "finalizers",
+        json!(["kubernetes"]),
+    );
     set_default(child(namespace, "status"), "phase", json!("Active"));
     // The real server labels every namespace with its own name.
     let name = namespace["metadata"]["name"].clone();
@@ -144,9 +152,14 @@ fn job(job: &mut Value) {
     // Without manualSelector the server selects the Job's Pods by its uid, and labels the template.
     if spec["manualSelector"] != true && uid.is_string() {
         let labels = json!({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name, "controller-uid": uid, "job-name": name});
-        set_default(spec, "selector", json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+        set_default(
+            spec,
+            "selector",
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+        );
         let template_labels = child(child(child(spec, "template"), "metadata"), "labels");
-        if let (Some(target), Some(source)) = (template_labels.as_object_mut(), labels.as_object()) {
+        if let (Some(target), Some(source)) = (template_labels.as_object_mut(), labels.as_object())
+        {
             for (k, v) in source {
                 target.entry(k.clone()).or_insert_with(|| v.clone());
             }
@@ -180,7 +193,10 @@ mod tests {
         pod(&mut p);
         assert_eq!(p["spec"]["restartPolicy"], "Always");
         assert_eq!(p["spec"]["terminationGracePeriodSeconds"], 30);
-        assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(
+            p["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
         assert_eq!(p["spec"]["containers"][1]["imagePullPolicy"], "Always");
         assert_eq!(p["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
         assert_eq!(p["status"]["phase"], "Pending");

@@ -4,8 +4,8 @@
 mod columns;
 
 pub use columns::age as columns_age;
-pub mod service_ips;
 pub mod defaults;
+pub mod service_ips;
 
 use super::registry::{ALL_VERBS, PrinterColumn, ResourceType, ScalePaths, VersionInfo};
 use super::store::ResourceId;
@@ -25,7 +25,9 @@ struct Builtin {
     columns: fn() -> Vec<PrinterColumn>,
 }
 
-const NO_DELETECOLLECTION: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const NO_DELETECOLLECTION: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 const CREATE_ONLY: &[&str] = &["create"];
 
 const fn kind(
@@ -101,10 +103,16 @@ const BUILTINS: &[Builtin] = &[
         .status()
         .extra(&["log", "eviction", "binding"])
         .columns(columns::pod),
-    kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true)
-        .short(&["pvc"])
-        .status()
-        .columns(columns::persistent_volume_claim),
+    kind(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        true,
+    )
+    .short(&["pvc"])
+    .status()
+    .columns(columns::persistent_volume_claim),
     kind("", "v1", "Secret", "secrets", true).columns(columns::secret),
     kind("", "v1", "ConfigMap", "configmaps", true)
         .short(&["cm"])
@@ -125,10 +133,16 @@ const BUILTINS: &[Builtin] = &[
     kind("events.k8s.io", "v1", "Event", "events", true)
         .short(&["ev"])
         .columns(columns::core_event),
-    kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true)
-        .short(&["pdb"])
-        .status()
-        .columns(columns::pod_disruption_budget),
+    kind(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    )
+    .short(&["pdb"])
+    .status()
+    .columns(columns::pod_disruption_budget),
     kind("coordination.k8s.io", "v1", "Lease", "leases", true).columns(columns::lease),
     kind("batch", "v1", "Job", "jobs", true)
         .categories(ALL)
@@ -146,20 +160,56 @@ const BUILTINS: &[Builtin] = &[
         .status()
         .scale(),
     kind("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
-    kind("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false),
-    kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true)
-        .columns(columns::role_binding),
-    kind("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false)
-        .columns(columns::role_binding),
-    kind("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false)
-        .short(&["crd", "crds"])
-        .categories(&["api-extensions"])
-        .status()
-        .columns(columns::created_at),
-    kind("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false)
-        .verbs(CREATE_ONLY),
-    kind("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", false)
-        .verbs(CREATE_ONLY),
+    kind(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        false,
+    ),
+    kind(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        true,
+    )
+    .columns(columns::role_binding),
+    kind(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+    )
+    .columns(columns::role_binding),
+    kind(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+    )
+    .short(&["crd", "crds"])
+    .categories(&["api-extensions"])
+    .status()
+    .columns(columns::created_at),
+    kind(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        false,
+    )
+    .verbs(CREATE_ONLY),
+    kind(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        false,
+    )
+    .verbs(CREATE_ONLY),
 ];
 
 /// Every built-in kind as a registry entry.

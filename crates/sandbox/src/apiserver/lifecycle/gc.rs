@@ -35,16 +35,27 @@ fn uid_of(object: &Value) -> Option<String> {
 }
 
 fn owner_uids(object: &Value) -> Vec<String> {
-    object["metadata"]["ownerReferences"].as_array().into_iter().flatten().filter_map(|r| r["uid"].as_str().map(str::to_string)).collect()
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str().map(str::to_string))
+        .collect()
 }
 
 fn has_finalizer(object: &Value, finalizer: &str) -> bool {
-    object["metadata"]["finalizers"].as_array().into_iter().flatten().any(|f| f == finalizer)
+    object["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|f| f == finalizer)
 }
 
 impl Graph {
     fn observe(&mut self, event: &StoreEvent) {
-        let Some(uid) = uid_of(&event.object) else { return };
+        let Some(uid) = uid_of(&event.object) else {
+            return;
+        };
         let previous_owners = self.owners.remove(&uid).unwrap_or_default();
         for owner in &previous_owners {
             if let Some(set) = self.dependents.get_mut(owner) {
@@ -58,10 +69,20 @@ impl Graph {
             self.by_uid.remove(&uid);
             return;
         }
-        self.by_uid.insert(uid.clone(), (event.resource.clone(), event.namespace.clone(), event.name.clone()));
+        self.by_uid.insert(
+            uid.clone(),
+            (
+                event.resource.clone(),
+                event.namespace.clone(),
+                event.name.clone(),
+            ),
+        );
         let owners = owner_uids(&event.object);
         for owner in &owners {
-            self.dependents.entry(owner.clone()).or_default().insert(uid.clone());
+            self.dependents
+                .entry(owner.clone())
+                .or_default()
+                .insert(uid.clone());
         }
         if !owners.is_empty() {
             self.owners.insert(uid, owners);
@@ -76,7 +97,9 @@ pub async fn run(server: Arc<ApiServer>, mut events: UnboundedReceiver<Arc<Store
             _ = server.shutdown.cancelled() => return,
             event = events.recv() => match event { Some(event) => event, None => return },
         };
-        let previous_owners = uid_of(&event.object).and_then(|uid| graph.owners.get(&uid).cloned()).unwrap_or_default();
+        let previous_owners = uid_of(&event.object)
+            .and_then(|uid| graph.owners.get(&uid).cloned())
+            .unwrap_or_default();
         graph.observe(&event);
         match event.event_type {
             EventType::Deleted => {
@@ -112,7 +135,10 @@ pub async fn run(server: Arc<ApiServer>, mut events: UnboundedReceiver<Arc<Store
     }
 }
 
-fn kind_of(server: &ApiServer, resource: &ResourceId) -> Option<Arc<crate::apiserver::registry::ResourceType>> {
+fn kind_of(
+    server: &ApiServer,
+    resource: &ResourceId,
+) -> Option<Arc<crate::apiserver::registry::ResourceType>> {
     server.registry.get(&resource.group, &resource.resource)
 }
 
@@ -124,12 +150,17 @@ fn delete_ref(server: &ApiServer, object: &ObjectRef, options: &DeleteOptions) {
 
 /// Deletes a dependent none of whose owners exist any more.
 fn collect_if_orphaned(server: &ApiServer, graph: &Graph, uid: &str) {
-    let Some(owners) = graph.owners.get(uid) else { return };
+    let Some(owners) = graph.owners.get(uid) else {
+        return;
+    };
     if owners.iter().any(|owner| graph.by_uid.contains_key(owner)) {
         return;
     }
     if let Some(object) = graph.by_uid.get(uid) {
-        let options = DeleteOptions { precondition_uid: Some(uid.to_string()), ..DeleteOptions::default() };
+        let options = DeleteOptions {
+            precondition_uid: Some(uid.to_string()),
+            ..DeleteOptions::default()
+        };
         delete_ref(server, object, &options);
     }
 }
@@ -139,7 +170,10 @@ fn delete_dependents(server: &ApiServer, graph: &Graph, owner: &str) {
         if let Some(object) = graph.by_uid.get(dependent) {
             let current = server.store.get(&object.0, &object.1, &object.2);
             if current.is_some_and(|o| o["metadata"]["deletionTimestamp"].is_null()) {
-                let options = DeleteOptions { precondition_uid: Some(dependent.clone()), ..DeleteOptions::default() };
+                let options = DeleteOptions {
+                    precondition_uid: Some(dependent.clone()),
+                    ..DeleteOptions::default()
+                };
                 delete_ref(server, object, &options);
             }
         }
@@ -148,17 +182,37 @@ fn delete_dependents(server: &ApiServer, graph: &Graph, owner: &str) {
 
 /// Removes `foregroundDeletion` from an owner once no dependent blocks it.
 fn finish_foreground(server: &ApiServer, graph: &Graph, owner_uid: &str) {
-    let Some(owner) = graph.by_uid.get(owner_uid) else { return };
-    let Some(current) = server.store.get(&owner.0, &owner.1, &owner.2) else { return };
-    if !has_finalizer(&current, FOREGROUND_FINALIZER) || current["metadata"]["deletionTimestamp"].is_null() {
+    let Some(owner) = graph.by_uid.get(owner_uid) else {
+        return;
+    };
+    let Some(current) = server.store.get(&owner.0, &owner.1, &owner.2) else {
+        return;
+    };
+    if !has_finalizer(&current, FOREGROUND_FINALIZER)
+        || current["metadata"]["deletionTimestamp"].is_null()
+    {
         return;
     }
-    let blocked = graph.dependents.get(owner_uid).into_iter().flatten().any(|dependent| {
-        let Some(object) = graph.by_uid.get(dependent) else { return false };
-        server.store.get(&object.0, &object.1, &object.2).is_some_and(|o| {
-            o["metadata"]["ownerReferences"].as_array().into_iter().flatten().any(|r| r["uid"] == owner_uid && r["blockOwnerDeletion"] == true)
-        })
-    });
+    let blocked = graph
+        .dependents
+        .get(owner_uid)
+        .into_iter()
+        .flatten()
+        .any(|dependent| {
+            let Some(object) = graph.by_uid.get(dependent) else {
+                return false;
+            };
+            server
+                .store
+                .get(&object.0, &object.1, &object.2)
+                .is_some_and(|o| {
+                    o["metadata"]["ownerReferences"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|r| r["uid"] == owner_uid && r["blockOwnerDeletion"] == true)
+                })
+        });
     if !blocked {
         remove_finalizer(server, owner, FOREGROUND_FINALIZER);
     }
@@ -166,21 +220,40 @@ fn finish_foreground(server: &ApiServer, graph: &Graph, owner_uid: &str) {
 
 fn orphan_dependents(server: &ApiServer, graph: &Graph, owner_uid: &str) {
     for dependent in graph.dependents.get(owner_uid).into_iter().flatten() {
-        let Some(object) = graph.by_uid.get(dependent) else { continue };
-        let Some(kind) = kind_of(server, &object.0) else { continue };
+        let Some(object) = graph.by_uid.get(dependent) else {
+            continue;
+        };
+        let Some(kind) = kind_of(server, &object.0) else {
+            continue;
+        };
         let version = kind.storage_version().name.clone();
-        let _ = objects::update_with(server, &kind, &version, &object.1, &object.2, None, &WriteOptions::internal("kube-controller-manager"), &mut |current| {
-            let mut updated = current.clone();
-            let refs: Vec<Value> = current["metadata"]["ownerReferences"].as_array().into_iter().flatten().filter(|r| r["uid"] != owner_uid).cloned().collect();
-            if refs.is_empty() {
-                if let Some(metadata) = updated["metadata"].as_object_mut() {
-                    metadata.remove("ownerReferences");
+        let _ = objects::update_with(
+            server,
+            &kind,
+            &version,
+            &object.1,
+            &object.2,
+            None,
+            &WriteOptions::internal("kube-controller-manager"),
+            &mut |current| {
+                let mut updated = current.clone();
+                let refs: Vec<Value> = current["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r["uid"] != owner_uid)
+                    .cloned()
+                    .collect();
+                if refs.is_empty() {
+                    if let Some(metadata) = updated["metadata"].as_object_mut() {
+                        metadata.remove("ownerReferences");
+                    }
+                } else {
+                    updated["metadata"]["ownerReferences"] = Value::Array(refs);
                 }
-            } else {
-                updated["metadata"]["ownerReferences"] = Value::Array(refs);
-            }
-            Ok(updated)
-        });
+                Ok(updated)
+            },
+        );
     }
     if let Some(owner) = graph.by_uid.get(owner_uid) {
         remove_finalizer(server, owner, ORPHAN_FINALIZER);
@@ -188,12 +261,29 @@ fn orphan_dependents(server: &ApiServer, graph: &Graph, owner_uid: &str) {
 }
 
 fn remove_finalizer(server: &ApiServer, object: &ObjectRef, finalizer: &str) {
-    let Some(kind) = kind_of(server, &object.0) else { return };
+    let Some(kind) = kind_of(server, &object.0) else {
+        return;
+    };
     let version = kind.storage_version().name.clone();
-    let _ = objects::update_with(server, &kind, &version, &object.1, &object.2, None, &WriteOptions::internal("kube-controller-manager"), &mut |current| {
-        let mut updated = current.clone();
-        let finalizers: Vec<Value> = current["metadata"]["finalizers"].as_array().into_iter().flatten().filter(|f| *f != finalizer).cloned().collect();
-        updated["metadata"]["finalizers"] = Value::Array(finalizers);
-        Ok(updated)
-    });
+    let _ = objects::update_with(
+        server,
+        &kind,
+        &version,
+        &object.1,
+        &object.2,
+        None,
+        &WriteOptions::internal("kube-controller-manager"),
+        &mut |current| {
+            let mut updated = current.clone();
+            let finalizers: Vec<Value> = current["metadata"]["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| *f != finalizer)
+                .cloned()
+                .collect();
+            updated["metadata"]["finalizers"] = Value::Array(finalizers);
+            Ok(updated)
+        },
+    );
 }

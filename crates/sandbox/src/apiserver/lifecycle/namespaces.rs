@@ -38,7 +38,9 @@ pub async fn run(server: Arc<ApiServer>, mut events: UnboundedReceiver<Arc<Store
         if !relevant {
             continue;
         }
-        let terminating = server.store.list(&namespaces(), None, None, None, &|ns| ns["metadata"]["deletionTimestamp"].is_string());
+        let terminating = server.store.list(&namespaces(), None, None, None, &|ns| {
+            ns["metadata"]["deletionTimestamp"].is_string()
+        });
         for namespace in terminating.items {
             if let Some(name) = namespace["metadata"]["name"].as_str() {
                 finish_deleting(&server, name);
@@ -50,13 +52,27 @@ pub async fn run(server: Arc<ApiServer>, mut events: UnboundedReceiver<Arc<Store
 /// Deletes what is left in `namespace`; when nothing is, removes the namespace finalizer.
 fn finish_deleting(server: &ApiServer, namespace: &str) {
     let mut remaining = 0;
-    for kind in server.registry.all().into_iter().filter(|k| k.namespaced && k.storage.is_none()) {
-        let objects = server.store.list(&kind.storage_id(), Some(namespace), None, None, &|_| true).items;
+    for kind in server
+        .registry
+        .all()
+        .into_iter()
+        .filter(|k| k.namespaced && k.storage.is_none())
+    {
+        let objects = server
+            .store
+            .list(&kind.storage_id(), Some(namespace), None, None, &|_| true)
+            .items;
         remaining += objects.len();
-        for object in objects.iter().filter(|o| o["metadata"]["deletionTimestamp"].is_null()) {
+        for object in objects
+            .iter()
+            .filter(|o| o["metadata"]["deletionTimestamp"].is_null())
+        {
             let name = object["metadata"]["name"].as_str().unwrap_or("");
             // Pods are stopped at once: a terminating namespace waits for nobody's grace period.
-            let options = DeleteOptions { grace_period_seconds: Some(0), ..DeleteOptions::default() };
+            let options = DeleteOptions {
+                grace_period_seconds: Some(0),
+                ..DeleteOptions::default()
+            };
             let _ = objects::delete(server, &kind, namespace, name, &options);
         }
     }
@@ -66,10 +82,25 @@ fn finish_deleting(server: &ApiServer, namespace: &str) {
     let Some(kind) = server.registry.get("", "namespaces") else {
         return;
     };
-    let _ = objects::update_with(server, &kind, "v1", "", namespace, Some("finalize"), &WriteOptions::internal("kube-controller-manager"), &mut |current| {
-        let mut updated = current.clone();
-        let finalizers: Vec<Value> = current["spec"]["finalizers"].as_array().into_iter().flatten().filter(|f| *f != NAMESPACE_FINALIZER).cloned().collect();
-        updated["spec"]["finalizers"] = Value::Array(finalizers);
-        Ok(updated)
-    });
+    let _ = objects::update_with(
+        server,
+        &kind,
+        "v1",
+        "",
+        namespace,
+        Some("finalize"),
+        &WriteOptions::internal("kube-controller-manager"),
+        &mut |current| {
+            let mut updated = current.clone();
+            let finalizers: Vec<Value> = current["spec"]["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| *f != NAMESPACE_FINALIZER)
+                .cloned()
+                .collect();
+            updated["spec"]["finalizers"] = Value::Array(finalizers);
+            Ok(updated)
+        },
+    );
 }

@@ -21,7 +21,10 @@ pub fn check_namespace(
     if !kind.namespaced {
         return Ok(());
     }
-    let Some(ns) = server.store.get(&ResourceId::new("", "namespaces"), "", namespace) else {
+    let Some(ns) = server
+        .store
+        .get(&ResourceId::new("", "namespaces"), "", namespace)
+    else {
         return Err(ApiError::not_found("", "namespaces", namespace));
     };
     if ns["metadata"]["deletionTimestamp"].is_string() && kind.kind != "Event" {
@@ -42,7 +45,10 @@ pub fn admit(
     old: Option<&Value>,
     field_validation: FieldValidation,
 ) -> ApiResult<Vec<String>> {
-    let name = object["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     let mut causes: Vec<StatusCause> = Vec::new();
     if old.is_none() {
         causes.extend(validate_name(&kind.kind, &kind.group, &name));
@@ -74,7 +80,10 @@ fn admit_custom(
         return Ok(Vec::new());
     };
     let pruned = schema.prune(object);
-    let warnings: Vec<String> = pruned.iter().map(|path| format!("unknown field \"{}\"", path.trim_start_matches('.'))).collect();
+    let warnings: Vec<String> = pruned
+        .iter()
+        .map(|path| format!("unknown field \"{}\"", path.trim_start_matches('.')))
+        .collect();
     if field_validation == FieldValidation::Strict && !warnings.is_empty() {
         let name = object["metadata"]["name"].as_str().unwrap_or("");
         return Err(ApiError::bad_request(format!(
@@ -88,11 +97,19 @@ fn admit_custom(
     for error in schema.validate(object, old) {
         causes.push(StatusCause {
             reason: error.reason().to_string(),
-            message: error.message().split_once(": ").map(|(_, rest)| rest.to_string()).unwrap_or_else(|| error.message()),
+            message: error
+                .message()
+                .split_once(": ")
+                .map(|(_, rest)| rest.to_string())
+                .unwrap_or_else(|| error.message()),
             field: error.field.clone(),
         });
     }
-    Ok(if field_validation == FieldValidation::Ignore { Vec::new() } else { warnings })
+    Ok(if field_validation == FieldValidation::Ignore {
+        Vec::new()
+    } else {
+        warnings
+    })
 }
 
 fn required(field: &str) -> StatusCause {
@@ -112,30 +129,36 @@ fn validate_builtin(kind: &ResourceType, object: &Value) -> Vec<StatusCause> {
             if kind.kind != "Job" && object["spec"]["selector"].is_null() {
                 causes.push(required("spec.selector"));
             }
-            causes.extend(validate_pod_spec(&object["spec"]["template"]["spec"], "spec.template.spec"));
+            causes.extend(validate_pod_spec(
+                &object["spec"]["template"]["spec"],
+                "spec.template.spec",
+            ));
             if let Some(replicas) = object["spec"]["replicas"].as_i64()
                 && replicas < 0
             {
                 causes.push(StatusCause {
                     reason: "FieldValueInvalid".into(),
-                    message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                    message: format!(
+                        "Invalid value: {replicas}: must be greater than or equal to 0"
+                    ),
                     field: "spec.replicas".into(),
                 });
             }
         }
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
-            if object["roleRef"]["name"].as_str().is_none_or(str::is_empty) {
-                causes.push(required("roleRef.name"));
-            }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding")
+            if object["roleRef"]["name"].as_str().is_none_or(str::is_empty) =>
+        {
+            causes.push(required("roleRef.name"));
         }
-        ("policy", "PodDisruptionBudget") => {
-            if !object["spec"]["minAvailable"].is_null() && !object["spec"]["maxUnavailable"].is_null() {
-                causes.push(StatusCause {
-                    reason: "FieldValueInvalid".into(),
-                    message: "Invalid value: minAvailable and maxUnavailable cannot be both set".into(),
-                    field: "spec".into(),
-                });
-            }
+        ("policy", "PodDisruptionBudget")
+            if !object["spec"]["minAvailable"].is_null()
+                && !object["spec"]["maxUnavailable"].is_null() =>
+        {
+            causes.push(StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: minAvailable and maxUnavailable cannot be both set".into(),
+                field: "spec".into(),
+            });
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             causes.extend(crate::apiserver::crd::validate(object));
@@ -178,10 +201,26 @@ pub fn assign_cluster_ip(server: &ApiServer, service: &mut Value) -> ApiResult<(
             .to_string(),
         wanted => {
             let parsed: std::net::Ipv4Addr = wanted.parse().map_err(|_| {
-                ApiError::invalid_field("", "Service", "", "spec.clusterIP", "FieldValueInvalid", &format!("Invalid value: {wanted:?}: must be a valid IP address"))
+                ApiError::invalid_field(
+                    "",
+                    "Service",
+                    "",
+                    "spec.clusterIP",
+                    "FieldValueInvalid",
+                    &format!("Invalid value: {wanted:?}: must be a valid IP address"),
+                )
             })?;
             if !server.service_ips.claim(parsed) {
-                return Err(ApiError::invalid_field("", "Service", "", "spec.clusterIPs", "FieldValueInvalid", &format!("Invalid value: []string{{{wanted:?}}}: failed to allocate IP {wanted}: provided IP is already allocated")));
+                return Err(ApiError::invalid_field(
+                    "",
+                    "Service",
+                    "",
+                    "spec.clusterIPs",
+                    "FieldValueInvalid",
+                    &format!(
+                        "Invalid value: []string{{{wanted:?}}}: failed to allocate IP {wanted}: provided IP is already allocated"
+                    ),
+                ));
             }
             wanted.to_string()
         }
@@ -199,7 +238,9 @@ pub fn assign_cluster_ip(server: &ApiServer, service: &mut Value) -> ApiResult<(
 pub fn release(server: &ApiServer, kind: &ResourceType, object: &Value) {
     if kind.group.is_empty()
         && kind.kind == "Service"
-        && let Some(ip) = object["spec"]["clusterIP"].as_str().and_then(|ip| ip.parse().ok())
+        && let Some(ip) = object["spec"]["clusterIP"]
+            .as_str()
+            .and_then(|ip| ip.parse().ok())
     {
         server.service_ips.release(ip);
     }

@@ -20,7 +20,9 @@ pub fn create(
     options: &WriteOptions,
 ) -> ApiResult<Written> {
     if !object.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     check_type(kind, version, &object)?;
     object = crate::apiserver::convert::to_storage(kind, object);
@@ -50,7 +52,12 @@ pub fn create(
     check_namespace(server, kind, namespace, &name)?;
 
     if let Some(map) = metadata.as_object_mut() {
-        for server_owned in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+        for server_owned in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
             map.remove(server_owned);
         }
     }
@@ -75,13 +82,19 @@ pub fn create(
     if is_service {
         assign_cluster_ip(server, &mut object)?;
     }
-    match server
-        .store
-        .commit(&kind.storage_id(), namespace, &name, Precondition::MustNotExist, Some(object.clone()))
-    {
+    match server.store.commit(
+        &kind.storage_id(),
+        namespace,
+        &name,
+        Precondition::MustNotExist,
+        Some(object.clone()),
+    ) {
         Ok(stored) => {
             super::admission::after_write(server, kind, &stored);
-            Ok(Written { object: (*stored).clone(), warnings })
+            Ok(Written {
+                object: (*stored).clone(),
+                warnings,
+            })
         }
         Err(err) => {
             if is_service {

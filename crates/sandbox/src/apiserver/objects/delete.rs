@@ -35,12 +35,19 @@ pub struct DeleteOptions {
 
 impl DeleteOptions {
     /// Reads a `DeleteOptions` body and the query parameters that override it.
-    pub fn from_request(body: &Value, query: &std::collections::HashMap<String, String>) -> ApiResult<Self> {
+    pub fn from_request(
+        body: &Value,
+        query: &std::collections::HashMap<String, String>,
+    ) -> ApiResult<Self> {
         let mut options = Self {
             grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
             precondition_uid: body["preconditions"]["uid"].as_str().map(str::to_string),
-            precondition_resource_version: body["preconditions"]["resourceVersion"].as_str().map(str::to_string),
-            dry_run: body["dryRun"].as_array().is_some_and(|d| d.iter().any(|v| v == "All")),
+            precondition_resource_version: body["preconditions"]["resourceVersion"]
+                .as_str()
+                .map(str::to_string),
+            dry_run: body["dryRun"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|v| v == "All")),
             propagation: None,
         };
         let mut policy = body["propagationPolicy"].as_str().map(str::to_string);
@@ -59,11 +66,24 @@ impl DeleteOptions {
             Some("Foreground") => Some(PropagationPolicy::Foreground),
             Some("Orphan") => Some(PropagationPolicy::Orphan),
             Some(other) => {
-                return Err(ApiError::invalid_field("", "DeleteOptions", "", "propagationPolicy", "FieldValueNotSupported", &format!("Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"")));
+                return Err(ApiError::invalid_field(
+                    "",
+                    "DeleteOptions",
+                    "",
+                    "propagationPolicy",
+                    "FieldValueNotSupported",
+                    &format!(
+                        "Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                    ),
+                ));
             }
         };
         if let Some(grace) = query.get("gracePeriodSeconds") {
-            options.grace_period_seconds = Some(grace.parse().map_err(|_| ApiError::bad_request("gracePeriodSeconds must be an integer"))?);
+            options.grace_period_seconds = Some(
+                grace
+                    .parse()
+                    .map_err(|_| ApiError::bad_request("gracePeriodSeconds must be an integer"))?,
+            );
         }
         if query.get("dryRun").is_some_and(|v| v == "All") {
             options.dry_run = true;
@@ -107,45 +127,80 @@ pub fn delete(
         Some(PropagationPolicy::Orphan) => Some(ORPHAN_FINALIZER),
         _ => None,
     };
-    let has_finalizers = current["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+    let has_finalizers = current["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty());
     let is_namespace = kind.group.is_empty() && kind.kind == "Namespace";
     if has_finalizers || finalizer.is_some() || grace.is_some() || is_namespace {
         let already_deleting = current["metadata"]["deletionTimestamp"].is_string();
         let grace_shortened = grace.is_some_and(|g| {
-            current["metadata"]["deletionGracePeriodSeconds"].as_i64().is_none_or(|old| g < old)
+            current["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .is_none_or(|old| g < old)
         });
         if already_deleting && finalizer.is_none() && !grace_shortened && grace != Some(0) {
             return Ok(DeletionOutcome::Pending((*current).clone()));
         }
         if grace != Some(0) || has_finalizers || finalizer.is_some() {
-            return mark_deleting(server, kind, namespace, name, finalizer, grace, options.dry_run);
+            return mark_deleting(
+                server,
+                kind,
+                namespace,
+                name,
+                finalizer,
+                grace,
+                options.dry_run,
+            );
         }
     }
     if options.dry_run {
         return Ok(DeletionOutcome::Deleted((*current).clone()));
     }
     let rv = resource_version_of(&current).unwrap_or(0);
-    let removed = server.store.commit(&storage, namespace, name, Precondition::ResourceVersion(rv), None)?;
+    let removed = server.store.commit(
+        &storage,
+        namespace,
+        name,
+        Precondition::ResourceVersion(rv),
+        None,
+    )?;
     super::admission::release(server, kind, &removed);
     Ok(DeletionOutcome::Deleted((*removed).clone()))
 }
 
-fn check_preconditions(kind: &ResourceType, name: &str, current: &Value, options: &DeleteOptions) -> ApiResult<()> {
+fn check_preconditions(
+    kind: &ResourceType,
+    name: &str,
+    current: &Value,
+    options: &DeleteOptions,
+) -> ApiResult<()> {
     if let Some(uid) = &options.precondition_uid
         && current["metadata"]["uid"].as_str() != Some(uid.as_str())
     {
-        return Err(ApiError::conflict(&kind.group, &kind.plural, name, &format!(
-            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-            current["metadata"]["uid"].as_str().unwrap_or("")
-        )));
+        return Err(ApiError::conflict(
+            &kind.group,
+            &kind.plural,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                current["metadata"]["uid"].as_str().unwrap_or("")
+            ),
+        ));
     }
     if let Some(rv) = &options.precondition_resource_version
         && current["metadata"]["resourceVersion"].as_str() != Some(rv.as_str())
     {
-        return Err(ApiError::conflict(&kind.group, &kind.plural, name, &format!(
-            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-            current["metadata"]["resourceVersion"].as_str().unwrap_or("")
-        )));
+        return Err(ApiError::conflict(
+            &kind.group,
+            &kind.plural,
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                current["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or("")
+            ),
+        ));
     }
     Ok(())
 }
@@ -156,8 +211,13 @@ fn graceful_period(kind: &ResourceType, current: &Value, options: &DeleteOptions
     if !(kind.group.is_empty() && kind.kind == "Pod") {
         return None;
     }
-    let on_node = current["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
-    let terminal = matches!(current["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+    let on_node = current["spec"]["nodeName"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
+    let terminal = matches!(
+        current["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    );
     if !on_node || terminal {
         return Some(0);
     }
@@ -177,33 +237,49 @@ fn mark_deleting(
     grace: Option<i64>,
     dry_run: bool,
 ) -> ApiResult<DeletionOutcome> {
-    let options = WriteOptions { dry_run, system: true, ..WriteOptions::default() };
+    let options = WriteOptions {
+        dry_run,
+        system: true,
+        ..WriteOptions::default()
+    };
     let version = kind.storage_version().name.clone();
     let is_namespace = kind.group.is_empty() && kind.kind == "Namespace";
-    let written = update_with(server, kind, &version, namespace, name, None, &options, &mut |current| {
-        let mut object = current.clone();
-        let metadata = &mut object["metadata"];
-        if !metadata["deletionTimestamp"].is_string() || grace.is_some() {
-            metadata["deletionTimestamp"] = json!(match grace {
-                Some(seconds) => timestamp_after(seconds),
-                None => now(),
-            });
-            metadata["deletionGracePeriodSeconds"] = json!(grace.unwrap_or(0));
-        }
-        if let Some(finalizer) = finalizer {
-            let finalizers = metadata["finalizers"].as_array().cloned().unwrap_or_default();
-            // Foreground and Orphan replace each other, as the real server does.
-            let mut finalizers: Vec<Value> = finalizers
-                .into_iter()
-                .filter(|f| f != FOREGROUND_FINALIZER && f != ORPHAN_FINALIZER)
-                .collect();
-            finalizers.push(json!(finalizer));
-            metadata["finalizers"] = Value::Array(finalizers);
-        }
-        if is_namespace {
-            object["status"]["phase"] = json!("Terminating");
-        }
-        Ok(object)
-    })?;
+    let written = update_with(
+        server,
+        kind,
+        &version,
+        namespace,
+        name,
+        None,
+        &options,
+        &mut |current| {
+            let mut object = current.clone();
+            let metadata = &mut object["metadata"];
+            if !metadata["deletionTimestamp"].is_string() || grace.is_some() {
+                metadata["deletionTimestamp"] = json!(match grace {
+                    Some(seconds) => timestamp_after(seconds),
+                    None => now(),
+                });
+                metadata["deletionGracePeriodSeconds"] = json!(grace.unwrap_or(0));
+            }
+            if let Some(finalizer) = finalizer {
+                let finalizers = metadata["finalizers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                // Foreground and Orphan replace each other, as the real server does.
+                let mut finalizers: Vec<Value> = finalizers
+                    .into_iter()
+                    .filter(|f| f != FOREGROUND_FINALIZER && f != ORPHAN_FINALIZER)
+                    .collect();
+                finalizers.push(json!(finalizer));
+                metadata["finalizers"] = Value::Array(finalizers);
+            }
+            if is_namespace {
+                object["status"]["phase"] = json!("Terminating");
+            }
+            Ok(object)
+        },
+    )?;
     Ok(DeletionOutcome::Pending(written.object))
 }

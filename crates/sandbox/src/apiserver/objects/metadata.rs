@@ -18,7 +18,9 @@ pub fn timestamp_after(seconds: i64) -> String {
 
 /// Now with microseconds, as `MicroTime` fields (events, leases) carry.
 pub fn now_micro() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string()
 }
 
 pub fn new_uid() -> String {
@@ -57,7 +59,12 @@ pub fn validate_name(kind: &str, group: &str, name: &str) -> Vec<StatusCause> {
     problem
         .map(|message| {
             vec![StatusCause {
-                reason: if name.is_empty() { "FieldValueRequired" } else { "FieldValueInvalid" }.into(),
+                reason: if name.is_empty() {
+                    "FieldValueRequired"
+                } else {
+                    "FieldValueInvalid"
+                }
+                .into(),
                 message,
                 field: "metadata.name".into(),
             }]
@@ -68,7 +75,9 @@ pub fn validate_name(kind: &str, group: &str, name: &str) -> Vec<StatusCause> {
 pub fn is_dns_label(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
 }
@@ -152,7 +161,9 @@ mod tests {
         assert!(validate_name("ConfigMap", "", "a.b-c").is_empty());
         assert!(!validate_name("Namespace", "", "a.b").is_empty());
         assert!(!validate_name("Pod", "", "Upper").is_empty());
-        assert!(validate_name("ClusterRole", "rbac.authorization.k8s.io", "system:admin").is_empty());
+        assert!(
+            validate_name("ClusterRole", "rbac.authorization.k8s.io", "system:admin").is_empty()
+        );
         assert_eq!(validate_name("Pod", "", "")[0].reason, "FieldValueRequired");
     }
 
@@ -166,7 +177,8 @@ mod tests {
     #[test]
     fn generation_ignores_metadata_and_status() {
         let old = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1}, "status": {"y": 1}});
-        let relabelled = json!({"metadata": {"labels": {"a": "2"}}, "spec": {"x": 1}, "status": {"y": 2}});
+        let relabelled =
+            json!({"metadata": {"labels": {"a": "2"}}, "spec": {"x": 1}, "status": {"y": 2}});
         assert!(!spec_changed(&old, &relabelled));
         let respec = json!({"metadata": {}, "spec": {"x": 2}});
         assert!(spec_changed(&old, &respec));

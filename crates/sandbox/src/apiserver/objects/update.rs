@@ -20,6 +20,7 @@ const MAX_RETRIES: usize = 32;
 
 /// PUT: replaces the object (or its `subresource` part) with `object`. A resourceVersion in the
 /// body must match the stored one; without one the update is unconditional.
+#[allow(clippy::too_many_arguments)]
 pub fn update(
     server: &ApiServer,
     kind: &ResourceType,
@@ -31,7 +32,9 @@ pub fn update(
     options: &WriteOptions,
 ) -> ApiResult<Written> {
     if !object.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     check_type(kind, version, &object)?;
     if let Some(body_name) = object["metadata"]["name"].as_str()
@@ -41,21 +44,33 @@ pub fn update(
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    let expected = object["metadata"]["resourceVersion"].as_str().filter(|rv| !rv.is_empty()).map(str::to_string);
+    let expected = object["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|rv| !rv.is_empty())
+        .map(str::to_string);
     let body = convert::to_storage(kind, object);
-    update_with(server, kind, version, namespace, name, subresource, options, &mut |current| {
-        if let Some(expected) = &expected
-            && current["metadata"]["resourceVersion"].as_str() != Some(expected.as_str())
-        {
-            return Err(ApiError::conflict(
-                &kind.group,
-                &kind.plural,
-                name,
-                "the object has been modified; please apply your changes to the latest version and try again",
-            ));
-        }
-        Ok(body.clone())
-    })
+    update_with(
+        server,
+        kind,
+        version,
+        namespace,
+        name,
+        subresource,
+        options,
+        &mut |current| {
+            if let Some(expected) = &expected
+                && current["metadata"]["resourceVersion"].as_str() != Some(expected.as_str())
+            {
+                return Err(ApiError::conflict(
+                    &kind.group,
+                    &kind.plural,
+                    name,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ));
+            }
+            Ok(body.clone())
+        },
+    )
 }
 
 /// Reads the stored object, computes its new state with `mutate` and writes it if nothing
@@ -77,41 +92,73 @@ pub fn update_with(
             return Err(ApiError::not_found(&kind.group, &kind.plural, name));
         };
         let desired = mutate(&current)?;
-        let (mut object, warnings) = prepare(kind, version, subresource, &current, desired, options)?;
+        let (mut object, warnings) =
+            prepare(kind, version, subresource, &current, desired, options)?;
         let current_rv = resource_version_of(&current).unwrap_or(0);
         if unchanged(&current, &object) {
-            return Ok(Written { object: (*current).clone(), warnings });
+            return Ok(Written {
+                object: (*current).clone(),
+                warnings,
+            });
         }
         if options.dry_run {
             return Ok(Written { object, warnings });
         }
         // Gone once deleting, with no finalizers left and no grace period to wait out.
         let finished_deleting = object["metadata"]["deletionTimestamp"].is_string()
-            && object["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty)
-            && object["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0
-            && (kind.kind != "Namespace" || object["spec"]["finalizers"].as_array().is_none_or(Vec::is_empty));
+            && object["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+            && object["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .unwrap_or(0)
+                == 0
+            && (kind.kind != "Namespace"
+                || object["spec"]["finalizers"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty));
         let result = if finished_deleting {
-            let removed = server.store.commit(&storage, namespace, name, Precondition::ResourceVersion(current_rv), None);
+            let removed = server.store.commit(
+                &storage,
+                namespace,
+                name,
+                Precondition::ResourceVersion(current_rv),
+                None,
+            );
             if removed.is_ok() {
                 super::admission::release(server, kind, &object);
             }
             removed
         } else {
             object["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-            server.store.commit(&storage, namespace, name, Precondition::ResourceVersion(current_rv), Some(object))
+            server.store.commit(
+                &storage,
+                namespace,
+                name,
+                Precondition::ResourceVersion(current_rv),
+                Some(object),
+            )
         };
         match result {
             Ok(stored) => {
                 if !finished_deleting {
                     super::admission::after_write(server, kind, &stored);
                 }
-                return Ok(Written { object: (*stored).clone(), warnings });
+                return Ok(Written {
+                    object: (*stored).clone(),
+                    warnings,
+                });
             }
             Err(err) if err.code == 409 && err.reason == "Conflict" => continue,
             Err(err) => return Err(err),
         }
     }
-    Err(ApiError::conflict(&kind.group, &kind.plural, name, "too many concurrent writes; try again"))
+    Err(ApiError::conflict(
+        &kind.group,
+        &kind.plural,
+        name,
+        "too many concurrent writes; try again",
+    ))
 }
 
 /// The object as it would be stored: subresource split, server metadata, generation, defaults,
@@ -160,8 +207,16 @@ fn prepare(
     object["apiVersion"] = current["apiVersion"].clone();
     object["kind"] = json!(kind.kind);
     if !options.system && object["metadata"]["deletionTimestamp"].is_string() {
-        let before: Vec<&Value> = current["metadata"]["finalizers"].as_array().into_iter().flatten().collect();
-        let added = object["metadata"]["finalizers"].as_array().into_iter().flatten().any(|f| !before.contains(&f));
+        let before: Vec<&Value> = current["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .collect();
+        let added = object["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|f| !before.contains(&f));
         if added {
             return Err(ApiError::invalid_field(
                 &kind.group,
@@ -177,8 +232,21 @@ fn prepare(
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1);
         object["metadata"]["generation"] = json!(generation + 1);
     }
-    let warnings = admit(kind, version, &mut object, Some(current), options.field_validation)?;
-    record_managed_fields(kind, version, Some(current), &mut object, options, subresource);
+    let warnings = admit(
+        kind,
+        version,
+        &mut object,
+        Some(current),
+        options.field_validation,
+    )?;
+    record_managed_fields(
+        kind,
+        version,
+        Some(current),
+        &mut object,
+        options,
+        subresource,
+    );
     Ok((object, warnings))
 }
 
