@@ -34,27 +34,34 @@ fn child<'a>(object: &'a mut Value, key: &str) -> &'a mut Value {
     &mut object[key]
 }
 
+/// A Pod: the scheme's PodSpec defaults plus what admission adds to Pods themselves (service
+/// account, priority) and the initial status.
 pub fn pod(pod: &mut Value) {
     let spec = child(pod, "spec");
+    pod_spec(spec);
+    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    set_default(spec, "priority", json!(0));
+    set_default(spec, "serviceAccountName", json!("default"));
+    let account = spec["serviceAccountName"].clone();
+    set_default(spec, "serviceAccount", account);
+    let status = child(pod, "status");
+    set_default(status, "phase", json!("Pending"));
+    set_default(status, "qosClass", json!("BestEffort"));
+}
+
+/// The defaults of a PodSpec wherever it appears (Pods and the templates of workloads).
+fn pod_spec(spec: &mut Value) {
     set_default(spec, "restartPolicy", json!("Always"));
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
-    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
-    set_default(spec, "priority", json!(0));
-    set_default(spec, "serviceAccountName", json!("default"));
-    let account = spec["serviceAccountName"].clone();
-    set_default(spec, "serviceAccount", account);
     for list in ["initContainers", "containers"] {
         if let Some(containers) = spec[list].as_array_mut() {
             containers.iter_mut().for_each(container);
         }
     }
-    let status = child(pod, "status");
-    set_default(status, "phase", json!("Pending"));
-    set_default(status, "qosClass", json!("BestEffort"));
 }
 
 fn container(container: &mut Value) {
@@ -170,9 +177,7 @@ fn job(job: &mut Value) {
 
 fn pod_template(spec: &mut Value) {
     if spec["template"]["spec"].is_object() {
-        let mut template = json!({"spec": spec["template"]["spec"].take()});
-        pod(&mut template);
-        spec["template"]["spec"] = template["spec"].take();
+        pod_spec(&mut spec["template"]["spec"]);
     }
 }
 
@@ -217,5 +222,9 @@ mod tests {
         assert_eq!(d["spec"]["replicas"], 1);
         assert_eq!(d["spec"]["template"]["spec"]["dnsPolicy"], "ClusterFirst");
         assert!(d["spec"]["template"]["status"].is_null());
+        assert!(
+            d["spec"]["template"]["spec"]["serviceAccountName"].is_null(),
+            "admission sets it on Pods only"
+        );
     }
 }
