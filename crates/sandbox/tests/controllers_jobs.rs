@@ -170,10 +170,11 @@ async fn controllers_job_fails_past_its_active_deadline() {
     let cluster = job_sandbox().await;
     let jobs: Api<Job> = Api::default_namespaced(cluster.client());
     let pods = cluster.pods();
-    // 100 cluster seconds at the test's time scale are one real second.
+    // 500 cluster seconds at the test's time scale are five real seconds: time enough to see
+    // the Pod run first even on a loaded machine.
     jobs.create(
         &PostParams::default(),
-        &job("slow", json!({"activeDeadlineSeconds": 100})),
+        &job("slow", json!({"activeDeadlineSeconds": 500})),
     )
     .await
     .unwrap();

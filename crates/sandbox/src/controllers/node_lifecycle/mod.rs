@@ -50,6 +50,9 @@ use crate::scheduler::taints::{NO_EXECUTE, node_condition};
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The taint an administrator sets to say a node is gone for good (non-graceful node shutdown).
 pub const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+/// How long a Pod's node must be missing before the Pod GC removes the Pod (a node may be
+/// re-registered meanwhile).
+const ORPHAN_QUARANTINE: Duration = Duration::from_secs(40);
 
 /// How the node lifecycle runs; `monitor_period` and `grace_period` are real (already scaled)
 /// durations, `default_toleration` is in cluster time (scaled like any `tolerationSeconds`).
@@ -80,6 +83,8 @@ struct NodeLifecycle {
     taints_seen: HashMap<(String, String), Timestamp>,
     /// Pods already evicted, by uid, so a lagging cache does not delete them twice.
     evicted: HashSet<String>,
+    /// When Pods bound to a node that does not exist were first seen, by uid.
+    orphans_seen: HashMap<String, Instant>,
 }
 
 /// Runs the node lifecycle until `token` is cancelled.
@@ -133,6 +138,7 @@ pub async fn run_node_lifecycle(
         heartbeats: HashMap::new(),
         taints_seen: HashMap::new(),
         evicted: HashSet::new(),
+        orphans_seen: HashMap::new(),
     };
     loop {
         lifecycle.monitor_nodes().await;
@@ -371,18 +377,36 @@ impl NodeLifecycle {
         }
     }
 
-    /// The Pod GC's part for lost nodes: Pods bound to a node that is gone, and terminating Pods
-    /// on an out-of-service node that is not Ready, are deleted at once.
-    async fn collect_orphans(&self) {
+    /// The Pod GC's part for lost nodes: Pods bound to a node that has been gone for the
+    /// quarantine (40s, scaled), and terminating Pods on an out-of-service node that is not
+    /// Ready, are force-deleted.
+    async fn collect_orphans(&mut self) {
         let nodes = self.nodes.state();
-        for pod in self.pods.state() {
+        let pods = self.pods.state();
+        let quarantine = self.options.time_scale.scale(ORPHAN_QUARANTINE);
+        self.orphans_seen
+            .retain(|uid, _| pods.iter().any(|p| p.metadata.uid.as_ref() == Some(uid)));
+        for pod in pods {
             let Some(node_name) = node_name_of(&pod) else {
                 continue;
             };
             let node = nodes
                 .iter()
                 .find(|n| n.metadata.name.as_deref() == Some(node_name));
-            let orphaned = node.is_none();
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let orphaned = match node {
+                Some(_) => {
+                    self.orphans_seen.remove(&uid);
+                    false
+                }
+                None => {
+                    self.orphans_seen
+                        .entry(uid)
+                        .or_insert_with(Instant::now)
+                        .elapsed()
+                        >= quarantine
+                }
+            };
             let out_of_service = node.is_some_and(|n| {
                 pod.metadata.deletion_timestamp.is_some()
                     && node_condition(n, "Ready").is_some_and(|c| c.status != "True")
