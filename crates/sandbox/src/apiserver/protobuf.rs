@@ -1,7 +1,8 @@
 //! The few protobuf request bodies kubectl sends that the sandbox decodes: kubectl's typed
 //! clients encode built-in kinds as protobuf (`k8s\0` + `runtime.Unknown`). Only the kinds in
-//! [`MESSAGES`] are understood (what `kubectl auth can-i` sends); anything else is refused with
-//! a message that says to send JSON or YAML.
+//! [`MESSAGES`] are understood (`kubectl auth can-i`, `kubectl create namespace|configmap|
+//! secret|serviceaccount`); anything else is refused with a message that says to send JSON or
+//! YAML.
 
 use serde_json::{Map, Value};
 
@@ -11,6 +12,13 @@ type Fields = &'static [(u64, &'static str, FieldType)];
 #[derive(Clone, Copy)]
 enum FieldType {
     String,
+    Bool,
+    /// `repeated string`
+    StringList,
+    /// `map<string, string>`
+    StringMap,
+    /// `map<string, bytes>`, base64 in JSON.
+    BytesMap,
     Message(Fields),
     /// A field kubectl may send that the sandbox does not need (e.g. selector attributes).
     Skip,
@@ -52,24 +60,63 @@ const SELF_SUBJECT_ACCESS_REVIEW: Fields = &[
     ),
     (3, "status", FieldType::Skip),
 ];
+/// The parts of ObjectMeta a client sets on create.
+const OBJECT_META: Fields = &[
+    (1, "name", FieldType::String),
+    (2, "generateName", FieldType::String),
+    (3, "namespace", FieldType::String),
+    (11, "labels", FieldType::StringMap),
+    (12, "annotations", FieldType::StringMap),
+    (14, "finalizers", FieldType::StringList),
+];
+const NAMESPACE_SPEC: Fields = &[(1, "finalizers", FieldType::StringList)];
+const NAMESPACE: Fields = &[
+    (1, "metadata", FieldType::Message(OBJECT_META)),
+    (2, "spec", FieldType::Message(NAMESPACE_SPEC)),
+];
+const CONFIG_MAP: Fields = &[
+    (1, "metadata", FieldType::Message(OBJECT_META)),
+    (2, "data", FieldType::StringMap),
+    (3, "binaryData", FieldType::BytesMap),
+    (4, "immutable", FieldType::Bool),
+];
+const SECRET: Fields = &[
+    (1, "metadata", FieldType::Message(OBJECT_META)),
+    (2, "data", FieldType::BytesMap),
+    (3, "type", FieldType::String),
+    (4, "stringData", FieldType::StringMap),
+    (5, "immutable", FieldType::Bool),
+];
+const SERVICE_ACCOUNT: Fields = &[
+    (1, "metadata", FieldType::Message(OBJECT_META)),
+    (4, "automountServiceAccountToken", FieldType::Bool),
+];
+
 /// The kinds whose protobuf encoding the sandbox reads.
-const MESSAGES: &[(&str, Fields)] = &[("SelfSubjectAccessReview", SELF_SUBJECT_ACCESS_REVIEW)];
+const MESSAGES: &[(&str, Fields)] = &[
+    ("SelfSubjectAccessReview", SELF_SUBJECT_ACCESS_REVIEW),
+    ("Namespace", NAMESPACE),
+    ("ConfigMap", CONFIG_MAP),
+    ("Secret", SECRET),
+    ("ServiceAccount", SERVICE_ACCOUNT),
+];
 
 /// The body as JSON, or `None` when it is not a protobuf encoding of a kind the sandbox reads.
 pub fn decode(body: &[u8]) -> Option<Value> {
     let envelope = body.strip_prefix(b"k8s\0")?;
     let mut type_meta = None;
     let mut raw = None;
-    for (tag, bytes) in fields(envelope)? {
-        match tag {
-            1 => type_meta = Some(bytes),
-            2 => raw = Some(bytes),
+    for (tag, value) in fields(envelope)? {
+        match (tag, value) {
+            (1, Wire::Bytes(bytes)) => type_meta = Some(bytes),
+            (2, Wire::Bytes(bytes)) => raw = Some(bytes),
             _ => {}
         }
     }
     let mut api_version = String::new();
     let mut kind = String::new();
-    for (tag, bytes) in fields(type_meta?)? {
+    for (tag, value) in fields(type_meta?)? {
+        let Wire::Bytes(bytes) = value else { continue };
         let text = String::from_utf8(bytes.to_vec()).ok()?;
         match tag {
             1 => api_version = text,
@@ -90,30 +137,80 @@ fn message(bytes: &[u8], table: Fields) -> Option<Map<String, Value>> {
         let Some((_, name, field_type)) = table.iter().find(|(t, _, _)| *t == tag) else {
             continue;
         };
-        let decoded = match field_type {
-            FieldType::String => Value::String(String::from_utf8(value.to_vec()).ok()?),
-            FieldType::Message(inner) => Value::Object(message(value, inner)?),
-            FieldType::Skip => continue,
-        };
-        object.insert(name.to_string(), decoded);
+        let name = name.to_string();
+        match (field_type, value) {
+            (FieldType::String, Wire::Bytes(bytes)) => {
+                object.insert(name, Value::String(text(bytes)?));
+            }
+            (FieldType::Bool, Wire::Varint(n)) => {
+                object.insert(name, Value::Bool(n != 0));
+            }
+            (FieldType::StringList, Wire::Bytes(bytes)) => {
+                let list = object
+                    .entry(name)
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                list.as_array_mut()?.push(Value::String(text(bytes)?));
+            }
+            (FieldType::StringMap | FieldType::BytesMap, Wire::Bytes(entry)) => {
+                let (key, value) = map_entry(entry)?;
+                let value = match field_type {
+                    FieldType::BytesMap => {
+                        use base64::Engine;
+                        base64::engine::general_purpose::STANDARD.encode(value)
+                    }
+                    _ => text(value)?,
+                };
+                let map = object
+                    .entry(name)
+                    .or_insert_with(|| Value::Object(Map::new()));
+                map.as_object_mut()?.insert(key, Value::String(value));
+            }
+            (FieldType::Message(inner), Wire::Bytes(bytes)) => {
+                object.insert(name, Value::Object(message(bytes, inner)?));
+            }
+            (FieldType::Skip, _) => {}
+            _ => return None,
+        }
     }
     Some(object)
 }
 
-/// The length-delimited fields of a message (tag, bytes); varint fields are skipped.
-fn fields(mut bytes: &[u8]) -> Option<Vec<(u64, &[u8])>> {
+fn text(bytes: &[u8]) -> Option<String> {
+    String::from_utf8(bytes.to_vec()).ok()
+}
+
+/// A map entry: `key = 1`, `value = 2`.
+fn map_entry(bytes: &[u8]) -> Option<(String, &[u8])> {
+    let (mut key, mut value) = (String::new(), &[][..]);
+    for (tag, field) in fields(bytes)? {
+        match (tag, field) {
+            (1, Wire::Bytes(bytes)) => key = text(bytes)?,
+            (2, Wire::Bytes(bytes)) => value = bytes,
+            _ => {}
+        }
+    }
+    Some((key, value))
+}
+
+/// One field's value on the wire.
+#[derive(Clone, Copy)]
+enum Wire<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+}
+
+/// The fields of a message in order (tag, value); fixed-width fields are skipped.
+fn fields(mut bytes: &[u8]) -> Option<Vec<(u64, Wire<'_>)>> {
     let mut out = Vec::new();
     while !bytes.is_empty() {
         let key = varint(&mut bytes)?;
         let (tag, wire_type) = (key >> 3, key & 7);
         match wire_type {
-            0 => {
-                varint(&mut bytes)?;
-            }
+            0 => out.push((tag, Wire::Varint(varint(&mut bytes)?))),
             1 => bytes = bytes.get(8..)?,
             2 => {
                 let length = usize::try_from(varint(&mut bytes)?).ok()?;
-                out.push((tag, bytes.get(..length)?));
+                out.push((tag, Wire::Bytes(bytes.get(..length)?)));
                 bytes = &bytes[length..];
             }
             5 => bytes = bytes.get(4..)?,
@@ -166,5 +263,31 @@ mod tests {
             "default"
         );
         assert!(decode(b"{}").is_none());
+    }
+
+    #[test]
+    fn decodes_a_config_map_with_labels_and_binary_data() {
+        let entry = |k: &[u8], v: &[u8]| [field(1, k), field(2, v)].concat();
+        let metadata = [field(1, b"cm"), field(11, &entry(b"app", b"etcd"))].concat();
+        let config_map = [
+            field(1, &metadata),
+            field(2, &entry(b"a", b"1")),
+            field(3, &entry(b"b", b"\x00\x01")),
+            vec![4 << 3, 1],
+        ]
+        .concat();
+        let type_meta = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
+        let body = [
+            b"k8s\0".as_slice(),
+            &field(1, &type_meta),
+            &field(2, &config_map),
+        ]
+        .concat();
+        let decoded = decode(&body).unwrap();
+        assert_eq!(decoded["metadata"]["name"], "cm");
+        assert_eq!(decoded["metadata"]["labels"]["app"], "etcd");
+        assert_eq!(decoded["data"]["a"], "1");
+        assert_eq!(decoded["binaryData"]["b"], "AAE=");
+        assert_eq!(decoded["immutable"], true);
     }
 }
