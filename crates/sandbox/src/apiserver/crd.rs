@@ -9,13 +9,27 @@ use super::kinds::columns_age;
 use super::registry::{
     ALL_VERBS, ColumnSource, PrinterColumn, ResourceType, ScalePaths, VersionInfo,
 };
-use crate::schema::StructuralSchema;
+use crate::schema::{FieldError, StructuralSchema};
 
 fn cause(reason: &str, field: &str, message: String) -> StatusCause {
     StatusCause {
         reason: reason.into(),
         message,
         field: field.into(),
+    }
+}
+
+/// A schema engine error as a Status cause: the message without its field path in front.
+pub fn status_cause(error: &FieldError) -> StatusCause {
+    let message = error.message();
+    let message = message
+        .strip_prefix(&format!("{}: ", error.field))
+        .map(str::to_string)
+        .unwrap_or(message);
+    StatusCause {
+        reason: error.reason().to_string(),
+        message,
+        field: error.field.clone(),
     }
 }
 
@@ -84,13 +98,17 @@ pub fn validate(crd: &Value) -> Vec<StatusCause> {
             continue;
         }
         if let Err(err) = StructuralSchema::compile(schema) {
-            for error in err.causes {
-                let field = if error.field.is_empty() {
-                    format!("spec.versions[{i}].schema.openAPIV3Schema")
-                } else {
-                    error.field.clone()
+            for error in &err.causes {
+                let mut found = status_cause(error);
+                // Paths inside the schema are reported from the CRD's root, as kube-apiserver does.
+                found.field = match found.field.as_str() {
+                    "" => format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    inner if inner.starts_with("openAPIV3Schema") => {
+                        format!("spec.versions[{i}].schema.{inner}")
+                    }
+                    other => other.to_string(),
                 };
-                causes.push(cause(error.reason(), &field, error.message()));
+                causes.push(found);
             }
         }
     }

@@ -95,16 +95,9 @@ fn admit_custom(
     }
     schema.apply_defaults(object);
     for error in schema.validate(object, old) {
-        causes.push(StatusCause {
-            reason: error.reason().to_string(),
-            message: error
-                .message()
-                .split_once(": ")
-                .map(|(_, rest)| rest.to_string())
-                .unwrap_or_else(|| error.message()),
-            field: error.field.clone(),
-        });
+        causes.push(crate::apiserver::crd::status_cause(&error));
     }
+
     Ok(if field_validation == FieldValidation::Ignore {
         Vec::new()
     } else {
