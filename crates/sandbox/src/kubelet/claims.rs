@@ -1,6 +1,6 @@
 //! PersistentVolumeClaims, as a local provisioner and the PVC protection controller handle them:
-//! a new claim gets a directory and is Bound at once (with the `kubernetes.io/pvc-protection`
-//! finalizer); a deleted claim stays while a Pod that is not terminal uses it, then its
+//! a new claim gets a directory and is Bound at once (the API server already defaults it Bound)
+//! with the `kubernetes.io/pvc-protection` finalizer; a deleted claim stays while a Pod that is not terminal uses it, then its
 //! directory goes. A claim created again under the same name starts empty.
 
 use std::collections::HashMap;

@@ -67,6 +67,10 @@ pub async fn start() -> Cluster {
 }
 
 pub async fn start_with(options: ClusterOptions) -> Cluster {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
     let dir = tempfile::tempdir().expect("temporary directory");
     let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(options.nodes)).await.expect("sandbox starts");
     let network = Arc::new(ClusterNetwork::create(ClusterNetworkConfig::new(dir.path())).await.expect("cluster network (run the tests as root)"));
@@ -246,4 +250,83 @@ pub fn etcd_pod(name: &str, data: serde_json::Value) -> serde_json::Value {
             "volumes": [volume],
         },
     })
+}
+
+/// A python HTTP server on `port` answering every GET with the Pod's hostname, with a
+/// readiness probe on it.
+pub fn web_container(port: u16) -> serde_json::Value {
+    let script = format!(
+        "import http.server, socket\n\
+         class H(http.server.BaseHTTPRequestHandler):\n\
+         \x20   def do_GET(self):\n\
+         \x20       body = socket.gethostname().encode()\n\
+         \x20       self.send_response(200)\n\
+         \x20       self.send_header('Content-Length', str(len(body)))\n\
+         \x20       self.end_headers()\n\
+         \x20       self.wfile.write(body)\n\
+         \x20   def log_message(self, *args):\n\
+         \x20       pass\n\
+         http.server.HTTPServer(('0.0.0.0', {port}), H).serve_forever()\n"
+    );
+    json!({
+        "name": "web", "image": TOOLS_IMAGE, "command": ["python3", "-u", "-c", script],
+        "ports": [{"name": "http", "containerPort": port}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1},
+    })
+}
+
+/// A Pod of `containers` with `labels`, and optionally a hostname under `subdomain`.
+pub fn pod_manifest(name: &str, labels: serde_json::Value, subdomain: Option<&str>, containers: serde_json::Value) -> serde_json::Value {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"terminationGracePeriodSeconds": 2, "containers": containers},
+    });
+    if let Some(subdomain) = subdomain {
+        pod["spec"]["hostname"] = json!(name);
+        pod["spec"]["subdomain"] = json!(subdomain);
+    }
+    pod
+}
+
+/// A container running `script` with `/bin/sh -c`.
+pub fn shell_container(name: &str, script: &str) -> serde_json::Value {
+    json!({"name": name, "image": TOOLS_IMAGE, "command": ["/bin/sh", "-c", script]})
+}
+
+impl Cluster {
+    /// Creates an object from its manifest through kube-rs (any namespaced built-in kind).
+    pub async fn create<K>(&self, namespace: &str, manifest: serde_json::Value) -> K
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let object: K = serde_json::from_value(manifest).expect("a valid manifest");
+        Api::<K>::namespaced(self.client(), namespace).create(&PostParams::default(), &object).await.expect("created")
+    }
+
+    /// Polls `check` until it is true.
+    pub async fn eventually<F, Fut>(&self, what: &str, limit: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if check().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{what} did not happen within {limit:?}");
+    }
+
+    /// The container's log through the API (`pods/log`).
+    pub async fn logs(&self, namespace: &str, pod: &str, container: &str) -> String {
+        let params = kube::api::LogParams { container: Some(container.into()), ..Default::default() };
+        self.pods(namespace).logs(pod, &params).await.unwrap_or_default()
+    }
 }
