@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube_sandbox::{Sandbox, SandboxOptions};
 use serde_json::json;
 
 const CONCURRENCY: usize = 64;
+/// Watchers of the fan-out measurement.
+const WATCHERS: usize = 50;
 
 fn objects() -> usize {
     std::env::var("SANDBOX_BENCH_OBJECTS")
@@ -213,6 +215,65 @@ async fn main() {
     create_all(&watched, "w", n, Some(created_at)).await;
     let delays = receiver.await.expect("receiver");
     Latencies(delays).report("watch (create to event)", started.elapsed());
+
+    // Updates: one merge patch per object.
+    let started = Instant::now();
+    let patches: Vec<Duration> = futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let at = Instant::now();
+                let patch = Patch::Merge(json!({"data": {"member": format!("patched-{i}")}}));
+                api.patch(&format!("cm-{i:05}"), &PatchParams::default(), &patch)
+                    .await
+                    .expect("patch");
+                at.elapsed()
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    Latencies(patches).report("patch (merge)", started.elapsed());
+
+    // Fan-out: many controllers watching the same namespace, as dozens of operators' caches do.
+    ensure_namespace(&client, "bench-fan").await;
+    let fanned: Api<ConfigMap> = Api::namespaced(client.clone(), "bench-fan");
+    let from = fanned
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let fan_objects = (n / 10).max(1);
+    let mut receivers = Vec::new();
+    for _ in 0..WATCHERS {
+        let mut stream = fanned
+            .watch(&WatchParams::default().timeout(290), &from)
+            .await
+            .expect("watch")
+            .boxed();
+        receivers.push(tokio::spawn(async move {
+            let mut seen = 0;
+            while seen < fan_objects {
+                if let Some(WatchEvent::Added(_)) = stream.try_next().await.expect("watch event") {
+                    seen += 1;
+                }
+            }
+        }));
+    }
+    let started = Instant::now();
+    create_all(&fanned, "f", fan_objects, None).await;
+    for receiver in receivers {
+        receiver.await.expect("watcher");
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "{:<28} {:>9.0} events/s delivered to {WATCHERS} watchers ({fan_objects} objects each, all seen in {:.2} s)",
+        "watch fan-out",
+        (fan_objects * WATCHERS) as f64 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64(),
+    );
 
     let store = &sandbox.api_server().store;
     println!(
