@@ -26,6 +26,7 @@ async fn etcd_pods_become_ready_through_their_health_probe_side_by_side_on_one_p
     let node = a.spec.as_ref().unwrap().node_name.clone().unwrap();
     let host_ip = a.status.as_ref().unwrap().host_ip.clone().unwrap();
     assert_eq!(Some(host_ip.parse().unwrap()), cluster.kubelet.node_address(&node));
+    assert_eq!(a.status.as_ref().unwrap().container_statuses.as_ref().unwrap().len(), 1);
     let status = container_status(&a, "etcd").unwrap();
     assert!(status.ready && status.started == Some(true));
     assert!(status.state.as_ref().unwrap().running.is_some());

@@ -387,12 +387,22 @@ pub fn desired_status(facts: &PodFacts<'_>, now: Timestamp) -> PodStatus {
 }
 
 /// A strategic merge patch of `pods/status` that sets `desired`: conditions merge by type
-/// (leaving others' conditions alone), container status lists are replaced whole.
+/// (leaving others' conditions alone) and container statuses by name; the states a container
+/// is not in are sent as null, so a merge removes them (as the kubelet's two-way patch does).
 pub fn status_patch(desired: &PodStatus) -> Value {
     let mut status = serde_json::to_value(desired).unwrap_or_else(|_| json!({}));
     for list in ["containerStatuses", "initContainerStatuses"] {
-        if let Some(items) = status.get_mut(list).and_then(Value::as_array_mut) {
-            items.insert(0, json!({"$patch": "replace"}));
+        for item in status.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+            for state in ["state", "lastState"] {
+                if let Some(state) = item.get_mut(state).and_then(Value::as_object_mut) {
+                    for key in ["running", "terminated", "waiting"] {
+                        state.entry(key).or_insert(Value::Null);
+                    }
+                }
+            }
+            if let Some(item) = item.as_object_mut() {
+                item.entry("containerID").or_insert(Value::Null);
+            }
         }
     }
     json!({ "status": status })
