@@ -1,5 +1,17 @@
 //! A whole sandbox control plane as a value: start it, use its kubeconfig or `kube::Client`,
 //! drop it to stop everything. Many run side by side in one process, each on its own port.
+//!
+//! What the node agent builds on:
+//! - [`Sandbox::client`] is the administrator's client; [`Sandbox::service_account_client`]
+//!   one authorized by RBAC, and `POST .../serviceaccounts/<name>/token` (or
+//!   [`ApiServer::issue_service_account_token`]) issues the token a Pod mounts.
+//! - Pods of a node: list and watch with the field selector `spec.nodeName=<node>`; the scheduler
+//!   binds through `pods/binding`; status goes through `pods/status`.
+//! - A Pod bound to a node is deleted gracefully: it gets `deletionTimestamp` and
+//!   `deletionGracePeriodSeconds`, and stays until the agent, having stopped it, deletes it with
+//!   `gracePeriodSeconds=0`.
+//! - `pods/log` reads from the [`crate::apiserver::PodLogs`] registered with
+//!   [`ApiServer::register_pod_logs`]; until then it answers "waiting to start".
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -148,6 +148,10 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    pub fn request_too_large(message: impl Into<String>) -> Self {
+        Self::new(413, "RequestEntityTooLarge", message)
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }

@@ -26,6 +26,9 @@ use super::server::ApiServer;
 pub use negotiate::Accept;
 pub use openapi::OpenApiCache;
 
+/// The largest request body accepted, as kube-apiserver's 3 MiB.
+const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 /// One authenticated request, read in full (bodies are small objects; watch has none).
 pub struct Call {
     pub server: Arc<ApiServer>,
@@ -102,10 +105,14 @@ pub async fn respond(
         Ok(None) => return negotiate::error_response(&ApiError::unauthorized()),
         Err(err) => return negotiate::error_response(&err),
     };
-    let body = match body.collect().await {
+    // kube-apiserver's limit on a request body; a larger one is refused rather than buffered.
+    let body = match http_body_util::Limited::new(body, MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
         Ok(collected) => collected.to_bytes(),
         Err(err) => {
-            return negotiate::error_response(&ApiError::bad_request(format!(
+            return negotiate::error_response(&ApiError::request_too_large(format!(
                 "reading the body: {err}"
             )));
         }
@@ -189,7 +196,7 @@ async fn serve_resource(call: &Call, request: ResourceRequest) -> ApiResult<Resp
     else {
         return Err(ApiError::no_route(&call.path));
     };
-    if request.namespace.is_some() != kind.namespaced && request.namespace.is_some() {
+    if request.namespace.is_some() && !kind.namespaced {
         return Err(ApiError::no_route(&call.path));
     }
     if let Some(sub) = &request.subresource
@@ -237,7 +244,7 @@ async fn serve_resource(call: &Call, request: ResourceRequest) -> ApiResult<Resp
         (Some("log" | "eviction" | "token" | "binding"), _) => Err(ApiError::method_not_allowed(
             format!("{} is not allowed on this subresource", request.verb),
         )),
-        (sub, "get") => resources::get(call, &ctx, sub),
+        (_, "get") => resources::get(call, &ctx),
         (_, "list") => resources::list(call, &ctx),
         (_, "watch") => watch::watch(call, &ctx),
         (_, "create") if ctx.kind.group == "authorization.k8s.io" => {

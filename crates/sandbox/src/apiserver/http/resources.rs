@@ -71,14 +71,14 @@ pub fn partial_metadata(object: &Value) -> Value {
     })
 }
 
-pub fn get(call: &Call, target: &Target, subresource: Option<&str>) -> ApiResult<Response<Body>> {
+/// GET of an object, or of its status subresource (the whole object, as the real server answers).
+pub fn get(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let name = target.name()?;
     let object = call
         .server
         .store
         .get(&target.kind.storage_id(), &target.namespace, name)
         .ok_or_else(|| ApiError::not_found(&target.kind.group, &target.kind.plural, name))?;
-    let _ = subresource;
     Ok(render_object(call, target, StatusCode::OK, &object, &[]))
 }
 
