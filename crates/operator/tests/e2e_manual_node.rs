@@ -1,0 +1,321 @@
+//! The reconcile loop end to end against a sandbox API server without nodes: the test plays
+//! the node (it runs etcd for the Pods the operator creates, see `support::manual_node`), so
+//! the loop is exercised on real etcd and a real API server: bootstrap, status, Events,
+//! pause, the /scale subresource with scale to zero and back on the same data and IDs, and
+//! deletion that leaves nothing behind.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_operator::metrics::Metrics;
+use etcd_operator::observe::Scope;
+use etcd_operator::reconcile::{CLUSTER_FINALIZER, ControllerOptions, run_controller};
+use etcd_operator_api::{EtcdCluster, MemberPhase};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use support::manual_node::ManualNode;
+use support::{
+    condition, create_namespace, eventually, get_cluster, kubectl, members, start_sandbox,
+};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "loop";
+const LIMIT: Duration = Duration::from_secs(60);
+
+async fn put_key(node: &ManualNode, key: &str, value: &str) {
+    let url = node.client_url("etcd-0").expect("etcd-0 has an address");
+    let mut client = etcd_client::Client::connect([url], None)
+        .await
+        .expect("etcd connects");
+    client
+        .put(key, value, None)
+        .await
+        .expect("the write is acknowledged");
+}
+
+async fn get_key(node: &ManualNode, key: &str) -> Result<Option<String>, String> {
+    let url = node.client_url("etcd-0").ok_or("no address")?;
+    let mut client = etcd_client::Client::connect([url], None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let response = client.get(key, None).await.map_err(|e| e.to_string())?;
+    Ok(response
+        .kvs()
+        .first()
+        .map(|kv| kv.value_str().unwrap_or_default().to_string()))
+}
+
+async fn wait_available(client: &Client, node: &ManualNode, ready: i32) -> EtcdCluster {
+    eventually("the cluster to be Available", LIMIT, || async {
+        let cluster = get_cluster(client, NS, "etcd").await;
+        let status = cluster.status.clone().unwrap_or_default();
+        if condition(&cluster, "Available").as_deref() == Some("True")
+            && status.ready_members == Some(ready)
+        {
+            Ok(cluster)
+        } else {
+            Err(format!("status: {:?}\netcd logs:\n{}", cluster.status, node.logs()))
+        }
+    })
+    .await
+}
+
+async fn count<K>(client: &Client) -> usize
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("listing")
+        .items
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_manual_node_single_member_lifecycle() {
+    // No nodes: nothing but this test runs the Pods.
+    let sandbox = start_sandbox(0).await;
+    let client = sandbox.client();
+    create_namespace(&client, NS).await;
+    let node = ManualNode::new(client.clone(), NS);
+    let node_task = tokio::spawn(node.clone().run());
+
+    let metrics = Arc::new(Metrics::new());
+    let shutdown = CancellationToken::new();
+    let options = ControllerOptions {
+        scope: Scope::Namespace(NS.to_string()),
+        settings: Default::default(),
+        etcd_urls: node.url_map(),
+        concurrency: 4,
+    };
+    let stop = shutdown.clone();
+    let operator = tokio::spawn(run_controller(
+        client.clone(),
+        options,
+        metrics.clone(),
+        async move { stop.cancelled().await },
+        || {},
+    ));
+
+    // Bootstrap.
+    let (ok, _, stderr) = support::kubectl_with_stdin(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&support::cluster_yaml("etcd", NS, 1, "")),
+    );
+    assert!(ok, "kubectl apply: {stderr}");
+    let cluster = wait_available(&client, &node, 1).await;
+    let status = cluster.status.clone().unwrap();
+    let cluster_id = status
+        .cluster_id
+        .clone()
+        .expect("the cluster ID is latched");
+    assert_eq!(status.leader.as_deref(), Some("etcd-0"));
+    assert!(
+        cluster
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == CLUSTER_FINALIZER)
+    );
+    let member = &members(&client, NS, "etcd").await[0];
+    let member_status = member.status.clone().unwrap();
+    assert_eq!(member_status.phase, Some(MemberPhase::Ready));
+    let member_id = member_status
+        .member_id
+        .clone()
+        .expect("the member ID is recorded");
+    assert_eq!(
+        count::<Service>(&client).await,
+        2,
+        "headless and client Services"
+    );
+    assert_eq!(count::<PodDisruptionBudget>(&client).await, 1);
+    let events = Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let reasons: Vec<String> = events
+        .items
+        .iter()
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    for reason in [
+        "MemberCreated",
+        "PodCreated",
+        "ServiceCreated",
+        "PodRoleLabelled",
+    ] {
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "no {reason} Event in {reasons:?}"
+        );
+    }
+    put_key(&node, "before-pause", "1").await;
+
+    // Pause: a deleted Pod is not recreated, and the status still tells the truth.
+    let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), NS);
+    clusters
+        .patch(
+            "etcd",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    eventually("Progressing=False/Paused", LIMIT, || async {
+        let c = get_cluster(&client, NS, "etcd").await;
+        let progressing = c
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|l| l.iter().find(|c| c.type_ == "Progressing").cloned());
+        match progressing {
+            Some(p) if p.reason == "Paused" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    pods.delete("etcd-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("Available=False while paused and down", LIMIT, || async {
+        let c = get_cluster(&client, NS, "etcd").await;
+        match condition(&c, "Available").as_deref() {
+            Some("False") => Ok(()),
+            other => Err(format!("Available={other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        pods.get_opt("etcd-0").await.unwrap().is_none(),
+        "paused: no Pod is recreated"
+    );
+
+    // Resume: the Pod comes back on the same data, as the same member.
+    clusters
+        .patch(
+            "etcd",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    wait_available(&client, &node, 1).await;
+    let value = eventually("the key written before the pause", LIMIT, || {
+        get_key(&node, "before-pause")
+    })
+    .await;
+    assert_eq!(value.as_deref(), Some("1"));
+
+    // Scale to zero through the /scale subresource, and back.
+    let (ok, _, stderr) = kubectl(
+        &sandbox,
+        &["-n", NS, "scale", "etcdcluster/etcd", "--replicas=0"],
+    );
+    assert!(ok, "kubectl scale: {stderr}");
+    eventually(
+        "the member to be dormant with its Pod gone",
+        LIMIT,
+        || async {
+            let m = &members(&client, NS, "etcd").await[0];
+            let pod = pods.get_opt("etcd-0").await.map_err(|e| e.to_string())?;
+            if m.spec.dormant == Some(true) && pod.is_none() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "dormant={:?} pod={}",
+                    m.spec.dormant,
+                    pod.is_some()
+                ))
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        count::<PersistentVolumeClaim>(&client).await,
+        1,
+        "the data is kept"
+    );
+    let (ok, _, stderr) = kubectl(
+        &sandbox,
+        &["-n", NS, "scale", "etcdcluster/etcd", "--replicas=1"],
+    );
+    assert!(ok, "kubectl scale: {stderr}");
+    let cluster = wait_available(&client, &node, 1).await;
+    assert_eq!(
+        cluster.status.unwrap().cluster_id,
+        Some(cluster_id),
+        "same cluster ID"
+    );
+    let member = &members(&client, NS, "etcd").await[0];
+    assert_eq!(
+        member.status.as_ref().unwrap().member_id.as_ref(),
+        Some(&member_id),
+        "same member ID"
+    );
+    let value = eventually("the key after scale 1 → 0 → 1", LIMIT, || {
+        get_key(&node, "before-pause")
+    })
+    .await;
+    assert_eq!(value.as_deref(), Some("1"));
+
+    // Deletion leaves nothing behind.
+    clusters
+        .delete("etcd", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("everything the cluster owned to be gone", LIMIT, || async {
+        let left = (
+            clusters
+                .get_opt("etcd")
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some(),
+            members(&client, NS, "etcd").await.len(),
+            count::<Pod>(&client).await,
+            count::<PersistentVolumeClaim>(&client).await,
+            count::<Service>(&client).await,
+            count::<PodDisruptionBudget>(&client).await,
+        );
+        if left == (false, 0, 0, 0, 0, 0) {
+            Ok(())
+        } else {
+            Err(format!(
+                "(cluster, members, pods, pvcs, services, pdbs) = {left:?}"
+            ))
+        }
+    })
+    .await;
+    eventually("etcd to be stopped", LIMIT, || async {
+        if node.running_members().is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{:?}", node.running_members()))
+        }
+    })
+    .await;
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), operator)
+        .await
+        .expect("the controller stops on shutdown")
+        .unwrap();
+    assert!(
+        metrics
+            .encode()
+            .contains("etcd_operator_reconciles_total{result=\"ok\"}")
+    );
+    node_task.abort();
+}

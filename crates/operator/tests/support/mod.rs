@@ -1,0 +1,162 @@
+//! What the operator's end-to-end tests share: a sandbox with the project's CRDs, kubectl
+//! against it, waiting for a condition, and cluster manifests.
+#![allow(dead_code)]
+
+pub mod manual_node;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use etcd_operator_api::{EtcdCluster, EtcdMember};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use kube_sandbox::{Sandbox, SandboxOptions};
+
+/// A sandbox in a temporary directory (removed when dropped).
+pub struct TestSandbox {
+    pub sandbox: Sandbox,
+    pub dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TestSandbox {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.sandbox
+    }
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Starts a sandbox with `nodes` nodes and the project's CRDs installed from `deploy/crds/`.
+pub async fn start_sandbox(nodes: usize) -> TestSandbox {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(nodes))
+        .await
+        .expect("the sandbox starts");
+    let sandbox = TestSandbox { sandbox, dir };
+    install_crds(&sandbox.client()).await;
+    sandbox
+}
+
+/// Creates the project's CRDs, exactly as generated from the Rust types.
+pub async fn install_crds(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in etcd_operator_api::crds() {
+        api.create(&PostParams::default(), &crd)
+            .await
+            .expect("the CRD is accepted");
+    }
+}
+
+pub async fn create_namespace(client: &Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    api.create(&PostParams::default(), &namespace)
+        .await
+        .expect("the namespace is created");
+}
+
+/// Retries `check` every 100 ms until it returns `Some`, for at most `limit`; panics with
+/// `what` and the last `describe` otherwise.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let started = Instant::now();
+    loop {
+        let last = match check().await {
+            Ok(value) => return value,
+            Err(why) => why,
+        };
+        if started.elapsed() > limit {
+            panic!("timed out after {limit:?} waiting for {what}: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An EtcdCluster manifest as YAML.
+pub fn cluster_yaml(name: &str, namespace: &str, replicas: i32, extra_spec: &str) -> String {
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"3.5.1\"\n{extra_spec}"
+    )
+}
+
+/// The EtcdCluster, read now.
+pub async fn get_cluster(client: &Client, namespace: &str, name: &str) -> EtcdCluster {
+    Api::<EtcdCluster>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .expect("the EtcdCluster exists")
+}
+
+/// The cluster's EtcdMembers, by name.
+pub async fn members(client: &Client, namespace: &str, cluster: &str) -> Vec<EtcdMember> {
+    let list = Api::<EtcdMember>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector(cluster)))
+        .await
+        .expect("listing EtcdMembers");
+    let mut items = list.items;
+    items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    items
+}
+
+/// The status of a condition of the cluster, e.g. `Available` → `Some("True")`.
+pub fn condition(cluster: &EtcdCluster, kind: &str) -> Option<String> {
+    cluster
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.status.clone())
+}
+
+/// kubectl against the sandbox; returns (success, stdout, stderr).
+pub fn kubectl(sandbox: &TestSandbox, args: &[&str]) -> (bool, String, String) {
+    kubectl_with_stdin(sandbox, args, None)
+}
+
+/// kubectl with `stdin` piped (for `apply -f -`).
+pub fn kubectl_with_stdin(
+    sandbox: &TestSandbox,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
+    use std::io::Write;
+    let mut command = Command::new("kubectl");
+    command
+        .arg("--kubeconfig")
+        .arg(sandbox.kubeconfig_path())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("kubectl runs");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("writing kubectl's stdin");
+    }
+    drop(child.stdin.take());
+    let output = child.wait_with_output().expect("kubectl finishes");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
