@@ -16,7 +16,9 @@ fn run_until(signal: &str) {
         .spawn()
         .expect("kube-sandbox starts");
     let mut first_line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first_line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
     assert_eq!(first_line, "ready\n");
     let kubeconfig = dir.path().join("kubeconfig");
     let nodes = Command::new("kubectl")
@@ -25,9 +27,19 @@ fn run_until(signal: &str) {
         .args(["get", "nodes", "-o", "name"])
         .output()
         .unwrap();
-    assert!(nodes.status.success(), "{}", String::from_utf8_lossy(&nodes.stderr));
-    assert_eq!(String::from_utf8_lossy(&nodes.stdout), "node/node-1\nnode/node-2\n");
-    let killed = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+    assert!(
+        nodes.status.success(),
+        "{}",
+        String::from_utf8_lossy(&nodes.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&nodes.stdout),
+        "node/node-1\nnode/node-2\n"
+    );
+    let killed = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     for _ in 0..100 {
         if let Some(status) = child.try_wait().unwrap() {

@@ -499,7 +499,18 @@ async fn a_crd_rule_calling_an_unknown_function_is_refused() {
     let crd = std::fs::read_to_string(common::fixture("widgets-crd.yaml")).unwrap();
     let broken = crd.replace("self.replicas <= 5", "self.replicas.frobnicate() <= 5");
     let err = apply(&sandbox, &broken).await.err();
-    assert!(err.contains("x-kubernetes-validations[0].rule") && err.contains("frobnicate"), "{err}");
-    assert!(err.contains("spec.versions[0].schema.openAPIV3Schema"), "{err}");
-    assert!(kubectl(&sandbox, &["get", "crd", "widgets.example.com"]).await.err().contains("NotFound"));
+    assert!(
+        err.contains("x-kubernetes-validations[0].rule") && err.contains("frobnicate"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.versions[0].schema.openAPIV3Schema"),
+        "{err}"
+    );
+    assert!(
+        kubectl(&sandbox, &["get", "crd", "widgets.example.com"])
+            .await
+            .err()
+            .contains("NotFound")
+    );
 }
