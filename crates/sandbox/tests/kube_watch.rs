@@ -163,3 +163,72 @@ async fn watch_bookmarks_and_selector_transitions() {
     );
     assert_eq!(seen[2], "bookmark");
 }
+
+#[tokio::test]
+async fn a_streaming_list_watcher_gets_the_initial_state_then_changes() {
+    let sandbox = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(sandbox.client());
+    api.create(
+        &PostParams::default(),
+        &config_map("before", json!({"streamed": "yes"})),
+    )
+    .await
+    .unwrap();
+    let config = watcher::Config::default()
+        .labels("streamed=yes")
+        .streaming_lists();
+    let mut stream = Box::pin(watcher(api.clone(), config).default_backoff());
+    let mut initial = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match event {
+            watcher::Event::InitApply(cm) => initial.push(cm.name_any()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        initial,
+        ["before"],
+        "the initial events end with the marked bookmark"
+    );
+    api.create(
+        &PostParams::default(),
+        &config_map("after", json!({"streamed": "yes"})),
+    )
+    .await
+    .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(matches!(event, watcher::Event::Apply(cm) if cm.name_any() == "after"));
+}
+
+#[tokio::test]
+async fn a_watch_ends_after_its_timeout() {
+    let sandbox = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(sandbox.client());
+    let started = std::time::Instant::now();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(1), "0")
+        .await
+        .unwrap()
+        .boxed();
+    while let Some(event) = stream.try_next().await.unwrap() {
+        assert!(matches!(
+            event,
+            WatchEvent::Added(_) | WatchEvent::Bookmark(_)
+        ));
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(20),
+        "{elapsed:?}"
+    );
+}
