@@ -6,12 +6,9 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_operator::metrics::Metrics;
-use etcd_operator::observe::Scope;
-use etcd_operator::reconcile::{CLUSTER_FINALIZER, ControllerOptions, run_controller};
+use etcd_operator::reconcile::CLUSTER_FINALIZER;
 use etcd_operator_api::{EtcdCluster, MemberPhase};
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -19,34 +16,15 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use support::manual_node::ManualNode;
 use support::{
-    condition, create_namespace, eventually, get_cluster, kubectl, members, start_sandbox,
+    InProcessOperator, condition, create_namespace, eventually, get_cluster, get_key, kubectl,
+    members, membership_agrees, put_key, start_sandbox,
 };
-use tokio_util::sync::CancellationToken;
 
 const NS: &str = "loop";
 const LIMIT: Duration = Duration::from_secs(60);
 
-async fn put_key(node: &ManualNode, key: &str, value: &str) {
-    let url = node.client_url("etcd-0").expect("etcd-0 has an address");
-    let mut client = etcd_client::Client::connect([url], None)
-        .await
-        .expect("etcd connects");
-    client
-        .put(key, value, None)
-        .await
-        .expect("the write is acknowledged");
-}
-
-async fn get_key(node: &ManualNode, key: &str) -> Result<Option<String>, String> {
-    let url = node.client_url("etcd-0").ok_or("no address")?;
-    let mut client = etcd_client::Client::connect([url], None)
-        .await
-        .map_err(|e| e.to_string())?;
-    let response = client.get(key, None).await.map_err(|e| e.to_string())?;
-    Ok(response
-        .kvs()
-        .first()
-        .map(|kv| kv.value_str().unwrap_or_default().to_string()))
+async fn get_key_from(node: &ManualNode, key: &str) -> Result<Option<String>, String> {
+    get_key(&node.running_client_urls(), key).await
 }
 
 async fn wait_available(client: &Client, node: &ManualNode, ready: i32) -> EtcdCluster {
@@ -58,7 +36,11 @@ async fn wait_available(client: &Client, node: &ManualNode, ready: i32) -> EtcdC
         {
             Ok(cluster)
         } else {
-            Err(format!("status: {:?}\netcd logs:\n{}", cluster.status, node.logs()))
+            Err(format!(
+                "status: {:?}\netcd logs:\n{}",
+                cluster.status,
+                node.logs()
+            ))
         }
     })
     .await
@@ -89,22 +71,7 @@ async fn e2e_manual_node_single_member_lifecycle() {
     let node = ManualNode::new(client.clone(), NS);
     let node_task = tokio::spawn(node.clone().run());
 
-    let metrics = Arc::new(Metrics::new());
-    let shutdown = CancellationToken::new();
-    let options = ControllerOptions {
-        scope: Scope::Namespace(NS.to_string()),
-        settings: Default::default(),
-        etcd_urls: node.url_map(),
-        concurrency: 4,
-    };
-    let stop = shutdown.clone();
-    let operator = tokio::spawn(run_controller(
-        client.clone(),
-        options,
-        metrics.clone(),
-        async move { stop.cancelled().await },
-        || {},
-    ));
+    let operator = InProcessOperator::start(&client, NS, node.url_map());
 
     // Bootstrap.
     let (ok, _, stderr) = support::kubectl_with_stdin(
@@ -161,7 +128,7 @@ async fn e2e_manual_node_single_member_lifecycle() {
             "no {reason} Event in {reasons:?}"
         );
     }
-    put_key(&node, "before-pause", "1").await;
+    put_key(&node.running_client_urls(), "before-pause", "1").await;
 
     // Pause: a deleted Pod is not recreated, and the status still tells the truth.
     let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), NS);
@@ -214,7 +181,7 @@ async fn e2e_manual_node_single_member_lifecycle() {
         .unwrap();
     wait_available(&client, &node, 1).await;
     let value = eventually("the key written before the pause", LIMIT, || {
-        get_key(&node, "before-pause")
+        get_key_from(&node, "before-pause")
     })
     .await;
     assert_eq!(value.as_deref(), Some("1"));
@@ -266,7 +233,7 @@ async fn e2e_manual_node_single_member_lifecycle() {
         "same member ID"
     );
     let value = eventually("the key after scale 1 → 0 → 1", LIMIT, || {
-        get_key(&node, "before-pause")
+        get_key_from(&node, "before-pause")
     })
     .await;
     assert_eq!(value.as_deref(), Some("1"));
@@ -307,15 +274,93 @@ async fn e2e_manual_node_single_member_lifecycle() {
     })
     .await;
 
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(10), operator)
-        .await
-        .expect("the controller stops on shutdown")
-        .unwrap();
     assert!(
-        metrics
+        operator
+            .metrics
             .encode()
             .contains("etcd_operator_reconciles_total{result=\"ok\"}")
     );
+    operator.stop().await;
+    node_task.abort();
+}
+
+/// Scales `etcd` to `replicas` and waits until it is Available with that many Ready members
+/// that etcd lists as voters under the same IDs; then checks every key written so far.
+async fn scale_and_check(
+    sandbox: &support::TestSandbox,
+    node: &ManualNode,
+    replicas: i32,
+    written: &[String],
+) {
+    let client = sandbox.client();
+    let (ok, _, stderr) = kubectl(
+        sandbox,
+        &[
+            "-n",
+            NS,
+            "scale",
+            "etcdcluster/etcd",
+            &format!("--replicas={replicas}"),
+        ],
+    );
+    assert!(ok, "kubectl scale: {stderr}");
+    eventually(
+        &format!("{replicas} members in etcd and as EtcdMembers"),
+        LIMIT,
+        || async {
+            let cluster = get_cluster(&client, NS, "etcd").await;
+            let status = cluster.status.clone().unwrap_or_default();
+            let progressing = condition(&cluster, "Progressing");
+            if status.ready_members != Some(replicas) || progressing.as_deref() != Some("False") {
+                return Err(format!("status {status:?}\netcd logs:\n{}", node.logs()));
+            }
+            membership_agrees(
+                &client,
+                NS,
+                "etcd",
+                &node.running_client_urls(),
+                replicas as usize,
+            )
+            .await
+        },
+    )
+    .await;
+    for key in written {
+        let value = eventually(&format!("key {key}"), LIMIT, || get_key_from(node, key)).await;
+        assert_eq!(
+            value.as_deref(),
+            Some("v"),
+            "{key} after scaling to {replicas}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_manual_node_scale_out_and_in() {
+    let sandbox = start_sandbox(0).await;
+    let client = sandbox.client();
+    create_namespace(&client, NS).await;
+    let node = ManualNode::new(client.clone(), NS);
+    let node_task = tokio::spawn(node.clone().run());
+    let operator = InProcessOperator::start(&client, NS, node.url_map());
+
+    let (ok, _, stderr) = support::kubectl_with_stdin(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&support::cluster_yaml("etcd", NS, 3, "")),
+    );
+    assert!(ok, "kubectl apply: {stderr}");
+    let mut written = Vec::new();
+    let mut steps = vec![3, 5, 3, 1, 3];
+    let first = steps.remove(0);
+    scale_and_check(&sandbox, &node, first, &written).await;
+    for replicas in steps {
+        let key = format!("before-{replicas}-{}", written.len());
+        put_key(&node.running_client_urls(), &key, "v").await;
+        written.push(key);
+        scale_and_check(&sandbox, &node, replicas, &written).await;
+    }
+    assert_eq!(node.running_members().len(), 3);
+    operator.stop().await;
     node_task.abort();
 }

@@ -83,6 +83,14 @@ impl ManualNode {
             .map(|ip| format!("http://{ip}:2379"))
     }
 
+    /// The client URLs of every member whose etcd runs now.
+    pub fn running_client_urls(&self) -> Vec<String> {
+        self.running_members()
+            .iter()
+            .filter_map(|m| self.client_url(m))
+            .collect()
+    }
+
     /// Members whose etcd runs now.
     pub fn running_members(&self) -> Vec<String> {
         let mut names: Vec<String> = self.running.lock().unwrap().keys().cloned().collect();
@@ -217,7 +225,12 @@ impl ManualNode {
         // unshare(1) makes the mount namespace private; the shell binds the hosts file over
         // /etc/hosts and execs etcd, so the child's PID is etcd's.
         Command::new("unshare")
-            .args(["--mount", "sh", "-c", "mount --bind \"$0\" /etc/hosts && exec \"$@\""])
+            .args([
+                "--mount",
+                "sh",
+                "-c",
+                "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
+            ])
             .arg(self.hosts_path())
             .arg(ETCD_3_5)
             .args(&args)

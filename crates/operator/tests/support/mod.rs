@@ -160,3 +160,138 @@ pub fn kubectl_with_stdin(
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// The operator's controller running in this process (not as a Deployment), stopped when
+/// dropped or with [`InProcessOperator::stop`].
+pub struct InProcessOperator {
+    pub metrics: std::sync::Arc<etcd_operator::metrics::Metrics>,
+    shutdown: tokio_util::sync::CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl InProcessOperator {
+    /// Starts the controller over `namespace`, dialling etcd through `etcd_urls`.
+    pub fn start(
+        client: &Client,
+        namespace: &str,
+        etcd_urls: etcd_operator::observe::EtcdUrlMap,
+    ) -> InProcessOperator {
+        use etcd_operator::reconcile::{ControllerOptions, run_controller};
+        let metrics = std::sync::Arc::new(etcd_operator::metrics::Metrics::new());
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let options = ControllerOptions {
+            scope: etcd_operator::observe::Scope::Namespace(namespace.to_string()),
+            settings: Default::default(),
+            etcd_urls,
+            concurrency: 4,
+        };
+        let stop = shutdown.clone();
+        let task = tokio::spawn(run_controller(
+            client.clone(),
+            options,
+            metrics.clone(),
+            async move { stop.cancelled().await },
+            || {},
+        ));
+        InProcessOperator {
+            metrics,
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    /// Stops the controller and waits for the passes in flight (at most 10 s).
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("the controller stops on shutdown")
+                .expect("the controller task does not panic");
+        }
+    }
+}
+
+impl Drop for InProcessOperator {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Writes `key` through any of `urls`; panics unless etcd acknowledges it.
+pub async fn put_key(urls: &[String], key: &str, value: &str) {
+    let mut client = etcd_client::Client::connect(urls, None)
+        .await
+        .expect("etcd connects");
+    client
+        .put(key, value, None)
+        .await
+        .expect("the write is acknowledged");
+}
+
+/// Reads `key` (linearizable) through any of `urls`.
+pub async fn get_key(urls: &[String], key: &str) -> Result<Option<String>, String> {
+    let mut client = etcd_client::Client::connect(urls, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let response = client.get(key, None).await.map_err(|e| e.to_string())?;
+    Ok(response
+        .kvs()
+        .first()
+        .map(|kv| kv.value_str().unwrap_or_default().to_string()))
+}
+
+/// etcd's member list as `(name, hex ID, is_learner)`, sorted by name.
+pub async fn etcd_members(urls: &[String]) -> Result<Vec<(String, String, bool)>, String> {
+    let mut client = etcd_client::Client::connect(urls, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let response = client.member_list().await.map_err(|e| e.to_string())?;
+    let mut members: Vec<(String, String, bool)> = response
+        .members()
+        .iter()
+        .map(|m| {
+            (
+                m.name().to_string(),
+                format!("{:x}", m.id()),
+                m.is_learner(),
+            )
+        })
+        .collect();
+    members.sort();
+    Ok(members)
+}
+
+/// Checks that etcd's member list and the EtcdMembers agree: the same names, the same IDs,
+/// all voters, `expected` of them.
+pub async fn membership_agrees(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    urls: &[String],
+    expected: usize,
+) -> Result<(), String> {
+    let listed = etcd_members(urls).await?;
+    let recorded: Vec<(String, String, bool)> = members(client, namespace, cluster)
+        .await
+        .iter()
+        .map(|m| {
+            let status = m.status.clone().unwrap_or_default();
+            (
+                m.metadata.name.clone().unwrap_or_default(),
+                status.member_id.unwrap_or_default(),
+                status.is_voter != Some(true),
+            )
+        })
+        .collect();
+    if listed.len() == expected && listed == recorded {
+        Ok(())
+    } else {
+        Err(format!(
+            "etcd lists {listed:?}, the EtcdMembers say {recorded:?}"
+        ))
+    }
+}
