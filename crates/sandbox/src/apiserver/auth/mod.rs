@@ -100,10 +100,13 @@ pub fn random_token() -> String {
 }
 
 /// The identity behind a request's `Authorization` header; `None` for an anonymous request.
+/// A service-account token stops authenticating once its account is deleted, as bound tokens
+/// do; `account_exists` answers for (namespace, name).
 pub fn authenticate(
     headers: &HeaderMap,
     admin_token: &str,
     tokens: &ServiceAccountTokens,
+    account_exists: &dyn Fn(&str, &str) -> bool,
 ) -> ApiResult<Option<Identity>> {
     let Some(value) = headers.get(http::header::AUTHORIZATION) else {
         return Ok(None);
@@ -116,7 +119,9 @@ pub fn authenticate(
         .ok_or_else(ApiError::unauthorized)?;
     let identity = if token == admin_token {
         Identity::admin()
-    } else if let Some((namespace, name)) = tokens.lookup(token) {
+    } else if let Some((namespace, name)) = tokens.lookup(token)
+        && account_exists(&namespace, &name)
+    {
         Identity::service_account(&namespace, &name)
     } else {
         return Err(ApiError::unauthorized());
@@ -156,7 +161,10 @@ mod tests {
         let sa = tokens.issue("etcd", "operator");
         let mut headers = HeaderMap::new();
         headers.insert("authorization", format!("Bearer {sa}").parse().unwrap());
-        let identity = authenticate(&headers, "admin", &tokens).unwrap().unwrap();
+        let exists = |_: &str, name: &str| name == "operator";
+        let identity = authenticate(&headers, "admin", &tokens, &exists)
+            .unwrap()
+            .unwrap();
         assert_eq!(identity.user, "system:serviceaccount:etcd:operator");
         assert!(
             identity
@@ -164,16 +172,23 @@ mod tests {
                 .contains(&"system:serviceaccounts:etcd".to_string())
         );
         headers.insert("authorization", "Bearer nope".parse().unwrap());
-        assert_eq!(
-            authenticate(&headers, "admin", &tokens).unwrap_err().code,
-            401
-        );
+        let code = |headers: &HeaderMap| {
+            authenticate(headers, "admin", &tokens, &exists)
+                .unwrap_err()
+                .code
+        };
+        assert_eq!(code(&headers), 401);
+        let gone = tokens.issue("etcd", "deleted");
+        headers.insert("authorization", format!("Bearer {gone}").parse().unwrap());
+        assert_eq!(code(&headers), 401, "the token of a deleted account");
         headers.insert("authorization", "Bearer admin".parse().unwrap());
         headers.insert(
             "impersonate-user",
             "system:serviceaccount:etcd:operator".parse().unwrap(),
         );
-        let impersonated = authenticate(&headers, "admin", &tokens).unwrap().unwrap();
+        let impersonated = authenticate(&headers, "admin", &tokens, &exists)
+            .unwrap()
+            .unwrap();
         assert!(!impersonated.is_admin);
         assert_eq!(impersonated.user, "system:serviceaccount:etcd:operator");
     }

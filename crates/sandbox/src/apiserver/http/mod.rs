@@ -23,6 +23,7 @@ use super::auth::{Identity, authenticate};
 use super::error::{ApiError, ApiResult};
 use super::request::{ResourceRequest, Route, parse_query, route};
 use super::server::ApiServer;
+use super::store::ResourceId;
 pub use negotiate::Accept;
 pub use openapi::OpenApiCache;
 
@@ -95,7 +96,15 @@ pub async fn respond(
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
     let query = parse_query(parts.uri.query());
-    let identity = match authenticate(&parts.headers, &server.admin_token, &server.tokens) {
+    let accounts = ResourceId::new("", "serviceaccounts");
+    let account_exists =
+        |namespace: &str, name: &str| server.store.get(&accounts, namespace, name).is_some();
+    let identity = match authenticate(
+        &parts.headers,
+        &server.admin_token,
+        &server.tokens,
+        &account_exists,
+    ) {
         Ok(Some(identity)) => identity,
         Ok(None) if is_public(&path) => Identity {
             user: "system:anonymous".into(),
