@@ -7,7 +7,8 @@
 //! - [`build`]: pure builders of the Kubernetes objects the operator owns.
 //! - [`etcd`]: the etcd gRPC client wrapper.
 //! - the process: [`config`] (command line), [`leader`] (Lease election), [`metrics`],
-//!   [`server`] (/metrics, /healthz, /readyz), [`logging`], [`run`].
+//!   [`server`] (/metrics, /healthz, /readyz), [`logging`], [`run`], and the RBAC
+//!   [`permissions`] all of it needs.
 
 pub mod act;
 pub mod build;
@@ -17,7 +18,11 @@ pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod observe;
+pub mod permissions;
 pub mod plan;
 pub mod reconcile;
 pub mod run;
 pub mod server;
+
+#[cfg(test)]
+mod manifests_tests;

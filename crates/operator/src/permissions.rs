@@ -1,0 +1,93 @@
+//! Every Kubernetes permission the operator uses, and the call that uses it. The ClusterRole
+//! in `deploy/rbac/` (and the Helm chart's copy) must grant exactly these: a unit test fails on
+//! a missing or an extra rule, and the end-to-end tests run the operator under that role.
+
+/// One RBAC rule: an API group, a resource (or `resource/subresource`), its verbs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Permission {
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+    /// Which code needs it.
+    pub used_by: &'static str,
+}
+
+const GROUP: &str = etcd_operator_api::GROUP;
+
+/// What the reconciler needs, cluster-wide (or in the watched namespace).
+pub const CLUSTER_PERMISSIONS: &[Permission] = &[
+    Permission {
+        group: GROUP,
+        resource: "etcdclusters",
+        verbs: &["get", "list", "watch", "patch"],
+        used_by: "the controller's watch; reconcile::finalizer patches the cluster-cleanup finalizer",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcdclusters/status",
+        verbs: &["update"],
+        used_by: "act::status replaces the status with the observed resourceVersion",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcdclusters/finalizers",
+        verbs: &["update"],
+        used_by: "owner references with blockOwnerDeletion to an EtcdCluster (Services, PDB, EtcdMembers), where OwnerReferencesPermissionEnforcement is on",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcdmembers",
+        verbs: &["get", "list", "watch", "create", "delete", "patch"],
+        used_by: "observe's cache and cache-miss reads; act creates, deletes, patches spec.dormant and the member-cleanup finalizer",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcdmembers/status",
+        verbs: &["update"],
+        used_by: "act::status writes each member's phase before the mutation it describes",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcdmembers/finalizers",
+        verbs: &["update"],
+        used_by: "owner references with blockOwnerDeletion to an EtcdMember (its Pod and PVC)",
+    },
+    Permission {
+        group: "",
+        resource: "pods",
+        verbs: &["get", "list", "watch", "create", "delete", "patch"],
+        used_by: "observe; act creates and deletes member Pods and patches the voter label",
+    },
+    Permission {
+        group: "",
+        resource: "persistentvolumeclaims",
+        verbs: &["get", "list", "watch", "create", "delete"],
+        used_by: "observe; act creates and deletes member data volumes",
+    },
+    Permission {
+        group: "",
+        resource: "services",
+        verbs: &["get", "list", "watch", "create", "update"],
+        used_by: "observe; act creates the headless and client Services and repairs their drift",
+    },
+    Permission {
+        group: "policy",
+        resource: "poddisruptionbudgets",
+        verbs: &["get", "list", "watch", "create", "update", "delete"],
+        used_by: "observe; act keeps the voters' PodDisruptionBudget",
+    },
+    Permission {
+        group: "",
+        resource: "events",
+        verbs: &["create"],
+        used_by: "reconcile::events records an Event per action",
+    },
+];
+
+/// What leader election needs, in the Lease's namespace only.
+pub const LEASE_PERMISSIONS: &[Permission] = &[Permission {
+    group: "coordination.k8s.io",
+    resource: "leases",
+    verbs: &["get", "create", "update"],
+    used_by: "leader: read, create, renew, take over and release the leader Lease",
+}];
