@@ -156,13 +156,52 @@ fn collect_if_orphaned(server: &ApiServer, graph: &Graph, uid: &str) {
     if owners.iter().any(|owner| graph.by_uid.contains_key(owner)) {
         return;
     }
-    if let Some(object) = graph.by_uid.get(uid) {
-        let options = DeleteOptions {
-            precondition_uid: Some(uid.to_string()),
-            ..DeleteOptions::default()
-        };
-        delete_ref(server, object, &options);
+    let Some(object) = graph.by_uid.get(uid) else {
+        return;
+    };
+    // The index lags the store: an owner created meanwhile is found by a live lookup first.
+    if owner_alive(server, object) {
+        return;
     }
+    let options = DeleteOptions {
+        precondition_uid: Some(uid.to_string()),
+        ..DeleteOptions::default()
+    };
+    delete_ref(server, object, &options);
+}
+
+/// Whether any owner named in the dependent's ownerReferences exists now with the same uid.
+fn owner_alive(server: &ApiServer, dependent: &ObjectRef) -> bool {
+    let Some(current) = server.store.get(&dependent.0, &dependent.1, &dependent.2) else {
+        return false;
+    };
+    current["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|reference| {
+            let group = reference["apiVersion"]
+                .as_str()
+                .and_then(|v| v.rsplit_once('/'))
+                .map(|(group, _)| group)
+                .unwrap_or("");
+            let (Some(kind), Some(name)) = (reference["kind"].as_str(), reference["name"].as_str())
+            else {
+                return false;
+            };
+            let Some(owner_kind) = server.registry.by_kind(group, kind) else {
+                return false;
+            };
+            let namespace = if owner_kind.namespaced {
+                dependent.1.as_str()
+            } else {
+                ""
+            };
+            server
+                .store
+                .get(&owner_kind.storage_id(), namespace, name)
+                .is_some_and(|owner| owner["metadata"]["uid"] == reference["uid"])
+        })
 }
 
 fn delete_dependents(server: &ApiServer, graph: &Graph, owner: &str) {
