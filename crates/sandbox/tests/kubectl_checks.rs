@@ -514,3 +514,35 @@ async fn a_crd_rule_calling_an_unknown_function_is_refused() {
             .contains("NotFound")
     );
 }
+
+#[tokio::test]
+async fn deleting_a_crd_removes_its_objects_and_stops_serving_it() {
+    let sandbox = start().await;
+    install_widgets(&sandbox).await;
+    apply(&sandbox, WIDGET).await.ok();
+    kubectl(
+        &sandbox,
+        &[
+            "delete",
+            "crd",
+            "widgets.example.com",
+            "--wait",
+            "--timeout=20s",
+        ],
+    )
+    .await
+    .ok();
+    let err = kubectl(&sandbox, &["get", "widgets"]).await.err();
+    // kubectl may still hold the kind in its discovery cache; either way nothing serves it.
+    assert!(
+        err.contains("the server doesn't have a resource type \"widgets\"")
+            || err.contains("the server could not find the requested resource"),
+        "{err}"
+    );
+    // Installed again, the kind starts empty.
+    install_widgets(&sandbox).await;
+    let listed = kubectl(&sandbox, &["get", "widgets", "-o", "name"])
+        .await
+        .ok();
+    assert_eq!(listed, "");
+}

@@ -87,6 +87,9 @@ pub async fn kubectl_with_input(sandbox: &Sandbox, args: &[&str], stdin: Option<
     command
         .arg("--kubeconfig")
         .arg(sandbox.kubeconfig_path())
+        // A discovery cache per sandbox: ports are reused, kinds are not.
+        .arg("--cache-dir")
+        .arg(sandbox.kubeconfig_path().with_file_name("kubectl-cache"))
         .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
