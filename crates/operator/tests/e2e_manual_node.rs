@@ -2,7 +2,8 @@
 //! the node (it runs etcd for the Pods the operator creates, see `support::manual_node`), so
 //! the loop is exercised on real etcd and a real API server: bootstrap, status, Events,
 //! pause, the /scale subresource with scale to zero and back on the same data and IDs, and
-//! deletion that leaves nothing behind.
+//! deletion that leaves nothing behind. The operator runs as its service account under the
+//! RBAC of `deploy/rbac/`, so a missing permission fails these tests.
 
 mod support;
 
@@ -17,7 +18,7 @@ use kube::{Api, Client};
 use support::manual_node::ManualNode;
 use support::{
     InProcessOperator, condition, create_namespace, eventually, get_cluster, get_key, kubectl,
-    members, membership_agrees, put_key, start_sandbox,
+    members, membership_agrees, operator_identity, put_key, start_sandbox,
 };
 
 const NS: &str = "loop";
@@ -71,7 +72,8 @@ async fn e2e_manual_node_single_member_lifecycle() {
     let node = ManualNode::new(client.clone(), NS);
     let node_task = tokio::spawn(node.clone().run());
 
-    let operator = InProcessOperator::start(&client, NS, node.url_map());
+    let identity = operator_identity(&sandbox).await;
+    let operator = InProcessOperator::start(&identity, NS, node.url_map());
 
     // Bootstrap.
     let (ok, _, stderr) = support::kubectl_with_stdin(
@@ -342,7 +344,8 @@ async fn e2e_manual_node_scale_out_and_in() {
     create_namespace(&client, NS).await;
     let node = ManualNode::new(client.clone(), NS);
     let node_task = tokio::spawn(node.clone().run());
-    let operator = InProcessOperator::start(&client, NS, node.url_map());
+    let identity = operator_identity(&sandbox).await;
+    let operator = InProcessOperator::start(&identity, NS, node.url_map());
 
     let (ok, _, stderr) = support::kubectl_with_stdin(
         &sandbox,

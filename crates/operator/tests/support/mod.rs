@@ -295,3 +295,26 @@ pub async fn membership_agrees(
         ))
     }
 }
+
+/// Applies the operator's Namespace and RBAC from `deploy/` with kubectl, and returns a client
+/// authenticated as its service account (so every request is authorized by those rules).
+pub async fn operator_identity(sandbox: &TestSandbox) -> Client {
+    let root = repo_root();
+    let namespace = root.join("deploy/operator/namespace.yaml");
+    let rbac = root.join("deploy/rbac");
+    let (ok, _, stderr) = kubectl(
+        sandbox,
+        &[
+            "apply",
+            "-f",
+            namespace.to_str().unwrap(),
+            "-f",
+            rbac.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "kubectl apply of deploy/rbac: {stderr}");
+    sandbox
+        .service_account_client("etcd-operator-system", "etcd-operator")
+        .await
+        .expect("a service-account client")
+}
