@@ -367,3 +367,146 @@ async fn e2e_manual_node_scale_out_and_in() {
     operator.stop().await;
     node_task.abort();
 }
+
+/// Member names with their etcd IDs, from the EtcdMembers.
+async fn member_ids(client: &Client) -> Vec<(String, Option<String>)> {
+    members(client, NS, "etcd")
+        .await
+        .into_iter()
+        .map(|m| {
+            (
+                m.metadata.name.unwrap_or_default(),
+                m.status.and_then(|s| s.member_id),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_manual_node_zero_and_back_keeps_cluster_and_member_ids() {
+    let sandbox = start_sandbox(0).await;
+    let client = sandbox.client();
+    create_namespace(&client, NS).await;
+    let node = ManualNode::new(client.clone(), NS);
+    let node_task = tokio::spawn(node.clone().run());
+    let identity = operator_identity(&sandbox).await;
+    let operator = InProcessOperator::start(&identity, NS, node.url_map());
+
+    let (ok, _, stderr) = support::kubectl_with_stdin(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&support::cluster_yaml("etcd", NS, 3, "")),
+    );
+    assert!(ok, "kubectl apply: {stderr}");
+    scale_and_check(&sandbox, &node, 3, &[]).await;
+    let cluster_id = get_cluster(&client, NS, "etcd")
+        .await
+        .status
+        .unwrap()
+        .cluster_id;
+    let ids = member_ids(&client).await;
+    put_key(&node.running_client_urls(), "before-zero", "v").await;
+
+    let (ok, _, stderr) = kubectl(
+        &sandbox,
+        &["-n", NS, "scale", "etcdcluster/etcd", "--replicas=0"],
+    );
+    assert!(ok, "{stderr}");
+    eventually(
+        "every member dormant with no Pod running",
+        LIMIT,
+        || async {
+            let dormant = members(&client, NS, "etcd")
+                .await
+                .iter()
+                .filter(|m| m.spec.dormant == Some(true))
+                .count();
+            let running = node.running_members();
+            let c = get_cluster(&client, NS, "etcd").await;
+            if dormant == 3
+                && running.is_empty()
+                && condition(&c, "Available").as_deref() == Some("False")
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "dormant={dormant} running={running:?} status={:?}",
+                    c.status
+                ))
+            }
+        },
+    )
+    .await;
+
+    scale_and_check(&sandbox, &node, 3, &["before-zero".to_string()]).await;
+    assert_eq!(
+        get_cluster(&client, NS, "etcd")
+            .await
+            .status
+            .unwrap()
+            .cluster_id,
+        cluster_id
+    );
+    assert_eq!(
+        member_ids(&client).await,
+        ids,
+        "the same members, with the same IDs"
+    );
+    operator.stop().await;
+    node_task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_manual_node_memory_member_lost_is_replaced() {
+    let sandbox = start_sandbox(0).await;
+    let client = sandbox.client();
+    create_namespace(&client, NS).await;
+    let node = ManualNode::new(client.clone(), NS);
+    let node_task = tokio::spawn(node.clone().run());
+    let identity = operator_identity(&sandbox).await;
+    let operator = InProcessOperator::start(&identity, NS, node.url_map());
+
+    let memory = "  storage:\n    medium: Memory\n    size: 256Mi\n";
+    let (ok, _, stderr) = support::kubectl_with_stdin(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&support::cluster_yaml("etcd", NS, 3, memory)),
+    );
+    assert!(ok, "kubectl apply: {stderr}");
+    scale_and_check(&sandbox, &node, 3, &[]).await;
+    assert_eq!(
+        count::<PersistentVolumeClaim>(&client).await,
+        0,
+        "memory members have no PVC"
+    );
+    put_key(&node.running_client_urls(), "survives", "v").await;
+    let before = member_ids(&client).await;
+
+    // The Pod of etcd-1 goes, and its in-memory data with it.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    pods.delete("etcd-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("etcd-1 replaced under a new member ID", LIMIT, || async {
+        let after = member_ids(&client).await;
+        let replaced = after.len() == 3
+            && after[1].1.is_some()
+            && after[1].1 != before[1].1
+            && after[0] == before[0]
+            && after[2] == before[2];
+        let c = get_cluster(&client, NS, "etcd").await;
+        let ready = c.status.as_ref().and_then(|s| s.ready_members);
+        if replaced && ready == Some(3) {
+            membership_agrees(&client, NS, "etcd", &node.running_client_urls(), 3).await
+        } else {
+            Err(format!("{after:?} ready={ready:?}\n{}", node.logs()))
+        }
+    })
+    .await;
+    let value = get_key(&node.running_client_urls(), "survives")
+        .await
+        .unwrap();
+    assert_eq!(value.as_deref(), Some("v"));
+    operator.stop().await;
+    node_task.abort();
+}
