@@ -2,6 +2,7 @@
 //! against it, waiting for a condition, and cluster manifests.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod manual_node;
 
 use std::future::Future;

@@ -1,0 +1,393 @@
+//! A whole sandbox cluster with nodes that run Pods as processes (root only), the project's
+//! CRDs, and the operator deployed the way users deploy it: `kubectl apply` of the files in
+//! `deploy/`, its image mapped to the `etcd-operator` binary just built, running in a Pod with
+//! in-cluster configuration under the RBAC of `deploy/rbac/`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use kube_sandbox::controllers::{self, ControlPlaneHandle, ControlPlaneOptions, TimeScale};
+use kube_sandbox::kubelet::{Kubelet, KubeletConfig};
+use kube_sandbox::network::{ClusterNetwork, ClusterNetworkConfig};
+use kube_sandbox::runtime::{ContainerRuntime, ImageMap, RuntimeConfig};
+use kube_sandbox::{Sandbox, SandboxOptions};
+use serde_json::json;
+
+use super::{TestSandbox, eventually, kubectl, repo_root};
+
+/// The operator's image, as `deploy/operator/deployment.yaml` names it.
+pub const OPERATOR_IMAGE: &str = "ghcr.io/etcd-operator-rs/etcd-operator";
+/// The namespace the operator is deployed into.
+pub const OPERATOR_NAMESPACE: &str = "etcd-operator-system";
+/// etcdctl 3.5.1, run inside the cluster network.
+pub const ETCDCTL: &str = "/usr/local/lib/etcd-3.5.1/etcdctl";
+
+/// The image map: the operator's image to the binary this test build made, then the sandbox's
+/// built-in map (etcd 3.5.x and 3.4.x images of any registry).
+pub fn image_map(operator_binary: &Path) -> ImageMap {
+    let yaml = format!(
+        "images:\n  - image: \"{OPERATOR_IMAGE}:*\"\n    entrypoint: [/usr/local/bin/etcd-operator]\n    files:\n      /usr/local/bin/etcd-operator: {}\n",
+        operator_binary.display()
+    );
+    ImageMap::from_yaml(&yaml, Path::new("/"))
+        .expect("the operator's image map")
+        .then(ImageMap::builtin())
+}
+
+/// A running cluster. Dropping it stops everything, the node agents first.
+pub struct Cluster {
+    pub kubelet: Kubelet,
+    pub control_plane: ControlPlaneHandle,
+    pub network: Arc<ClusterNetwork>,
+    pub runtime: ContainerRuntime,
+    pub sandbox: TestSandbox,
+}
+
+impl std::ops::Deref for Cluster {
+    type Target = TestSandbox;
+    fn deref(&self) -> &TestSandbox {
+        &self.sandbox
+    }
+}
+
+/// Starts a cluster of `nodes` nodes with the CRDs applied from `deploy/crds/`.
+pub async fn start_cluster(nodes: usize) -> Cluster {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(nodes))
+        .await
+        .expect("the sandbox starts");
+    let network = Arc::new(
+        ClusterNetwork::create(ClusterNetworkConfig::new(dir.path()))
+            .await
+            .expect("the cluster network (the end-to-end tests run as root)"),
+    );
+    let runtime = ContainerRuntime::new(RuntimeConfig {
+        state_root: dir.path().join("state"),
+        images: image_map(Path::new(env!("CARGO_BIN_EXE_etcd-operator"))),
+    })
+    .expect("the process runtime");
+    // The `kubernetes` Service: Pods reach the API server (on the machine's loopback).
+    let port: u16 = sandbox
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the API server's port");
+    let loopback = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+    network
+        .proxy()
+        .set_service_to_machine(loopback, loopback.into())
+        .await
+        .expect("the API server inside the cluster network");
+    let client = sandbox.client();
+    let dns: Service = serde_json::from_value(json!({
+        "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
+        "spec": {"clusterIP": network.config().dns_server.to_string(), "ports": [
+            {"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
+    }))
+    .unwrap();
+    Api::namespaced(client.clone(), "kube-system")
+        .create(&PostParams::default(), &dns)
+        .await
+        .expect("the kube-dns Service");
+    let control_plane = controllers::start(
+        client.clone(),
+        ControlPlaneOptions::default().time_scale(TimeScale::REAL),
+    );
+    let names = (1..=nodes).map(|i| format!("node-{i}")).collect();
+    let config = KubeletConfig::new(client, runtime.clone(), network.clone(), names);
+    let kubelet = Kubelet::start(config).await.expect("the node agents start");
+    sandbox.api_server().register_pod_logs(kubelet.pod_logs());
+    let cluster = Cluster {
+        kubelet,
+        control_plane,
+        network,
+        runtime,
+        sandbox: TestSandbox { sandbox, dir },
+    };
+    let crds = repo_root().join("deploy/crds");
+    let (ok, _, stderr) = kubectl(&cluster, &["apply", "-f", crds.to_str().unwrap()]);
+    assert!(ok, "kubectl apply -f deploy/crds: {stderr}");
+    cluster
+}
+
+impl Cluster {
+    pub fn client(&self) -> Client {
+        self.sandbox.client()
+    }
+
+    /// Deploys the operator from `deploy/` (Namespace, RBAC, Deployment, metrics Service) with
+    /// `replicas` replicas and waits until they are Ready (the leader with filled caches).
+    pub async fn deploy_operator(&self, replicas: i32) {
+        let root = repo_root();
+        let namespace = root.join("deploy/operator/namespace.yaml");
+        let (ok, _, stderr) = kubectl(self, &["apply", "-f", namespace.to_str().unwrap()]);
+        assert!(ok, "kubectl apply of the Namespace: {stderr}");
+        for dir in ["deploy/rbac", "deploy/operator"] {
+            let path = root.join(dir);
+            let (ok, _, stderr) = kubectl(self, &["apply", "-f", path.to_str().unwrap()]);
+            assert!(ok, "kubectl apply -f {dir}: {stderr}");
+        }
+        if replicas != 1 {
+            self.scale_operator(replicas).await;
+        }
+        self.wait_operator_ready(replicas).await;
+    }
+
+    pub async fn scale_operator(&self, replicas: i32) {
+        Api::<Deployment>::namespaced(self.client(), OPERATOR_NAMESPACE)
+            .patch(
+                "etcd-operator",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .expect("scaling the operator");
+    }
+
+    /// Waits until `replicas` operator Pods are Ready.
+    pub async fn wait_operator_ready(&self, replicas: i32) {
+        eventually(
+            "the operator Pods to be Ready",
+            Duration::from_secs(120),
+            || async {
+                let pods = self.operator_pods().await;
+                let ready = pods.iter().filter(|p| pod_ready(p)).count();
+                if ready == replicas as usize {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{ready}/{replicas} ready: {:?}\nlogs:\n{}",
+                        pods.iter()
+                            .map(|p| (
+                                &p.metadata.name,
+                                p.status.as_ref().map(|s| (&s.phase, &s.container_statuses))
+                            ))
+                            .collect::<Vec<_>>(),
+                        self.operator_logs().await
+                    ))
+                }
+            },
+        )
+        .await;
+    }
+
+    /// The operator's Pods that are not being deleted.
+    pub async fn operator_pods(&self) -> Vec<Pod> {
+        Api::<Pod>::namespaced(self.client(), OPERATOR_NAMESPACE)
+            .list(&ListParams::default().labels("app.kubernetes.io/name=etcd-operator"))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect()
+    }
+
+    /// The holder of the leader Lease.
+    pub async fn lease_holder(&self) -> Option<String> {
+        Api::<Lease>::namespaced(self.client(), OPERATOR_NAMESPACE)
+            .get_opt("etcd-operator-leader")
+            .await
+            .ok()
+            .flatten()?
+            .spec?
+            .holder_identity
+            .filter(|h| !h.is_empty())
+    }
+
+    /// The last lines of every operator Pod's log, for failure messages.
+    pub async fn operator_logs(&self) -> String {
+        let mut text = String::new();
+        let api = Api::<Pod>::namespaced(self.client(), OPERATOR_NAMESPACE);
+        for pod in self.operator_pods().await {
+            let name = pod.metadata.name.unwrap_or_default();
+            let params = kube::api::LogParams {
+                tail_lines: Some(30),
+                ..Default::default()
+            };
+            let log = api.logs(&name, &params).await.unwrap_or_default();
+            text.push_str(&format!("--- {name} ---\n{log}\n"));
+        }
+        text
+    }
+
+    /// Runs etcdctl inside the cluster network against `endpoints`; stdout, or why it failed.
+    pub fn etcdctl(&self, endpoints: &str, args: &[&str]) -> Result<String, String> {
+        let output = self
+            .network
+            .command(ETCDCTL)
+            .map_err(|e| e.to_string())?
+            .arg(format!("--endpoints={endpoints}"))
+            .arg("--command-timeout=5s")
+            .args(args)
+            .output()
+            .map_err(|e| format!("running etcdctl: {e}"))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
+}
+
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The client Service URL of cluster `name` in `namespace`.
+pub fn client_endpoint(namespace: &str, name: &str) -> String {
+    format!("http://{name}-client.{namespace}.svc:2379")
+}
+
+impl Cluster {
+    /// `etcdctl put` through the client Service; panics unless acknowledged.
+    pub fn put(&self, namespace: &str, name: &str, key: &str, value: &str) {
+        let endpoint = client_endpoint(namespace, name);
+        let out = self
+            .etcdctl(&endpoint, &["put", key, value])
+            .unwrap_or_else(|e| panic!("put {key} into {namespace}/{name}: {e}"));
+        assert!(out.contains("OK"), "put {key}: {out}");
+    }
+
+    /// `etcdctl get` (linearizable) through the client Service: the value, if any.
+    pub fn get(&self, namespace: &str, name: &str, key: &str) -> Result<Option<String>, String> {
+        let endpoint = client_endpoint(namespace, name);
+        let out = self.etcdctl(&endpoint, &["get", key, "--print-value-only"])?;
+        let value = out.trim_end_matches('\n');
+        Ok((!out.is_empty()).then(|| value.to_string()))
+    }
+
+    /// etcd's member list as `(name, hex ID, is_learner)`, sorted by name.
+    pub fn etcd_members(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<(String, String, bool)>, String> {
+        let endpoint = client_endpoint(namespace, name);
+        let out = self.etcdctl(&endpoint, &["member", "list", "-w", "json"])?;
+        let list: serde_json::Value =
+            serde_json::from_str(&out).map_err(|e| format!("{e}: {out}"))?;
+        let mut members: Vec<(String, String, bool)> = list["members"]
+            .as_array()
+            .ok_or_else(|| format!("no members in {out}"))?
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap_or_default().to_string(),
+                    format!("{:x}", m["ID"].as_u64().unwrap_or_default()),
+                    m["isLearner"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect();
+        members.sort();
+        Ok(members)
+    }
+
+    /// etcd's member list and the EtcdMembers agree: same names, same IDs, all voters,
+    /// `expected` of them.
+    pub async fn membership_agrees(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected: usize,
+    ) -> Result<(), String> {
+        let listed = self.etcd_members(namespace, name)?;
+        let recorded: Vec<(String, String, bool)> = super::members(&self.client(), namespace, name)
+            .await
+            .iter()
+            .filter(|m| m.spec.dormant != Some(true))
+            .map(|m| {
+                let status = m.status.clone().unwrap_or_default();
+                (
+                    m.metadata.name.clone().unwrap_or_default(),
+                    status.member_id.unwrap_or_default(),
+                    status.is_voter != Some(true),
+                )
+            })
+            .collect();
+        if listed.len() == expected && listed == recorded {
+            Ok(())
+        } else {
+            Err(format!(
+                "etcd lists {listed:?}, the EtcdMembers say {recorded:?}"
+            ))
+        }
+    }
+
+    /// Applies an EtcdCluster manifest with kubectl.
+    pub fn apply(&self, manifest: &str) {
+        let (ok, _, stderr) =
+            super::kubectl_with_stdin(self, &["apply", "-f", "-"], Some(manifest));
+        assert!(ok, "kubectl apply: {stderr}");
+    }
+
+    /// `kubectl scale etcdcluster/NAME --replicas=N`.
+    pub fn scale(&self, namespace: &str, name: &str, replicas: i32) {
+        let (ok, _, stderr) = kubectl(
+            self,
+            &[
+                "-n",
+                namespace,
+                "scale",
+                &format!("etcdcluster/{name}"),
+                &format!("--replicas={replicas}"),
+            ],
+        );
+        assert!(ok, "kubectl scale: {stderr}");
+    }
+
+    /// Waits until the cluster has converged on `replicas` Ready members (Available, not
+    /// Progressing) and etcd's member list agrees with the EtcdMembers.
+    pub async fn wait_converged(
+        &self,
+        namespace: &str,
+        name: &str,
+        replicas: i32,
+        limit: Duration,
+    ) {
+        let client = self.client();
+        eventually(
+            &format!("{namespace}/{name} to converge on {replicas} members"),
+            limit,
+            || async {
+                let cluster = super::get_cluster(&client, namespace, name).await;
+                let status = cluster.status.clone().unwrap_or_default();
+                let available = super::condition(&cluster, "Available");
+                let progressing = super::condition(&cluster, "Progressing");
+                let converged = status.ready_members == Some(replicas)
+                    && progressing.as_deref() == Some("False")
+                    && (replicas == 0 || available.as_deref() == Some("True"));
+                if !converged {
+                    return Err(format!(
+                        "conditions {:?}, ready {:?}\noperator logs:\n{}",
+                        status
+                            .conditions
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|c| (&c.type_, &c.status, &c.reason, &c.message))
+                            .collect::<Vec<_>>(),
+                        status.ready_members,
+                        self.operator_logs().await
+                    ));
+                }
+                if replicas == 0 {
+                    return Ok(());
+                }
+                self.membership_agrees(namespace, name, replicas as usize)
+                    .await
+            },
+        )
+        .await;
+    }
+}
