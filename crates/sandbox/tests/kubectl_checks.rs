@@ -546,3 +546,51 @@ async fn deleting_a_crd_removes_its_objects_and_stops_serving_it() {
         .ok();
     assert_eq!(listed, "");
 }
+
+#[tokio::test]
+async fn can_i_list_shows_what_a_service_account_may_do() {
+    let sandbox = start().await;
+    let rbac = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: lease-keeper}
+rules:
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "update"]
+  resourceNames: ["etcd-operator"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: keeper}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: lease-keeper}
+subjects:
+- kind: ServiceAccount
+  name: keeper
+"#;
+    apply(&sandbox, rbac).await.ok();
+    let rules = kubectl(
+        &sandbox,
+        &[
+            "auth",
+            "can-i",
+            "--list",
+            "--as",
+            "system:serviceaccount:default:keeper",
+        ],
+    )
+    .await
+    .ok();
+    let lease_line = rules
+        .lines()
+        .find(|line| line.starts_with("leases.coordination.k8s.io"))
+        .unwrap_or_else(|| panic!("{rules}"));
+    assert!(
+        lease_line.contains("[etcd-operator]") && lease_line.contains("[get update]"),
+        "{lease_line}"
+    );
+    assert!(
+        rules.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+        "bootstrap roles: {rules}"
+    );
+}

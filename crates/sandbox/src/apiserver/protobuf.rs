@@ -60,6 +60,17 @@ const SELF_SUBJECT_ACCESS_REVIEW: Fields = &[
     ),
     (3, "status", FieldType::Skip),
 ];
+const SELF_SUBJECT_RULES_REVIEW_SPEC: Fields = &[(1, "namespace", FieldType::String)];
+const SELF_SUBJECT_RULES_REVIEW: Fields = &[
+    (1, "metadata", FieldType::Skip),
+    (
+        2,
+        "spec",
+        FieldType::Message(SELF_SUBJECT_RULES_REVIEW_SPEC),
+    ),
+    (3, "status", FieldType::Skip),
+];
+
 /// The parts of ObjectMeta a client sets on create.
 const OBJECT_META: Fields = &[
     (1, "name", FieldType::String),
@@ -95,6 +106,7 @@ const SERVICE_ACCOUNT: Fields = &[
 /// The kinds whose protobuf encoding the sandbox reads.
 const MESSAGES: &[(&str, Fields)] = &[
     ("SelfSubjectAccessReview", SELF_SUBJECT_ACCESS_REVIEW),
+    ("SelfSubjectRulesReview", SELF_SUBJECT_RULES_REVIEW),
     ("Namespace", NAMESPACE),
     ("ConfigMap", CONFIG_MAP),
     ("Secret", SECRET),

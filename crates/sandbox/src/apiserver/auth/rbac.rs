@@ -70,69 +70,66 @@ pub fn is_allowed(server: &ApiServer, identity: &Identity, attributes: &Attribut
     if identity.is_admin {
         return true;
     }
-    let store = &server.store;
-    let all = |resource: &str| {
-        store
-            .list(
-                &ResourceId::new("rbac.authorization.k8s.io", resource),
-                None,
-                None,
-                None,
-                &|_| true,
-            )
-            .items
+    let namespace = match attributes {
+        Attributes::Resource {
+            namespace: Some(namespace),
+            ..
+        } => namespace.as_str(),
+        _ => "",
     };
+    rules_for(server, identity, namespace)
+        .iter()
+        .any(|rule| rule_allows(rule, attributes))
+}
+
+/// The rules that apply to `identity` in `namespace`: from ClusterRoleBindings, and from the
+/// RoleBindings of the namespace (resource rules only), as SelfSubjectRulesReview lists them.
+pub fn rules_for(server: &ApiServer, identity: &Identity, namespace: &str) -> Vec<Value> {
+    if identity.is_admin {
+        return vec![
+            serde_json::json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+            serde_json::json!({"nonResourceURLs": ["*"], "verbs": ["*"]}),
+        ];
+    }
+    let rbac = |resource: &str| ResourceId::new("rbac.authorization.k8s.io", resource);
     let role_rules = |kind: &str, name: &str, namespace: &str| -> Vec<Value> {
         let (resource, ns) = match kind {
             "ClusterRole" => ("clusterroles", ""),
             _ => ("roles", namespace),
         };
-        store
-            .get(
-                &ResourceId::new("rbac.authorization.k8s.io", resource),
-                ns,
-                name,
-            )
+        server
+            .store
+            .get(&rbac(resource), ns, name)
             .and_then(|role| role["rules"].as_array().cloned())
             .unwrap_or_default()
     };
-    let allowed_by = |rules: Vec<Value>, namespaced_binding: bool| {
-        rules
-            .iter()
-            .any(|rule| rule_allows(rule, attributes, namespaced_binding))
-    };
-    for binding in all("clusterrolebindings") {
-        if binds(&binding, identity, "")
-            && allowed_by(role_rules("ClusterRole", ref_name(&binding), ""), false)
-        {
-            return true;
+    let mut rules = Vec::new();
+    for binding in server
+        .store
+        .list(&rbac("clusterrolebindings"), None, None, None, &|_| true)
+        .items
+    {
+        if binds(&binding, identity, "") {
+            rules.extend(role_rules("ClusterRole", ref_name(&binding), ""));
         }
     }
-    let Attributes::Resource {
-        namespace: Some(namespace),
-        ..
-    } = attributes
-    else {
-        return false;
-    };
-    let bindings = store.list(
-        &ResourceId::new("rbac.authorization.k8s.io", "rolebindings"),
-        Some(namespace),
-        None,
-        None,
-        &|_| true,
-    );
-    bindings.items.iter().any(|binding| {
-        binds(binding, identity, namespace)
-            && allowed_by(
-                role_rules(
-                    binding["roleRef"]["kind"].as_str().unwrap_or(""),
-                    ref_name(binding),
-                    namespace,
-                ),
-                true,
-            )
-    })
+    for binding in server
+        .store
+        .list(&rbac("rolebindings"), Some(namespace), None, None, &|_| {
+            true
+        })
+        .items
+    {
+        if binds(&binding, identity, namespace) {
+            let kind = binding["roleRef"]["kind"].as_str().unwrap_or("");
+            rules.extend(
+                role_rules(kind, ref_name(&binding), namespace)
+                    .into_iter()
+                    .filter(|rule| rule["nonResourceURLs"].is_null()),
+            );
+        }
+    }
+    rules
 }
 
 fn ref_name(binding: &Value) -> &str {
@@ -168,9 +165,8 @@ fn has(list: &Value, wanted: &str) -> bool {
         .any(|item| item == "*" || item == wanted)
 }
 
-/// One PolicyRule against the request; rules reached through a RoleBinding never cover
-/// non-resource URLs.
-fn rule_allows(rule: &Value, attributes: &Attributes, namespaced_binding: bool) -> bool {
+/// One PolicyRule against the request.
+fn rule_allows(rule: &Value, attributes: &Attributes) -> bool {
     match attributes {
         Attributes::Resource {
             verb,
@@ -208,8 +204,7 @@ fn rule_allows(rule: &Value, attributes: &Attributes, namespaced_binding: bool) 
             }
         }
         Attributes::NonResource { verb, path } => {
-            !namespaced_binding
-                && has(&rule["verbs"], verb)
+            has(&rule["verbs"], verb)
                 && rule["nonResourceURLs"]
                     .as_array()
                     .into_iter()
@@ -246,30 +241,21 @@ mod tests {
     fn rules_match_verbs_resources_subresources_and_names() {
         let rule =
             json!({"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]});
-        assert!(rule_allows(&rule, &pods("get", None, Some("a")), true));
-        assert!(rule_allows(
-            &rule,
-            &pods("get", Some("log"), Some("a")),
-            true
-        ));
-        assert!(!rule_allows(
-            &rule,
-            &pods("get", Some("status"), Some("a")),
-            true
-        ));
-        assert!(!rule_allows(&rule, &pods("delete", None, Some("a")), true));
+        assert!(rule_allows(&rule, &pods("get", None, Some("a"))));
+        assert!(rule_allows(&rule, &pods("get", Some("log"), Some("a"))));
+        assert!(!rule_allows(&rule, &pods("get", Some("status"), Some("a"))));
+        assert!(!rule_allows(&rule, &pods("delete", None, Some("a"))));
         let named = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["*"], "resourceNames": ["a"]});
-        assert!(rule_allows(&named, &pods("delete", None, Some("a")), true));
-        assert!(!rule_allows(&named, &pods("delete", None, Some("b")), true));
-        assert!(!rule_allows(&named, &pods("list", None, None), true));
+        assert!(rule_allows(&named, &pods("delete", None, Some("a"))));
+        assert!(!rule_allows(&named, &pods("delete", None, Some("b"))));
+        assert!(!rule_allows(&named, &pods("list", None, None)));
         let urls = json!({"verbs": ["get"], "nonResourceURLs": ["/api", "/apis/*"]});
         let path = |p: &str| Attributes::NonResource {
             verb: "get".into(),
             path: p.into(),
         };
-        assert!(rule_allows(&urls, &path("/apis/apps/v1"), false));
-        assert!(!rule_allows(&urls, &path("/version"), false));
-        assert!(!rule_allows(&urls, &path("/api"), true));
+        assert!(rule_allows(&urls, &path("/apis/apps/v1")));
+        assert!(!rule_allows(&urls, &path("/version")));
     }
 
     #[test]

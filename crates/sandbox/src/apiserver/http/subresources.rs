@@ -357,9 +357,25 @@ pub fn bind(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     ))
 }
 
-/// SelfSubjectAccessReview and SubjectAccessReview: RBAC's answer for the caller or a named user.
+/// SelfSubjectAccessReview and SubjectAccessReview: RBAC's answer for the caller or a named user;
+/// SelfSubjectRulesReview: the caller's rules in a namespace (`kubectl auth can-i --list`).
 pub fn access_review(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let mut review = call.body_json()?;
+    if target.kind.kind == "SelfSubjectRulesReview" {
+        let namespace = review["spec"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let rules =
+            crate::apiserver::auth::rbac::rules_for(&call.server, &call.identity, &namespace);
+        let (non_resource, resource): (Vec<Value>, Vec<Value>) = rules
+            .into_iter()
+            .partition(|rule| rule["nonResourceURLs"].is_array());
+        review["apiVersion"] = json!("authorization.k8s.io/v1");
+        review["kind"] = json!("SelfSubjectRulesReview");
+        review["status"] = json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false});
+        return Ok(json_response(StatusCode::CREATED, &review, &[]));
+    }
     let spec = &review["spec"];
     let identity = if target.kind.kind == "SubjectAccessReview" {
         let user = spec["user"].as_str().unwrap_or("");

@@ -205,6 +205,14 @@ const BUILTINS: &[Builtin] = &[
     kind(
         "authorization.k8s.io",
         "v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        false,
+    )
+    .verbs(CREATE_ONLY),
+    kind(
+        "authorization.k8s.io",
+        "v1",
         "SubjectAccessReview",
         "subjectaccessreviews",
         false,
