@@ -213,13 +213,8 @@ async fn serve_resource(call: &Call, request: ResourceRequest) -> ApiResult<Resp
     {
         return Err(ApiError::no_route(&call.path));
     }
-    // Reading a log, evicting or asking for a token are verbs of their own to RBAC.
-    let verb = match (request.subresource.as_deref(), request.verb) {
-        (Some("eviction" | "token" | "binding"), _) => "create",
-        (_, verb) => verb,
-    };
     let attributes = Attributes::Resource {
-        verb: verb.into(),
+        verb: request.verb.into(),
         group: request.group.clone(),
         resource: request.resource.clone(),
         subresource: request.subresource.clone(),
@@ -249,10 +244,15 @@ async fn serve_resource(call: &Call, request: ResourceRequest) -> ApiResult<Resp
         (Some("eviction"), "create") => subresources::evict(call, &ctx),
         (Some("token"), "create") => subresources::token_request(call, &ctx),
         (Some("binding"), "create") => subresources::bind(call, &ctx),
-        (Some("scale"), verb) => subresources::scale(call, &ctx, verb),
-        (Some("log" | "eviction" | "token" | "binding"), _) => Err(ApiError::method_not_allowed(
-            format!("{} is not allowed on this subresource", request.verb),
-        )),
+        (Some("scale"), verb @ ("get" | "update" | "patch")) => {
+            subresources::scale(call, &ctx, verb)
+        }
+        (Some("log" | "eviction" | "token" | "binding" | "scale"), _) => {
+            Err(ApiError::method_not_allowed(format!(
+                "{} is not allowed on this subresource",
+                request.verb
+            )))
+        }
         (_, "get") => resources::get(call, &ctx),
         (_, "list") => resources::list(call, &ctx),
         (_, "watch") => watch::watch(call, &ctx),
