@@ -433,3 +433,47 @@ async fn many_sandboxes_run_side_by_side() {
         "stopping one leaves the others serving"
     );
 }
+
+#[tokio::test]
+async fn server_side_apply_creates_and_owns_status_through_kube() {
+    let sandbox = start().await;
+    let client = sandbox.client();
+    install_gizmos(&client).await;
+    let gizmos: Api<Gizmo> = Api::default_namespaced(client.clone());
+    let apply = PatchParams::apply("gizmo-operator").force();
+    let desired = json!({"apiVersion": "test.sandbox.io/v1", "kind": "Gizmo", "metadata": {"name": "applied"}, "spec": {"value": 3}});
+    let created = gizmos
+        .patch("applied", &apply, &Patch::Apply(&desired))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.value, 3);
+    let status =
+        json!({"apiVersion": "test.sandbox.io/v1", "kind": "Gizmo", "status": {"observed": 3}});
+    let with_status = gizmos
+        .patch_status("applied", &apply, &Patch::Apply(&status))
+        .await
+        .unwrap();
+    assert_eq!(with_status.status.as_ref().unwrap().observed, Some(3));
+    let managers: Vec<(String, Option<String>)> = with_status
+        .metadata
+        .managed_fields
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|entry| (entry.manager.unwrap_or_default(), entry.subresource))
+        .collect();
+    assert!(
+        managers.contains(&("gizmo-operator".to_string(), None)),
+        "{managers:?}"
+    );
+    assert!(
+        managers.contains(&("gizmo-operator".to_string(), Some("status".to_string()))),
+        "{managers:?}"
+    );
+    // Applying the same configuration again changes nothing.
+    let again = gizmos
+        .patch("applied", &apply, &Patch::Apply(&desired))
+        .await
+        .unwrap();
+    assert_eq!(again.resource_version(), with_status.resource_version());
+}

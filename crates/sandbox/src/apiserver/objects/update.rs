@@ -176,6 +176,10 @@ fn prepare(
         Some("status") => {
             let mut object = current.clone();
             object["status"] = desired.get("status").cloned().unwrap_or(Value::Null);
+            // Server-side apply to the status records its manager in the object's managedFields.
+            if let Some(managed) = desired["metadata"].get("managedFields") {
+                object["metadata"]["managedFields"] = managed.clone();
+            }
             object
         }
         Some("finalize") => {
@@ -266,13 +270,23 @@ fn keep_kind_specific(kind: &ResourceType, current: &Value, object: &mut Value) 
     }
 }
 
-/// Same object apart from resourceVersion and the timestamps of managed fields.
+/// Same object apart from resourceVersion and the timestamps of managed fields: such a write
+/// is not stored and takes no new resourceVersion, as in kube-apiserver.
 fn unchanged(current: &Value, object: &Value) -> bool {
     let strip = |value: &Value| {
         let mut value = value.clone();
         if let Some(metadata) = value["metadata"].as_object_mut() {
             metadata.remove("resourceVersion");
-            metadata.remove("managedFields");
+            for entry in metadata
+                .get_mut("managedFields")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(entry) = entry.as_object_mut() {
+                    entry.remove("time");
+                }
+            }
         }
         value
     };
