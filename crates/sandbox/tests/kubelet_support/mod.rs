@@ -105,6 +105,15 @@ impl Cluster {
         self.sandbox.client()
     }
 
+    /// An administrator's client that reports 429 and 503 at once instead of retrying them
+    /// (kube-rs retries them by default).
+    pub async fn client_without_retries(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+        config.default_retry = false;
+        kube::Client::try_from(config).unwrap()
+    }
+
     pub fn pods(&self, namespace: &str) -> Api<Pod> {
         Api::namespaced(self.client(), namespace)
     }
