@@ -1,0 +1,207 @@
+//! A cluster's life beyond scaling, by the operator deployed from `deploy/`: a memory-backed
+//! cluster whose member loses its Pod (and with it its data) is healed by replacing that
+//! member; `spec.paused` stops every action while the status keeps telling the truth; deleting
+//! the EtcdCluster removes everything it owned.
+
+mod support;
+
+use std::time::Duration;
+
+use etcd_operator_api::EtcdCluster;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use support::cluster::start_cluster;
+use support::{cluster_yaml, condition, create_namespace, eventually, get_cluster, members};
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+async fn count<K>(client: &Client, namespace: &str) -> usize
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX)
+}
+
+fn member_id(members: &[etcd_operator_api::EtcdMember], name: &str) -> Option<String> {
+    members
+        .iter()
+        .find(|m| m.metadata.name.as_deref() == Some(name))
+        .and_then(|m| m.status.as_ref())
+        .and_then(|s| s.member_id.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_memory_cluster_replaces_a_member_that_lost_its_pod() {
+    let cluster = start_cluster(3).await;
+    cluster.deploy_operator(1).await;
+    let client = cluster.client();
+    create_namespace(&client, "mem").await;
+    let memory = "  storage:\n    medium: Memory\n    size: 256Mi\n";
+    cluster.apply(&cluster_yaml("etcd", "mem", 3, memory));
+    cluster.wait_converged("mem", "etcd", 3, LIMIT).await;
+    assert_eq!(count::<PersistentVolumeClaim>(&client, "mem").await, 0);
+    cluster.put("mem", "etcd", "survives", "v");
+    let before = members(&client, "mem", "etcd").await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "mem");
+    pods.delete("etcd-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "etcd-1 to be replaced under a new member ID",
+        LIMIT,
+        || async {
+            let after = members(&client, "mem", "etcd").await;
+            let id = member_id(&after, "etcd-1");
+            if id.is_some() && id != member_id(&before, "etcd-1") {
+                Ok(())
+            } else {
+                Err(format!("etcd-1 is {id:?}"))
+            }
+        },
+    )
+    .await;
+    cluster.wait_converged("mem", "etcd", 3, LIMIT).await;
+    let after = members(&client, "mem", "etcd").await;
+    for name in ["etcd-0", "etcd-2"] {
+        assert_eq!(
+            member_id(&after, name),
+            member_id(&before, name),
+            "{name} untouched"
+        );
+    }
+    assert_eq!(
+        cluster.get("mem", "etcd", "survives").unwrap().as_deref(),
+        Some("v")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
+    let cluster = start_cluster(3).await;
+    cluster.deploy_operator(1).await;
+    let client = cluster.client();
+    create_namespace(&client, "life").await;
+    cluster.apply(&cluster_yaml("etcd", "life", 3, ""));
+    cluster.wait_converged("life", "etcd", 3, LIMIT).await;
+    cluster.put("life", "etcd", "before-pause", "v");
+    let ids = cluster.etcd_members("life", "etcd").unwrap();
+
+    // Paused: a deleted Pod stays gone and a scale is not acted on; the status says so.
+    let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), "life");
+    let paused = serde_json::json!({"spec": {"paused": true}});
+    clusters
+        .patch("etcd", &PatchParams::default(), &Patch::Merge(&paused))
+        .await
+        .unwrap();
+    eventually("Progressing=False/Paused", LIMIT, || async {
+        let c = get_cluster(&client, "life", "etcd").await;
+        let reason = c
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|l| l.iter().find(|c| c.type_ == "Progressing"))
+            .map(|c| c.reason.clone());
+        if reason.as_deref() == Some("Paused") {
+            Ok(())
+        } else {
+            Err(format!("{reason:?}"))
+        }
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "life");
+    pods.delete("etcd-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    cluster.scale("life", "etcd", 5);
+    eventually(
+        "the status to report etcd-2 down while paused",
+        LIMIT,
+        || async {
+            let c = get_cluster(&client, "life", "etcd").await;
+            let status = c.status.clone().unwrap_or_default();
+            if status.ready_members == Some(2)
+                && condition(&c, "Degraded").as_deref() == Some("True")
+            {
+                Ok(())
+            } else {
+                Err(format!("{:?}", status.conditions))
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        pods.get_opt("etcd-2").await.unwrap().is_none(),
+        "paused: the Pod is not recreated"
+    );
+    assert_eq!(
+        members(&client, "life", "etcd").await.len(),
+        3,
+        "paused: no member is added"
+    );
+    assert_eq!(
+        cluster
+            .get("life", "etcd", "before-pause")
+            .unwrap()
+            .as_deref(),
+        Some("v")
+    );
+
+    // Resumed: etcd-2 comes back on its data as the same member, then the scale to 5 happens.
+    let resumed = serde_json::json!({"spec": {"paused": false}});
+    clusters
+        .patch("etcd", &PatchParams::default(), &Patch::Merge(&resumed))
+        .await
+        .unwrap();
+    cluster.wait_converged("life", "etcd", 5, LIMIT).await;
+    let after = cluster.etcd_members("life", "etcd").unwrap();
+    for member in &ids {
+        assert!(after.contains(member), "{member:?} kept its ID: {after:?}");
+    }
+    assert_eq!(
+        cluster
+            .get("life", "etcd", "before-pause")
+            .unwrap()
+            .as_deref(),
+        Some("v")
+    );
+
+    // Deleted: nothing the cluster owned is left.
+    clusters
+        .delete("etcd", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("everything the cluster owned to be gone", LIMIT, || async {
+        let left = (
+            clusters
+                .get_opt("etcd")
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some(),
+            members(&client, "life", "etcd").await.len(),
+            count::<Pod>(&client, "life").await,
+            count::<PersistentVolumeClaim>(&client, "life").await,
+            count::<Service>(&client, "life").await,
+            count::<PodDisruptionBudget>(&client, "life").await,
+        );
+        if left == (false, 0, 0, 0, 0, 0) {
+            Ok(())
+        } else {
+            Err(format!(
+                "(cluster, members, pods, pvcs, services, pdbs) = {left:?}"
+            ))
+        }
+    })
+    .await;
+}
