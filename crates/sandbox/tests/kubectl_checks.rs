@@ -594,3 +594,68 @@ subjects:
         "bootstrap roles: {rules}"
     );
 }
+
+#[tokio::test]
+async fn aggregated_cluster_roles_collect_the_rules_of_labelled_roles() {
+    let sandbox = start().await;
+    let rbac = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: etcd-admin}
+aggregationRule:
+  clusterRoleSelectors:
+  - matchLabels: {example.com/aggregate-to-etcd-admin: "true"}
+rules: []
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: etcd-admins}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: etcd-admin}
+subjects:
+- kind: ServiceAccount
+  name: admin
+  namespace: default
+"#;
+    apply(&sandbox, rbac).await.ok();
+    let who = "system:serviceaccount:default:admin";
+    let can = |verb: &'static str| {
+        let sandbox = &sandbox;
+        async move {
+            kubectl(sandbox, &["auth", "can-i", verb, "configmaps", "--as", who])
+                .await
+                .stdout
+                .trim()
+                .to_string()
+        }
+    };
+    assert_eq!(can("delete").await, "no");
+    let labelled = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: etcd-admin-extension
+  labels: {example.com/aggregate-to-etcd-admin: "true"}
+rules:
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["*"]
+"#;
+    apply(&sandbox, labelled).await.ok();
+    common::eventually("the aggregated role picks the rules up", || async {
+        can("delete").await == "yes"
+    })
+    .await;
+    let rules = kubectl(
+        &sandbox,
+        &[
+            "get",
+            "clusterrole",
+            "etcd-admin",
+            "-o",
+            "jsonpath={.rules[0].resources}",
+        ],
+    )
+    .await
+    .ok();
+    assert_eq!(rules, r#"["configmaps"]"#);
+}

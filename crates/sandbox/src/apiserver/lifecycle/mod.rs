@@ -1,6 +1,8 @@
 //! The server's own controllers, driven by the store's change events: garbage collection,
-//! namespace deletion, CRD establishment and PodDisruptionBudget status.
+//! namespace deletion, CRD establishment, PodDisruptionBudget status and ClusterRole
+//! aggregation.
 
+mod aggregation;
 pub mod crds;
 mod disruption;
 mod gc;
@@ -16,4 +18,5 @@ pub fn start_all(server: &Arc<ApiServer>) {
     tokio::spawn(namespaces::run(server.clone(), server.store.subscribe()));
     tokio::spawn(crds::run(server.clone(), server.store.subscribe()));
     tokio::spawn(disruption::run(server.clone(), server.store.subscribe()));
+    tokio::spawn(aggregation::run(server.clone(), server.store.subscribe()));
 }
