@@ -243,8 +243,12 @@ pub fn core_event() -> Vec<PrinterColumn> {
 
 pub fn pod_disruption_budget() -> Vec<PrinterColumn> {
     vec![
-        computed("Min Available", |pdb| na(&pdb["spec"]["minAvailable"])),
-        computed("Max Unavailable", |pdb| na(&pdb["spec"]["maxUnavailable"])),
+        computed("Min Available", |pdb| {
+            or_not_applicable(&pdb["spec"]["minAvailable"])
+        }),
+        computed("Max Unavailable", |pdb| {
+            or_not_applicable(&pdb["spec"]["maxUnavailable"])
+        }),
         path(
             "Allowed Disruptions",
             "integer",
@@ -254,7 +258,8 @@ pub fn pod_disruption_budget() -> Vec<PrinterColumn> {
     ]
 }
 
-fn na(value: &Value) -> Value {
+/// A number as text, or "N/A" when unset, as kubectl prints PDB bounds.
+fn or_not_applicable(value: &Value) -> Value {
     match value {
         Value::Null => json!("N/A"),
         Value::Number(n) => json!(n.to_string()),
