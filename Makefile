@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: deps build test crds lint
+.PHONY: deps build test crds lint demo
 
 deps:
 	@bash scripts/install-deps.sh
@@ -22,3 +22,7 @@ crds:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## demo: kube-sandbox with the operator deployed from deploy/ and a 3-member etcd cluster; keeps running.
+demo:
+	@bash scripts/demo.sh
