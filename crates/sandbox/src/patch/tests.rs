@@ -146,3 +146,24 @@ fn service_ports_merge_by_port() {
         json!([{"port": 2379, "name": "client"}, {"port": 2380, "name": "peer", "targetPort": 12380}])
     );
 }
+
+/// CustomResourceDefinition's schema refers to itself (JSONSchemaProps): its type tree is built
+/// once, with the self-reference typed by deduction, and strategic merge still follows the typed
+/// part above it: labels merge, `spec.versions` is atomic (`+listType=atomic`) and is replaced.
+#[test]
+fn crd_types_are_bounded_despite_the_self_referencing_schema() {
+    let types = TypeInfo::builtin("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
+    assert!(types.supports_strategic_merge());
+    let crd = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"versions": [
+        {"name": "v1", "served": true, "schema": {"openAPIV3Schema": {"type": "object"}}},
+        {"name": "v2", "served": false},
+    ]}});
+    let patch = json!({"metadata": {"labels": {"b": "2"}},
+        "spec": {"versions": [{"name": "v2", "served": true}]}});
+    let merged = strategic_merge_patch(&crd, &patch, &types).expect("merges");
+    assert_eq!(merged["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+    assert_eq!(
+        merged["spec"]["versions"],
+        json!([{"name": "v2", "served": true}])
+    );
+}

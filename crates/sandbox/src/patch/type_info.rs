@@ -4,7 +4,7 @@
 //! kind's decorated OpenAPI schema. Values the tree does not describe are "deduced" as
 //! structured-merge-diff does: objects are granular maps, lists are atomic.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use serde_json::{Map, Value};
@@ -131,7 +131,7 @@ impl TypeInfo {
 
     fn build_builtin(group: &str, version: &str, kind: &str) -> TypeInfo {
         let root = match builtin_schema(group, version, kind) {
-            Some(schema) => from_definition(&schema.definitions, &schema.root, 0),
+            Some(schema) => Definitions::new(&schema.definitions).node(&schema.root),
             None => {
                 let mut root = TypeNode {
                     shape: Shape::Object,
@@ -218,11 +218,8 @@ static BUILTIN_TYPES: LazyLock<Mutex<HashMap<KindKey, TypeInfo>>> =
 static OBJECT_META: LazyLock<Arc<TypeNode>> = LazyLock::new(|| {
     let meta = builtin_schema("", "v1", "ConfigMap")
         .map(|schema| {
-            from_definition(
-                &schema.definitions,
-                "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
-                0,
-            )
+            Definitions::new(&schema.definitions)
+                .node("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
         })
         .unwrap_or_default();
     Arc::new(meta)
@@ -243,69 +240,99 @@ fn add_object_meta(root: &mut TypeNode) {
     }
 }
 
-/// Recursive definitions (JSONSchemaProps) stop being typed below this depth.
-const MAX_DEPTH: usize = 24;
-
-fn from_definition(definitions: &Map<String, Value>, name: &str, depth: usize) -> TypeNode {
-    match definitions.get(name) {
-        Some(schema) if depth < MAX_DEPTH => from_openapi(definitions, schema, depth + 1),
-        _ => TypeNode::default(),
-    }
+/// Type trees of the definitions of one OpenAPI document, each built once (a kind refers to
+/// `ObjectMeta`, `Container`, ... many times). A definition that refers back to itself while it
+/// is being built (JSONSchemaProps, inside a CRD) is typed by deduction below that point, as
+/// structured-merge-diff does for values a schema does not describe; expanding it instead grows
+/// without bound.
+struct Definitions<'a> {
+    definitions: &'a Map<String, Value>,
+    built: HashMap<String, Arc<TypeNode>>,
+    building: HashSet<String>,
 }
 
-fn from_openapi(definitions: &Map<String, Value>, schema: &Value, depth: usize) -> TypeNode {
-    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
-        let name = reference.rsplit('/').next().unwrap_or_default();
-        let mut node = from_definition(definitions, name, depth);
-        apply_extensions(&mut node, schema);
-        return node;
+impl<'a> Definitions<'a> {
+    fn new(definitions: &'a Map<String, Value>) -> Self {
+        Definitions {
+            definitions,
+            built: HashMap::new(),
+            building: HashSet::new(),
+        }
     }
-    if let Some(Value::Array(all_of)) = schema.get("allOf")
-        && let Some(first) = all_of.first()
-    {
-        let mut node = from_openapi(definitions, first, depth);
-        apply_extensions(&mut node, schema);
-        return node;
+
+    /// The type tree of definition `name`.
+    fn node(&mut self, name: &str) -> TypeNode {
+        TypeNode::clone(&self.shared(name))
     }
-    let type_name = match schema.get("type") {
-        Some(Value::String(name)) => name.clone(),
-        Some(Value::Array(names)) => names
-            .iter()
-            .filter_map(Value::as_str)
-            .find(|name| *name != "null")
-            .unwrap_or_default()
-            .to_string(),
-        _ => String::new(),
-    };
-    let mut node = TypeNode::default();
-    match type_name.as_str() {
-        "object" => {
-            node.shape = Shape::Object;
-            if let Some(Value::Object(properties)) = schema.get("properties") {
-                for (field, property) in properties {
-                    node.fields.insert(
-                        field.clone(),
-                        Arc::new(from_openapi(definitions, property, depth)),
-                    );
+
+    fn shared(&mut self, name: &str) -> Arc<TypeNode> {
+        if let Some(node) = self.built.get(name) {
+            return Arc::clone(node);
+        }
+        let Some(schema) = self.definitions.get(name) else {
+            return Arc::default();
+        };
+        if !self.building.insert(name.to_string()) {
+            return Arc::default();
+        }
+        let node = Arc::new(self.from_openapi(schema));
+        self.building.remove(name);
+        self.built.insert(name.to_string(), Arc::clone(&node));
+        node
+    }
+
+    fn from_openapi(&mut self, schema: &Value) -> TypeNode {
+        if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+            let name = reference.rsplit('/').next().unwrap_or_default();
+            let mut node = self.node(name);
+            apply_extensions(&mut node, schema);
+            return node;
+        }
+        if let Some(Value::Array(all_of)) = schema.get("allOf")
+            && let Some(first) = all_of.first()
+        {
+            let mut node = self.from_openapi(first);
+            apply_extensions(&mut node, schema);
+            return node;
+        }
+        let type_name = match schema.get("type") {
+            Some(Value::String(name)) => name.clone(),
+            Some(Value::Array(names)) => names
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|name| *name != "null")
+                .unwrap_or_default()
+                .to_string(),
+            _ => String::new(),
+        };
+        let mut node = TypeNode::default();
+        match type_name.as_str() {
+            "object" => {
+                node.shape = Shape::Object;
+                if let Some(Value::Object(properties)) = schema.get("properties") {
+                    for (field, property) in properties {
+                        node.fields
+                            .insert(field.clone(), Arc::new(self.from_openapi(property)));
+                    }
+                }
+                if let Some(additional @ Value::Object(_)) = schema.get("additionalProperties") {
+                    node.element = Some(Arc::new(self.from_openapi(additional)));
+                } else if node.fields.is_empty() {
+                    node.shape = Shape::Unknown;
                 }
             }
-            if let Some(additional @ Value::Object(_)) = schema.get("additionalProperties") {
-                node.element = Some(Arc::new(from_openapi(definitions, additional, depth)));
-            } else if node.fields.is_empty() {
-                node.shape = Shape::Unknown;
+            "array" => {
+                node.shape = Shape::List;
+                node.element = schema
+                    .get("items")
+                    .map(|items| Arc::new(self.from_openapi(items)));
             }
+            "" => {}
+            _ => node.shape = Shape::Scalar,
         }
-        "array" => {
-            node.shape = Shape::List;
-            node.element = schema
-                .get("items")
-                .map(|items| Arc::new(from_openapi(definitions, items, depth)));
-        }
-        "" => {}
-        _ => node.shape = Shape::Scalar,
+        apply_extensions(&mut node, schema);
+        node
     }
-    apply_extensions(&mut node, schema);
-    node
 }
 
 /// Reads the list, map and patch extensions of an OpenAPI schema (the same rules as

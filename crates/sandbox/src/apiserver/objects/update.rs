@@ -313,9 +313,6 @@ pub fn record_managed_fields(
 pub fn type_info(kind: &ResourceType, version: &str) -> TypeInfo {
     match kind.version(version).and_then(|v| v.schema.as_ref()) {
         Some(schema) => TypeInfo::from_schema(schema),
-        // Workaround: the patch engine expands the self-referencing JSONSchemaProps of a CRD
-        // without bound (exponential in its depth limit); CRDs get types deduced from values.
-        None if kind.kind == "CustomResourceDefinition" => TypeInfo::deduced(),
         None => TypeInfo::builtin(&kind.group, version, &kind.kind),
     }
 }
