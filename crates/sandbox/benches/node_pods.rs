@@ -18,7 +18,10 @@ use kubelet_support::{Cluster, ETCD_35, etcd_pod, is_ready, require_binary};
 use serde_json::json;
 
 fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
 }
 
 fn quantiles(mut samples: Vec<Duration>) -> String {
@@ -42,12 +45,22 @@ async fn create_member(cluster: &Cluster, name: &str) {
         }))
         .await;
     cluster
-        .create::<Pod>("default", etcd_pod(name, json!({"persistentVolumeClaim": {"claimName": format!("data-{name}")}})))
+        .create::<Pod>(
+            "default",
+            etcd_pod(
+                name,
+                json!({"persistentVolumeClaim": {"claimName": format!("data-{name}")}}),
+            ),
+        )
         .await;
 }
 
 async fn ready_count(cluster: &Cluster) -> usize {
-    let pods = cluster.pods("default").list(&ListParams::default().labels("app=etcd")).await.unwrap();
+    let pods = cluster
+        .pods("default")
+        .list(&ListParams::default().labels("app=etcd"))
+        .await
+        .unwrap();
     pods.items.iter().filter(|pod| is_ready(pod)).count()
 }
 
@@ -56,20 +69,32 @@ fn memory() -> (u64, u64) {
     let own = std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap_or(0)))
+        .find_map(|line| {
+            line.strip_prefix("VmRSS:")
+                .map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap_or(0))
+        })
         .unwrap_or(0);
     let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let field = |name: &str| {
         info.lines()
-            .find_map(|line| line.strip_prefix(name).map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap_or(0)))
+            .find_map(|line| {
+                line.strip_prefix(name)
+                    .map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap_or(0))
+            })
             .unwrap_or(0)
     };
-    (own / 1024, (field("MemTotal:") - field("MemAvailable:")) / 1024)
+    (
+        own / 1024,
+        (field("MemTotal:") - field("MemAvailable:")) / 1024,
+    )
 }
 
 fn main() {
     require_binary(ETCD_35);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let cluster = kubelet_support::start().await;
         let runs = setting("NODE_BENCH_LATENCY_RUNS", 10);

@@ -17,10 +17,15 @@ const LIMIT: Duration = Duration::from_secs(60);
 fn processes_with(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(command) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(command) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let command = String::from_utf8_lossy(&command).replace('\0', " ");
         if command.contains(marker) {
-            found.push(format!("{}: {command}", entry.file_name().to_string_lossy()));
+            found.push(format!(
+                "{}: {command}",
+                entry.file_name().to_string_lossy()
+            ));
         }
     }
     found
@@ -29,7 +34,11 @@ fn processes_with(marker: &str) -> Vec<String> {
 /// Mounts (in this process's namespace) under `dir`.
 fn mounts_under(dir: &Path) -> Vec<String> {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    mounts.lines().filter(|line| line.contains(dir.to_str().unwrap())).map(str::to_string).collect()
+    mounts
+        .lines()
+        .filter(|line| line.contains(dir.to_str().unwrap()))
+        .map(str::to_string)
+        .collect()
 }
 
 /// Network namespaces this process holds open.
@@ -37,7 +46,10 @@ fn open_network_namespaces() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .flatten()
-        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.to_string_lossy().starts_with("net:")))
+        .filter(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|target| target.to_string_lossy().starts_with("net:"))
+        })
         .count()
 }
 
@@ -52,7 +64,15 @@ async fn busy_cluster(marker: &str) -> Cluster {
     cluster
         .create::<Service>("default", json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}))
         .await;
-    let mut holder = pod_manifest("holder", json!({}), None, json!([shell_container("main", &format!("echo x > /data/f; exec sleep {marker}"))]));
+    let mut holder = pod_manifest(
+        "holder",
+        json!({}),
+        None,
+        json!([shell_container(
+            "main",
+            &format!("echo x > /data/f; exec sleep {marker}")
+        )]),
+    );
     holder["spec"]["containers"][0]["volumeMounts"] = json!([
         {"name": "data", "mountPath": "/data"}, {"name": "scratch", "mountPath": "/scratch"}, {"name": "shm", "mountPath": "/dev/shm"}]);
     holder["spec"]["volumes"] = json!([
@@ -61,7 +81,17 @@ async fn busy_cluster(marker: &str) -> Cluster {
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
     ]);
     cluster.create::<Pod>("default", holder).await;
-    cluster.create::<Pod>("default", pod_manifest("web", json!({"app": "web"}), None, json!([web_container(8080)]))).await;
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest(
+                "web",
+                json!({"app": "web"}),
+                None,
+                json!([web_container(8080)]),
+            ),
+        )
+        .await;
     cluster.wait_ready("default", "holder", LIMIT).await;
     cluster.wait_ready("default", "web", LIMIT).await;
     cluster
@@ -74,7 +104,11 @@ async fn eventually_empty(what: &str, check: impl Fn() -> Vec<String>) {
         if left.is_empty() {
             return;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "{what} left behind:\n{}", left.join("\n"));
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{what} left behind:\n{}",
+            left.join("\n")
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -86,7 +120,14 @@ async fn dropped_sandboxes_leave_no_process_mount_namespace_or_directory() {
         let marker = format!("{}.{round}{}", 86000 + std::process::id() % 300, round);
         let cluster = busy_cluster(&marker).await;
         assert_eq!(processes_with(&marker).len(), 1, "the Pod's process runs");
-        let Cluster { kubelet, control_plane, network, runtime, sandbox, dir } = cluster;
+        let Cluster {
+            kubelet,
+            control_plane,
+            network,
+            runtime,
+            sandbox,
+            dir,
+        } = cluster;
         let state = dir.path().join("state");
         drop(kubelet);
         drop(control_plane);
@@ -96,12 +137,26 @@ async fn dropped_sandboxes_leave_no_process_mount_namespace_or_directory() {
         eventually_empty("processes", || processes_with(&marker)).await;
         eventually_empty("mounts", || mounts_under(dir.path())).await;
         eventually_empty("state directories", || {
-            std::fs::read_dir(&state).map(|entries| entries.flatten().map(|e| e.path().display().to_string()).collect()).unwrap_or_default()
+            std::fs::read_dir(&state)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .map(|e| e.path().display().to_string())
+                        .collect()
+                })
+                .unwrap_or_default()
         })
         .await;
         eventually_empty("network namespaces", || {
             let open = open_network_namespaces();
-            if open > namespaces_before { vec![format!("{} namespaces open, {namespaces_before} before", open)] } else { Vec::new() }
+            if open > namespaces_before {
+                vec![format!(
+                    "{} namespaces open, {namespaces_before} before",
+                    open
+                )]
+            } else {
+                Vec::new()
+            }
         })
         .await;
         assert!(!dir.path().join("cluster-network.json").exists());

@@ -8,41 +8,104 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, LogParams};
-use kubelet_support::{container_status, phase, pod_manifest, restart_count, shell_container, waiting_reason};
+use kubelet_support::{
+    container_status, phase, pod_manifest, restart_count, shell_container, waiting_reason,
+};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn last_exit_code(pod: &Pod, container: &str) -> Option<i32> {
-    Some(container_status(pod, container)?.last_state.as_ref()?.terminated.as_ref()?.exit_code)
+    Some(
+        container_status(pod, container)?
+            .last_state
+            .as_ref()?
+            .terminated
+            .as_ref()?
+            .exit_code,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_container_restarts_and_repeated_failures_back_off() {
     let cluster = kubelet_support::start().await;
-    cluster.create::<Pod>("default", pod_manifest("sleeper", json!({}), None, json!([shell_container("main", "echo started; exec sleep 3600")]))).await;
-    cluster.create::<Pod>("default", pod_manifest("crasher", json!({}), None, json!([shell_container("main", "echo boom; exit 3")]))).await;
-    cluster.wait_ready("default", "sleeper", LIMIT).await;
-    cluster.kubelet.signal_container("default", "sleeper", Some("main"), Signal::SIGKILL).unwrap();
-    let restarted = cluster
-        .wait_pod("default", "sleeper", LIMIT, |pod| restart_count(pod, "main") == 1 && kubelet_support::is_ready(pod))
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest(
+                "sleeper",
+                json!({}),
+                None,
+                json!([shell_container("main", "echo started; exec sleep 3600")]),
+            ),
+        )
         .await;
-    let last = container_status(&restarted, "main").unwrap().last_state.clone().unwrap().terminated.unwrap();
-    assert_eq!((last.exit_code, last.signal, last.reason.as_deref()), (137, Some(9), Some("Error")));
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest(
+                "crasher",
+                json!({}),
+                None,
+                json!([shell_container("main", "echo boom; exit 3")]),
+            ),
+        )
+        .await;
+    cluster.wait_ready("default", "sleeper", LIMIT).await;
+    cluster
+        .kubelet
+        .signal_container("default", "sleeper", Some("main"), Signal::SIGKILL)
+        .unwrap();
+    let restarted = cluster
+        .wait_pod("default", "sleeper", LIMIT, |pod| {
+            restart_count(pod, "main") == 1 && kubelet_support::is_ready(pod)
+        })
+        .await;
+    let last = container_status(&restarted, "main")
+        .unwrap()
+        .last_state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!(
+        (last.exit_code, last.signal, last.reason.as_deref()),
+        (137, Some(9), Some("Error"))
+    );
 
     let crashing = cluster
         .wait_pod("default", "crasher", LIMIT, |pod| {
-            waiting_reason(pod, "main") == Some("CrashLoopBackOff") && restart_count(pod, "main") >= 2
+            waiting_reason(pod, "main") == Some("CrashLoopBackOff")
+                && restart_count(pod, "main") >= 2
         })
         .await;
-    assert_eq!(phase(&crashing), "Running", "a crash-looping Pod with restartPolicy Always stays Running");
+    assert_eq!(
+        phase(&crashing),
+        "Running",
+        "a crash-looping Pod with restartPolicy Always stays Running"
+    );
     assert_eq!(last_exit_code(&crashing, "main"), Some(3));
-    let waiting = container_status(&crashing, "main").unwrap().state.clone().unwrap().waiting.unwrap();
-    assert!(waiting.message.unwrap().starts_with("back-off "), "the kubelet's message");
+    let waiting = container_status(&crashing, "main")
+        .unwrap()
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap();
+    assert!(
+        waiting.message.unwrap().starts_with("back-off "),
+        "the kubelet's message"
+    );
     let previous = cluster
         .pods("default")
-        .logs("crasher", &LogParams { previous: true, ..LogParams::default() })
+        .logs(
+            "crasher",
+            &LogParams {
+                previous: true,
+                ..LogParams::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(previous, "boom\n");
@@ -55,9 +118,17 @@ async fn a_killed_container_restarts_and_repeated_failures_back_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_containers_run_in_order_and_restart_policies_decide_the_phase() {
     let cluster = kubelet_support::start().await;
-    let mut ordered = pod_manifest("ordered", json!({}), None, json!([shell_container("main", "cat /work/order")]));
+    let mut ordered = pod_manifest(
+        "ordered",
+        json!({}),
+        None,
+        json!([shell_container("main", "cat /work/order")]),
+    );
     ordered["spec"]["restartPolicy"] = json!("Never");
-    ordered["spec"]["initContainers"] = json!([shell_container("first", "echo first >> /work/order"), shell_container("second", "sleep 0.3; echo second >> /work/order")]);
+    ordered["spec"]["initContainers"] = json!([
+        shell_container("first", "echo first >> /work/order"),
+        shell_container("second", "sleep 0.3; echo second >> /work/order")
+    ]);
     for list in ["initContainers", "containers"] {
         for container in ordered["spec"][list].as_array_mut().unwrap() {
             container["volumeMounts"] = json!([{"name": "work", "mountPath": "/work"}]);
@@ -66,81 +137,203 @@ async fn init_containers_run_in_order_and_restart_policies_decide_the_phase() {
     ordered["spec"]["volumes"] = json!([{"name": "work", "emptyDir": {}}]);
     cluster.create::<Pod>("default", ordered).await;
 
-    let mut init_fails = pod_manifest("init-fails", json!({}), None, json!([shell_container("main", "echo never")]));
+    let mut init_fails = pod_manifest(
+        "init-fails",
+        json!({}),
+        None,
+        json!([shell_container("main", "echo never")]),
+    );
     init_fails["spec"]["restartPolicy"] = json!("Never");
     init_fails["spec"]["initContainers"] = json!([shell_container("setup", "exit 1")]);
     cluster.create::<Pod>("default", init_fails).await;
 
-    let mut retried = pod_manifest("on-failure", json!({}), None, json!([shell_container("main", "test -f /work/second || { touch /work/second; exit 1; }")]));
+    let mut retried = pod_manifest(
+        "on-failure",
+        json!({}),
+        None,
+        json!([shell_container(
+            "main",
+            "test -f /work/second || { touch /work/second; exit 1; }"
+        )]),
+    );
     retried["spec"]["restartPolicy"] = json!("OnFailure");
-    retried["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "work", "mountPath": "/work"}]);
+    retried["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "work", "mountPath": "/work"}]);
     retried["spec"]["volumes"] = json!([{"name": "work", "emptyDir": {}}]);
     cluster.create::<Pod>("default", retried).await;
 
-    let ordered = cluster.wait_pod("default", "ordered", LIMIT, |pod| phase(pod) == "Succeeded").await;
-    assert_eq!(cluster.logs("default", "ordered", "main").await, "first\nsecond\n");
-    assert_eq!(kubelet_support::condition(&ordered, "Initialized"), Some("True"));
-    let init_statuses = ordered.status.as_ref().unwrap().init_container_statuses.clone().unwrap();
-    let reasons: Vec<Option<String>> = init_statuses.iter().map(|s| s.state.as_ref()?.terminated.as_ref()?.reason.clone()).collect();
-    assert_eq!(reasons, [Some("Completed".to_string()), Some("Completed".to_string())], "{init_statuses:#?}");
+    let ordered = cluster
+        .wait_pod("default", "ordered", LIMIT, |pod| phase(pod) == "Succeeded")
+        .await;
+    assert_eq!(
+        cluster.logs("default", "ordered", "main").await,
+        "first\nsecond\n"
+    );
+    assert_eq!(
+        kubelet_support::condition(&ordered, "Initialized"),
+        Some("True")
+    );
+    let init_statuses = ordered
+        .status
+        .as_ref()
+        .unwrap()
+        .init_container_statuses
+        .clone()
+        .unwrap();
+    let reasons: Vec<Option<String>> = init_statuses
+        .iter()
+        .map(|s| s.state.as_ref()?.terminated.as_ref()?.reason.clone())
+        .collect();
+    assert_eq!(
+        reasons,
+        [Some("Completed".to_string()), Some("Completed".to_string())],
+        "{init_statuses:#?}"
+    );
 
-    let failed = cluster.wait_pod("default", "init-fails", LIMIT, |pod| phase(pod) == "Failed").await;
+    let failed = cluster
+        .wait_pod("default", "init-fails", LIMIT, |pod| phase(pod) == "Failed")
+        .await;
     assert_eq!(waiting_reason(&failed, "main"), Some("PodInitializing"));
-    assert_eq!(kubelet_support::condition(&failed, "Initialized"), Some("False"));
+    assert_eq!(
+        kubelet_support::condition(&failed, "Initialized"),
+        Some("False")
+    );
 
-    let retried = cluster.wait_pod("default", "on-failure", LIMIT, |pod| phase(pod) == "Succeeded").await;
+    let retried = cluster
+        .wait_pod("default", "on-failure", LIMIT, |pod| {
+            phase(pod) == "Succeeded"
+        })
+        .await;
     assert_eq!(restart_count(&retried, "main"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_liveness_probe_restarts_the_container() {
     let cluster = kubelet_support::start().await;
-    let mut pod = pod_manifest("unhealthy", json!({}), None, json!([shell_container("main", "touch /tmp/alive; sleep 2; rm /tmp/alive; exec sleep 3600")]));
-    pod["spec"]["containers"][0]["startupProbe"] = json!({"exec": {"command": ["test", "-f", "/tmp/alive"]}, "periodSeconds": 1});
+    let mut pod = pod_manifest(
+        "unhealthy",
+        json!({}),
+        None,
+        json!([shell_container(
+            "main",
+            "touch /tmp/alive; sleep 2; rm /tmp/alive; exec sleep 3600"
+        )]),
+    );
+    pod["spec"]["containers"][0]["startupProbe"] =
+        json!({"exec": {"command": ["test", "-f", "/tmp/alive"]}, "periodSeconds": 1});
     pod["spec"]["containers"][0]["livenessProbe"] = json!({"exec": {"command": ["test", "-f", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 2});
     cluster.create::<Pod>("default", pod).await;
     cluster.wait_ready("default", "unhealthy", LIMIT).await;
-    let restarted = cluster.wait_pod("default", "unhealthy", LIMIT, |pod| restart_count(pod, "main") >= 1).await;
-    assert_eq!(last_exit_code(&restarted, "main"), Some(137), "killed: PID 1 ignores SIGTERM, the grace runs out");
-    let events = cluster.kubectl(&["get", "events", "--field-selector", "involvedObject.name=unhealthy", "-o", "jsonpath={.items[*].reason}"]).await;
-    assert!(events.contains("Unhealthy") && events.contains("Killing"), "{events}");
+    let restarted = cluster
+        .wait_pod("default", "unhealthy", LIMIT, |pod| {
+            restart_count(pod, "main") >= 1
+        })
+        .await;
+    assert_eq!(
+        last_exit_code(&restarted, "main"),
+        Some(137),
+        "killed: PID 1 ignores SIGTERM, the grace runs out"
+    );
+    let events = cluster
+        .kubectl(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=unhealthy",
+            "-o",
+            "jsonpath={.items[*].reason}",
+        ])
+        .await;
+    assert!(
+        events.contains("Unhealthy") && events.contains("Killing"),
+        "{events}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unmapped_image_waits_in_image_pull_back_off() {
     let cluster = kubelet_support::start().await;
     let containers = json!([{"name": "main", "image": "registry.example/unknown:1.0"}]);
-    cluster.create::<Pod>("default", pod_manifest("unmapped", json!({}), None, containers)).await;
-    let pulling = cluster.wait_pod("default", "unmapped", LIMIT, |pod| waiting_reason(pod, "main") == Some("ErrImagePull")).await;
-    let message = container_status(&pulling, "main").unwrap().state.clone().unwrap().waiting.unwrap().message.unwrap();
-    assert!(message.contains("registry.example/unknown:1.0") && message.contains("add a rule"), "{message}");
-    let backing_off = cluster.wait_pod("default", "unmapped", LIMIT, |pod| waiting_reason(pod, "main") == Some("ImagePullBackOff")).await;
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest("unmapped", json!({}), None, containers),
+        )
+        .await;
+    let pulling = cluster
+        .wait_pod("default", "unmapped", LIMIT, |pod| {
+            waiting_reason(pod, "main") == Some("ErrImagePull")
+        })
+        .await;
+    let message = container_status(&pulling, "main")
+        .unwrap()
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap()
+        .message
+        .unwrap();
+    assert!(
+        message.contains("registry.example/unknown:1.0") && message.contains("add a rule"),
+        "{message}"
+    );
+    let backing_off = cluster
+        .wait_pod("default", "unmapped", LIMIT, |pod| {
+            waiting_reason(pod, "main") == Some("ImagePullBackOff")
+        })
+        .await;
     assert_eq!(phase(&backing_off), "Pending");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_sends_sigterm_and_waits_out_the_grace_period_only_when_needed() {
     let cluster = kubelet_support::start().await;
-    let polite = shell_container("main", "trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done");
+    let polite = shell_container(
+        "main",
+        "trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done",
+    );
     let mut handles_term = pod_manifest("handles-term", json!({}), None, json!([polite]));
     handles_term["spec"]["terminationGracePeriodSeconds"] = json!(30);
     cluster.create::<Pod>("default", handles_term).await;
-    let mut ignores_term = pod_manifest("ignores-term", json!({}), None, json!([shell_container("main", "exec sleep 3600")]));
+    let mut ignores_term = pod_manifest(
+        "ignores-term",
+        json!({}),
+        None,
+        json!([shell_container("main", "exec sleep 3600")]),
+    );
     ignores_term["spec"]["terminationGracePeriodSeconds"] = json!(2);
     cluster.create::<Pod>("default", ignores_term).await;
     for name in ["handles-term", "ignores-term"] {
         cluster.wait_ready("default", name, LIMIT).await;
     }
     let started = Instant::now();
-    cluster.pods("default").delete("handles-term", &DeleteParams::default()).await.unwrap();
+    cluster
+        .pods("default")
+        .delete("handles-term", &DeleteParams::default())
+        .await
+        .unwrap();
     let terminating = cluster.pods("default").get("handles-term").await;
-    assert!(terminating.is_ok_and(|pod| pod.metadata.deletion_timestamp.is_some()), "the Pod waits for its node");
+    assert!(
+        terminating.is_ok_and(|pod| pod.metadata.deletion_timestamp.is_some()),
+        "the Pod waits for its node"
+    );
     cluster.wait_gone("default", "handles-term", LIMIT).await;
-    assert!(started.elapsed() < Duration::from_secs(10), "gone as soon as it exited, not after 30 s");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "gone as soon as it exited, not after 30 s"
+    );
 
     let started = Instant::now();
-    cluster.pods("default").delete("ignores-term", &DeleteParams::default()).await.unwrap();
+    cluster
+        .pods("default")
+        .delete("ignores-term", &DeleteParams::default())
+        .await
+        .unwrap();
     cluster.wait_gone("default", "ignores-term", LIMIT).await;
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_secs(2) && waited < Duration::from_secs(10), "SIGKILL after the grace period: {waited:?}");
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(10),
+        "SIGKILL after the grace period: {waited:?}"
+    );
 }

@@ -24,9 +24,16 @@ async fn pods_under_a_headless_service_reach_each_other_by_name_and_from_the_mac
         }))
         .await;
     for (me, other) in [("peer-0", "peer-1"), ("peer-1", "peer-0")] {
-        let script = format!("while true; do wget -qO- -T 2 http://{other}.peers.default.svc.cluster.local:8080/ && echo; sleep 0.5; done");
+        let script = format!(
+            "while true; do wget -qO- -T 2 http://{other}.peers.default.svc.cluster.local:8080/ && echo; sleep 0.5; done"
+        );
         let containers = json!([web_container(8080), shell_container("client", &script)]);
-        cluster.create::<Pod>("default", pod_manifest(me, json!({"app": "peer"}), Some("peers"), containers)).await;
+        cluster
+            .create::<Pod>(
+                "default",
+                pod_manifest(me, json!({"app": "peer"}), Some("peers"), containers),
+            )
+            .await;
     }
     for name in ["peer-0", "peer-1"] {
         cluster.wait_ready("default", name, LIMIT).await;
@@ -34,7 +41,11 @@ async fn pods_under_a_headless_service_reach_each_other_by_name_and_from_the_mac
     for (me, other) in [("peer-0", "peer-1"), ("peer-1", "peer-0")] {
         cluster
             .eventually(&format!("{me} reaching {other} by name"), LIMIT, || async {
-                cluster.logs("default", me, "client").await.lines().any(|line| line == other)
+                cluster
+                    .logs("default", me, "client")
+                    .await
+                    .lines()
+                    .any(|line| line == other)
             })
             .await;
     }
@@ -43,14 +54,35 @@ async fn pods_under_a_headless_service_reach_each_other_by_name_and_from_the_mac
         .network
         .command("wget")
         .unwrap()
-        .args(["-qO-", "-T", "5", "http://peer-0.peers.default.svc.cluster.local:8080/"])
+        .args([
+            "-qO-",
+            "-T",
+            "5",
+            "http://peer-0.peers.default.svc.cluster.local:8080/",
+        ])
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "peer-0", "{}", String::from_utf8_lossy(&output.stderr));
-    let endpoints: Endpoints = Api::namespaced(cluster.client(), "default").get("peers").await.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "peer-0",
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let endpoints: Endpoints = Api::namespaced(cluster.client(), "default")
+        .get("peers")
+        .await
+        .unwrap();
     let subset = &endpoints.subsets.unwrap()[0];
-    let hostnames: HashSet<String> = subset.addresses.iter().flatten().filter_map(|a| a.hostname.clone()).collect();
-    assert_eq!(hostnames, HashSet::from(["peer-0".to_string(), "peer-1".to_string()]));
+    let hostnames: HashSet<String> = subset
+        .addresses
+        .iter()
+        .flatten()
+        .filter_map(|a| a.hostname.clone())
+        .collect();
+    assert_eq!(
+        hostnames,
+        HashSet::from(["peer-0".to_string(), "peer-1".to_string()])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,36 +96,82 @@ async fn a_cluster_ip_service_reaches_ready_pods_only_and_is_in_their_environmen
         .await;
     let cluster_ip = service.spec.unwrap().cluster_ip.unwrap();
     for name in ["web-a", "web-b"] {
-        cluster.create::<Pod>("default", pod_manifest(name, json!({"app": "web"}), None, json!([web_container(8080)]))).await;
+        cluster
+            .create::<Pod>(
+                "default",
+                pod_manifest(
+                    name,
+                    json!({"app": "web"}),
+                    None,
+                    json!([web_container(8080)]),
+                ),
+            )
+            .await;
     }
     // Selected, but never ready: it must not get traffic.
     let mut unready = web_container(8080);
     unready["readinessProbe"] = json!({"exec": {"command": ["false"]}, "periodSeconds": 1});
-    cluster.create::<Pod>("default", pod_manifest("web-unready", json!({"app": "web"}), None, json!([unready]))).await;
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest("web-unready", json!({"app": "web"}), None, json!([unready])),
+        )
+        .await;
     for name in ["web-a", "web-b"] {
         cluster.wait_ready("default", name, LIMIT).await;
     }
-    cluster.wait_pod("default", "web-unready", LIMIT, |pod| kubelet_support::phase(pod) == "Running").await;
+    cluster
+        .wait_pod("default", "web-unready", LIMIT, |pod| {
+            kubelet_support::phase(pod) == "Running"
+        })
+        .await;
     let mut seen = HashSet::new();
     let started = std::time::Instant::now();
     while seen.len() < 2 {
-        assert!(started.elapsed() < LIMIT, "both ready Pods did not answer through the Service: {seen:?}");
-        if let Some(body) = cluster.http_get("web.default.svc.cluster.local", 80, "/").await {
+        assert!(
+            started.elapsed() < LIMIT,
+            "both ready Pods did not answer through the Service: {seen:?}"
+        );
+        if let Some(body) = cluster
+            .http_get("web.default.svc.cluster.local", 80, "/")
+            .await
+        {
             seen.insert(body);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for _ in 0..20 {
-        let body = cluster.http_get(&cluster_ip, 80, "/").await.expect("the Service answers");
+        let body = cluster
+            .http_get(&cluster_ip, 80, "/")
+            .await
+            .expect("the Service answers");
         assert_ne!(body, "web-unready");
         seen.insert(body);
     }
-    assert_eq!(seen, HashSet::from(["web-a".to_string(), "web-b".to_string()]));
+    assert_eq!(
+        seen,
+        HashSet::from(["web-a".to_string(), "web-b".to_string()])
+    );
     // A Pod started after the Service sees it in its environment, with the API server's.
     let script = "echo host=$WEB_SERVICE_HOST port=$WEB_SERVICE_PORT api=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT; sleep 3600";
-    cluster.create::<Pod>("default", pod_manifest("env", json!({}), None, json!([shell_container("main", script)]))).await;
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest(
+                "env",
+                json!({}),
+                None,
+                json!([shell_container("main", script)]),
+            ),
+        )
+        .await;
     let expected = format!("host={cluster_ip} port=80 api=10.96.0.1:443");
     cluster
-        .eventually("the Service variables", LIMIT, || async { cluster.logs("default", "env", "main").await.contains(&expected) })
+        .eventually("the Service variables", LIMIT, || async {
+            cluster
+                .logs("default", "env", "main")
+                .await
+                .contains(&expected)
+        })
         .await;
 }

@@ -19,22 +19,51 @@ async fn etcd_pods_become_ready_through_their_health_probe_side_by_side_on_one_p
         let pod: Pod = serde_json::from_value(etcd_pod(name, json!({"emptyDir": {}}))).unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
-    let a = cluster.wait_ready("default", "etcd-a", Duration::from_secs(60)).await;
-    let b = cluster.wait_ready("default", "etcd-b", Duration::from_secs(60)).await;
+    let a = cluster
+        .wait_ready("default", "etcd-a", Duration::from_secs(60))
+        .await;
+    let b = cluster
+        .wait_ready("default", "etcd-b", Duration::from_secs(60))
+        .await;
     assert_eq!(phase(&a), "Running");
     assert_ne!(pod_ip(&a), pod_ip(&b), "each Pod has its own address");
     let node = a.spec.as_ref().unwrap().node_name.clone().unwrap();
     let host_ip = a.status.as_ref().unwrap().host_ip.clone().unwrap();
-    assert_eq!(Some(host_ip.parse().unwrap()), cluster.kubelet.node_address(&node));
-    assert_eq!(a.status.as_ref().unwrap().container_statuses.as_ref().unwrap().len(), 1);
+    assert_eq!(
+        Some(host_ip.parse().unwrap()),
+        cluster.kubelet.node_address(&node)
+    );
+    assert_eq!(
+        a.status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()
+            .len(),
+        1
+    );
     let status = container_status(&a, "etcd").unwrap();
     assert!(status.ready && status.started == Some(true));
     assert!(status.state.as_ref().unwrap().running.is_some());
     for pod in [&a, &b] {
-        let health = cluster.http_get(&pod_ip(pod), 2379, "/health").await.unwrap_or_default();
+        let health = cluster
+            .http_get(&pod_ip(pod), 2379, "/health")
+            .await
+            .unwrap_or_default();
         assert!(health.contains("\"health\":\"true\""), "{health}");
     }
-    for condition in ["PodScheduled", "Initialized", "ContainersReady", "Ready", "PodReadyToStartContainers"] {
-        assert_eq!(kubelet_support::condition(&a, condition), Some("True"), "{condition}");
+    for condition in [
+        "PodScheduled",
+        "Initialized",
+        "ContainersReady",
+        "Ready",
+        "PodReadyToStartContainers",
+    ] {
+        assert_eq!(
+            kubelet_support::condition(&a, condition),
+            Some("True"),
+            "{condition}"
+        );
     }
 }

@@ -16,7 +16,12 @@ const LIMIT: Duration = Duration::from_secs(60);
 fn writer() -> serde_json::Value {
     let script = "echo run >> /data/log; echo run >> /scratch/log; \
                   echo claim=$(wc -l < /data/log) scratch=$(wc -l < /scratch/log); sleep 3600";
-    let mut pod = pod_manifest("writer", json!({}), None, json!([shell_container("main", script)]));
+    let mut pod = pod_manifest(
+        "writer",
+        json!({}),
+        None,
+        json!([shell_container("main", script)]),
+    );
     pod["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}, {"name": "scratch", "mountPath": "/scratch"}]);
     pod["spec"]["volumes"] = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}, {"name": "scratch", "emptyDir": {}}]);
     pod
@@ -34,7 +39,12 @@ async fn a_claim_keeps_its_data_across_pods_and_an_empty_dir_does_not() {
         .await;
     cluster
         .eventually("the claim bound and protected", LIMIT, || async {
-            claims.get("data").await.ok().and_then(|c| c.metadata.finalizers).is_some_and(|f| f.contains(&"kubernetes.io/pvc-protection".to_string()))
+            claims
+                .get("data")
+                .await
+                .ok()
+                .and_then(|c| c.metadata.finalizers)
+                .is_some_and(|f| f.contains(&"kubernetes.io/pvc-protection".to_string()))
         })
         .await;
     let bound = claims.get("data").await.unwrap().status.unwrap();
@@ -42,38 +52,95 @@ async fn a_claim_keeps_its_data_across_pods_and_an_empty_dir_does_not() {
     assert_eq!(bound.capacity.unwrap()["storage"].0, "1Gi");
 
     cluster.create::<Pod>("default", writer()).await;
-    cluster.eventually("the first run", LIMIT, || async { cluster.logs("default", "writer", "main").await.contains("claim=1 scratch=1") }).await;
-    cluster.pods("default").delete("writer", &DeleteParams::default()).await.unwrap();
+    cluster
+        .eventually("the first run", LIMIT, || async {
+            cluster
+                .logs("default", "writer", "main")
+                .await
+                .contains("claim=1 scratch=1")
+        })
+        .await;
+    cluster
+        .pods("default")
+        .delete("writer", &DeleteParams::default())
+        .await
+        .unwrap();
     cluster.wait_gone("default", "writer", LIMIT).await;
     cluster.create::<Pod>("default", writer()).await;
-    cluster.eventually("the second run", LIMIT, || async { cluster.logs("default", "writer", "main").await.contains("claim=2 scratch=1") }).await;
+    cluster
+        .eventually("the second run", LIMIT, || async {
+            cluster
+                .logs("default", "writer", "main")
+                .await
+                .contains("claim=2 scratch=1")
+        })
+        .await;
 
     // Deleting the claim while a Pod uses it leaves it Terminating; the Pod's end lets it go.
-    let directory = cluster.runtime.persistent_volumes().claim_path("default", "data").unwrap();
+    let directory = cluster
+        .runtime
+        .persistent_volumes()
+        .claim_path("default", "data")
+        .unwrap();
     assert!(directory.join("log").exists());
-    claims.delete("data", &DeleteParams::default()).await.unwrap();
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(claims.get("data").await.unwrap().metadata.deletion_timestamp.is_some(), "protected while in use");
+    assert!(
+        claims
+            .get("data")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some(),
+        "protected while in use"
+    );
     assert!(directory.join("log").exists());
-    cluster.pods("default").delete("writer", &DeleteParams::default()).await.unwrap();
-    cluster.eventually("the claim gone", LIMIT, || async { matches!(claims.get_opt("data").await, Ok(None)) }).await;
-    cluster.eventually("the claim's data gone", LIMIT, || async { !directory.exists() }).await;
+    cluster
+        .pods("default")
+        .delete("writer", &DeleteParams::default())
+        .await
+        .unwrap();
+    cluster
+        .eventually("the claim gone", LIMIT, || async {
+            matches!(claims.get_opt("data").await, Ok(None))
+        })
+        .await;
+    cluster
+        .eventually("the claim's data gone", LIMIT, || async {
+            !directory.exists()
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_and_config_map_files_follow_their_source_and_memory_volumes_have_their_size() {
     let cluster = kubelet_support::start().await;
     cluster
-        .create::<ConfigMap>("default", json!({"metadata": {"name": "settings"}, "data": {"mode": "fast", "other": "x"}}))
+        .create::<ConfigMap>(
+            "default",
+            json!({"metadata": {"name": "settings"}, "data": {"mode": "fast", "other": "x"}}),
+        )
         .await;
     cluster
-        .create::<Secret>("default", json!({"metadata": {"name": "creds"}, "stringData": {"password": "hunter2"}}))
+        .create::<Secret>(
+            "default",
+            json!({"metadata": {"name": "creds"}, "stringData": {"password": "hunter2"}}),
+        )
         .await;
     let script = "echo password=$PASSWORD; stat -c 'mode=%a' /secret/..data/pw; \
                   if dd if=/dev/zero of=/shm/big bs=1024 count=2048 2>/dev/null; then echo shm=unbounded; else echo shm=full; fi; \
                   ls /var/run/secrets/kubernetes.io/serviceaccount; cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; \
                   while true; do echo config=$(cat /config/mode); sleep 0.2; done";
-    let mut pod = pod_manifest("reader", json!({}), None, json!([shell_container("main", script)]));
+    let mut pod = pod_manifest(
+        "reader",
+        json!({}),
+        None,
+        json!([shell_container("main", script)]),
+    );
     pod["spec"]["containers"][0]["env"] = json!([{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}}]);
     pod["spec"]["containers"][0]["volumeMounts"] = json!([
         {"name": "config", "mountPath": "/config"}, {"name": "secret", "mountPath": "/secret"}, {"name": "shm", "mountPath": "/shm"}]);
@@ -83,15 +150,38 @@ async fn secret_and_config_map_files_follow_their_source_and_memory_volumes_have
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
     ]);
     cluster.create::<Pod>("default", pod).await;
-    cluster.eventually("the first reading", LIMIT, || async { cluster.logs("default", "reader", "main").await.contains("config=fast") }).await;
+    cluster
+        .eventually("the first reading", LIMIT, || async {
+            cluster
+                .logs("default", "reader", "main")
+                .await
+                .contains("config=fast")
+        })
+        .await;
     let log = cluster.logs("default", "reader", "main").await;
-    for expected in ["password=hunter2", "mode=400", "shm=full", "ca.crt\nnamespace\ntoken\ndefault"] {
+    for expected in [
+        "password=hunter2",
+        "mode=400",
+        "shm=full",
+        "ca.crt\nnamespace\ntoken\ndefault",
+    ] {
         assert!(log.contains(expected), "{expected:?} missing from:\n{log}");
     }
     let config_maps: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
     config_maps
-        .patch("settings", &PatchParams::default(), &Patch::Merge(json!({"data": {"mode": "slow"}})))
+        .patch(
+            "settings",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"mode": "slow"}})),
+        )
         .await
         .unwrap();
-    cluster.eventually("the file following its ConfigMap", LIMIT, || async { cluster.logs("default", "reader", "main").await.contains("config=slow") }).await;
+    cluster
+        .eventually("the file following its ConfigMap", LIMIT, || async {
+            cluster
+                .logs("default", "reader", "main")
+                .await
+                .contains("config=slow")
+        })
+        .await;
 }

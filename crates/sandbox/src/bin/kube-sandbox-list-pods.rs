@@ -17,7 +17,11 @@ async fn main() -> anyhow::Result<()> {
     loop {
         match pods.list(&ListParams::default()).await {
             Ok(list) => {
-                let names: Vec<String> = list.items.into_iter().filter_map(|pod| pod.metadata.name).collect();
+                let names: Vec<String> = list
+                    .items
+                    .into_iter()
+                    .filter_map(|pod| pod.metadata.name)
+                    .collect();
                 println!("pods in {namespace}: {}", names.join(" "));
             }
             Err(error) => println!("listing pods failed: {error}"),

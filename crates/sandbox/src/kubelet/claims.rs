@@ -33,7 +33,11 @@ pub fn claim_in_use(claim: &PersistentVolumeClaim, pods: &[Arc<Pod>]) -> bool {
                 .spec
                 .iter()
                 .flat_map(|s| s.volumes.iter().flatten())
-                .any(|v| v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name == name))
+                .any(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .is_some_and(|c| c.claim_name == name)
+                })
     })
 }
 
@@ -48,8 +52,18 @@ struct ClaimController {
 
 pub(crate) async fn run(client: Client, volumes: PersistentVolumeStore, token: CancellationToken) {
     let changed = Arc::new(Notify::new());
-    let claims = watch_into_store(Api::<PersistentVolumeClaim>::all(client.clone()), watcher::Config::default(), changed.clone(), token.clone());
-    let pods = watch_into_store(Api::<Pod>::all(client.clone()), watcher::Config::default(), changed.clone(), token.clone());
+    let claims = watch_into_store(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+        changed.clone(),
+        token.clone(),
+    );
+    let pods = watch_into_store(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default(),
+        changed.clone(),
+        token.clone(),
+    );
     let ready = async {
         let _ = claims.wait_until_ready().await;
         let _ = pods.wait_until_ready().await;
@@ -58,7 +72,13 @@ pub(crate) async fn run(client: Client, volumes: PersistentVolumeStore, token: C
         () = token.cancelled() => return,
         () = ready => {}
     }
-    let mut controller = ClaimController { client, volumes, claims, pods, provisioned: HashMap::new() };
+    let mut controller = ClaimController {
+        client,
+        volumes,
+        claims,
+        pods,
+        provisioned: HashMap::new(),
+    };
     loop {
         controller.sync().await;
         tokio::select! {
@@ -84,28 +104,41 @@ impl ClaimController {
             let protected = finalizers.iter().any(|f| f == PVC_PROTECTION);
             let result = if claim.metadata.deletion_timestamp.is_some() {
                 if protected && !claim_in_use(claim, &pods) {
-                    let remaining: Vec<&String> = finalizers.iter().filter(|f| *f != PVC_PROTECTION).collect();
+                    let remaining: Vec<&String> =
+                        finalizers.iter().filter(|f| *f != PVC_PROTECTION).collect();
                     let patch = json!({"metadata": {"finalizers": remaining, "resourceVersion": claim.resource_version()}});
-                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map(drop)
                 } else {
                     Ok(())
                 }
             } else {
-                self.bind(&api, claim, &namespace, &name, &uid, protected).await
+                self.bind(&api, claim, &namespace, &name, &uid, protected)
+                    .await
             };
             match result {
                 Ok(()) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-                Err(error) => tracing::warn!(claim = %name, %namespace, %error, "updating a PersistentVolumeClaim failed"),
+                Err(error) => {
+                    tracing::warn!(claim = %name, %namespace, %error, "updating a PersistentVolumeClaim failed")
+                }
             }
         }
-        let gone: Vec<(String, String)> = self.provisioned.keys().filter(|key| !present.contains_key(*key)).cloned().collect();
+        let gone: Vec<(String, String)> = self
+            .provisioned
+            .keys()
+            .filter(|key| !present.contains_key(*key))
+            .cloned()
+            .collect();
         for (namespace, name) in gone {
             match self.volumes.delete(&namespace, &name) {
                 Ok(()) => {
                     self.provisioned.remove(&(namespace, name));
                 }
-                Err(error) => tracing::warn!(claim = %name, %namespace, %error, "removing the data of a deleted claim failed"),
+                Err(error) => {
+                    tracing::warn!(claim = %name, %namespace, %error, "removing the data of a deleted claim failed")
+                }
             }
         }
     }
@@ -136,18 +169,25 @@ impl ClaimController {
             let mut finalizers = claim.finalizers().to_vec();
             finalizers.push(PVC_PROTECTION.to_string());
             let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
         }
         let status = claim.status.clone().unwrap_or_default();
         if status.phase.as_deref() != Some("Bound") {
             let spec = claim.spec.clone().unwrap_or_default();
-            let storage = spec.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned();
+            let storage = spec
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("storage"))
+                .cloned();
             let patch = json!({"status": {
                 "phase": "Bound",
                 "accessModes": spec.access_modes.unwrap_or_else(|| vec!["ReadWriteOnce".into()]),
                 "capacity": storage.map(|s| json!({"storage": s})),
             }});
-            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
         }
         Ok(())
     }
@@ -161,7 +201,9 @@ mod tests {
 
     #[test]
     fn only_pods_that_are_not_terminal_hold_a_claim() {
-        let claim: PersistentVolumeClaim = serde_json::from_value(json!({"metadata": {"name": "data-0", "namespace": "db"}})).unwrap();
+        let claim: PersistentVolumeClaim =
+            serde_json::from_value(json!({"metadata": {"name": "data-0", "namespace": "db"}}))
+                .unwrap();
         let pod = |namespace: &str, phase: &str| -> Arc<Pod> {
             Arc::new(
                 serde_json::from_value(json!({
@@ -174,6 +216,9 @@ mod tests {
         };
         assert!(claim_in_use(&claim, &[pod("db", "Running")]));
         assert!(claim_in_use(&claim, &[pod("db", "Pending")]));
-        assert!(!claim_in_use(&claim, &[pod("db", "Succeeded"), pod("other", "Running")]));
+        assert!(!claim_in_use(
+            &claim,
+            &[pod("db", "Succeeded"), pod("other", "Running")]
+        ));
     }
 }

@@ -42,10 +42,25 @@ impl KubeletContext {
         time_scale: TimeScale,
         token: &CancellationToken,
     ) -> Arc<Self> {
-        let services = watch_into_store(Api::<Service>::all(client.clone()), watcher::Config::default(), Arc::new(Notify::new()), token.clone());
+        let services = watch_into_store(
+            Api::<Service>::all(client.clone()),
+            watcher::Config::default(),
+            Arc::new(Notify::new()),
+            token.clone(),
+        );
         let sources = Arc::new(Notify::new());
-        let secrets = watch_into_store(Api::<Secret>::all(client.clone()), watcher::Config::default(), sources.clone(), token.clone());
-        let config_maps = watch_into_store(Api::<ConfigMap>::all(client.clone()), watcher::Config::default(), sources.clone(), token.clone());
+        let secrets = watch_into_store(
+            Api::<Secret>::all(client.clone()),
+            watcher::Config::default(),
+            sources.clone(),
+            token.clone(),
+        );
+        let config_maps = watch_into_store(
+            Api::<ConfigMap>::all(client.clone()),
+            watcher::Config::default(),
+            sources.clone(),
+            token.clone(),
+        );
         let (sources_changed, _) = tokio::sync::watch::channel(0);
         let context = Arc::new(Self {
             client,
@@ -66,7 +81,9 @@ impl KubeletContext {
                     () = token.cancelled() => return,
                     () = sources.notified() => {}
                 }
-                let Some(context) = weak.upgrade() else { return };
+                let Some(context) = weak.upgrade() else {
+                    return;
+                };
                 context.sources_changed.send_modify(|version| *version += 1);
             }
         });
@@ -76,15 +93,24 @@ impl KubeletContext {
     /// The ConfigMaps and Secrets of `namespace` named, from the caches or else the API (a Pod
     /// created right after its ConfigMap may come before the cache has it). Missing ones are
     /// left out: whoever needs them reports it.
-    pub async fn pod_objects(&self, namespace: &str, config_maps: &[String], secrets: &[String]) -> Result<PodObjects, kube::Error> {
+    pub async fn pod_objects(
+        &self,
+        namespace: &str,
+        config_maps: &[String],
+        secrets: &[String],
+    ) -> Result<PodObjects, kube::Error> {
         let mut objects = PodObjects::default();
         for name in config_maps {
-            if let Some(found) = cached_or_fetched(&self.config_maps, &self.client, namespace, name).await? {
+            if let Some(found) =
+                cached_or_fetched(&self.config_maps, &self.client, namespace, name).await?
+            {
                 objects.config_maps.insert(name.clone(), found);
             }
         }
         for name in secrets {
-            if let Some(found) = cached_or_fetched(&self.secrets, &self.client, namespace, name).await? {
+            if let Some(found) =
+                cached_or_fetched(&self.secrets, &self.client, namespace, name).await?
+            {
                 objects.secrets.insert(name.clone(), found);
             }
         }
@@ -92,10 +118,18 @@ impl KubeletContext {
     }
 
     /// The same objects from the caches only, for refreshing volume files without API calls.
-    pub fn cached_pod_objects(&self, namespace: &str, config_maps: &[String], secrets: &[String]) -> PodObjects {
+    pub fn cached_pod_objects(
+        &self,
+        namespace: &str,
+        config_maps: &[String],
+        secrets: &[String],
+    ) -> PodObjects {
         let mut objects = PodObjects::default();
         for name in config_maps {
-            if let Some(found) = self.config_maps.get(&ObjectRef::new(name).within(namespace)) {
+            if let Some(found) = self
+                .config_maps
+                .get(&ObjectRef::new(name).within(namespace))
+            {
                 objects.config_maps.insert(name.clone(), (*found).clone());
             }
         }
@@ -108,14 +142,24 @@ impl KubeletContext {
     }
 }
 
-async fn cached_or_fetched<K>(store: &Store<K>, client: &Client, namespace: &str, name: &str) -> Result<Option<K>, kube::Error>
+async fn cached_or_fetched<K>(
+    store: &Store<K>,
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<K>, kube::Error>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
 {
     if let Some(found) = store.get(&ObjectRef::new(name).within(namespace)) {
         return Ok(Some((*found).clone()));
     }
-    Api::<K>::namespaced(client.clone(), namespace).get_opt(name).await
+    Api::<K>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
 }
 
 /// A Pod's sandbox as the rest of the sandbox reaches it (logs, faults). It outlives its worker
@@ -148,29 +192,55 @@ pub(crate) struct PodTable {
 impl PodTable {
     pub fn insert(&self, entry: Arc<PodEntry>) {
         let key = (entry.namespace.clone(), entry.name.clone());
-        self.entries.lock().expect("pod table lock").insert(key, entry);
+        self.entries
+            .lock()
+            .expect("pod table lock")
+            .insert(key, entry);
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<PodEntry>> {
-        self.entries.lock().expect("pod table lock").get(&(namespace.to_string(), name.to_string())).cloned()
+        self.entries
+            .lock()
+            .expect("pod table lock")
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
     }
 
     pub fn by_uid(&self, uid: &str) -> Option<Arc<PodEntry>> {
-        self.entries.lock().expect("pod table lock").values().find(|e| e.uid == uid).cloned()
+        self.entries
+            .lock()
+            .expect("pod table lock")
+            .values()
+            .find(|e| e.uid == uid)
+            .cloned()
     }
 
     /// Removes the entry of `uid` (not a newer Pod of the same name).
     pub fn remove(&self, uid: &str) -> Option<Arc<PodEntry>> {
         let mut entries = self.entries.lock().expect("pod table lock");
-        let key = entries.iter().find(|(_, e)| e.uid == uid).map(|(k, _)| k.clone())?;
+        let key = entries
+            .iter()
+            .find(|(_, e)| e.uid == uid)
+            .map(|(k, _)| k.clone())?;
         entries.remove(&key)
     }
 
     pub fn on_node(&self, node: &str) -> Vec<Arc<PodEntry>> {
-        self.entries.lock().expect("pod table lock").values().filter(|e| e.node == node).cloned().collect()
+        self.entries
+            .lock()
+            .expect("pod table lock")
+            .values()
+            .filter(|e| e.node == node)
+            .cloned()
+            .collect()
     }
 
     pub fn drain(&self) -> Vec<Arc<PodEntry>> {
-        self.entries.lock().expect("pod table lock").drain().map(|(_, e)| e).collect()
+        self.entries
+            .lock()
+            .expect("pod table lock")
+            .drain()
+            .map(|(_, e)| e)
+            .collect()
     }
 }

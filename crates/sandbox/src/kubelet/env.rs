@@ -19,12 +19,21 @@ pub struct PodObjects {
 }
 
 impl PodObjects {
-    fn config_map_value(&self, namespace: &str, name: &str, key: &str) -> Result<Option<String>, EnvError> {
+    fn config_map_value(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<String>, EnvError> {
         let config_map = self
             .config_maps
             .get(name)
             .ok_or_else(|| EnvError(format!("configmap \"{name}\" not found")))?;
-        let text = config_map.data.as_ref().and_then(|data| data.get(key)).cloned();
+        let text = config_map
+            .data
+            .as_ref()
+            .and_then(|data| data.get(key))
+            .cloned();
         let binary = || {
             config_map
                 .binary_data
@@ -34,11 +43,18 @@ impl PodObjects {
         };
         match text.or_else(binary) {
             Some(value) => Ok(Some(value)),
-            None => Err(EnvError(format!("couldn't find key {key} in ConfigMap {namespace}/{name}"))),
+            None => Err(EnvError(format!(
+                "couldn't find key {key} in ConfigMap {namespace}/{name}"
+            ))),
         }
     }
 
-    fn secret_value(&self, namespace: &str, name: &str, key: &str) -> Result<Option<String>, EnvError> {
+    fn secret_value(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<String>, EnvError> {
         let secret = self
             .secrets
             .get(name)
@@ -46,7 +62,11 @@ impl PodObjects {
         secret_data(secret)
             .remove(key)
             .map(|bytes| Some(String::from_utf8_lossy(&bytes).into_owned()))
-            .ok_or_else(|| EnvError(format!("couldn't find key {key} in Secret {namespace}/{name}")))
+            .ok_or_else(|| {
+                EnvError(format!(
+                    "couldn't find key {key} in Secret {namespace}/{name}"
+                ))
+            })
     }
 }
 
@@ -78,7 +98,11 @@ pub struct PodAddresses {
 }
 
 /// The value of a `fieldRef` (env or downward API volume).
-pub fn field_value(pod: &Pod, addresses: PodAddresses, field_path: &str) -> Result<String, EnvError> {
+pub fn field_value(
+    pod: &Pod,
+    addresses: PodAddresses,
+    field_path: &str,
+) -> Result<String, EnvError> {
     let metadata = &pod.metadata;
     let spec = pod.spec.as_ref();
     let quoted_key = |prefix: &str| {
@@ -89,15 +113,32 @@ pub fn field_value(pod: &Pod, addresses: PodAddresses, field_path: &str) -> Resu
             .map(str::to_string)
     };
     if let Some(key) = quoted_key("metadata.labels") {
-        return Ok(metadata.labels.as_ref().and_then(|l| l.get(&key)).cloned().unwrap_or_default());
+        return Ok(metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(&key))
+            .cloned()
+            .unwrap_or_default());
     }
     if let Some(key) = quoted_key("metadata.annotations") {
-        return Ok(metadata.annotations.as_ref().and_then(|a| a.get(&key)).cloned().unwrap_or_default());
+        return Ok(metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&key))
+            .cloned()
+            .unwrap_or_default());
     }
     let pairs = |map: Option<&BTreeMap<String, String>>| {
         map.into_iter()
             .flatten()
-            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")))
+            .map(|(k, v)| {
+                format!(
+                    "{k}=\"{}\"",
+                    v.replace('\\', "\\\\")
+                        .replace('"', "\\\"")
+                        .replace('\n', "\\n")
+                )
+            })
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -108,49 +149,96 @@ pub fn field_value(pod: &Pod, addresses: PodAddresses, field_path: &str) -> Resu
         "metadata.labels" => pairs(metadata.labels.as_ref()),
         "metadata.annotations" => pairs(metadata.annotations.as_ref()),
         "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
-        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()).unwrap_or_default(),
+        "spec.serviceAccountName" => spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default(),
         "status.hostIP" | "status.hostIPs" => addresses.host_ip.to_string(),
-        "status.podIP" | "status.podIPs" => addresses.pod_ip.map(|ip| ip.to_string()).unwrap_or_default(),
-        other => return Err(EnvError(format!("unsupported fieldRef fieldPath {other:?}"))),
+        "status.podIP" | "status.podIPs" => addresses
+            .pod_ip
+            .map(|ip| ip.to_string())
+            .unwrap_or_default(),
+        other => {
+            return Err(EnvError(format!(
+                "unsupported fieldRef fieldPath {other:?}"
+            )));
+        }
     })
 }
 
 /// What a node offers when a container sets no limit (the sandbox's Node capacity).
-const NODE_ALLOCATABLE: &[(&str, &str)] = &[("cpu", "8"), ("memory", "16Gi"), ("ephemeral-storage", "100Gi")];
+const NODE_ALLOCATABLE: &[(&str, &str)] = &[
+    ("cpu", "8"),
+    ("memory", "16Gi"),
+    ("ephemeral-storage", "100Gi"),
+];
 
 /// The value of a `resourceFieldRef`: the container's request or limit divided by `divisor`,
 /// rounded up; a missing limit is the node's allocatable amount.
-pub fn resource_value(container: &Container, resource: &str, divisor: Option<&str>) -> Result<String, EnvError> {
-    let (kind, name) = resource
-        .split_once('.')
-        .ok_or_else(|| EnvError(format!("unsupported resourceFieldRef resource {resource:?}")))?;
+pub fn resource_value(
+    container: &Container,
+    resource: &str,
+    divisor: Option<&str>,
+) -> Result<String, EnvError> {
+    let (kind, name) = resource.split_once('.').ok_or_else(|| {
+        EnvError(format!(
+            "unsupported resourceFieldRef resource {resource:?}"
+        ))
+    })?;
     let resources = container.resources.clone().unwrap_or_default();
     let declared = match kind {
-        "limits" => resources.limits.as_ref().and_then(|l| l.get(name)).map(|q| q.0.clone()),
-        "requests" => resources.requests.as_ref().and_then(|r| r.get(name)).map(|q| q.0.clone()),
-        _ => return Err(EnvError(format!("unsupported resourceFieldRef resource {resource:?}"))),
+        "limits" => resources
+            .limits
+            .as_ref()
+            .and_then(|l| l.get(name))
+            .map(|q| q.0.clone()),
+        "requests" => resources
+            .requests
+            .as_ref()
+            .and_then(|r| r.get(name))
+            .map(|q| q.0.clone()),
+        _ => {
+            return Err(EnvError(format!(
+                "unsupported resourceFieldRef resource {resource:?}"
+            )));
+        }
     };
-    let fallback = NODE_ALLOCATABLE.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
+    let fallback = NODE_ALLOCATABLE
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.to_string());
     let quantity = match (kind, declared) {
         (_, Some(quantity)) => quantity,
-        ("limits", None) => fallback.ok_or_else(|| EnvError(format!("unknown resource {name:?}")))?,
+        ("limits", None) => {
+            fallback.ok_or_else(|| EnvError(format!("unknown resource {name:?}")))?
+        }
         _ => "0".to_string(),
     };
-    let value = parse_milli(&quantity).ok_or_else(|| EnvError(format!("invalid quantity {quantity:?}")))?;
-    let divisor = parse_milli(divisor.unwrap_or("1")).filter(|d| *d > 0).unwrap_or(1000);
+    let value =
+        parse_milli(&quantity).ok_or_else(|| EnvError(format!("invalid quantity {quantity:?}")))?;
+    let divisor = parse_milli(divisor.unwrap_or("1"))
+        .filter(|d| *d > 0)
+        .unwrap_or(1000);
     Ok(((value + divisor - 1) / divisor).to_string())
 }
 
 /// The Docker-link style variables of the Services a Pod sees (`{NAME}_SERVICE_HOST`, ...): the
 /// `kubernetes` Service always, the other Services of its namespace when `enableServiceLinks`.
-pub fn service_env(namespace: &str, enable_service_links: bool, services: &[&Service]) -> Vec<(String, String)> {
+pub fn service_env(
+    namespace: &str,
+    enable_service_links: bool,
+    services: &[&Service],
+) -> Vec<(String, String)> {
     let mut chosen: BTreeMap<String, &Service> = BTreeMap::new();
     for service in services {
         let service_namespace = service.metadata.namespace.as_deref().unwrap_or_default();
         let name = service.metadata.name.clone().unwrap_or_default();
         let master = service_namespace == "default" && name == "kubernetes";
         let visible = (enable_service_links && service_namespace == namespace) || master;
-        let cluster_ip = service.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()).unwrap_or("");
+        let cluster_ip = service
+            .spec
+            .as_ref()
+            .and_then(|s| s.cluster_ip.as_deref())
+            .unwrap_or("");
         if visible && !cluster_ip.is_empty() && cluster_ip != "None" {
             // A Service of the Pod's own namespace wins over the master Service of the same name.
             if !master || namespace == "default" || !chosen.contains_key(&name) {
@@ -169,15 +257,29 @@ pub fn service_env(namespace: &str, enable_service_links: bool, services: &[&Ser
         env.push((format!("{prefix}_SERVICE_PORT"), first.port.to_string()));
         for port in &ports {
             if let Some(port_name) = port.name.as_deref().filter(|n| !n.is_empty()) {
-                env.push((format!("{prefix}_SERVICE_PORT_{}", port_name.to_uppercase().replace('-', "_")), port.port.to_string()));
+                env.push((
+                    format!(
+                        "{prefix}_SERVICE_PORT_{}",
+                        port_name.to_uppercase().replace('-', "_")
+                    ),
+                    port.port.to_string(),
+                ));
             }
         }
-        let protocol = |port: &k8s_openapi::api::core::v1::ServicePort| port.protocol.clone().unwrap_or_else(|| "TCP".into());
-        env.push((format!("{prefix}_PORT"), format!("{}://{ip}:{}", protocol(first).to_lowercase(), first.port)));
+        let protocol = |port: &k8s_openapi::api::core::v1::ServicePort| {
+            port.protocol.clone().unwrap_or_else(|| "TCP".into())
+        };
+        env.push((
+            format!("{prefix}_PORT"),
+            format!("{}://{ip}:{}", protocol(first).to_lowercase(), first.port),
+        ));
         for port in &ports {
             let proto = protocol(port);
             let base = format!("{prefix}_PORT_{}_{}", port.port, proto.to_uppercase());
-            env.push((base.clone(), format!("{}://{ip}:{}", proto.to_lowercase(), port.port)));
+            env.push((
+                base.clone(),
+                format!("{}://{ip}:{}", proto.to_lowercase(), port.port),
+            ));
             env.push((format!("{base}_PROTO"), proto.to_lowercase()));
             env.push((format!("{base}_PORT"), port.port.to_string()));
             env.push((format!("{base}_ADDR"), ip.clone()));
@@ -203,20 +305,31 @@ pub fn container_env(
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut env: Vec<(String, String)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    let mut define = |env: &mut Vec<(String, String)>, name: String, value: String| match index.get(&name) {
-        Some(&at) => env[at].1 = value,
-        None => {
-            index.insert(name.clone(), env.len());
-            env.push((name, value));
-        }
-    };
+    let mut define =
+        |env: &mut Vec<(String, String)>, name: String, value: String| match index.get(&name) {
+            Some(&at) => env[at].1 = value,
+            None => {
+                index.insert(name.clone(), env.len());
+                env.push((name, value));
+            }
+        };
     for source in container.env_from.iter().flatten() {
         let prefix = source.prefix.clone().unwrap_or_default();
         let entries: Vec<(String, String)> = if let Some(reference) = &source.config_map_ref {
             match objects.config_maps.get(&reference.name) {
-                Some(config_map) => config_map.data.iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                Some(config_map) => config_map
+                    .data
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
                 None if reference.optional == Some(true) => Vec::new(),
-                None => return Err(EnvError(format!("configmap \"{}\" not found", reference.name))),
+                None => {
+                    return Err(EnvError(format!(
+                        "configmap \"{}\" not found",
+                        reference.name
+                    )));
+                }
             }
         } else if let Some(reference) = &source.secret_ref {
             match objects.secrets.get(&reference.name) {
@@ -240,16 +353,29 @@ pub fn container_env(
     for variable in container.env.iter().flatten() {
         let value = match &variable.value_from {
             None => {
-                let defined: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                let services: HashMap<&str, &str> = service_env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let defined: HashMap<&str, &str> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let services: HashMap<&str, &str> = service_env
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
                 let raw = variable.value.clone().unwrap_or_default();
-                expand(&raw, |name| defined.get(name).or_else(|| services.get(name)).map(|v| v.to_string()))
+                expand(&raw, |name| {
+                    defined
+                        .get(name)
+                        .or_else(|| services.get(name))
+                        .map(|v| v.to_string())
+                })
             }
             Some(source) => {
                 let resolved = if let Some(field) = &source.field_ref {
                     Some(field_value(pod, addresses, &field.field_path)?)
                 } else if let Some(resource) = &source.resource_field_ref {
-                    Some(resource_value(container, &resource.resource, resource.divisor.as_ref().map(|d| d.0.as_str()))?)
+                    Some(resource_value(
+                        container,
+                        &resource.resource,
+                        resource.divisor.as_ref().map(|d| d.0.as_str()),
+                    )?)
                 } else if let Some(key) = &source.config_map_key_ref {
                     match objects.config_map_value(namespace, &key.name, &key.key) {
                         Ok(value) => value,
@@ -289,7 +415,11 @@ pub fn referenced_objects(pod: &Pod) -> (Vec<String>, Vec<String>) {
     let Some(spec) = &pod.spec else {
         return (config_maps, secrets);
     };
-    let containers = spec.init_containers.iter().flatten().chain(&spec.containers);
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
     for container in containers {
         for source in container.env_from.iter().flatten() {
             if let Some(r) = &source.config_map_ref {
@@ -317,7 +447,11 @@ pub fn referenced_objects(pod: &Pod) -> (Vec<String>, Vec<String>) {
         if let Some(source) = &volume.secret {
             secrets.extend(source.secret_name.clone());
         }
-        for projection in volume.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+        for projection in volume
+            .projected
+            .iter()
+            .flat_map(|p| p.sources.iter().flatten())
+        {
             if let Some(source) = &projection.config_map {
                 config_maps.push(source.name.clone());
             }

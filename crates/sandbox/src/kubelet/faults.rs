@@ -25,9 +25,18 @@ pub enum FaultError {
     #[error("no Pod {namespace}/{name} runs on a node of this sandbox")]
     NoSuchPod { namespace: String, name: String },
     #[error("Pod {namespace}/{name} has no container {container} (it has: {existing})")]
-    NoSuchContainer { namespace: String, name: String, container: String, existing: String },
+    NoSuchContainer {
+        namespace: String,
+        name: String,
+        container: String,
+        existing: String,
+    },
     #[error("Pod {namespace}/{name} has several containers ({existing}): name one")]
-    AmbiguousContainer { namespace: String, name: String, existing: String },
+    AmbiguousContainer {
+        namespace: String,
+        name: String,
+        existing: String,
+    },
     #[error("Pod {namespace}/{name} has no network of its own (hostNetwork, or it is terminal)")]
     NoPodNetwork { namespace: String, name: String },
     #[error(transparent)]
@@ -40,18 +49,32 @@ pub enum FaultError {
 
 impl Kubelet {
     fn pod_entry(&self, namespace: &str, name: &str) -> Result<Arc<PodEntry>, FaultError> {
-        self.context.pods.get(namespace, name).ok_or_else(|| FaultError::NoSuchPod { namespace: namespace.into(), name: name.into() })
+        self.context
+            .pods
+            .get(namespace, name)
+            .ok_or_else(|| FaultError::NoSuchPod {
+                namespace: namespace.into(),
+                name: name.into(),
+            })
     }
 
     fn pod_network(&self, namespace: &str, name: &str) -> Result<Arc<PodNetwork>, FaultError> {
         self.pod_entry(namespace, name)?
             .network()
-            .ok_or_else(|| FaultError::NoPodNetwork { namespace: namespace.into(), name: name.into() })
+            .ok_or_else(|| FaultError::NoPodNetwork {
+                namespace: namespace.into(),
+                name: name.into(),
+            })
     }
 
     /// The container named, or the Pod's only container.
     fn container_of(entry: &PodEntry, container: Option<&str>) -> Result<String, FaultError> {
-        let names: Vec<String> = entry.sandbox.container_statuses().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = entry
+            .sandbox
+            .container_statuses()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
         let existing = names.join(", ");
         match container {
             Some(container) if names.iter().any(|n| n == container) => Ok(container.to_string()),
@@ -62,25 +85,45 @@ impl Kubelet {
                 existing,
             }),
             None if names.len() == 1 => Ok(names[0].clone()),
-            None => Err(FaultError::AmbiguousContainer { namespace: entry.namespace.clone(), name: entry.name.clone(), existing }),
+            None => Err(FaultError::AmbiguousContainer {
+                namespace: entry.namespace.clone(),
+                name: entry.name.clone(),
+                existing,
+            }),
         }
     }
 
     /// Sends `signal` to a container's process (PID 1 of its namespace, which ignores
     /// signals it has no handler for, except SIGKILL and SIGSTOP).
-    pub fn signal_container(&self, namespace: &str, pod: &str, container: Option<&str>, signal: Signal) -> Result<(), FaultError> {
+    pub fn signal_container(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: Option<&str>,
+        signal: Signal,
+    ) -> Result<(), FaultError> {
         let entry = self.pod_entry(namespace, pod)?;
         let container = Self::container_of(&entry, container)?;
         Ok(entry.sandbox.signal_container(&container, signal)?)
     }
 
     /// Freezes a container (SIGSTOP): it keeps its connections but answers nothing.
-    pub fn freeze_container(&self, namespace: &str, pod: &str, container: Option<&str>) -> Result<(), FaultError> {
+    pub fn freeze_container(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: Option<&str>,
+    ) -> Result<(), FaultError> {
         self.signal_container(namespace, pod, container, Signal::SIGSTOP)
     }
 
     /// Lets a frozen container run again (SIGCONT).
-    pub fn thaw_container(&self, namespace: &str, pod: &str, container: Option<&str>) -> Result<(), FaultError> {
+    pub fn thaw_container(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: Option<&str>,
+    ) -> Result<(), FaultError> {
         self.signal_container(namespace, pod, container, Signal::SIGCONT)
     }
 
@@ -104,12 +147,17 @@ impl Kubelet {
 
     async fn take_running(&self, node: &str, next: NodeState) -> Result<NodeAgent, FaultError> {
         let mut nodes = self.nodes.lock().await;
-        let slot = nodes.get_mut(node).ok_or_else(|| FaultError::NoSuchNode(node.into()))?;
+        let slot = nodes
+            .get_mut(node)
+            .ok_or_else(|| FaultError::NoSuchNode(node.into()))?;
         match std::mem::replace(slot, NodeSlot::Stopped(next)) {
             NodeSlot::Running(agent) => Ok(agent),
             NodeSlot::Stopped(state) => {
                 *slot = NodeSlot::Stopped(state);
-                Err(FaultError::NodeNotRunning { node: node.into(), state })
+                Err(FaultError::NodeNotRunning {
+                    node: node.into(),
+                    state,
+                })
             }
         }
     }
@@ -118,34 +166,59 @@ impl Kubelet {
     /// again (restarted by their restart policy, so `restartCount` goes up).
     pub async fn start_node(&self, node: &str) -> Result<(), FaultError> {
         let mut nodes = self.nodes.lock().await;
-        let slot = nodes.get_mut(node).ok_or_else(|| FaultError::NoSuchNode(node.into()))?;
+        let slot = nodes
+            .get_mut(node)
+            .ok_or_else(|| FaultError::NoSuchNode(node.into()))?;
         if matches!(slot, NodeSlot::Running(_)) {
             return Err(FaultError::NodeRunning(node.into()));
         }
         let ip = self.addresses[node];
-        *slot = NodeSlot::Running(NodeAgent::start(self.context.clone(), node, ip, &self.token).await);
+        *slot =
+            NodeSlot::Running(NodeAgent::start(self.context.clone(), node, ip, &self.token).await);
         Ok(())
     }
 
     /// The disk behind a claim is replaced: the claim stays bound, its directory empty.
     pub fn wipe_claim(&self, namespace: &str, claim: &str) -> Result<(), FaultError> {
-        Ok(self.context.runtime.persistent_volumes().wipe(namespace, claim)?)
+        Ok(self
+            .context
+            .runtime
+            .persistent_volumes()
+            .wipe(namespace, claim)?)
     }
 
     /// Bit rot in a claim's files; returns how many files changed.
     pub fn corrupt_claim(&self, namespace: &str, claim: &str) -> Result<usize, FaultError> {
-        Ok(self.context.runtime.persistent_volumes().corrupt(namespace, claim)?)
+        Ok(self
+            .context
+            .runtime
+            .persistent_volumes()
+            .corrupt(namespace, claim)?)
     }
 
     /// Cuts a Pod off the network (its link goes down; packets are dropped, connections hang)
     /// or heals it.
-    pub async fn set_pod_connected(&self, namespace: &str, pod: &str, connected: bool) -> Result<(), FaultError> {
-        Ok(self.pod_network(namespace, pod)?.set_link_up(connected).await?)
+    pub async fn set_pod_connected(
+        &self,
+        namespace: &str,
+        pod: &str,
+        connected: bool,
+    ) -> Result<(), FaultError> {
+        Ok(self
+            .pod_network(namespace, pod)?
+            .set_link_up(connected)
+            .await?)
     }
 
     /// A partition between two Pods of `namespace` (both ways), while both still reach everyone
     /// else; `blocked == false` heals it.
-    pub async fn set_pods_partitioned(&self, namespace: &str, a: &str, b: &str, blocked: bool) -> Result<(), FaultError> {
+    pub async fn set_pods_partitioned(
+        &self,
+        namespace: &str,
+        a: &str,
+        b: &str,
+        blocked: bool,
+    ) -> Result<(), FaultError> {
         let first = self.pod_network(namespace, a)?;
         let second = self.pod_network(namespace, b)?;
         if blocked {
@@ -160,7 +233,12 @@ impl Kubelet {
 
     /// Delay and loss on a Pod's link (`tc netem`); fails with [`NetworkError::Unsupported`]
     /// where the kernel has no netem.
-    pub async fn impair_pod(&self, namespace: &str, pod: &str, impairment: Option<Impairment>) -> Result<(), FaultError> {
+    pub async fn impair_pod(
+        &self,
+        namespace: &str,
+        pod: &str,
+        impairment: Option<Impairment>,
+    ) -> Result<(), FaultError> {
         let network = self.pod_network(namespace, pod)?;
         match impairment {
             Some(impairment) => network.set_impairment(impairment).await?,

@@ -18,7 +18,14 @@ use crate::controllers::node_lifecycle::NODE_LEASE_NAMESPACE;
 const LEASE_DURATION_SECONDS: i32 = 40;
 const RENEW_INTERVAL: Duration = Duration::from_secs(10);
 
-fn condition(type_: &str, status: &str, reason: &str, message: &str, current: Option<&Node>, now: &str) -> Value {
+fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    current: Option<&Node>,
+    now: &str,
+) -> Value {
     let previous = current
         .and_then(|node| node.status.as_ref())
         .and_then(|status| status.conditions.as_ref())
@@ -35,12 +42,21 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str, current: Op
            "lastHeartbeatTime": now, "lastTransitionTime": transition})
 }
 
-async fn post_conditions(context: &NodeContext, ready: bool, message: &str) -> Result<(), kube::Error> {
+async fn post_conditions(
+    context: &NodeContext,
+    ready: bool,
+    message: &str,
+) -> Result<(), kube::Error> {
     let api = Api::<Node>::all(context.kubelet.client.clone());
     let current = api.get_opt(&context.name).await?;
-    let now = jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", Timestamp::now()).unwrap_or_default();
+    let now =
+        jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", Timestamp::now()).unwrap_or_default();
     let current = current.as_ref();
-    let (status, reason) = if ready { ("True", "KubeletReady") } else { ("False", "KubeletNotReady") };
+    let (status, reason) = if ready {
+        ("True", "KubeletReady")
+    } else {
+        ("False", "KubeletNotReady")
+    };
     let patch = json!({"status": {
         "conditions": [
             condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", current, &now),
@@ -53,7 +69,12 @@ async fn post_conditions(context: &NodeContext, ready: bool, message: &str) -> R
             {"type": "Hostname", "address": context.name},
         ],
     }});
-    api.patch_status(&context.name, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
+    api.patch_status(
+        &context.name,
+        &PatchParams::default(),
+        &Patch::Strategic(&patch),
+    )
+    .await?;
     Ok(())
 }
 
@@ -80,10 +101,19 @@ async fn renew_lease(context: &NodeContext) -> Result<(), kube::Error> {
     let api = Api::<Lease>::namespaced(context.kubelet.client.clone(), NODE_LEASE_NAMESPACE);
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now());
     let patch = json!({"spec": {"holderIdentity": context.name, "leaseDurationSeconds": LEASE_DURATION_SECONDS, "renewTime": now}});
-    match api.patch(&context.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+    match api
+        .patch(
+            &context.name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => {
-            let node = Api::<Node>::all(context.kubelet.client.clone()).get_opt(&context.name).await?;
+            let node = Api::<Node>::all(context.kubelet.client.clone())
+                .get_opt(&context.name)
+                .await?;
             let owner = node.and_then(|node| node.metadata.uid).map(|uid| {
                 json!([{"apiVersion": "v1", "kind": "Node", "name": context.name, "uid": uid}])
             });
@@ -104,7 +134,11 @@ async fn renew_lease(context: &NodeContext) -> Result<(), kube::Error> {
 
 /// Renews the Lease until the node agent stops; re-posts Ready when it was changed.
 pub async fn run(context: Arc<NodeContext>) {
-    let interval = context.kubelet.time_scale.scale(RENEW_INTERVAL).max(Duration::from_millis(100));
+    let interval = context
+        .kubelet
+        .time_scale
+        .scale(RENEW_INTERVAL)
+        .max(Duration::from_millis(100));
     let nodes = Api::<Node>::all(context.kubelet.client.clone());
     let mut tick: u64 = 0;
     loop {
@@ -116,8 +150,13 @@ pub async fn run(context: Arc<NodeContext>) {
         if let Err(error) = renew_lease(&context).await {
             tracing::warn!(node = %context.name, %error, "renewing the node Lease failed");
         }
-        if tick % 3 == 0 {
-            let ready = nodes.get_opt(&context.name).await.ok().flatten().is_some_and(|node| is_ready(&node));
+        if tick.is_multiple_of(3) {
+            let ready = nodes
+                .get_opt(&context.name)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|node| is_ready(&node));
             if !ready && let Err(error) = post_ready(&context).await {
                 tracing::warn!(node = %context.name, %error, "posting the node Ready failed");
             }

@@ -19,9 +19,13 @@ fn options(request: &LogRequest) -> LogOptions {
         previous: request.previous,
         tail_lines: request.tail_lines,
         timestamps: request.timestamps,
-        since_time: request
-            .since_seconds
-            .and_then(|seconds| jiff::Timestamp::now().checked_sub(jiff::SignedDuration::from_secs(i64::try_from(seconds).unwrap_or(i64::MAX))).ok()),
+        since_time: request.since_seconds.and_then(|seconds| {
+            jiff::Timestamp::now()
+                .checked_sub(jiff::SignedDuration::from_secs(
+                    i64::try_from(seconds).unwrap_or(i64::MAX),
+                ))
+                .ok()
+        }),
         limit_bytes: None,
     }
 }
@@ -33,18 +37,24 @@ fn log_error(request: &LogRequest, error: RuntimeError) -> LogError {
             container: request.container.clone(),
             reason: "ContainerCreating".into(),
         },
-        RuntimeError::NoLog { previous: true, .. } => LogError::NoPrevious { pod: request.pod.clone(), container: request.container.clone() },
+        RuntimeError::NoLog { previous: true, .. } => LogError::NoPrevious {
+            pod: request.pod.clone(),
+            container: request.container.clone(),
+        },
         other => LogError::Other(other.to_string()),
     }
 }
 
 impl NodeLogs {
     fn sandbox(&self, request: &LogRequest) -> Result<Arc<super::context::PodEntry>, LogError> {
-        self.context.pods.get(&request.namespace, &request.pod).ok_or_else(|| LogError::WaitingToStart {
-            pod: request.pod.clone(),
-            container: request.container.clone(),
-            reason: "ContainerCreating".into(),
-        })
+        self.context
+            .pods
+            .get(&request.namespace, &request.pod)
+            .ok_or_else(|| LogError::WaitingToStart {
+                pod: request.pod.clone(),
+                container: request.container.clone(),
+                reason: "ContainerCreating".into(),
+            })
     }
 }
 
@@ -53,15 +63,21 @@ impl PodLogs for NodeLogs {
     async fn read(&self, request: &LogRequest) -> Result<Bytes, LogError> {
         let entry = self.sandbox(request)?;
         let owned = request.clone();
-        let read = tokio::task::spawn_blocking(move || entry.sandbox.read_log(&owned.container, &options(&owned)))
-            .await
-            .map_err(|error| LogError::Other(error.to_string()))?;
-        read.map(Bytes::from).map_err(|error| log_error(request, error))
+        let read = tokio::task::spawn_blocking(move || {
+            entry.sandbox.read_log(&owned.container, &options(&owned))
+        })
+        .await
+        .map_err(|error| LogError::Other(error.to_string()))?;
+        read.map(Bytes::from)
+            .map_err(|error| log_error(request, error))
     }
 
     async fn follow(&self, request: &LogRequest) -> Result<LogStream, LogError> {
         let entry = self.sandbox(request)?;
-        let stream = entry.sandbox.follow_log(&request.container, options(request)).map_err(|error| log_error(request, error))?;
+        let stream = entry
+            .sandbox
+            .follow_log(&request.container, options(request))
+            .map_err(|error| log_error(request, error))?;
         Ok(Box::pin(stream))
     }
 }

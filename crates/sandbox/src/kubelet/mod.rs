@@ -71,7 +71,12 @@ pub struct KubeletConfig {
 }
 
 impl KubeletConfig {
-    pub fn new(client: Client, runtime: ContainerRuntime, network: Arc<ClusterNetwork>, nodes: Vec<String>) -> Self {
+    pub fn new(
+        client: Client,
+        runtime: ContainerRuntime,
+        network: Arc<ClusterNetwork>,
+        nodes: Vec<String>,
+    ) -> Self {
         Self {
             client,
             runtime,
@@ -124,10 +129,24 @@ impl Kubelet {
     /// cluster bridge (its InternalIP and its Pods' `hostIP`).
     pub async fn start(config: KubeletConfig) -> Result<Self, KubeletError> {
         let token = CancellationToken::new();
-        let context = KubeletContext::start(config.client.clone(), config.runtime.clone(), config.network.clone(), config.time_scale, &token);
+        let context = KubeletContext::start(
+            config.client.clone(),
+            config.runtime.clone(),
+            config.network.clone(),
+            config.time_scale,
+            &token,
+        );
         let tasks = vec![
-            tokio::spawn(services::run(config.client.clone(), config.network.clone(), token.clone())),
-            tokio::spawn(claims::run(config.client.clone(), config.runtime.persistent_volumes().clone(), token.clone())),
+            tokio::spawn(services::run(
+                config.client.clone(),
+                config.network.clone(),
+                token.clone(),
+            )),
+            tokio::spawn(claims::run(
+                config.client.clone(),
+                config.runtime.persistent_volumes().clone(),
+                token.clone(),
+            )),
         ];
         let mut addresses = BTreeMap::new();
         let mut nodes = BTreeMap::new();
@@ -136,11 +155,17 @@ impl Kubelet {
                 Ok(ip) => ip,
                 Err(source) => {
                     token.cancel();
-                    return Err(KubeletError::NodeAddress { node: name.clone(), source });
+                    return Err(KubeletError::NodeAddress {
+                        node: name.clone(),
+                        source,
+                    });
                 }
             };
             addresses.insert(name.clone(), ip);
-            nodes.insert(name.clone(), NodeSlot::Running(NodeAgent::start(context.clone(), name, ip, &token).await));
+            nodes.insert(
+                name.clone(),
+                NodeSlot::Running(NodeAgent::start(context.clone(), name, ip, &token).await),
+            );
         }
         Ok(Self {
             context,
@@ -154,7 +179,9 @@ impl Kubelet {
 
     /// The source of `pods/log` for the API server.
     pub fn pod_logs(&self) -> Arc<dyn PodLogs> {
-        Arc::new(logs::NodeLogs { context: self.context.clone() })
+        Arc::new(logs::NodeLogs {
+            context: self.context.clone(),
+        })
     }
 
     /// The node names, in order.

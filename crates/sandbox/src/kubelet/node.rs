@@ -38,13 +38,27 @@ pub(crate) struct NodeAgent {
 
 impl NodeAgent {
     /// Posts the node Ready and starts watching its Pods.
-    pub async fn start(kubelet: Arc<KubeletContext>, name: &str, host_ip: Ipv4Addr, parent: &CancellationToken) -> Self {
+    pub async fn start(
+        kubelet: Arc<KubeletContext>,
+        name: &str,
+        host_ip: Ipv4Addr,
+        parent: &CancellationToken,
+    ) -> Self {
         let token = parent.child_token();
         let recorder = Recorder::new(
             kubelet.client.clone(),
-            Reporter { controller: "kubelet".into(), instance: Some(name.to_string()) },
+            Reporter {
+                controller: "kubelet".into(),
+                instance: Some(name.to_string()),
+            },
         );
-        let context = Arc::new(NodeContext { name: name.to_string(), host_ip, kubelet, recorder, token });
+        let context = Arc::new(NodeContext {
+            name: name.to_string(),
+            host_ip,
+            kubelet,
+            recorder,
+            token,
+        });
         if let Err(error) = heartbeat::post_ready(&context).await {
             tracing::warn!(node = name, %error, "posting the node Ready failed; the heartbeat retries");
         }
@@ -53,7 +67,11 @@ impl NodeAgent {
             tokio::spawn(heartbeat::run(context.clone())),
             tokio::spawn(run_pods(context.clone(), workers.clone())),
         ];
-        Self { context, workers, tasks }
+        Self {
+            context,
+            workers,
+            tasks,
+        }
     }
 
     fn stop_tasks(&self) {
@@ -92,10 +110,12 @@ impl NodeAgent {
     /// `grace_cap` to exit and is left terminal; then the agent stops.
     pub async fn shut_down(self, grace_cap: Duration) {
         self.tasks[0].abort();
-        if let Err(error) = heartbeat::post_not_ready(&self.context, "node is shutting down").await {
+        if let Err(error) = heartbeat::post_not_ready(&self.context, "node is shutting down").await
+        {
             tracing::warn!(node = %self.context.name, %error, "posting the node NotReady failed");
         }
-        self.command_all(|done| NodeCommand::Shutdown { grace_cap, done }).await;
+        self.command_all(|done| NodeCommand::Shutdown { grace_cap, done })
+            .await;
         self.stop_tasks();
     }
 }
@@ -111,7 +131,12 @@ async fn run_pods(context: Arc<NodeContext>, workers: Arc<Mutex<Workers>>) {
     let changed = Arc::new(Notify::new());
     let selector = format!("spec.nodeName={}", context.name);
     let api = Api::<Pod>::all(context.kubelet.client.clone());
-    let store = watch_into_store(api, watcher::Config::default().fields(&selector), changed.clone(), context.token.clone());
+    let store = watch_into_store(
+        api,
+        watcher::Config::default().fields(&selector),
+        changed.clone(),
+        context.token.clone(),
+    );
     tokio::select! {
         () = context.token.cancelled() => return,
         ready = store.wait_until_ready() => if ready.is_err() { return },
@@ -148,7 +173,11 @@ fn reconcile(context: &Arc<NodeContext>, store: &Store<Pod>, workers: &Mutex<Wor
         match running.get(&uid) {
             Some(worker) => {
                 worker.observed.send_if_modified(|observed| match observed {
-                    Observed::Present(current) if current.resource_version() == pod.resource_version() => false,
+                    Observed::Present(current)
+                        if current.resource_version() == pod.resource_version() =>
+                    {
+                        false
+                    }
                     _ => {
                         *observed = Observed::Present(pod.clone());
                         true
@@ -171,10 +200,11 @@ fn reconcile(context: &Arc<NodeContext>, store: &Store<Pod>, workers: &Mutex<Wor
     }
     // Sandboxes a stopped agent left for Pods that are gone now.
     for entry in context.kubelet.pods.on_node(&context.name) {
-        if !present.contains(&entry.uid) && !running.contains_key(&entry.uid) {
-            if let Some(entry) = context.kubelet.pods.remove(&entry.uid) {
-                tokio::task::spawn_blocking(move || drop(entry));
-            }
+        if !present.contains(&entry.uid)
+            && !running.contains_key(&entry.uid)
+            && let Some(entry) = context.kubelet.pods.remove(&entry.uid)
+        {
+            tokio::task::spawn_blocking(move || drop(entry));
         }
     }
 }

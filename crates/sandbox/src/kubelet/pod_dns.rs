@@ -21,9 +21,17 @@ pub fn pod_hostname(pod: &Pod) -> String {
 
 /// `<hostname>.<subdomain>.<namespace>.svc.<domain>` when the Pod has a subdomain.
 pub fn pod_fqdn(pod: &Pod, cluster_domain: &str) -> Option<String> {
-    let subdomain = pod.spec.as_ref()?.subdomain.clone().filter(|s| !s.is_empty())?;
+    let subdomain = pod
+        .spec
+        .as_ref()?
+        .subdomain
+        .clone()
+        .filter(|s| !s.is_empty())?;
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    Some(format!("{}.{subdomain}.{namespace}.svc.{cluster_domain}", pod_hostname(pod)))
+    Some(format!(
+        "{}.{subdomain}.{namespace}.svc.{cluster_domain}",
+        pod_hostname(pod)
+    ))
 }
 
 type ResolvConf = (Vec<String>, Vec<String>, Vec<(String, Option<String>)>);
@@ -31,7 +39,12 @@ type ResolvConf = (Vec<String>, Vec<String>, Vec<(String, Option<String>)>);
 /// `/etc/resolv.conf` of a Pod: `ClusterFirst` points at the cluster DNS with the namespace's
 /// search path; `Default` (and `ClusterFirst` with `hostNetwork`) copies the machine's file;
 /// `None` has only `dnsConfig`. `dnsConfig` adds name servers, searches and options.
-pub fn pod_resolv_conf(pod: &Pod, cluster_domain: &str, dns_server: Ipv4Addr, machine_resolv_conf: &str) -> String {
+pub fn pod_resolv_conf(
+    pod: &Pod,
+    cluster_domain: &str,
+    dns_server: Ipv4Addr,
+    machine_resolv_conf: &str,
+) -> String {
     let spec = pod.spec.clone().unwrap_or_default();
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let host_network = spec.host_network.unwrap_or(false);
@@ -108,14 +121,20 @@ mod tests {
     use super::*;
 
     fn pod(spec: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": "etcd-0", "namespace": "db"}, "spec": spec})).unwrap()
+        serde_json::from_value(
+            json!({"metadata": {"name": "etcd-0", "namespace": "db"}, "spec": spec}),
+        )
+        .unwrap()
     }
 
     #[test]
     fn names_follow_hostname_and_subdomain() {
         let named = pod(json!({"containers": [], "hostname": "m1", "subdomain": "etcd"}));
         assert_eq!(pod_hostname(&named), "m1");
-        assert_eq!(pod_fqdn(&named, "cluster.local").as_deref(), Some("m1.etcd.db.svc.cluster.local"));
+        assert_eq!(
+            pod_fqdn(&named, "cluster.local").as_deref(),
+            Some("m1.etcd.db.svc.cluster.local")
+        );
         let plain = pod(json!({"containers": []}));
         assert_eq!(pod_hostname(&plain), "etcd-0");
         assert_eq!(pod_fqdn(&plain, "cluster.local"), None);
@@ -126,11 +145,21 @@ mod tests {
         let dns = Ipv4Addr::new(10, 96, 0, 10);
         let machine = "nameserver 192.168.1.1\nsearch lan\noptions edns0\n";
         assert_eq!(
-            pod_resolv_conf(&pod(json!({"containers": []})), "cluster.local", dns, machine),
+            pod_resolv_conf(
+                &pod(json!({"containers": []})),
+                "cluster.local",
+                dns,
+                machine
+            ),
             "search db.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"
         );
         assert_eq!(
-            pod_resolv_conf(&pod(json!({"containers": [], "dnsPolicy": "Default"})), "cluster.local", dns, machine),
+            pod_resolv_conf(
+                &pod(json!({"containers": [], "dnsPolicy": "Default"})),
+                "cluster.local",
+                dns,
+                machine
+            ),
             "search lan\nnameserver 192.168.1.1\noptions edns0\n"
         );
         let custom = pod(json!({"containers": [], "dnsPolicy": "None", "dnsConfig": {
@@ -139,7 +168,11 @@ mod tests {
             pod_resolv_conf(&custom, "cluster.local", dns, machine),
             "search example.com\nnameserver 1.1.1.1\noptions ndots:2 rotate\n"
         );
-        let merged = pod(json!({"containers": [], "dnsConfig": {"options": [{"name": "ndots", "value": "1"}]}}));
-        assert!(pod_resolv_conf(&merged, "cluster.local", dns, machine).ends_with("options ndots:1\n"));
+        let merged = pod(
+            json!({"containers": [], "dnsConfig": {"options": [{"name": "ndots", "value": "1"}]}}),
+        );
+        assert!(
+            pod_resolv_conf(&merged, "cluster.local", dns, machine).ends_with("options ndots:1\n")
+        );
     }
 }

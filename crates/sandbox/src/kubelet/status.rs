@@ -170,10 +170,22 @@ pub fn disruption_condition(pod: &Pod, message: &str) -> PodCondition {
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionTarget" && c.status == "True"));
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        });
     PodCondition {
-        last_transition_time: Some(existing.and_then(|c| c.last_transition_time.clone()).unwrap_or(Time(Timestamp::now()))),
-        ..condition("DisruptionTarget", true, Some("TerminationByKubelet"), Some(message.to_string()))
+        last_transition_time: Some(
+            existing
+                .and_then(|c| c.last_transition_time.clone())
+                .unwrap_or(Time(Timestamp::now())),
+        ),
+        ..condition(
+            "DisruptionTarget",
+            true,
+            Some("TerminationByKubelet"),
+            Some(message.to_string()),
+        )
     }
 }
 
@@ -206,7 +218,11 @@ pub fn initialized(init: &[ContainerRecord]) -> bool {
 }
 
 /// The phase, by the rules of the kubelet's `getPhase` (no restartable init containers).
-pub fn pod_phase(restart_policy: &str, init: &[ContainerRecord], containers: &[ContainerRecord]) -> &'static str {
+pub fn pod_phase(
+    restart_policy: &str,
+    init: &[ContainerRecord],
+    containers: &[ContainerRecord],
+) -> &'static str {
     let mut pending_initialization = 0;
     let mut failed_initialization = 0;
     for record in init {
@@ -260,7 +276,12 @@ fn names(records: &[&ContainerRecord]) -> String {
     format!("[{}]", names.join(" "))
 }
 
-fn condition(type_: &str, status: bool, reason: Option<&str>, message: Option<String>) -> PodCondition {
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: Option<&str>,
+    message: Option<String>,
+) -> PodCondition {
     PodCondition {
         type_: type_.to_string(),
         status: if status { "True" } else { "False" }.to_string(),
@@ -289,7 +310,10 @@ fn owned_conditions(facts: &PodFacts<'_>, phase: &str) -> Vec<PodCondition> {
             "Initialized",
             false,
             Some("ContainersNotInitialized"),
-            Some(format!("containers with incomplete status: {}", names(&incomplete))),
+            Some(format!(
+                "containers with incomplete status: {}",
+                names(&incomplete)
+            )),
         )
     });
     let unready: Vec<&ContainerRecord> = facts
@@ -306,7 +330,10 @@ fn owned_conditions(facts: &PodFacts<'_>, phase: &str) -> Vec<PodCondition> {
             "ContainersReady",
             false,
             Some("ContainersNotReady"),
-            Some(format!("containers with unready status: {}", names(&unready))),
+            Some(format!(
+                "containers with unready status: {}",
+                names(&unready)
+            )),
         )
     };
     let mut ready = containers_ready.clone();
@@ -314,7 +341,12 @@ fn owned_conditions(facts: &PodFacts<'_>, phase: &str) -> Vec<PodCondition> {
     if ready.status == "True"
         && let Some(message) = unready_gates(facts.pod)
     {
-        ready = condition("Ready", false, Some("ReadinessGatesNotReady"), Some(message));
+        ready = condition(
+            "Ready",
+            false,
+            Some("ReadinessGatesNotReady"),
+            Some(message),
+        );
     }
     conditions.push(containers_ready);
     conditions.push(ready);
@@ -324,7 +356,11 @@ fn owned_conditions(facts: &PodFacts<'_>, phase: &str) -> Vec<PodCondition> {
 /// `spec.readinessGates` whose condition is not True, as the kubelet words it.
 fn unready_gates(pod: &Pod) -> Option<String> {
     let gates = pod.spec.as_ref()?.readiness_gates.as_ref()?;
-    let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
     let mut problems = Vec::new();
     for gate in gates {
         match conditions.iter().find(|c| c.type_ == gate.condition_type) {
@@ -356,10 +392,9 @@ pub fn desired_status(facts: &PodFacts<'_>, now: Timestamp) -> PodStatus {
         .map(|mut wanted| {
             let previous = existing.iter().find(|c| c.type_ == wanted.type_);
             wanted.last_transition_time = Some(match previous {
-                Some(previous) if previous.status == wanted.status => previous
-                    .last_transition_time
-                    .clone()
-                    .unwrap_or(Time(now)),
+                Some(previous) if previous.status == wanted.status => {
+                    previous.last_transition_time.clone().unwrap_or(Time(now))
+                }
                 _ => Time(now),
             });
             wanted
@@ -374,14 +409,24 @@ pub fn desired_status(facts: &PodFacts<'_>, now: Timestamp) -> PodStatus {
         host_ips: Some(vec![HostIP { ip: host_ip }]),
         pod_ip: pod_ip.clone().or(current.pod_ip),
         pod_ips: pod_ip.map(|ip| vec![PodIP { ip }]).or(current.pod_ips),
-        start_time: current
-            .start_time
-            .or_else(|| facts.start_time.map(Time)),
+        start_time: current.start_time.or_else(|| facts.start_time.map(Time)),
         init_container_statuses: (!facts.init.is_empty())
             .then(|| facts.init.iter().map(ContainerRecord::to_api).collect()),
-        container_statuses: Some(facts.containers.iter().map(ContainerRecord::to_api).collect()),
-        reason: facts.terminal.and_then(|t| t.reason.clone()).or(current.reason),
-        message: facts.terminal.and_then(|t| t.message.clone()).or(current.message),
+        container_statuses: Some(
+            facts
+                .containers
+                .iter()
+                .map(ContainerRecord::to_api)
+                .collect(),
+        ),
+        reason: facts
+            .terminal
+            .and_then(|t| t.reason.clone())
+            .or(current.reason),
+        message: facts
+            .terminal
+            .and_then(|t| t.message.clone())
+            .or(current.message),
         ..PodStatus::default()
     }
 }
@@ -392,7 +437,12 @@ pub fn desired_status(facts: &PodFacts<'_>, now: Timestamp) -> PodStatus {
 pub fn status_patch(desired: &PodStatus) -> Value {
     let mut status = serde_json::to_value(desired).unwrap_or_else(|_| json!({}));
     for list in ["containerStatuses", "initContainerStatuses"] {
-        for item in status.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+        for item in status
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
             for state in ["state", "lastState"] {
                 if let Some(state) = item.get_mut(state).and_then(Value::as_object_mut) {
                     for key in ["running", "terminated", "waiting"] {

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     ConfigMapProjection, ConfigMapVolumeSource, Container, DownwardAPIVolumeFile, KeyToPath, Pod,
-    ProjectedVolumeSource, SecretProjection, SecretVolumeSource, Volume as ApiVolume, VolumeMount as ApiMount,
-    VolumeProjection,
+    ProjectedVolumeSource, SecretProjection, SecretVolumeSource, Volume as ApiVolume,
+    VolumeMount as ApiMount, VolumeProjection,
 };
 use serde_json::json;
 
@@ -51,8 +51,15 @@ pub fn with_service_account_volume(pod: &Pod, account_automounts: Option<bool>) 
     let Some(spec) = pod.spec.as_mut() else {
         return pod;
     };
-    let automount = spec.automount_service_account_token.or(account_automounts).unwrap_or(true);
-    let already = spec.volumes.iter().flatten().any(|v| v.name.starts_with("kube-api-access-"));
+    let automount = spec
+        .automount_service_account_token
+        .or(account_automounts)
+        .unwrap_or(true);
+    let already = spec
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| v.name.starts_with("kube-api-access-"));
     if !automount || already {
         return pod;
     }
@@ -66,10 +73,17 @@ pub fn with_service_account_volume(pod: &Pod, account_automounts: Option<bool>) 
     }))
     .expect("a valid projected volume");
     spec.volumes.get_or_insert_with(Vec::new).push(volume);
-    let containers = spec.init_containers.iter_mut().flatten().chain(spec.containers.iter_mut());
+    let containers = spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut());
     for container in containers {
         let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
-        if !mounts.iter().any(|m| m.mount_path.trim_end_matches('/') == SERVICE_ACCOUNT_PATH) {
+        if !mounts
+            .iter()
+            .any(|m| m.mount_path.trim_end_matches('/') == SERVICE_ACCOUNT_PATH)
+        {
             mounts.push(ApiMount {
                 name: SERVICE_ACCOUNT_VOLUME.into(),
                 mount_path: SERVICE_ACCOUNT_PATH.into(),
@@ -87,7 +101,12 @@ pub fn token_audiences(pod: &Pod) -> Vec<Option<String>> {
         .spec
         .iter()
         .flat_map(|spec| spec.volumes.iter().flatten())
-        .flat_map(|volume| volume.projected.iter().flat_map(|p| p.sources.iter().flatten()))
+        .flat_map(|volume| {
+            volume
+                .projected
+                .iter()
+                .flat_map(|p| p.sources.iter().flatten())
+        })
         .filter_map(|source| source.service_account_token.as_ref())
         .map(|token| token.audience.clone().filter(|a| !a.is_empty()))
         .collect();
@@ -97,8 +116,15 @@ pub fn token_audiences(pod: &Pod) -> Vec<Option<String>> {
 }
 
 /// The runtime's volumes for every volume of the Pod.
-pub fn pod_volumes(pod: &Pod, addresses: PodAddresses, inputs: &VolumeInputs) -> Result<Vec<Volume>, MountError> {
-    let volumes = pod.spec.iter().flat_map(|spec| spec.volumes.iter().flatten());
+pub fn pod_volumes(
+    pod: &Pod,
+    addresses: PodAddresses,
+    inputs: &VolumeInputs,
+) -> Result<Vec<Volume>, MountError> {
+    let volumes = pod
+        .spec
+        .iter()
+        .flat_map(|spec| spec.volumes.iter().flatten());
     volumes
         .map(|volume| {
             Ok(Volume {
@@ -109,7 +135,12 @@ pub fn pod_volumes(pod: &Pod, addresses: PodAddresses, inputs: &VolumeInputs) ->
         .collect()
 }
 
-fn volume_source(pod: &Pod, volume: &ApiVolume, addresses: PodAddresses, inputs: &VolumeInputs) -> Result<VolumeSource, MountError> {
+fn volume_source(
+    pod: &Pod,
+    volume: &ApiVolume,
+    addresses: PodAddresses,
+    inputs: &VolumeInputs,
+) -> Result<VolumeSource, MountError> {
     let fail = |reason: String| MountError {
         volume: volume.name.clone(),
         reason,
@@ -153,7 +184,12 @@ fn unsupported_kind(volume: &ApiVolume) -> String {
 }
 
 /// The files of a secret, configMap, downwardAPI or projected volume; `None` for other kinds.
-pub fn volume_files(pod: &Pod, volume: &ApiVolume, addresses: PodAddresses, inputs: &VolumeInputs) -> Result<Option<Vec<ProjectedFile>>, String> {
+pub fn volume_files(
+    pod: &Pod,
+    volume: &ApiVolume,
+    addresses: PodAddresses,
+    inputs: &VolumeInputs,
+) -> Result<Option<Vec<ProjectedFile>>, String> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     if let Some(source) = &volume.secret {
         return secret_files(namespace, source, inputs).map(Some);
@@ -224,26 +260,50 @@ fn config_map_data(inputs: &VolumeInputs, name: &str) -> Option<BTreeMap<String,
     Some(data)
 }
 
-fn secret_files(namespace: &str, source: &SecretVolumeSource, inputs: &VolumeInputs) -> Result<Vec<ProjectedFile>, String> {
+fn secret_files(
+    namespace: &str,
+    source: &SecretVolumeSource,
+    inputs: &VolumeInputs,
+) -> Result<Vec<ProjectedFile>, String> {
     let name = source.secret_name.clone().unwrap_or_default();
     let optional = source.optional == Some(true);
     let Some(secret) = inputs.objects.secrets.get(&name) else {
-        return if optional { Ok(Vec::new()) } else { Err(format!("secret \"{name}\" not found")) };
+        return if optional {
+            Ok(Vec::new())
+        } else {
+            Err(format!("secret \"{name}\" not found"))
+        };
     };
-    keyed_files(&secret_data(secret), source.items.as_ref(), source.default_mode.unwrap_or(DEFAULT_MODE), optional, |key| {
-        format!("couldn't find key {key} in Secret {namespace}/{name}")
-    })
+    keyed_files(
+        &secret_data(secret),
+        source.items.as_ref(),
+        source.default_mode.unwrap_or(DEFAULT_MODE),
+        optional,
+        |key| format!("couldn't find key {key} in Secret {namespace}/{name}"),
+    )
 }
 
-fn config_map_files(namespace: &str, source: &ConfigMapVolumeSource, inputs: &VolumeInputs) -> Result<Vec<ProjectedFile>, String> {
+fn config_map_files(
+    namespace: &str,
+    source: &ConfigMapVolumeSource,
+    inputs: &VolumeInputs,
+) -> Result<Vec<ProjectedFile>, String> {
     let name = &source.name;
     let optional = source.optional == Some(true);
     let Some(data) = config_map_data(inputs, name) else {
-        return if optional { Ok(Vec::new()) } else { Err(format!("configmap \"{name}\" not found")) };
+        return if optional {
+            Ok(Vec::new())
+        } else {
+            Err(format!("configmap \"{name}\" not found"))
+        };
     };
-    keyed_files(&data, source.items.as_ref(), source.default_mode.unwrap_or(DEFAULT_MODE), optional, |key| {
-        format!("couldn't find key {key} in ConfigMap {namespace}/{name}")
-    })
+    keyed_files(
+        &data,
+        source.items.as_ref(),
+        source.default_mode.unwrap_or(DEFAULT_MODE),
+        optional,
+        |key| format!("couldn't find key {key} in ConfigMap {namespace}/{name}"),
+    )
 }
 
 fn downward_files<'a>(
@@ -261,14 +321,24 @@ fn downward_files<'a>(
             let container = pod
                 .spec
                 .iter()
-                .flat_map(|spec| spec.init_containers.iter().flatten().chain(&spec.containers))
+                .flat_map(|spec| {
+                    spec.init_containers
+                        .iter()
+                        .flatten()
+                        .chain(&spec.containers)
+                })
                 .find(|c| c.name == container_name)
                 .cloned()
                 .unwrap_or_else(|| Container {
                     name: container_name.clone(),
                     ..Container::default()
                 });
-            resource_value(&container, &resource.resource, resource.divisor.as_ref().map(|d| d.0.as_str())).map_err(|e| e.0)?
+            resource_value(
+                &container,
+                &resource.resource,
+                resource.divisor.as_ref().map(|d| d.0.as_str()),
+            )
+            .map_err(|e| e.0)?
         } else {
             continue;
         };
@@ -281,12 +351,24 @@ fn downward_files<'a>(
     Ok(files)
 }
 
-fn projected_files(pod: &Pod, source: &ProjectedVolumeSource, addresses: PodAddresses, inputs: &VolumeInputs) -> Result<Vec<ProjectedFile>, String> {
+fn projected_files(
+    pod: &Pod,
+    source: &ProjectedVolumeSource,
+    addresses: PodAddresses,
+    inputs: &VolumeInputs,
+) -> Result<Vec<ProjectedFile>, String> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let default_mode = source.default_mode.unwrap_or(DEFAULT_MODE);
     let mut files = Vec::new();
     for projection in source.sources.iter().flatten() {
-        files.extend(projection_files(pod, namespace, projection, default_mode, addresses, inputs)?);
+        files.extend(projection_files(
+            pod,
+            namespace,
+            projection,
+            default_mode,
+            addresses,
+            inputs,
+        )?);
     }
     Ok(files)
 }
@@ -299,7 +381,12 @@ fn projection_files(
     addresses: PodAddresses,
     inputs: &VolumeInputs,
 ) -> Result<Vec<ProjectedFile>, String> {
-    if let Some(SecretProjection { name, items, optional }) = &projection.secret {
+    if let Some(SecretProjection {
+        name,
+        items,
+        optional,
+    }) = &projection.secret
+    {
         let source = SecretVolumeSource {
             secret_name: Some(name.clone()),
             items: items.clone(),
@@ -308,7 +395,12 @@ fn projection_files(
         };
         return secret_files(namespace, &source, inputs);
     }
-    if let Some(ConfigMapProjection { name, items, optional }) = &projection.config_map {
+    if let Some(ConfigMapProjection {
+        name,
+        items,
+        optional,
+    }) = &projection.config_map
+    {
         let source = ConfigMapVolumeSource {
             name: name.clone(),
             items: items.clone(),
@@ -318,7 +410,12 @@ fn projection_files(
         return config_map_files(namespace, &source, inputs);
     }
     if let Some(downward) = &projection.downward_api {
-        return downward_files(pod, downward.items.iter().flatten(), default_mode, addresses);
+        return downward_files(
+            pod,
+            downward.items.iter().flatten(),
+            default_mode,
+            addresses,
+        );
     }
     if let Some(token) = &projection.service_account_token {
         let audience = token.audience.clone().filter(|a| !a.is_empty());

@@ -36,7 +36,9 @@ pub fn image_map() -> ImageMap {
         "images:\n  - image: \"sandbox.local/tools:*\"\n    cmd: [/bin/sh]\n  - image: \"sandbox.local/list-pods:*\"\n    entrypoint: [/usr/local/bin/list-pods]\n    files:\n      /usr/local/bin/list-pods: {}\n",
         env!("CARGO_BIN_EXE_kube-sandbox-list-pods")
     );
-    ImageMap::from_yaml(&yaml, Path::new("/")).expect("test image map").then(ImageMap::builtin())
+    ImageMap::from_yaml(&yaml, Path::new("/"))
+        .expect("test image map")
+        .then(ImageMap::builtin())
 }
 
 /// A running cluster; dropping it stops everything (node agents first).
@@ -58,7 +60,11 @@ pub struct ClusterOptions {
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        Self { nodes: 3, time_scale: 0.1, pod_eviction_timeout: Duration::from_secs(300) }
+        Self {
+            nodes: 3,
+            time_scale: 0.1,
+            pod_eviction_timeout: Duration::from_secs(300),
+        }
     }
 }
 
@@ -68,16 +74,37 @@ pub async fn start() -> Cluster {
 
 pub async fn start_with(options: ClusterOptions) -> Cluster {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_test_writer()
         .try_init();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(options.nodes)).await.expect("sandbox starts");
-    let network = Arc::new(ClusterNetwork::create(ClusterNetworkConfig::new(dir.path())).await.expect("cluster network (run the tests as root)"));
-    let runtime = ContainerRuntime::new(RuntimeConfig { state_root: dir.path().join("state"), images: image_map() }).expect("process runtime");
-    let port: u16 = sandbox.url().rsplit(':').next().and_then(|p| p.parse().ok()).expect("API server port");
+    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(options.nodes))
+        .await
+        .expect("sandbox starts");
+    let network = Arc::new(
+        ClusterNetwork::create(ClusterNetworkConfig::new(dir.path()))
+            .await
+            .expect("cluster network (run the tests as root)"),
+    );
+    let runtime = ContainerRuntime::new(RuntimeConfig {
+        state_root: dir.path().join("state"),
+        images: image_map(),
+    })
+    .expect("process runtime");
+    let port: u16 = sandbox
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("API server port");
     let loopback = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
-    network.proxy().set_service_to_machine(loopback, loopback.into()).await.expect("API server inside the cluster network");
+    network
+        .proxy()
+        .set_service_to_machine(loopback, loopback.into())
+        .await
+        .expect("API server inside the cluster network");
     let client = sandbox.client();
     let dns: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
         "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
@@ -85,11 +112,16 @@ pub async fn start_with(options: ClusterOptions) -> Cluster {
             {"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
     }))
     .unwrap();
-    Api::namespaced(client.clone(), "kube-system").create(&PostParams::default(), &dns).await.expect("kube-dns Service");
+    Api::namespaced(client.clone(), "kube-system")
+        .create(&PostParams::default(), &dns)
+        .await
+        .expect("kube-dns Service");
     let scale = TimeScale::new(options.time_scale).unwrap();
     let control_plane = controllers::start(
         client.clone(),
-        ControlPlaneOptions::default().time_scale(scale).pod_eviction_timeout(options.pod_eviction_timeout),
+        ControlPlaneOptions::default()
+            .time_scale(scale)
+            .pod_eviction_timeout(options.pod_eviction_timeout),
     );
     let nodes = (1..=options.nodes).map(|i| format!("node-{i}")).collect();
     let mut config = KubeletConfig::new(client, runtime.clone(), network.clone(), nodes);
@@ -97,7 +129,14 @@ pub async fn start_with(options: ClusterOptions) -> Cluster {
     config.shutdown_grace_period = Duration::from_secs(10);
     let kubelet = Kubelet::start(config).await.expect("node agents start");
     sandbox.api_server().register_pod_logs(kubelet.pod_logs());
-    Cluster { kubelet, control_plane, network, runtime, sandbox, dir }
+    Cluster {
+        kubelet,
+        control_plane,
+        network,
+        runtime,
+        sandbox,
+        dir,
+    }
 }
 
 impl Cluster {
@@ -109,7 +148,9 @@ impl Cluster {
     /// (kube-rs retries them by default).
     pub async fn client_without_retries(&self) -> kube::Client {
         let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
-        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
         config.default_retry = false;
         kube::Client::try_from(config).unwrap()
     }
@@ -125,14 +166,24 @@ impl Cluster {
     /// Runs kubectl against the cluster; stdout when it succeeded, else panics with stderr.
     pub async fn kubectl(&self, args: &[&str]) -> String {
         let output = self.kubectl_output(args, None).await;
-        assert!(output.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     /// `kubectl apply -f -` of `manifest`.
     pub async fn apply(&self, manifest: &str) -> String {
-        let output = self.kubectl_output(&["apply", "-f", "-"], Some(manifest)).await;
-        assert!(output.status.success(), "kubectl apply failed: {}", String::from_utf8_lossy(&output.stderr));
+        let output = self
+            .kubectl_output(&["apply", "-f", "-"], Some(manifest))
+            .await;
+        assert!(
+            output.status.success(),
+            "kubectl apply failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
@@ -153,12 +204,21 @@ impl Cluster {
             input.write_all(text.as_bytes()).await.unwrap();
         }
         drop(input);
-        tokio::time::timeout(Duration::from_secs(120), child.wait_with_output()).await.expect("kubectl finishes").unwrap()
+        tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+            .await
+            .expect("kubectl finishes")
+            .unwrap()
     }
 
     /// Waits until the Pod exists and `check` holds; returns it. Panics with the Pod's last
     /// state when it does not happen within `limit`.
-    pub async fn wait_pod(&self, namespace: &str, name: &str, limit: Duration, check: impl Fn(&Pod) -> bool) -> Pod {
+    pub async fn wait_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        limit: Duration,
+        check: impl Fn(&Pod) -> bool,
+    ) -> Pod {
         let api = self.pods(namespace);
         let started = Instant::now();
         let mut last = None;
@@ -171,7 +231,10 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("Pod {namespace}/{name} did not reach the expected state within {limit:?}; last seen: {:#?}", last.map(|p| p.status));
+        panic!(
+            "Pod {namespace}/{name} did not reach the expected state within {limit:?}; last seen: {:#?}",
+            last.map(|p| p.status)
+        );
     }
 
     pub async fn wait_ready(&self, namespace: &str, name: &str, limit: Duration) -> Pod {
@@ -195,12 +258,18 @@ impl Cluster {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let exchange = async {
             let mut stream = self.network.connect_host(host, port).await.ok()?;
-            stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.ok()?;
+            stream
+                .write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+                .await
+                .ok()?;
             let mut response = String::new();
             stream.read_to_string(&mut response).await.ok()?;
             Some(response.split_once("\r\n\r\n")?.1.to_string())
         };
-        tokio::time::timeout(Duration::from_secs(5), exchange).await.ok().flatten()
+        tokio::time::timeout(Duration::from_secs(5), exchange)
+            .await
+            .ok()
+            .flatten()
     }
 }
 
@@ -209,19 +278,42 @@ pub fn is_ready(pod: &Pod) -> bool {
 }
 
 pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
-    pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_).map(|c| c.status.as_str())
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.as_str())
 }
 
 pub fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
 }
 
-pub fn container_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
-    pod.status.as_ref()?.container_statuses.as_ref()?.iter().find(|s| s.name == name)
+pub fn container_status<'a>(
+    pod: &'a Pod,
+    name: &str,
+) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|s| s.name == name)
 }
 
 pub fn waiting_reason<'a>(pod: &'a Pod, container: &str) -> Option<&'a str> {
-    container_status(pod, container)?.state.as_ref()?.waiting.as_ref()?.reason.as_deref()
+    container_status(pod, container)?
+        .state
+        .as_ref()?
+        .waiting
+        .as_ref()?
+        .reason
+        .as_deref()
 }
 
 pub fn restart_count(pod: &Pod, container: &str) -> i32 {
@@ -229,7 +321,10 @@ pub fn restart_count(pod: &Pod, container: &str) -> i32 {
 }
 
 pub fn pod_ip(pod: &Pod) -> String {
-    pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default()
+    pod.status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default()
 }
 
 /// An etcd 3.5 Pod with a claim or an emptyDir for its data and an httpGet readiness probe on
@@ -285,7 +380,12 @@ pub fn web_container(port: u16) -> serde_json::Value {
 }
 
 /// A Pod of `containers` with `labels`, and optionally a hostname under `subdomain`.
-pub fn pod_manifest(name: &str, labels: serde_json::Value, subdomain: Option<&str>, containers: serde_json::Value) -> serde_json::Value {
+pub fn pod_manifest(
+    name: &str,
+    labels: serde_json::Value,
+    subdomain: Option<&str>,
+    containers: serde_json::Value,
+) -> serde_json::Value {
     let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": labels},
@@ -314,7 +414,10 @@ impl Cluster {
             + std::fmt::Debug,
     {
         let object: K = serde_json::from_value(manifest).expect("a valid manifest");
-        Api::<K>::namespaced(self.client(), namespace).create(&PostParams::default(), &object).await.expect("created")
+        Api::<K>::namespaced(self.client(), namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("created")
     }
 
     /// Polls `check` until it is true.
@@ -335,7 +438,13 @@ impl Cluster {
 
     /// The container's log through the API (`pods/log`).
     pub async fn logs(&self, namespace: &str, pod: &str, container: &str) -> String {
-        let params = kube::api::LogParams { container: Some(container.into()), ..Default::default() };
-        self.pods(namespace).logs(pod, &params).await.unwrap_or_default()
+        let params = kube::api::LogParams {
+            container: Some(container.into()),
+            ..Default::default()
+        };
+        self.pods(namespace)
+            .logs(pod, &params)
+            .await
+            .unwrap_or_default()
     }
 }

@@ -11,13 +11,20 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::network::SocketFactory;
 
 fn address(host: &str, port: u16) -> Result<SocketAddr, String> {
-    let ip: IpAddr = host
-        .parse()
-        .map_err(|_| format!("probe host {host:?} must be an IP address (kube-sandbox probes do not resolve names)"))?;
+    let ip: IpAddr = host.parse().map_err(|_| {
+        format!(
+            "probe host {host:?} must be an IP address (kube-sandbox probes do not resolve names)"
+        )
+    })?;
     Ok(SocketAddr::new(ip, port))
 }
 
-async fn connect(sockets: &SocketFactory, host: &str, port: u16, timeout: Duration) -> Result<tokio::net::TcpStream, String> {
+async fn connect(
+    sockets: &SocketFactory,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<tokio::net::TcpStream, String> {
     let address = address(host, port)?;
     match tokio::time::timeout(timeout, sockets.connect(address)).await {
         Ok(Ok(stream)) => Ok(stream),
@@ -27,7 +34,12 @@ async fn connect(sockets: &SocketFactory, host: &str, port: u16, timeout: Durati
 }
 
 /// `tcpSocket`: passes when a connection opens within `timeout`.
-pub async fn tcp_connect(sockets: &SocketFactory, host: &str, port: u16, timeout: Duration) -> Result<(), String> {
+pub async fn tcp_connect(
+    sockets: &SocketFactory,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<(), String> {
     connect(sockets, host, port, timeout).await.map(drop)
 }
 
@@ -48,8 +60,12 @@ pub async fn http_get(
         let request = request_text(host, port, path, headers);
         if https {
             let connector = tokio_rustls::TlsConnector::from(insecure_tls_config()?);
-            let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
-            let tls = connector.connect(name, stream).await.map_err(|e| format!("Get \"{url}\": {e}"))?;
+            let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| e.to_string())?;
+            let tls = connector
+                .connect(name, stream)
+                .await
+                .map_err(|e| format!("Get \"{url}\": {e}"))?;
             status_of(tls, &request).await
         } else {
             status_of(stream, &request).await
@@ -58,7 +74,11 @@ pub async fn http_get(
     let status = match tokio::time::timeout(timeout, exchange).await {
         Ok(Ok(status)) => status,
         Ok(Err(error)) => return Err(format!("Get \"{url}\": {error}")),
-        Err(_) => return Err(format!("Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)")),
+        Err(_) => {
+            return Err(format!(
+                "Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+            ));
+        }
     };
     if (200..400).contains(&status) {
         Ok(())
@@ -87,8 +107,14 @@ fn request_text(host: &str, port: u16, path: &str, headers: &[(String, String)])
 }
 
 /// Sends the request and reads the status code of the answer's first line.
-async fn status_of(mut stream: impl AsyncRead + AsyncWrite + Unpin, request: &str) -> Result<u16, String> {
-    stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+async fn status_of(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+    request: &str,
+) -> Result<u16, String> {
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
     let mut head = Vec::new();
     let mut buffer = [0u8; 512];
     while !head.contains(&b'\n') && head.len() < 8192 {
@@ -141,7 +167,12 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
         cert: &rustls::pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -150,7 +181,12 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
         cert: &rustls::pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
@@ -164,7 +200,12 @@ mod tests {
 
     #[test]
     fn requests_carry_the_kubelet_headers_unless_overridden() {
-        let request = request_text("10.244.0.5", 2379, "/health", &[("Host".into(), "etcd-0".into())]);
+        let request = request_text(
+            "10.244.0.5",
+            2379,
+            "/health",
+            &[("Host".into(), "etcd-0".into())],
+        );
         assert!(request.starts_with("GET /health HTTP/1.1\r\n"));
         assert!(request.contains("User-Agent: kube-probe/1.32\r\n"));
         assert!(request.contains("Host: etcd-0\r\n"));
@@ -178,7 +219,10 @@ mod tests {
         tokio::spawn(async move {
             let mut request = [0u8; 256];
             let _ = server.read(&mut request).await;
-            server.write_all(b"HTTP/1.1 503 Service Unavailable\r\n\r\n").await.unwrap();
+            server
+                .write_all(b"HTTP/1.1 503 Service Unavailable\r\n\r\n")
+                .await
+                .unwrap();
         });
         assert_eq!(status_of(client, "GET / HTTP/1.1\r\n\r\n").await, Ok(503));
         let (mut server, client) = tokio::io::duplex(1024);

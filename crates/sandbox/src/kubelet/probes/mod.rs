@@ -59,7 +59,12 @@ impl ContainerProbes {
     /// The probes of `container`; an unusable probe (a named port the container does not
     /// declare, gRPC) is an error the kubelet would report in an event.
     pub fn of(container: &Container) -> Result<Self, String> {
-        let parse = |probe: &Option<Probe>| probe.as_ref().map(|p| ProbeSpec::parse(container, p)).transpose();
+        let parse = |probe: &Option<Probe>| {
+            probe
+                .as_ref()
+                .map(|p| ProbeSpec::parse(container, p))
+                .transpose()
+        };
         Ok(Self {
             startup: parse(&container.startup_probe)?,
             liveness: parse(&container.liveness_probe)?,
@@ -78,7 +83,9 @@ fn seconds(value: Option<i32>, default: u64) -> Duration {
 
 fn resolve_port(container: &Container, port: &IntOrString) -> Result<u16, String> {
     match port {
-        IntOrString::Int(number) => u16::try_from(*number).map_err(|_| format!("invalid port {number}")),
+        IntOrString::Int(number) => {
+            u16::try_from(*number).map_err(|_| format!("invalid port {number}"))
+        }
         IntOrString::String(name) => {
             if let Ok(number) = name.parse::<u16>() {
                 return Ok(number);
@@ -89,7 +96,12 @@ fn resolve_port(container: &Container, port: &IntOrString) -> Result<u16, String
                 .flatten()
                 .find(|p| p.name.as_deref() == Some(name.as_str()))
                 .and_then(|p| u16::try_from(p.container_port).ok())
-                .ok_or_else(|| format!("couldn't find port {name:?} in container {}", container.name))
+                .ok_or_else(|| {
+                    format!(
+                        "couldn't find port {name:?} in container {}",
+                        container.name
+                    )
+                })
         }
     }
 }
@@ -98,11 +110,23 @@ impl ProbeSpec {
     pub fn parse(container: &Container, probe: &Probe) -> Result<Self, String> {
         let action = if let Some(http) = &probe.http_get {
             ProbeAction::HttpGet {
-                https: http.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")),
+                https: http
+                    .scheme
+                    .as_deref()
+                    .is_some_and(|s| s.eq_ignore_ascii_case("HTTPS")),
                 host: http.host.clone().filter(|h| !h.is_empty()),
                 port: resolve_port(container, &http.port)?,
-                path: http.path.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "/".into()),
-                headers: http.http_headers.iter().flatten().map(|h| (h.name.clone(), h.value.clone())).collect(),
+                path: http
+                    .path
+                    .clone()
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "/".into()),
+                headers: http
+                    .http_headers
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.clone(), h.value.clone()))
+                    .collect(),
             }
         } else if let Some(tcp) = &probe.tcp_socket {
             ProbeAction::TcpSocket {
@@ -114,7 +138,10 @@ impl ProbeSpec {
                 command: exec.command.clone().unwrap_or_default(),
             }
         } else if probe.grpc.is_some() {
-            return Err("gRPC probes are not supported by kube-sandbox; use httpGet, tcpSocket or exec".into());
+            return Err(
+                "gRPC probes are not supported by kube-sandbox; use httpGet, tcpSocket or exec"
+                    .into(),
+            );
         } else {
             return Err("the probe has no handler (httpGet, tcpSocket or exec)".into());
         };
@@ -123,8 +150,16 @@ impl ProbeSpec {
             initial_delay: seconds(probe.initial_delay_seconds, 0),
             period: seconds(probe.period_seconds, 10).max(Duration::from_secs(1)),
             timeout: seconds(probe.timeout_seconds, 1).max(Duration::from_secs(1)),
-            success_threshold: probe.success_threshold.and_then(|v| u32::try_from(v).ok()).unwrap_or(1).max(1),
-            failure_threshold: probe.failure_threshold.and_then(|v| u32::try_from(v).ok()).unwrap_or(3).max(1),
+            success_threshold: probe
+                .success_threshold
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(1)
+                .max(1),
+            failure_threshold: probe
+                .failure_threshold
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(3)
+                .max(1),
         })
     }
 }
@@ -160,7 +195,11 @@ impl ProbeTracker {
             self.last = Some(passed);
             self.run = 1;
         }
-        let threshold = if passed { self.success_threshold } else { self.failure_threshold };
+        let threshold = if passed {
+            self.success_threshold
+        } else {
+            self.failure_threshold
+        };
         if self.run < threshold || self.reported == Some(passed) {
             return None;
         }
@@ -183,7 +222,8 @@ pub enum ProbeEvent {
 }
 
 /// Runs an exec probe's command in the container; `Ok(())` when it exited 0, else why not.
-pub type ExecProbe = Arc<dyn Fn(Vec<String>, Duration) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+pub type ExecProbe =
+    Arc<dyn Fn(Vec<String>, Duration) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 /// Where a container's probes connect and how they run commands in it.
 #[derive(Clone)]
@@ -198,17 +238,38 @@ impl ProbeTarget {
     pub async fn run(&self, action: &ProbeAction, timeout: Duration) -> Result<(), String> {
         let host = |host: &Option<String>| host.clone().unwrap_or_else(|| self.pod_ip.to_string());
         match action {
-            ProbeAction::HttpGet { https, host: h, port, path, headers } => {
-                http_get(&self.sockets, &host(h), *port, path, headers, *https, timeout).await
+            ProbeAction::HttpGet {
+                https,
+                host: h,
+                port,
+                path,
+                headers,
+            } => {
+                http_get(
+                    &self.sockets,
+                    &host(h),
+                    *port,
+                    path,
+                    headers,
+                    *https,
+                    timeout,
+                )
+                .await
             }
-            ProbeAction::TcpSocket { host: h, port } => tcp_connect(&self.sockets, &host(h), *port, timeout).await,
+            ProbeAction::TcpSocket { host: h, port } => {
+                tcp_connect(&self.sockets, &host(h), *port, timeout).await
+            }
             ProbeAction::Exec { command } => (self.exec)(command.clone(), timeout).await,
         }
     }
 }
 
 /// Runs a container's probes until the task is dropped, reporting through `report`.
-pub async fn supervise(probes: ContainerProbes, target: ProbeTarget, report: impl Fn(ProbeEvent) + Send + Sync) {
+pub async fn supervise(
+    probes: ContainerProbes,
+    target: ProbeTarget,
+    report: impl Fn(ProbeEvent) + Send + Sync,
+) {
     if let Some(startup) = &probes.startup {
         tokio::time::sleep(startup.initial_delay).await;
         let mut tracker = ProbeTracker::new(startup, None);
@@ -217,7 +278,10 @@ pub async fn supervise(probes: ContainerProbes, target: ProbeTarget, report: imp
             match tracker.record(outcome.is_ok()) {
                 Some(true) => break,
                 Some(false) => {
-                    let message = format!("Startup probe failed: {}", outcome.err().unwrap_or_default());
+                    let message = format!(
+                        "Startup probe failed: {}",
+                        outcome.err().unwrap_or_default()
+                    );
                     report(ProbeEvent::StartupFailed { message });
                     return;
                 }
@@ -235,7 +299,10 @@ pub async fn supervise(probes: ContainerProbes, target: ProbeTarget, report: imp
         loop {
             let outcome = target.run(&spec.action, spec.timeout).await;
             if tracker.record(outcome.is_ok()) == Some(false) {
-                let message = format!("Liveness probe failed: {}", outcome.err().unwrap_or_default());
+                let message = format!(
+                    "Liveness probe failed: {}",
+                    outcome.err().unwrap_or_default()
+                );
                 report(ProbeEvent::LivenessFailed { message });
                 return futures::future::pending::<()>().await;
             }

@@ -4,7 +4,10 @@ use super::*;
 
 fn container(probes: serde_json::Value) -> Container {
     let mut value = json!({"name": "etcd", "ports": [{"name": "client", "containerPort": 2379}]});
-    value.as_object_mut().unwrap().extend(probes.as_object().unwrap().clone());
+    value
+        .as_object_mut()
+        .unwrap()
+        .extend(probes.as_object().unwrap().clone());
     serde_json::from_value(value).unwrap()
 }
 
@@ -19,24 +22,55 @@ fn probes_parse_with_kubernetes_defaults_and_named_ports() {
     let readiness = probes.readiness.unwrap();
     assert_eq!(
         readiness.action,
-        ProbeAction::HttpGet { https: false, host: None, port: 2379, path: "/health".into(), headers: vec![] }
+        ProbeAction::HttpGet {
+            https: false,
+            host: None,
+            port: 2379,
+            path: "/health".into(),
+            headers: vec![]
+        }
     );
     assert_eq!(readiness.period, Duration::from_secs(10));
     assert_eq!(readiness.timeout, Duration::from_secs(1));
-    assert_eq!((readiness.success_threshold, readiness.failure_threshold), (1, 3));
+    assert_eq!(
+        (readiness.success_threshold, readiness.failure_threshold),
+        (1, 3)
+    );
     let liveness = probes.liveness.unwrap();
-    assert_eq!(liveness.action, ProbeAction::TcpSocket { host: None, port: 2380 });
-    assert_eq!((liveness.period, liveness.failure_threshold), (Duration::from_secs(2), 5));
-    assert_eq!(probes.startup.unwrap().initial_delay, Duration::from_secs(3));
-    let unknown_port = ContainerProbes::of(&container(json!({"readinessProbe": {"httpGet": {"port": "peer"}}})));
-    assert_eq!(unknown_port.unwrap_err(), "couldn't find port \"peer\" in container etcd");
-    let grpc = ContainerProbes::of(&container(json!({"livenessProbe": {"grpc": {"port": 2379}}})));
+    assert_eq!(
+        liveness.action,
+        ProbeAction::TcpSocket {
+            host: None,
+            port: 2380
+        }
+    );
+    assert_eq!(
+        (liveness.period, liveness.failure_threshold),
+        (Duration::from_secs(2), 5)
+    );
+    assert_eq!(
+        probes.startup.unwrap().initial_delay,
+        Duration::from_secs(3)
+    );
+    let unknown_port = ContainerProbes::of(&container(
+        json!({"readinessProbe": {"httpGet": {"port": "peer"}}}),
+    ));
+    assert_eq!(
+        unknown_port.unwrap_err(),
+        "couldn't find port \"peer\" in container etcd"
+    );
+    let grpc = ContainerProbes::of(&container(
+        json!({"livenessProbe": {"grpc": {"port": 2379}}}),
+    ));
     assert!(grpc.unwrap_err().contains("gRPC probes are not supported"));
 }
 
 fn spec(success: u32, failure: u32) -> ProbeSpec {
     ProbeSpec {
-        action: ProbeAction::TcpSocket { host: None, port: 1 },
+        action: ProbeAction::TcpSocket {
+            host: None,
+            port: 1,
+        },
         initial_delay: Duration::ZERO,
         period: Duration::from_secs(1),
         timeout: Duration::from_secs(1),

@@ -5,18 +5,28 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset, ObjectReference, Pod, Service, ServicePort};
+use k8s_openapi::api::core::v1::{
+    EndpointAddress, EndpointPort, EndpointSubset, ObjectReference, Pod, Service, ServicePort,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::network::dns::{EndpointDns, PortDns, PortProtocol, ServiceDns};
 use crate::scheduler::is_terminal;
 
 fn service_ports(service: &Service) -> Vec<ServicePort> {
-    service.spec.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default()
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.clone())
+        .unwrap_or_default()
 }
 
 fn publishes_not_ready(service: &Service) -> bool {
-    service.spec.as_ref().and_then(|s| s.publish_not_ready_addresses).unwrap_or(false)
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.publish_not_ready_addresses)
+        .unwrap_or(false)
 }
 
 /// The ClusterIP, or `None` for a headless Service (and one without an address yet).
@@ -43,10 +53,16 @@ fn target_port(pod: &Pod, port: &ServicePort) -> Option<i32> {
         Some(IntOrString::Int(number)) => Some(*number),
         Some(IntOrString::String(name)) => {
             let protocol = port.protocol.as_deref().unwrap_or("TCP");
-            pod.spec.as_ref()?.containers.iter().flat_map(|c| c.ports.iter().flatten()).find_map(|p| {
-                (p.name.as_deref() == Some(name.as_str()) && p.protocol.as_deref().unwrap_or("TCP") == protocol)
-                    .then_some(p.container_port)
-            })
+            pod.spec
+                .as_ref()?
+                .containers
+                .iter()
+                .flat_map(|c| c.ports.iter().flatten())
+                .find_map(|p| {
+                    (p.name.as_deref() == Some(name.as_str())
+                        && p.protocol.as_deref().unwrap_or("TCP") == protocol)
+                        .then_some(p.container_port)
+                })
         }
     }
 }
@@ -61,12 +77,18 @@ pub fn selects(service: &Service, pod: &Pod) -> bool {
         return false;
     }
     let labels = pod.metadata.labels.clone().unwrap_or_default();
-    selector.iter().all(|(key, value)| labels.get(key) == Some(value))
+    selector
+        .iter()
+        .all(|(key, value)| labels.get(key) == Some(value))
 }
 
 /// Whether the endpoints controller manages the Service's Endpoints (it has a selector).
 pub fn has_selector(service: &Service) -> bool {
-    service.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|s| !s.is_empty())
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .is_some_and(|s| !s.is_empty())
 }
 
 /// The Endpoints subsets of a selector Service: every selected Pod with an address that is not
@@ -77,19 +99,33 @@ pub fn subsets(service: &Service, pods: &[&Pod]) -> Vec<EndpointSubset> {
     let service_name = service.metadata.name.clone().unwrap_or_default();
     let publish = publishes_not_ready(service);
     let ports = service_ports(service);
-    let mut groups: BTreeMap<Vec<(String, i32, String)>, (Vec<EndpointAddress>, Vec<EndpointAddress>)> = BTreeMap::new();
+    // Pods grouped by their resolved ports (name, number, protocol): ready and not ready.
+    type ResolvedPorts = Vec<(String, i32, String)>;
+    let mut groups: BTreeMap<ResolvedPorts, (Vec<EndpointAddress>, Vec<EndpointAddress>)> =
+        BTreeMap::new();
     let mut selected: Vec<&&Pod> = pods.iter().filter(|pod| selects(service, pod)).collect();
     selected.sort_by_key(|pod| pod.metadata.name.clone());
     for pod in selected {
-        let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty()) else { continue };
+        let Some(ip) = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .filter(|ip| !ip.is_empty())
+        else {
+            continue;
+        };
         if is_terminal(pod) || (pod.metadata.deletion_timestamp.is_some() && !publish) {
             continue;
         }
-        let mut resolved: Vec<(String, i32, String)> = ports
+        let mut resolved: ResolvedPorts = ports
             .iter()
             .filter_map(|port| {
                 let target = target_port(pod, port)?;
-                Some((port.name.clone().unwrap_or_default(), target, port.protocol.clone().unwrap_or_else(|| "TCP".into())))
+                Some((
+                    port.name.clone().unwrap_or_default(),
+                    target,
+                    port.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                ))
             })
             .collect();
         resolved.sort();
@@ -161,14 +197,24 @@ pub fn service_dns(service: &Service, subsets: &[EndpointSubset]) -> Option<Serv
         all.dedup();
         all
     } else {
-        service_ports(service).into_iter().filter_map(|p| port(p.name, p.protocol, p.port)).collect()
+        service_ports(service)
+            .into_iter()
+            .filter_map(|p| port(p.name, p.protocol, p.port))
+            .collect()
     };
     let mut endpoints = Vec::new();
     for subset in subsets {
-        for (addresses, ready) in [(&subset.addresses, true), (&subset.not_ready_addresses, false)] {
+        for (addresses, ready) in [
+            (&subset.addresses, true),
+            (&subset.not_ready_addresses, false),
+        ] {
             for address in addresses.iter().flatten() {
                 if let Ok(ip) = address.ip.parse() {
-                    endpoints.push(EndpointDns { ip, hostname: address.hostname.clone(), ready });
+                    endpoints.push(EndpointDns {
+                        ip,
+                        hostname: address.hostname.clone(),
+                        ready,
+                    });
                 }
             }
         }
@@ -194,7 +240,9 @@ pub struct ProxyRule {
 
 /// The TCP frontends of a ClusterIP Service and their ready backends (kube-proxy's rules).
 pub fn proxy_rules(service: &Service, subsets: &[EndpointSubset]) -> Vec<ProxyRule> {
-    let Some(ip) = cluster_ip(service) else { return Vec::new() };
+    let Some(ip) = cluster_ip(service) else {
+        return Vec::new();
+    };
     service_ports(service)
         .into_iter()
         .filter(|port| port.protocol.as_deref().unwrap_or("TCP") == "TCP")
@@ -204,9 +252,12 @@ pub fn proxy_rules(service: &Service, subsets: &[EndpointSubset]) -> Vec<ProxyRu
             let mut backends = Vec::new();
             for subset in subsets {
                 let target = subset.ports.iter().flatten().find(|p| {
-                    p.name.clone().unwrap_or_default() == name && p.protocol.as_deref().unwrap_or("TCP") == "TCP"
+                    p.name.clone().unwrap_or_default() == name
+                        && p.protocol.as_deref().unwrap_or("TCP") == "TCP"
                 });
-                let Some(target) = target.and_then(|p| u16::try_from(p.port).ok()) else { continue };
+                let Some(target) = target.and_then(|p| u16::try_from(p.port).ok()) else {
+                    continue;
+                };
                 for address in subset.addresses.iter().flatten() {
                     if let Ok(ip) = address.ip.parse::<Ipv4Addr>() {
                         backends.push(SocketAddr::from((ip, target)));

@@ -43,9 +43,24 @@ struct ServiceController {
 /// Runs until `token` is cancelled.
 pub(crate) async fn run(client: Client, network: Arc<ClusterNetwork>, token: CancellationToken) {
     let changed = Arc::new(Notify::new());
-    let services = watch_into_store(Api::<Service>::all(client.clone()), watcher::Config::default(), changed.clone(), token.clone());
-    let pods = watch_into_store(Api::<Pod>::all(client.clone()), watcher::Config::default(), changed.clone(), token.clone());
-    let endpoints = watch_into_store(Api::<Endpoints>::all(client.clone()), watcher::Config::default(), changed.clone(), token.clone());
+    let services = watch_into_store(
+        Api::<Service>::all(client.clone()),
+        watcher::Config::default(),
+        changed.clone(),
+        token.clone(),
+    );
+    let pods = watch_into_store(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default(),
+        changed.clone(),
+        token.clone(),
+    );
+    let endpoints = watch_into_store(
+        Api::<Endpoints>::all(client.clone()),
+        watcher::Config::default(),
+        changed.clone(),
+        token.clone(),
+    );
     let ready = async {
         let _ = services.wait_until_ready().await;
         let _ = pods.wait_until_ready().await;
@@ -96,10 +111,17 @@ impl ServiceController {
                 wanted
             } else {
                 let reference = ObjectRef::new(&key.1).within(&key.0);
-                self.endpoints.get(&reference).and_then(|e| e.subsets.clone()).unwrap_or_default()
+                self.endpoints
+                    .get(&reference)
+                    .and_then(|e| e.subsets.clone())
+                    .unwrap_or_default()
             };
             dns.extend(service_dns(service, &service_subsets));
-            rules.extend(proxy_rules(service, &service_subsets).into_iter().filter(|rule| *rule.frontend.ip() != dns_server));
+            rules.extend(
+                proxy_rules(service, &service_subsets)
+                    .into_iter()
+                    .filter(|rule| *rule.frontend.ip() != dns_server),
+            );
         }
         self.delete_orphaned_endpoints(&present).await;
         dns.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -107,7 +129,10 @@ impl ServiceController {
             self.network.dns().set_services(dns.clone());
             self.dns = dns;
         }
-        let wanted: HashMap<SocketAddrV4, Vec<SocketAddr>> = rules.into_iter().map(|r| (r.frontend, r.backends)).collect();
+        let wanted: HashMap<SocketAddrV4, Vec<SocketAddr>> = rules
+            .into_iter()
+            .map(|r| (r.frontend, r.backends))
+            .collect();
         for (frontend, backends) in &wanted {
             if self.proxied.get(frontend) == Some(backends) {
                 continue;
@@ -117,8 +142,18 @@ impl ServiceController {
                 SocketAddr::V6(_) => true,
             });
             let applied = match outside {
-                Some(machine) => self.network.proxy().set_service_to_machine(*frontend, *machine).await,
-                None => self.network.proxy().set_service(*frontend, backends.clone()).await,
+                Some(machine) => {
+                    self.network
+                        .proxy()
+                        .set_service_to_machine(*frontend, *machine)
+                        .await
+                }
+                None => {
+                    self.network
+                        .proxy()
+                        .set_service(*frontend, backends.clone())
+                        .await
+                }
             };
             match applied {
                 Ok(()) => {
@@ -127,7 +162,12 @@ impl ServiceController {
                 Err(error) => tracing::warn!(%frontend, %error, "proxying a Service port failed"),
             }
         }
-        let gone: Vec<SocketAddrV4> = self.proxied.keys().filter(|f| !wanted.contains_key(f)).copied().collect();
+        let gone: Vec<SocketAddrV4> = self
+            .proxied
+            .keys()
+            .filter(|f| !wanted.contains_key(f))
+            .copied()
+            .collect();
         for frontend in gone {
             self.network.proxy().remove_service(frontend);
             self.proxied.remove(&frontend);
@@ -140,16 +180,25 @@ impl ServiceController {
         let name = service.name_any();
         self.managed.insert((namespace.clone(), name.clone()));
         let api = Api::<Endpoints>::namespaced(self.client.clone(), &namespace);
-        let current = self.endpoints.get(&ObjectRef::new(&name).within(&namespace));
+        let current = self
+            .endpoints
+            .get(&ObjectRef::new(&name).within(&namespace));
         let wanted_subsets = (!wanted.is_empty()).then(|| wanted.to_vec());
         let labels: BTreeMap<String, String> = service.labels().clone();
         let result = match current {
-            Some(current) if current.subsets == wanted_subsets && current.metadata.labels.clone().unwrap_or_default() == labels => return,
+            Some(current)
+                if current.subsets == wanted_subsets
+                    && current.metadata.labels.clone().unwrap_or_default() == labels =>
+            {
+                return;
+            }
             Some(current) => {
                 let mut updated = (*current).clone();
                 updated.subsets = wanted_subsets;
                 updated.metadata.labels = Some(labels);
-                api.replace(&name, &PostParams::default(), &updated).await.map(drop)
+                api.replace(&name, &PostParams::default(), &updated)
+                    .await
+                    .map(drop)
             }
             None => {
                 let mut created = Endpoints::default();
@@ -164,12 +213,19 @@ impl ServiceController {
             Ok(()) => {}
             // Someone was faster, or the cache lags: the next pass sees the current object.
             Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => tracing::warn!(service = %name, %namespace, %error, "writing Endpoints failed"),
+            Err(error) => {
+                tracing::warn!(service = %name, %namespace, %error, "writing Endpoints failed")
+            }
         }
     }
 
     async fn delete_orphaned_endpoints(&mut self, present: &HashSet<(String, String)>) {
-        let orphans: Vec<(String, String)> = self.managed.iter().filter(|key| !present.contains(*key)).cloned().collect();
+        let orphans: Vec<(String, String)> = self
+            .managed
+            .iter()
+            .filter(|key| !present.contains(*key))
+            .cloned()
+            .collect();
         for (namespace, name) in orphans {
             let api = Api::<Endpoints>::namespaced(self.client.clone(), &namespace);
             match api.delete(&name, &DeleteParams::default()).await {

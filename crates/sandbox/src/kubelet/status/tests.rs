@@ -45,26 +45,68 @@ fn crash_looping(name: &str, last_code: i32) -> ContainerRecord {
 #[test]
 fn phases_follow_the_kubelet() {
     let waiting = ContainerRecord::waiting("a", "img", "ContainerCreating");
-    assert_eq!(pod_phase("Always", &[], std::slice::from_ref(&waiting)), "Pending");
+    assert_eq!(
+        pod_phase("Always", &[], std::slice::from_ref(&waiting)),
+        "Pending"
+    );
     assert_eq!(pod_phase("Always", &[], &[running("a")]), "Running");
     // A crash-looping container counts as stopped: the Pod stays Running.
-    assert_eq!(pod_phase("Always", &[], &[crash_looping("a", 1)]), "Running");
+    assert_eq!(
+        pod_phase("Always", &[], &[crash_looping("a", 1)]),
+        "Running"
+    );
     assert_eq!(pod_phase("Always", &[], &[exited("a", 0)]), "Running");
     assert_eq!(pod_phase("Never", &[], &[exited("a", 0)]), "Succeeded");
-    assert_eq!(pod_phase("Never", &[], &[exited("a", 0), exited("b", 2)]), "Failed");
+    assert_eq!(
+        pod_phase("Never", &[], &[exited("a", 0), exited("b", 2)]),
+        "Failed"
+    );
     assert_eq!(pod_phase("OnFailure", &[], &[exited("a", 0)]), "Succeeded");
-    assert_eq!(pod_phase("OnFailure", &[], &[crash_looping("a", 1)]), "Running");
-    assert_eq!(pod_phase("Never", &[], &[exited("a", 0), running("b")]), "Running");
+    assert_eq!(
+        pod_phase("OnFailure", &[], &[crash_looping("a", 1)]),
+        "Running"
+    );
+    assert_eq!(
+        pod_phase("Never", &[], &[exited("a", 0), running("b")]),
+        "Running"
+    );
 }
 
 #[test]
 fn init_containers_gate_the_phase() {
     let pending = ContainerRecord::waiting("main", "img", "PodInitializing");
-    assert_eq!(pod_phase("Always", &[running("init")], std::slice::from_ref(&pending)), "Pending");
-    assert_eq!(pod_phase("Never", &[exited("init", 1)], std::slice::from_ref(&pending)), "Failed");
-    assert_eq!(pod_phase("Always", &[exited("init", 1)], std::slice::from_ref(&pending)), "Pending");
-    assert_eq!(pod_phase("Always", &[crash_looping("init", 1)], std::slice::from_ref(&pending)), "Pending");
-    assert_eq!(pod_phase("Always", &[exited("init", 0)], &[running("main")]), "Running");
+    assert_eq!(
+        pod_phase("Always", &[running("init")], std::slice::from_ref(&pending)),
+        "Pending"
+    );
+    assert_eq!(
+        pod_phase(
+            "Never",
+            &[exited("init", 1)],
+            std::slice::from_ref(&pending)
+        ),
+        "Failed"
+    );
+    assert_eq!(
+        pod_phase(
+            "Always",
+            &[exited("init", 1)],
+            std::slice::from_ref(&pending)
+        ),
+        "Pending"
+    );
+    assert_eq!(
+        pod_phase(
+            "Always",
+            &[crash_looping("init", 1)],
+            std::slice::from_ref(&pending)
+        ),
+        "Pending"
+    );
+    assert_eq!(
+        pod_phase("Always", &[exited("init", 0)], &[running("main")]),
+        "Running"
+    );
     assert!(initialized(&[exited("a", 0), exited("b", 0)]));
     assert!(!initialized(&[exited("a", 0), running("b")]));
 }
@@ -102,25 +144,60 @@ fn conditions_name_the_unready_containers_and_keep_transition_times() {
     assert_eq!(status.phase.as_deref(), Some("Running"));
     let conditions = status.conditions.clone().unwrap();
     let find = |t: &str| conditions.iter().find(|c| c.type_ == t).unwrap().clone();
-    assert_eq!(find("Initialized").last_transition_time.unwrap().0.to_string(), "2020-01-01T00:00:00Z");
+    assert_eq!(
+        find("Initialized")
+            .last_transition_time
+            .unwrap()
+            .0
+            .to_string(),
+        "2020-01-01T00:00:00Z"
+    );
     let ready = find("Ready");
     assert_eq!(ready.status, "False");
     assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
-    assert_eq!(ready.message.as_deref(), Some("containers with unready status: [b]"));
+    assert_eq!(
+        ready.message.as_deref(),
+        Some("containers with unready status: [b]")
+    );
     assert_eq!(ready.last_transition_time.unwrap().0, now);
-    assert!(conditions.iter().all(|c| c.type_ != "PodScheduled"), "others' conditions are not written");
+    assert!(
+        conditions.iter().all(|c| c.type_ != "PodScheduled"),
+        "others' conditions are not written"
+    );
     assert_eq!(status.pod_ip.as_deref(), Some("10.244.0.9"));
     let statuses = status.container_statuses.clone().unwrap();
     assert_eq!(statuses[1].restart_count, 3);
     assert_eq!(
-        statuses[1].state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(),
+        statuses[1]
+            .state
+            .as_ref()
+            .unwrap()
+            .waiting
+            .as_ref()
+            .unwrap()
+            .reason
+            .as_deref(),
         Some("CrashLoopBackOff")
     );
-    assert_eq!(statuses[1].last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 1);
+    assert_eq!(
+        statuses[1]
+            .last_state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        1
+    );
     assert!(needs_update(&pod, &status));
     let patch = status_patch(&status);
     let first = &patch["status"]["containerStatuses"][0];
-    assert_eq!(first["state"]["waiting"], serde_json::Value::Null, "states it is not in are removed");
+    assert_eq!(
+        first["state"]["waiting"],
+        serde_json::Value::Null,
+        "states it is not in are removed"
+    );
     assert!(first["state"]["running"].is_object());
 }
 
@@ -142,7 +219,10 @@ fn readiness_gates_hold_the_ready_condition() {
     let conditions = status.conditions.unwrap();
     let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
     assert_eq!(ready.reason.as_deref(), Some("ReadinessGatesNotReady"));
-    let containers_ready = conditions.iter().find(|c| c.type_ == "ContainersReady").unwrap();
+    let containers_ready = conditions
+        .iter()
+        .find(|c| c.type_ == "ContainersReady")
+        .unwrap();
     assert_eq!(containers_ready.status, "True");
 }
 

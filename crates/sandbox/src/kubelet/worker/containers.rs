@@ -3,17 +3,16 @@
 //! the kubelet reports them; probes and their consequences.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Container;
 use kube::runtime::events::EventType;
 
 use super::super::backoff::go_duration;
 use super::super::env::{PodAddresses, container_env, referenced_objects, service_env};
-use super::super::probes::{self, ContainerProbes, ExecProbe, ProbeEvent, ProbeTarget};
 use super::super::status::{self, ContainerRecord, Ended, RecordState, TerminalPhase};
 use super::super::volumes::volume_mounts;
-use super::{AbortOnDrop, ContainerSlot, PodWorker, WorkerEvent};
+use super::{ContainerSlot, PodWorker};
 use crate::runtime::{ContainerConfig, ContainerState, Termination};
 
 /// What the runtime says of a container's latest run.
@@ -40,7 +39,10 @@ fn id_number(value: Option<i64>) -> Option<u32> {
 impl PodWorker {
     fn run_state(&self, index: usize) -> RunState {
         let slot = &self.slots[index];
-        let status = self.entry.as_ref().and_then(|e| e.sandbox.container_status(&slot.spec.name));
+        let status = self
+            .entry
+            .as_ref()
+            .and_then(|e| e.sandbox.container_status(&slot.spec.name));
         match status.map(|s| s.state) {
             None => RunState::NeverRan,
             Some(ContainerState::Running { .. }) => RunState::Running,
@@ -107,8 +109,17 @@ impl PodWorker {
 
     /// Every container is done for good: the Pod is terminal and its network released.
     fn finish(&mut self, phase: &'static str) {
-        let phase = if matches!(phase, "Succeeded" | "Failed") { phase } else { "Failed" };
-        self.terminal = Some(TerminalPhase { phase, reason: None, message: None, disruption: None });
+        let phase = if matches!(phase, "Succeeded" | "Failed") {
+            phase
+        } else {
+            "Failed"
+        };
+        self.terminal = Some(TerminalPhase {
+            phase,
+            reason: None,
+            message: None,
+            disruption: None,
+        });
         for slot in &mut self.slots {
             slot.probes = None;
             slot.ready = false;
@@ -118,7 +129,11 @@ impl PodWorker {
 
     /// Drops the Pod's network (its address goes back to the pool); the sandbox and its logs stay.
     pub(super) fn release_network(&self) {
-        if let Some(network) = self.entry.as_ref().and_then(|e| e.network.lock().expect("pod network lock").take()) {
+        if let Some(network) = self
+            .entry
+            .as_ref()
+            .and_then(|e| e.network.lock().expect("pod network lock").take())
+        {
             tokio::task::spawn_blocking(move || drop(network));
         }
     }
@@ -135,7 +150,11 @@ impl PodWorker {
     }
 
     pub(super) fn container_exited(&mut self, container: &str, run: u32) {
-        if let Some(index) = self.slots.iter().position(|s| s.spec.name == container && s.runs == run) {
+        if let Some(index) = self
+            .slots
+            .iter()
+            .position(|s| s.spec.name == container && s.runs == run)
+        {
             self.slots[index].ended_at = Some(Instant::now());
             self.note_exit(index);
         }
@@ -165,8 +184,22 @@ impl PodWorker {
                     self.namespace(),
                     self.uid
                 );
-                if self.slots[index].waiting.as_ref().is_none_or(|(reason, _)| reason != "CrashLoopBackOff") {
-                    self.node.event(&self.pod, EventType::Warning, "BackOff", format!("Back-off restarting failed container {name} in pod {}_{}({})", self.name(), self.namespace(), self.uid));
+                if self.slots[index]
+                    .waiting
+                    .as_ref()
+                    .is_none_or(|(reason, _)| reason != "CrashLoopBackOff")
+                {
+                    self.node.event(
+                        &self.pod,
+                        EventType::Warning,
+                        "BackOff",
+                        format!(
+                            "Back-off restarting failed container {name} in pod {}_{}({})",
+                            self.name(),
+                            self.namespace(),
+                            self.uid
+                        ),
+                    );
                 }
                 self.slots[index].waiting = Some(("CrashLoopBackOff".into(), Some(message)));
                 self.wake_by(now + remaining);
@@ -180,12 +213,19 @@ impl PodWorker {
         let config = match self.container_config(index).await {
             Ok(config) => config,
             Err(message) => {
-                self.node.event(&self.pod, EventType::Warning, "Failed", format!("Error: {message}"));
+                self.node.event(
+                    &self.pod,
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {message}"),
+                );
                 self.retry_later(index, "CreateContainerConfigError", message, now);
                 return;
             }
         };
-        let Some(entry) = self.entry.clone() else { return };
+        let Some(entry) = self.entry.clone() else {
+            return;
+        };
         if restart {
             self.backoff.next(&name, now);
         }
@@ -197,11 +237,20 @@ impl PodWorker {
             Err(error) => Err(("StartError".to_string(), error.to_string())),
         };
         if let Err((reason, message)) = started {
-            self.node.event(&self.pod, EventType::Warning, "Failed", format!("Error: {message}"));
+            self.node.event(
+                &self.pod,
+                EventType::Warning,
+                "Failed",
+                format!("Error: {message}"),
+            );
             self.retry_later(index, &reason, message, now);
             return;
         }
-        entry.configs.lock().expect("container configs lock").insert(name.clone(), config.clone());
+        entry
+            .configs
+            .lock()
+            .expect("container configs lock")
+            .insert(name.clone(), config.clone());
         let slot = &mut self.slots[index];
         slot.runs += 1;
         slot.waiting = None;
@@ -209,7 +258,12 @@ impl PodWorker {
         slot.ready = false;
         slot.started = false;
         let run = slot.runs;
-        self.node.event(&self.pod, EventType::Normal, "Started", format!("Started container {name}"));
+        self.node.event(
+            &self.pod,
+            EventType::Normal,
+            "Started",
+            format!("Started container {name}"),
+        );
         self.watch_run(index, run, config);
     }
 
@@ -232,11 +286,24 @@ impl PodWorker {
         self.backoff.next(&key, now);
         let at = now + self.backoff.current(&key).unwrap_or_default();
         let (reason, message) = if first {
-            self.node.event(&self.pod, EventType::Warning, "Failed", format!("Failed to pull image \"{image}\": {error}"));
+            self.node.event(
+                &self.pod,
+                EventType::Warning,
+                "Failed",
+                format!("Failed to pull image \"{image}\": {error}"),
+            );
             ("ErrImagePull".to_string(), error.to_string())
         } else {
-            self.node.event(&self.pod, EventType::Normal, "BackOff", format!("Back-off pulling image \"{image}\""));
-            ("ImagePullBackOff".to_string(), format!("Back-off pulling image \"{image}\": ErrImagePull: {error}"))
+            self.node.event(
+                &self.pod,
+                EventType::Normal,
+                "BackOff",
+                format!("Back-off pulling image \"{image}\""),
+            );
+            (
+                "ImagePullBackOff".to_string(),
+                format!("Back-off pulling image \"{image}\": ErrImagePull: {error}"),
+            )
         };
         let slot = &mut self.slots[index];
         slot.waiting = Some((reason, Some(message)));
@@ -245,12 +312,19 @@ impl PodWorker {
     }
 
     /// The container as the Pod's effective spec (with the service-account mount) has it.
-    fn effective_container(&self, index: usize) -> Container {
+    pub(super) fn effective_container(&self, index: usize) -> Container {
         let name = &self.slots[index].spec.name;
         self.effective
             .as_ref()
             .and_then(|pod| pod.spec.as_ref())
-            .and_then(|spec| spec.init_containers.iter().flatten().chain(&spec.containers).find(|c| &c.name == name).cloned())
+            .and_then(|spec| {
+                spec.init_containers
+                    .iter()
+                    .flatten()
+                    .chain(&spec.containers)
+                    .find(|c| &c.name == name)
+                    .cloned()
+            })
             .unwrap_or_else(|| self.slots[index].spec.clone())
     }
 
@@ -258,7 +332,10 @@ impl PodWorker {
     /// groups from the container's and the Pod's security contexts.
     async fn container_config(&self, index: usize) -> Result<ContainerConfig, String> {
         let container = self.effective_container(index);
-        let pod = self.effective.clone().unwrap_or_else(|| (*self.pod).clone());
+        let pod = self
+            .effective
+            .clone()
+            .unwrap_or_else(|| (*self.pod).clone());
         let namespace = self.namespace();
         let kubelet = &self.node.kubelet;
         let (config_maps, secrets) = referenced_objects(&pod);
@@ -268,10 +345,18 @@ impl PodWorker {
             .map_err(|error| format!("the API server did not answer: {error}"))?;
         let spec = pod.spec.clone().unwrap_or_default();
         let services: Vec<Arc<k8s_openapi::api::core::v1::Service>> = kubelet.services.state();
-        let services: Vec<&k8s_openapi::api::core::v1::Service> = services.iter().map(Arc::as_ref).collect();
-        let links = service_env(&namespace, spec.enable_service_links.unwrap_or(true), &services);
+        let services: Vec<&k8s_openapi::api::core::v1::Service> =
+            services.iter().map(Arc::as_ref).collect();
+        let links = service_env(
+            &namespace,
+            spec.enable_service_links.unwrap_or(true),
+            &services,
+        );
         let network = self.entry.as_ref().and_then(|e| e.network());
-        let addresses = PodAddresses { pod_ip: self.pod_ip(network.as_deref()), host_ip: self.node.host_ip };
+        let addresses = PodAddresses {
+            pod_ip: self.pod_ip(network.as_deref()),
+            host_ip: self.node.host_ip,
+        };
         let env = container_env(&pod, &container, addresses, &objects, &links).map_err(|e| e.0)?;
         let pod_security = spec.security_context.clone().unwrap_or_default();
         let security = container.security_context.clone().unwrap_or_default();
@@ -284,114 +369,36 @@ impl PodWorker {
             working_dir: container.working_dir.clone().filter(|d| !d.is_empty()),
             run_as_user: id_number(security.run_as_user.or(pod_security.run_as_user)),
             run_as_group: id_number(security.run_as_group.or(pod_security.run_as_group)),
-            supplemental_groups: pod_security.supplemental_groups.iter().flatten().filter_map(|g| u32::try_from(*g).ok()).collect(),
+            supplemental_groups: pod_security
+                .supplemental_groups
+                .iter()
+                .flatten()
+                .filter_map(|g| u32::try_from(*g).ok())
+                .collect(),
             privileged: security.privileged.unwrap_or(false),
             volume_mounts: volume_mounts(&container),
         })
     }
 
-    /// Watches run `run` of container `index`: its end, and its probes.
-    fn watch_run(&mut self, index: usize, run: u32, config: ContainerConfig) {
-        let Some(entry) = self.entry.clone() else { return };
-        let name = config.name.clone();
-        let events = self.events.clone();
-        let token = self.node.token.clone();
-        let sandbox = entry.sandbox.clone();
-        let waited = name.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = sandbox.wait_container(&waited) => {
-                    let _ = events.send(WorkerEvent::Exited { container: waited, run });
-                }
-                () = token.cancelled() => {}
-            }
-        });
-        let container = self.effective_container(index);
-        let probes = match ContainerProbes::of(&container) {
-            Ok(probes) => probes,
-            Err(message) => {
-                self.node.event(&self.pod, EventType::Warning, "Unhealthy", message);
-                // A probe that can never run never passes: the container stays unready.
-                ContainerProbes {
-                    readiness: Some(probes::ProbeSpec {
-                        action: probes::ProbeAction::TcpSocket { host: Some("invalid probe".into()), port: 0 },
-                        initial_delay: Duration::ZERO,
-                        period: Duration::from_secs(3600),
-                        timeout: Duration::from_secs(1),
-                        success_threshold: 1,
-                        failure_threshold: 1,
-                    }),
-                    ..ContainerProbes::default()
-                }
-            }
-        };
-        let network = entry.network();
-        let target = ProbeTarget {
-            sockets: self.node.kubelet.network.sockets().clone(),
-            pod_ip: self.pod_ip(network.as_deref()).unwrap_or(self.node.host_ip),
-            exec: exec_probe(entry.clone(), config),
-        };
-        let events = self.events.clone();
-        let task = tokio::spawn(probes::supervise(probes, target, move |event| {
-            let _ = events.send(WorkerEvent::Probe { container: name.clone(), run, event });
-        }));
-        self.slots[index].probes = Some(AbortOnDrop(task));
-    }
-
-    pub(super) async fn probe_event(&mut self, container: &str, run: u32, event: ProbeEvent) {
-        let Some(index) = self.slots.iter().position(|s| s.spec.name == container && s.runs == run) else {
-            return;
-        };
-        let has_readiness_probe = self.slots[index].spec.readiness_probe.is_some();
-        match event {
-            ProbeEvent::Started => {
-                let slot = &mut self.slots[index];
-                slot.started = true;
-                if !has_readiness_probe {
-                    slot.ready = true;
-                }
-            }
-            ProbeEvent::Ready(ready) => self.slots[index].ready = ready,
-            ProbeEvent::StartupFailed { message } | ProbeEvent::LivenessFailed { message } => {
-                let which = if message.starts_with("Startup") { "startup" } else { "liveness" };
-                self.node.event(&self.pod, EventType::Warning, "Unhealthy", message);
-                self.node.event(&self.pod, EventType::Normal, "Killing", format!("Container {container} failed {which} probe, will be restarted"));
-                self.slots[index].probes = None;
-                self.slots[index].ready = false;
-                let grace = self.probe_grace(index);
-                if let Some(entry) = self.entry.clone() {
-                    let name = container.to_string();
-                    tokio::spawn(async move {
-                        let _ = entry.sandbox.stop_container(&name, grace).await;
-                    });
-                }
-            }
-        }
-    }
-
-    /// The grace of a container killed by a probe: the probe's own, else the Pod's.
-    fn probe_grace(&self, index: usize) -> Duration {
-        let spec = &self.slots[index].spec;
-        let probe_grace = [&spec.liveness_probe, &spec.startup_probe]
-            .into_iter()
-            .flatten()
-            .find_map(|p| p.termination_grace_period_seconds);
-        let seconds = probe_grace
-            .or_else(|| self.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
-            .unwrap_or(30);
-        Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
-    }
-
     /// What `containerStatuses[]` says about a slot.
     pub(super) fn record_of(&self, slot: &ContainerSlot, default_reason: &str) -> ContainerRecord {
         let image = slot.spec.image.clone().unwrap_or_default();
-        let status = self.entry.as_ref().and_then(|e| e.sandbox.container_status(&slot.spec.name));
+        let status = self
+            .entry
+            .as_ref()
+            .and_then(|e| e.sandbox.container_status(&slot.spec.name));
         let waiting = |fallback: &str| {
-            let (reason, message) = slot.waiting.clone().unwrap_or_else(|| (fallback.to_string(), None));
+            let (reason, message) = slot
+                .waiting
+                .clone()
+                .unwrap_or_else(|| (fallback.to_string(), None));
             RecordState::Waiting { reason, message }
         };
         let Some(status) = status else {
-            return ContainerRecord { state: waiting(default_reason), ..ContainerRecord::waiting(&slot.spec.name, &image, default_reason) };
+            return ContainerRecord {
+                state: waiting(default_reason),
+                ..ContainerRecord::waiting(&slot.spec.name, &image, default_reason)
+            };
         };
         let id = |run: u32| Some(format!("sandbox://{}/{}/{run}", self.uid, slot.spec.name));
         let current_id = id(slot.runs.max(1));
@@ -399,14 +406,23 @@ impl PodWorker {
         let (state, last) = match status.state {
             ContainerState::Running { started_at, .. } => (
                 RecordState::Running { started_at },
-                status.last_termination.as_ref().map(|t| Ended::from_runtime(t, previous_id)),
+                status
+                    .last_termination
+                    .as_ref()
+                    .map(|t| Ended::from_runtime(t, previous_id)),
             ),
             ContainerState::Terminated(ended) => {
                 let ended = Ended::from_runtime(&ended, current_id.clone());
                 if slot.waiting.is_some() && !slot.finished {
                     (waiting("ContainerCreating"), Some(ended))
                 } else {
-                    (RecordState::Terminated(ended), status.last_termination.as_ref().map(|t| Ended::from_runtime(t, previous_id)))
+                    (
+                        RecordState::Terminated(ended),
+                        status
+                            .last_termination
+                            .as_ref()
+                            .map(|t| Ended::from_runtime(t, previous_id)),
+                    )
                 }
             }
         };
@@ -424,35 +440,6 @@ impl PodWorker {
     }
 }
 
-/// Runs exec probes in the container through the runtime.
-fn exec_probe(entry: Arc<super::super::context::PodEntry>, config: ContainerConfig) -> ExecProbe {
-    Arc::new(move |command: Vec<String>, timeout: Duration| {
-        let entry = entry.clone();
-        let config = config.clone();
-        Box::pin(async move {
-            let mut command_line = entry.sandbox.exec_command(&config, &command).map_err(|e| e.to_string())?;
-            command_line
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            let child = tokio::process::Command::from(command_line)
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|error| format!("exec {command:?} in container {}: {error}", config.name))?;
-            match tokio::time::timeout(timeout, child.wait_with_output()).await {
-                Ok(Ok(output)) if output.status.success() => Ok(()),
-                Ok(Ok(output)) => {
-                    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-                    text.push_str(&String::from_utf8_lossy(&output.stderr));
-                    Err(format!("command {command:?} exited with {}: {}", output.status.code().unwrap_or(-1), text.trim()))
-                }
-                Ok(Err(error)) => Err(error.to_string()),
-                Err(_) => Err(format!("command {command:?} timed out after {}", go_duration(timeout))),
-            }
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::restarts;
@@ -461,7 +448,10 @@ mod tests {
     fn restart_policy_decides_restarts() {
         assert!(restarts("Always", false, 0));
         assert!(restarts("Always", false, 1));
-        assert!(!restarts("Always", true, 0), "an init container that succeeded is done");
+        assert!(
+            !restarts("Always", true, 0),
+            "an init container that succeeded is done"
+        );
         assert!(restarts("Always", true, 1));
         assert!(!restarts("OnFailure", false, 0));
         assert!(restarts("OnFailure", false, 137));

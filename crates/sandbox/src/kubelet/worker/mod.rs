@@ -4,6 +4,7 @@
 //! what the Pod asks for with what runs, takes the next steps, and publishes the status.
 
 mod containers;
+mod probing;
 mod setup;
 mod termination;
 
@@ -72,7 +73,10 @@ pub(crate) enum NodeCommand {
     Crash(oneshot::Sender<()>),
     /// Graceful node shutdown: SIGTERM, the grace period (at most `grace_cap`), then the Pod is
     /// left terminal.
-    Shutdown { grace_cap: Duration, done: oneshot::Sender<()> },
+    Shutdown {
+        grace_cap: Duration,
+        done: oneshot::Sender<()>,
+    },
 }
 
 /// The node agent's end of a worker.
@@ -87,7 +91,11 @@ pub(crate) struct WorkerHandle {
 pub(crate) enum WorkerEvent {
     /// Run `run` of a container ended.
     Exited { container: String, run: u32 },
-    Probe { container: String, run: u32, event: ProbeEvent },
+    Probe {
+        container: String,
+        run: u32,
+        event: ProbeEvent,
+    },
 }
 
 /// The kubelet's view of one container of the spec.
@@ -182,7 +190,10 @@ pub(crate) fn spawn(node: Arc<NodeContext>, pod: Arc<Pod>) -> WorkerHandle {
         commands,
         entry: None,
         setup_retry_at: None,
-        setup_retry: Backoff::new(scale.scale(Duration::from_secs(1)), scale.scale(Duration::from_secs(30))),
+        setup_retry: Backoff::new(
+            scale.scale(Duration::from_secs(1)),
+            scale.scale(Duration::from_secs(30)),
+        ),
         slots,
         backoff: Backoff::kubelet(scale),
         terminal: None,
@@ -209,7 +220,11 @@ impl PodWorker {
     }
 
     fn restart_policy(&self) -> String {
-        self.pod.spec.as_ref().and_then(|s| s.restart_policy.clone()).unwrap_or_else(|| "Always".into())
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.clone())
+            .unwrap_or_else(|| "Always".into())
     }
 
     fn api(&self) -> Api<Pod> {
@@ -273,7 +288,11 @@ impl PodWorker {
 
     /// Takes a newer version of the Pod (the watch may lag behind our own writes).
     fn observe(&mut self, pod: Arc<Pod>) {
-        let version = |pod: &Pod| pod.resource_version().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let version = |pod: &Pod| {
+            pod.resource_version()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
         if pod.uid().as_deref() == Some(self.uid.as_str()) && version(&pod) >= version(&self.pod) {
             self.pod = pod;
         }
@@ -285,7 +304,11 @@ impl PodWorker {
         let mut init = Vec::new();
         let mut containers = Vec::new();
         for slot in &self.slots {
-            let default_reason = if !slot.init && !initialized { "PodInitializing" } else { "ContainerCreating" };
+            let default_reason = if !slot.init && !initialized {
+                "PodInitializing"
+            } else {
+                "ContainerCreating"
+            };
             let record = self.record_of(slot, default_reason);
             if slot.init {
                 init.push(record);
@@ -297,7 +320,11 @@ impl PodWorker {
     }
 
     fn init_records_only(&self) -> Vec<ContainerRecord> {
-        self.slots.iter().filter(|s| s.init).map(|slot| self.record_of(slot, "PodInitializing")).collect()
+        self.slots
+            .iter()
+            .filter(|s| s.init)
+            .map(|slot| self.record_of(slot, "PodInitializing"))
+            .collect()
     }
 
     async fn publish_status(&mut self) {
@@ -321,7 +348,10 @@ impl PodWorker {
         if let Some(terminal) = &self.terminal
             && let Some(message) = &terminal.disruption
         {
-            desired.conditions.get_or_insert_with(Vec::new).push(status::disruption_condition(&self.pod, message));
+            desired
+                .conditions
+                .get_or_insert_with(Vec::new)
+                .push(status::disruption_condition(&self.pod, message));
         }
         if !status::needs_update(&self.pod, &desired) {
             return;
@@ -329,7 +359,15 @@ impl PodWorker {
         let mut patch = status::status_patch(&desired);
         // The uid makes the write fail rather than land on a new Pod of the same name.
         patch["metadata"] = serde_json::json!({"uid": self.uid});
-        match self.api().patch_status(&self.name(), &PatchParams::default(), &Patch::Strategic(&patch)).await {
+        match self
+            .api()
+            .patch_status(
+                &self.name(),
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+        {
             Ok(updated) => self.observe(Arc::new(updated)),
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 tracing::debug!(pod = %self.name(), "the Pod is gone; its worker waits for the watch to say so");
@@ -349,13 +387,21 @@ impl PodWorker {
     }
 
     fn host_network(&self) -> bool {
-        self.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false)
     }
 
     async fn handle_event(&mut self, event: WorkerEvent) {
         match event {
             WorkerEvent::Exited { container, run } => self.container_exited(&container, run),
-            WorkerEvent::Probe { container, run, event } => self.probe_event(&container, run, event).await,
+            WorkerEvent::Probe {
+                container,
+                run,
+                event,
+            } => self.probe_event(&container, run, event).await,
         }
     }
 }

@@ -16,7 +16,9 @@ use super::super::context::PodEntry;
 use super::super::env::{PodAddresses, referenced_objects};
 use super::super::pod_dns::{pod_fqdn, pod_hostname, pod_resolv_conf};
 use super::super::status::TerminalPhase;
-use super::super::volumes::{VolumeInputs, pod_volumes, token_audiences, volume_files, with_service_account_volume};
+use super::super::volumes::{
+    VolumeInputs, pod_volumes, token_audiences, volume_files, with_service_account_volume,
+};
 use super::PodWorker;
 use crate::runtime::{PodSandboxConfig, hosts_file};
 use crate::scheduler::is_terminal;
@@ -31,7 +33,11 @@ impl PodWorker {
         if is_terminal(&self.pod) {
             let status = self.pod.status.clone().unwrap_or_default();
             self.terminal = Some(TerminalPhase {
-                phase: if status.phase.as_deref() == Some("Succeeded") { "Succeeded" } else { "Failed" },
+                phase: if status.phase.as_deref() == Some("Succeeded") {
+                    "Succeeded"
+                } else {
+                    "Failed"
+                },
                 reason: status.reason,
                 message: status.message,
                 disruption: None,
@@ -44,7 +50,8 @@ impl PodWorker {
             if let Some(status) = entry.sandbox.container_status(&slot.spec.name) {
                 slot.runs = status.restart_count + 1;
                 slot.ended_at = Some(Instant::now());
-                slot.finished = slot.init && matches!(&status.state, crate::runtime::ContainerState::Terminated(t) if t.exit_code == 0);
+                slot.finished = slot.init
+                    && matches!(&status.state, crate::runtime::ContainerState::Terminated(t) if t.exit_code == 0);
             }
         }
         if self.terminal.is_none()
@@ -57,7 +64,12 @@ impl PodWorker {
                 }
             });
         }
-        self.start_time = self.pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0);
+        self.start_time = self
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0);
         self.effective = Some(entry.effective.clone());
         self.entry = Some(entry);
     }
@@ -84,7 +96,8 @@ impl PodWorker {
             }
             Err((reason, message)) => {
                 tracing::debug!(pod = %self.name(), reason, %message, "the Pod sandbox could not be made");
-                self.node.event(&self.pod, EventType::Warning, reason, message);
+                self.node
+                    .event(&self.pod, EventType::Warning, reason, message);
                 self.setup_retry.next("sandbox", now);
                 let at = now + self.setup_retry.current("sandbox").unwrap_or_default();
                 self.setup_retry_at = Some(at);
@@ -99,8 +112,16 @@ impl PodWorker {
         let namespace = self.namespace();
         let pod = self.pod.clone();
         let spec = pod.spec.clone().unwrap_or_default();
-        let account = spec.service_account_name.clone().unwrap_or_else(|| "default".into());
-        let api_failure = |error: kube::Error| ("FailedMount", format!("the API server did not answer: {error}"));
+        let account = spec
+            .service_account_name
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let api_failure = |error: kube::Error| {
+            (
+                "FailedMount",
+                format!("the API server did not answer: {error}"),
+            )
+        };
         let automount = if spec.automount_service_account_token == Some(false) {
             Some(false)
         } else {
@@ -111,26 +132,49 @@ impl PodWorker {
                 .and_then(|account| account.automount_service_account_token)
         };
         let effective = with_service_account_volume(&pod, automount);
-        for volume in effective.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            let Some(claim) = &volume.persistent_volume_claim else { continue };
-            let found = Api::<PersistentVolumeClaim>::namespaced(kubelet.client.clone(), &namespace)
-                .get_opt(&claim.claim_name)
-                .await
-                .map_err(api_failure)?;
+        for volume in effective
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+        {
+            let Some(claim) = &volume.persistent_volume_claim else {
+                continue;
+            };
+            let found =
+                Api::<PersistentVolumeClaim>::namespaced(kubelet.client.clone(), &namespace)
+                    .get_opt(&claim.claim_name)
+                    .await
+                    .map_err(api_failure)?;
             let problem = match found {
-                None => Some(format!("persistentvolumeclaim \"{}\" not found", claim.claim_name)),
-                Some(found) if found.metadata.deletion_timestamp.is_some() => {
-                    Some(format!("persistentvolumeclaim \"{}\" is being deleted", claim.claim_name))
-                }
+                None => Some(format!(
+                    "persistentvolumeclaim \"{}\" not found",
+                    claim.claim_name
+                )),
+                Some(found) if found.metadata.deletion_timestamp.is_some() => Some(format!(
+                    "persistentvolumeclaim \"{}\" is being deleted",
+                    claim.claim_name
+                )),
                 Some(_) => None,
             };
             if let Some(problem) = problem {
-                return Err(("FailedMount", format!("MountVolume.SetUp failed for volume \"{}\" : {problem}", volume.name)));
+                return Err((
+                    "FailedMount",
+                    format!(
+                        "MountVolume.SetUp failed for volume \"{}\" : {problem}",
+                        volume.name
+                    ),
+                ));
             }
         }
         let (config_maps, secrets) = referenced_objects(&effective);
-        let objects = kubelet.pod_objects(&namespace, &config_maps, &secrets).await.map_err(api_failure)?;
-        let mut inputs = VolumeInputs { objects, ..VolumeInputs::default() };
+        let objects = kubelet
+            .pod_objects(&namespace, &config_maps, &secrets)
+            .await
+            .map_err(api_failure)?;
+        let mut inputs = VolumeInputs {
+            objects,
+            ..VolumeInputs::default()
+        };
         for audience in token_audiences(&effective) {
             let request = TokenRequest {
                 spec: TokenRequestSpec {
@@ -147,26 +191,40 @@ impl PodWorker {
             let token = issued.status.map(|s| s.token).unwrap_or_default();
             inputs.tokens.insert(audience, token);
         }
-        let addresses = PodAddresses { pod_ip: None, host_ip: self.node.host_ip };
-        let volumes = pod_volumes(&effective, addresses, &inputs).map_err(|error| ("FailedMount", error.to_string()))?;
+        let addresses = PodAddresses {
+            pod_ip: None,
+            host_ip: self.node.host_ip,
+        };
+        let volumes = pod_volumes(&effective, addresses, &inputs)
+            .map_err(|error| ("FailedMount", error.to_string()))?;
         let host_network = spec.host_network.unwrap_or(false);
         let network = if host_network {
             None
         } else {
             let attached = kubelet.network.attach_pod().await.map_err(|error| {
-                ("FailedCreatePodSandBox", format!("Failed to create pod sandbox: setting up the Pod network: {error}"))
+                (
+                    "FailedCreatePodSandBox",
+                    format!("Failed to create pod sandbox: setting up the Pod network: {error}"),
+                )
             })?;
             Some(Arc::new(attached))
         };
         let ip = network.as_ref().map_or(self.node.host_ip, |n| n.ip());
-        let netns = network.as_ref().map_or_else(|| kubelet.network.namespace(), |n| n.namespace());
+        let netns = network
+            .as_ref()
+            .map_or_else(|| kubelet.network.namespace(), |n| n.namespace());
         let config = kubelet.network.config();
         let hostname = pod_hostname(&pod);
         let aliases: Vec<(String, Vec<String>)> = spec
             .host_aliases
             .iter()
             .flatten()
-            .map(|alias| (alias.ip.clone(), alias.hostnames.clone().unwrap_or_default()))
+            .map(|alias| {
+                (
+                    alias.ip.clone(),
+                    alias.hostnames.clone().unwrap_or_default(),
+                )
+            })
             .collect();
         let machine_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
         let sandbox_config = PodSandboxConfig {
@@ -175,8 +233,18 @@ impl PodWorker {
             name: pod.name_any(),
             hostname: hostname.clone(),
             network: netns,
-            hosts_file: hosts_file(ip, &hostname, pod_fqdn(&pod, &config.cluster_domain).as_deref(), &aliases),
-            resolv_conf: pod_resolv_conf(&pod, &config.cluster_domain, config.dns_server, &machine_resolv),
+            hosts_file: hosts_file(
+                ip,
+                &hostname,
+                pod_fqdn(&pod, &config.cluster_domain).as_deref(),
+                &aliases,
+            ),
+            resolv_conf: pod_resolv_conf(
+                &pod,
+                &config.cluster_domain,
+                config.dns_server,
+                &machine_resolv,
+            ),
             fs_group: spec
                 .security_context
                 .as_ref()
@@ -191,13 +259,20 @@ impl PodWorker {
         let sandbox = match created {
             Ok(sandbox) => sandbox,
             Err(error) => {
-                let failure = ("FailedCreatePodSandBox", format!("Failed to create pod sandbox: {error}"));
+                let failure = (
+                    "FailedCreatePodSandBox",
+                    format!("Failed to create pod sandbox: {error}"),
+                );
                 // The veth goes with the network; dropping it runs `ip`, so not on this thread.
                 tokio::task::spawn_blocking(move || drop(network));
                 return Err(failure);
             }
         };
-        for volume in effective.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        for volume in effective
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+        {
             if let Ok(Some(files)) = volume_files(&effective, volume, addresses, &inputs) {
                 self.volume_files.insert(volume.name.clone(), files);
             }
@@ -219,7 +294,9 @@ impl PodWorker {
     /// Rewrites the files of secret, configMap and projected volumes whose sources changed;
     /// a source that disappeared keeps its last content, as the kubelet keeps it.
     pub(super) fn refresh_volume_files(&mut self) {
-        let (Some(entry), Some(effective), Some(previous)) = (&self.entry, &self.effective, &self.volume_inputs) else {
+        let (Some(entry), Some(effective), Some(previous)) =
+            (&self.entry, &self.effective, &self.volume_inputs)
+        else {
             return;
         };
         if self.terminal.is_some() {
@@ -227,13 +304,25 @@ impl PodWorker {
         }
         let namespace = self.namespace();
         let (config_maps, secrets) = referenced_objects(effective);
-        let cached = self.node.kubelet.cached_pod_objects(&namespace, &config_maps, &secrets);
+        let cached = self
+            .node
+            .kubelet
+            .cached_pod_objects(&namespace, &config_maps, &secrets);
         let mut inputs = previous.clone();
         inputs.objects.config_maps.extend(cached.config_maps);
         inputs.objects.secrets.extend(cached.secrets);
-        let addresses = PodAddresses { pod_ip: None, host_ip: self.node.host_ip };
-        for volume in effective.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            let Ok(Some(files)) = volume_files(effective, volume, addresses, &inputs) else { continue };
+        let addresses = PodAddresses {
+            pod_ip: None,
+            host_ip: self.node.host_ip,
+        };
+        for volume in effective
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+        {
+            let Ok(Some(files)) = volume_files(effective, volume, addresses, &inputs) else {
+                continue;
+            };
             if self.volume_files.get(&volume.name) == Some(&files) {
                 continue;
             }
@@ -241,7 +330,9 @@ impl PodWorker {
                 Ok(()) => {
                     self.volume_files.insert(volume.name.clone(), files);
                 }
-                Err(error) => tracing::warn!(pod = %self.name(), volume = %volume.name, %error, "refreshing volume files failed"),
+                Err(error) => {
+                    tracing::warn!(pod = %self.name(), volume = %volume.name, %error, "refreshing volume files failed")
+                }
             }
         }
         self.volume_inputs = Some(inputs);

@@ -28,7 +28,11 @@ async fn hurried(mut observed: watch::Receiver<Observed>, grace: Duration) {
         match &*observed.borrow_and_update() {
             Observed::Gone => return,
             Observed::Present(pod) => {
-                if pod.metadata.deletion_grace_period_seconds.is_some_and(|s| grace_seconds(Some(s)) < grace) {
+                if pod
+                    .metadata
+                    .deletion_grace_period_seconds
+                    .is_some_and(|s| grace_seconds(Some(s)) < grace)
+                {
                     return;
                 }
             }
@@ -39,7 +43,11 @@ async fn hurried(mut observed: watch::Receiver<Observed>, grace: Duration) {
 impl PodWorker {
     /// The Pod's grace period: the deletion's, else the spec's.
     fn grace(&self) -> Duration {
-        let spec = self.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds);
+        let spec = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds);
         grace_seconds(self.pod.metadata.deletion_grace_period_seconds.or(spec))
     }
 
@@ -49,7 +57,9 @@ impl PodWorker {
             slot.probes = None;
             slot.ready = false;
         }
-        let Some(entry) = self.entry.clone() else { return };
+        let Some(entry) = self.entry.clone() else {
+            return;
+        };
         let stopping = entry.sandbox.stop(grace);
         tokio::select! {
             () = stopping => {}
@@ -71,18 +81,28 @@ impl PodWorker {
         if self.terminal.is_none() {
             let grace = self.grace();
             self.stop_containers(grace).await;
-            self.terminal = Some(TerminalPhase { phase: self.final_phase(), reason: None, message: None, disruption: None });
+            self.terminal = Some(TerminalPhase {
+                phase: self.final_phase(),
+                reason: None,
+                message: None,
+                disruption: None,
+            });
             self.publish_status().await;
         }
         let parameters = DeleteParams {
             grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions { uid: Some(self.uid.clone()), resource_version: None }),
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
             ..DeleteParams::default()
         };
         match self.api().delete(&self.name(), &parameters).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(error) => tracing::warn!(pod = %self.name(), %error, "deleting a stopped Pod failed"),
+            Err(error) => {
+                tracing::warn!(pod = %self.name(), %error, "deleting a stopped Pod failed")
+            }
         }
         self.dispose();
     }
@@ -111,7 +131,9 @@ impl PodWorker {
         for slot in &mut self.slots {
             slot.probes = None;
         }
-        let Some(entry) = self.entry.take() else { return };
+        let Some(entry) = self.entry.take() else {
+            return;
+        };
         let killed = entry.clone();
         let _ = tokio::task::spawn_blocking(move || killed.sandbox.kill_all()).await;
         if let Some(network) = entry.network()
