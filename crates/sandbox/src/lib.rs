@@ -7,8 +7,11 @@
 //! - [`runtime`]: Pods as real processes in their own namespaces, with volumes.
 //! - [`network`]: the cluster network: namespaces, bridge, addresses, DNS, Service proxy.
 //! - [`kubelet`]: the node agent; [`scheduler`]; [`controllers`]: Jobs, Deployments, node lifecycle.
+//! - [`Sandbox`]: all of it as one value; [`control`]: faults sent to a running `kube-sandbox up`.
 
 pub mod apiserver;
+mod cluster;
+pub mod control;
 pub mod controllers;
 pub mod kubelet;
 pub mod network;
@@ -18,4 +21,5 @@ mod sandbox;
 pub mod scheduler;
 pub mod schema;
 
+pub use cluster::ClusterOptions;
 pub use sandbox::{Sandbox, SandboxOptions};

@@ -1,15 +1,30 @@
-//! `kube-sandbox up --dir DIR [--port N] [--nodes N]`: runs a sandbox control plane until
-//! SIGINT or SIGTERM, with its kubeconfig in `DIR/kubeconfig`.
+//! `kube-sandbox`: a Kubernetes cluster in one process, for tests and demos.
+//!
+//! - `kube-sandbox up --dir DIR [--port N] [--nodes N] [--images FILE] [--time-scale F]`: runs
+//!   the API server, nodes that run Pods as processes, the cluster network, the scheduler and
+//!   controllers until SIGINT or SIGTERM; `DIR/kubeconfig` for kubectl. `--api-only` runs the
+//!   API server alone (no root needed).
+//! - `kube-sandbox exec --dir DIR -- COMMAND...`: runs a command inside the cluster network
+//!   with the cluster DNS (cluster names resolve, `DIR/kubeconfig` works there too).
+//! - `kube-sandbox fault --dir DIR ...`: kills or freezes a container, crashes, shuts down or
+//!   starts a node, wipes or corrupts a claim, cuts Pods off the network, through the running
+//!   sandbox's control socket (`DIR/control.sock`).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use kube_sandbox::controllers::TimeScale;
+use kube_sandbox::kubelet::Fault;
+use kube_sandbox::network::ClusterNetworkInfo;
+use kube_sandbox::runtime::ImageMap;
 use kube_sandbox::{Sandbox, SandboxOptions};
 
 #[derive(Parser)]
 #[command(
     name = "kube-sandbox",
-    about = "A Kubernetes control plane in one process, for tests and demos"
+    about = "A Kubernetes cluster in one process, for tests and demos"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -18,7 +33,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start the control plane, write DIR/kubeconfig, print `ready`, run until SIGINT/SIGTERM.
+    /// Start the cluster, write DIR/kubeconfig, print `ready`, run until SIGINT/SIGTERM.
     Up {
         /// Directory for the kubeconfig and the sandbox's state.
         #[arg(long)]
@@ -29,7 +44,156 @@ enum Command {
         /// Number of nodes.
         #[arg(long, default_value_t = 3)]
         nodes: usize,
+        /// Image map (YAML): images to host binaries, before the built-in etcd mappings.
+        #[arg(long)]
+        images: Option<PathBuf>,
+        /// Multiplies the cluster's waits (back-offs, node monitor grace, eviction timeout,
+        /// Lease renewals): 0.1 is ten times faster. Probe periods and grace periods are not
+        /// scaled.
+        #[arg(long, default_value_t = 1.0)]
+        time_scale: f64,
+        /// How long Pods stay on a NotReady node before eviction, in seconds (cluster time).
+        #[arg(long, default_value_t = 300)]
+        pod_eviction_timeout: u64,
+        /// Serve the API only: no nodes run Pods (no root needed).
+        #[arg(long)]
+        api_only: bool,
     },
+    /// Run COMMAND inside the cluster network of the sandbox running in DIR, with its DNS.
+    Exec {
+        #[arg(long)]
+        dir: PathBuf,
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// Inflict a fault on the sandbox running in DIR.
+    Fault {
+        #[arg(long)]
+        dir: PathBuf,
+        #[command(subcommand)]
+        fault: FaultCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum FaultCommand {
+    /// Send a signal to a container's process.
+    Kill {
+        pod: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// The container (needed when the Pod has several).
+        #[arg(short, long)]
+        container: Option<String>,
+        #[arg(short, long, default_value = "SIGKILL")]
+        signal: String,
+    },
+    /// Stop a container's process (SIGSTOP): a hung process.
+    Freeze {
+        pod: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        #[arg(short, long)]
+        container: Option<String>,
+    },
+    /// Let a frozen container run again (SIGCONT).
+    Thaw {
+        pod: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        #[arg(short, long)]
+        container: Option<String>,
+    },
+    /// Kill everything on a node at once; its heartbeat stops.
+    CrashNode { node: String },
+    /// Graceful node shutdown: SIGTERM, grace period, Pods left terminal.
+    ShutdownNode { node: String },
+    /// Start a crashed or shut-down node again.
+    StartNode { node: String },
+    /// Empty a PersistentVolumeClaim's directory.
+    WipeClaim {
+        claim: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Corrupt the files of a PersistentVolumeClaim.
+    CorruptClaim {
+        claim: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Take a Pod off the network (its link goes down).
+    Disconnect {
+        pod: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Put a disconnected Pod back on the network.
+    Reconnect {
+        pod: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Drop all traffic between two Pods (both still reach everyone else).
+    Partition {
+        a: String,
+        b: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Heal a partition between two Pods.
+    Heal {
+        a: String,
+        b: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+}
+
+impl FaultCommand {
+    fn into_fault(self) -> Fault {
+        match self {
+            Self::Kill {
+                pod,
+                namespace,
+                container,
+                signal,
+            } => Fault::Signal {
+                namespace,
+                pod,
+                container,
+                signal,
+            },
+            Self::Freeze {
+                pod,
+                namespace,
+                container,
+            } => Fault::Freeze {
+                namespace,
+                pod,
+                container,
+            },
+            Self::Thaw {
+                pod,
+                namespace,
+                container,
+            } => Fault::Thaw {
+                namespace,
+                pod,
+                container,
+            },
+            Self::CrashNode { node } => Fault::CrashNode { node },
+            Self::ShutdownNode { node } => Fault::ShutdownNode { node },
+            Self::StartNode { node } => Fault::StartNode { node },
+            Self::WipeClaim { claim, namespace } => Fault::WipeClaim { namespace, claim },
+            Self::CorruptClaim { claim, namespace } => Fault::CorruptClaim { namespace, claim },
+            Self::Disconnect { pod, namespace } => Fault::Disconnect { namespace, pod },
+            Self::Reconnect { pod, namespace } => Fault::Reconnect { namespace, pod },
+            Self::Partition { a, b, namespace } => Fault::Partition { namespace, a, b },
+            Self::Heal { a, b, namespace } => Fault::Heal { namespace, a, b },
+        }
+    }
 }
 
 #[tokio::main]
@@ -42,8 +206,29 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
-        Command::Up { dir, port, nodes } => {
-            let sandbox = Sandbox::start(SandboxOptions::new(dir).port(port).nodes(nodes)).await?;
+        Command::Up {
+            dir,
+            port,
+            nodes,
+            images,
+            time_scale,
+            pod_eviction_timeout,
+            api_only,
+        } => {
+            let mut options = SandboxOptions::new(dir).port(port).nodes(nodes);
+            if !api_only {
+                let user = match images {
+                    Some(path) => ImageMap::load(&path)?,
+                    None => ImageMap::default(),
+                };
+                options = options
+                    .images(user)
+                    .time_scale(TimeScale::new(time_scale)?)
+                    .pod_eviction_timeout(Duration::from_secs(pod_eviction_timeout));
+            } else if images.is_some() {
+                anyhow::bail!("--images needs nodes to run Pods: drop --api-only");
+            }
+            let sandbox = Sandbox::start(options).await?;
             eprintln!(
                 "kube-sandbox: serving {} (kubeconfig {})",
                 sandbox.url(),
@@ -52,6 +237,24 @@ async fn main() -> anyhow::Result<()> {
             println!("ready");
             wait_for_signal().await?;
             sandbox.stop();
+            Ok(())
+        }
+        Command::Exec { dir, command } => {
+            let info = ClusterNetworkInfo::load(&dir).with_context(|| {
+                format!("is `kube-sandbox up --dir {}` running?", dir.display())
+            })?;
+            let status = info
+                .command(&command[0])?
+                .args(&command[1..])
+                .status()
+                .with_context(|| format!("running {}", command[0]))?;
+            std::process::exit(status.code().unwrap_or(
+                128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0),
+            ));
+        }
+        Command::Fault { dir, fault } => {
+            let message = kube_sandbox::control::send_fault(&dir, &fault.into_fault()).await?;
+            println!("{message}");
             Ok(())
         }
     }

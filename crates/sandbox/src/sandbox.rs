@@ -1,17 +1,19 @@
-//! A whole sandbox control plane as a value: start it, use its kubeconfig or `kube::Client`,
-//! drop it to stop everything. Many run side by side in one process, each on its own port.
+//! A whole sandbox as a value: start it, use its kubeconfig or `kube::Client`, drop it to stop
+//! everything. Many run side by side in one process, each on its own port.
 //!
-//! What the node agent builds on:
-//! - [`Sandbox::client`] is the administrator's client; [`Sandbox::service_account_client`]
-//!   one authorized by RBAC, and `POST .../serviceaccounts/<name>/token` (or
-//!   [`ApiServer::issue_service_account_token`]) issues the token a Pod mounts.
-//! - Pods of a node: list and watch with the field selector `spec.nodeName=<node>`; the scheduler
-//!   binds through `pods/binding`; status goes through `pods/status`.
-//! - A Pod bound to a node is deleted gracefully: it gets `deletionTimestamp` and
-//!   `deletionGracePeriodSeconds`, and stays until the agent, having stopped it, deletes it with
+//! Two shapes:
+//! - [`SandboxOptions::cluster`]: a whole cluster. The API server, Node objects whose node
+//!   agents run Pods as processes ([`crate::kubelet`]), the cluster network with its DNS and
+//!   Service proxy (state in the sandbox's directory), the scheduler and controllers. Faults
+//!   through [`Sandbox::kubelet`] or [`Sandbox::fault`]; commands in the cluster network through
+//!   [`Sandbox::command`]. Needs root.
+//! - [`SandboxOptions::new`]: the API server and its Node objects only, for tests that play the
+//!   node agent by hand (no root needed). Pods stay Pending; a Pod bound to a node is deleted
+//!   gracefully: it gets `deletionTimestamp` and stays until someone deletes it with
 //!   `gracePeriodSeconds=0`.
-//! - `pods/log` reads from the [`crate::apiserver::PodLogs`] registered with
-//!   [`ApiServer::register_pod_logs`]; until then it answers "waiting to start".
+//!
+//! [`Sandbox::client`] is the administrator's client; [`Sandbox::service_account_client`] one
+//! authorized by RBAC.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,25 +23,65 @@ use serde_json::json;
 
 use crate::apiserver::bootstrap::create_builtin;
 use crate::apiserver::{ApiServer, ApiServerConfig, RunningApiServer, kubeconfig};
+use crate::cluster::{ClusterOptions, RunningCluster};
+use crate::controllers::TimeScale;
+use crate::kubelet::{Fault, FaultError, Kubelet};
+use crate::network::ClusterNetwork;
+use crate::runtime::{ContainerRuntime, ImageMap};
 
 /// How to start a sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxOptions {
-    /// Where the kubeconfig (and later the nodes' state) is written.
+    /// Where the kubeconfig, the cluster network's files, the runtime's state and the control
+    /// socket are written.
     pub dir: PathBuf,
     /// Number of Node objects to create, labelled with hostname and zone.
     pub nodes: usize,
     pub apiserver: ApiServerConfig,
+    /// How the nodes run Pods; `None`: the API server only.
+    pub cluster: Option<ClusterOptions>,
 }
 
 impl SandboxOptions {
-    /// A sandbox in `dir` on a free port with three nodes.
+    /// The API server and three Node objects in `dir` on a free port; nothing runs Pods.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
             nodes: 3,
             apiserver: ApiServerConfig::default(),
+            cluster: None,
         }
+    }
+
+    /// A whole cluster in `dir`: three nodes that run Pods as processes, the cluster network,
+    /// the scheduler and controllers, real time, the built-in etcd images.
+    pub fn cluster(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            cluster: Some(ClusterOptions::default()),
+            ..Self::new(dir)
+        }
+    }
+
+    fn cluster_options(&mut self) -> &mut ClusterOptions {
+        self.cluster.get_or_insert_with(ClusterOptions::default)
+    }
+
+    /// Images to host binaries, before the built-in etcd mappings (makes it a cluster).
+    pub fn images(mut self, images: ImageMap) -> Self {
+        self.cluster_options().images = images.then(ImageMap::builtin());
+        self
+    }
+
+    /// Shortens the cluster's waits (see [`ClusterOptions::time_scale`]; makes it a cluster).
+    pub fn time_scale(mut self, time_scale: TimeScale) -> Self {
+        self.cluster_options().time_scale = time_scale;
+        self
+    }
+
+    /// How long Pods stay on a NotReady node before eviction (makes it a cluster).
+    pub fn pod_eviction_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.cluster_options().pod_eviction_timeout = timeout;
+        self
     }
 
     pub fn port(mut self, port: u16) -> Self {
@@ -53,8 +95,11 @@ impl SandboxOptions {
     }
 }
 
-/// A running sandbox. Dropping it stops its API server and everything it started.
+/// A running sandbox. Dropping it stops its node agents (every Pod process is killed at once),
+/// its API server and everything it started.
 pub struct Sandbox {
+    cluster: Option<RunningCluster>,
+    dir: PathBuf,
     api: RunningApiServer,
     kubeconfig: String,
     kubeconfig_path: PathBuf,
@@ -83,12 +128,66 @@ impl Sandbox {
             )?;
         }
         let client = client_for(&kubeconfig).await?;
+        let cluster = match &options.cluster {
+            Some(cluster) => {
+                let nodes = (1..=options.nodes)
+                    .map(|index| format!("node-{index}"))
+                    .collect();
+                Some(
+                    RunningCluster::start(&api, client.clone(), &options.dir, nodes, cluster)
+                        .await?,
+                )
+            }
+            None => None,
+        };
         Ok(Self {
+            cluster,
+            dir: options.dir.clone(),
             api,
             kubeconfig,
             kubeconfig_path,
             client,
         })
+    }
+
+    /// The sandbox's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The node agents: faults (kill, freeze, node crash and shutdown, claims, partitions) and
+    /// node states. An error when the sandbox runs no nodes.
+    pub fn kubelet(&self) -> Result<&Kubelet, FaultError> {
+        self.cluster
+            .as_ref()
+            .map(|c| c.kubelet.as_ref())
+            .ok_or(FaultError::NoNodes)
+    }
+
+    /// Applies a fault, as `kube-sandbox fault` does; says what was done.
+    pub async fn fault(&self, fault: &Fault) -> Result<String, FaultError> {
+        fault.apply(self.kubelet()?).await
+    }
+
+    /// The cluster network (`None` without nodes): connections, lookups and sockets inside it.
+    pub fn network(&self) -> Option<&Arc<ClusterNetwork>> {
+        self.cluster.as_ref().map(|c| &c.network)
+    }
+
+    /// The process runtime (`None` without nodes): claim directories and images.
+    pub fn runtime(&self) -> Option<&ContainerRuntime> {
+        self.cluster.as_ref().map(|c| &c.runtime)
+    }
+
+    /// A command that runs inside the cluster network with the cluster DNS, as
+    /// `kube-sandbox exec` runs it: cluster names and addresses resolve and connect, and the
+    /// kubeconfig works (the API server listens on the same address there).
+    pub fn command(
+        &self,
+        program: impl AsRef<std::ffi::OsStr>,
+    ) -> anyhow::Result<std::process::Command> {
+        let network = self.network().ok_or(FaultError::NoNodes)?;
+        Ok(network.command(program)?)
     }
 
     /// The administrator's client configuration, to build a client with other settings (for
@@ -139,8 +238,12 @@ impl Sandbox {
         client_for(&text).await
     }
 
-    /// Stops serving now (dropping does the same).
+    /// Stops the nodes (killing every Pod process) and the API server now; dropping does
+    /// the same.
     pub fn stop(&self) {
+        if let Some(cluster) = &self.cluster {
+            cluster.stop();
+        }
         self.api.stop();
     }
 }

@@ -54,7 +54,7 @@ async fn a_killed_container_restarts_and_repeated_failures_back_off() {
         .await;
     cluster.wait_ready("default", "sleeper", LIMIT).await;
     cluster
-        .kubelet
+        .kubelet()
         .signal_container("default", "sleeper", Some("main"), Signal::SIGKILL)
         .unwrap();
     let restarted = cluster

@@ -49,12 +49,11 @@ async fn pods_under_a_headless_service_reach_each_other_by_name_and_from_the_mac
             })
             .await;
     }
-    // The machine's side of the cluster network, with the cluster DNS: as `kube-sandbox exec`.
-    let output = cluster
-        .network
-        .command("wget")
-        .unwrap()
+    // `kube-sandbox exec` runs a command in the cluster network with the cluster DNS.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kube-sandbox"))
+        .args(["exec", "--dir", cluster.dir.path().to_str().unwrap(), "--"])
         .args([
+            "wget",
             "-qO-",
             "-T",
             "5",
@@ -65,6 +64,20 @@ async fn pods_under_a_headless_service_reach_each_other_by_name_and_from_the_mac
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
         "peer-0",
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The library's way to the same: a short name with the search path of `default`.
+    let output = cluster
+        .sandbox
+        .command("wget")
+        .unwrap()
+        .args(["-qO-", "-T", "5", "http://peer-1.peers:8080/"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "peer-1",
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );

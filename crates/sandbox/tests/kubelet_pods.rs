@@ -31,7 +31,7 @@ async fn etcd_pods_become_ready_through_their_health_probe_side_by_side_on_one_p
     let host_ip = a.status.as_ref().unwrap().host_ip.clone().unwrap();
     assert_eq!(
         Some(host_ip.parse().unwrap()),
-        cluster.kubelet.node_address(&node)
+        cluster.kubelet().node_address(&node)
     );
     assert_eq!(
         a.status

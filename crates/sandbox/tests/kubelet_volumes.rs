@@ -78,7 +78,7 @@ async fn a_claim_keeps_its_data_across_pods_and_an_empty_dir_does_not() {
 
     // Deleting the claim while a Pod uses it leaves it Terminating; the Pod's end lets it go.
     let directory = cluster
-        .runtime
+        .runtime()
         .persistent_volumes()
         .claim_path("default", "data")
         .unwrap();

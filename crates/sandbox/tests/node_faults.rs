@@ -53,9 +53,9 @@ async fn graceful_node_shutdown_leaves_terminal_pods_that_are_never_restarted() 
     cluster.wait_ready("default", "etcd-0", LIMIT).await;
     cluster.wait_ready("default", "sleeper", LIMIT).await;
 
-    cluster.kubelet.shutdown_node("node-1").await.unwrap();
+    cluster.kubelet().shutdown_node("node-1").await.unwrap();
     assert_eq!(
-        cluster.kubelet.node_state("node-1").await,
+        cluster.kubelet().node_state("node-1").await,
         Some(NodeState::ShutDown)
     );
     assert_eq!(
@@ -76,7 +76,7 @@ async fn graceful_node_shutdown_leaves_terminal_pods_that_are_never_restarted() 
         assert_eq!(kubelet_support::condition(&pod, "Ready"), Some("False"));
     }
     // The node comes back; the Pods stay as they are until someone deletes them.
-    cluster.kubelet.start_node("node-1").await.unwrap();
+    cluster.kubelet().start_node("node-1").await.unwrap();
     cluster
         .eventually("node-1 Ready again", LIMIT, || async {
             node_ready(&cluster, "node-1").await.as_deref() == Some("True")
@@ -148,7 +148,7 @@ async fn a_crashed_node_loses_its_processes_and_its_pods_are_evicted_or_restarte
         Some("tolerant")
     );
 
-    cluster.kubelet.crash_node("node-2").await.unwrap();
+    cluster.kubelet().crash_node("node-2").await.unwrap();
     assert_eq!(
         cluster.http_get(&pod_ip(&before), 8080, "/").await,
         None,
@@ -174,7 +174,7 @@ async fn a_crashed_node_loses_its_processes_and_its_pods_are_evicted_or_restarte
         .wait_pod("default", "tolerant", LIMIT, |pod| !is_ready(pod))
         .await;
 
-    cluster.kubelet.start_node("node-2").await.unwrap();
+    cluster.kubelet().start_node("node-2").await.unwrap();
     cluster.wait_gone("default", "evicted", LIMIT).await;
     let back = cluster
         .wait_pod("default", "tolerant", LIMIT, |pod| {
@@ -208,26 +208,26 @@ async fn frozen_containers_turn_unready_and_partitions_cut_pods_apart() {
     let b = cluster.wait_ready("default", "b", LIMIT).await;
 
     cluster
-        .kubelet
+        .kubelet()
         .freeze_container("default", "a", None)
         .unwrap();
     cluster
         .wait_pod("default", "a", LIMIT, |pod| !is_ready(pod))
         .await;
     cluster
-        .kubelet
+        .kubelet()
         .thaw_container("default", "a", None)
         .unwrap();
     cluster.wait_ready("default", "a", LIMIT).await;
 
     cluster
-        .kubelet
+        .kubelet()
         .set_pod_connected("default", "b", false)
         .await
         .unwrap();
     assert_eq!(cluster.http_get(&pod_ip(&b), 8080, "/").await, None);
     cluster
-        .kubelet
+        .kubelet()
         .set_pod_connected("default", "b", true)
         .await
         .unwrap();
@@ -258,7 +258,7 @@ async fn frozen_containers_turn_unready_and_partitions_cut_pods_apart() {
         })
         .await;
     cluster
-        .kubelet
+        .kubelet()
         .set_pods_partitioned("default", "client", "b", true)
         .await
         .unwrap();
@@ -276,7 +276,7 @@ async fn frozen_containers_turn_unready_and_partitions_cut_pods_apart() {
         })
         .await;
     cluster
-        .kubelet
+        .kubelet()
         .set_pods_partitioned("default", "client", "b", false)
         .await
         .unwrap();
@@ -290,7 +290,7 @@ async fn frozen_containers_turn_unready_and_partitions_cut_pods_apart() {
         .await;
     assert!(
         cluster
-            .kubelet
+            .kubelet()
             .signal_container("default", "nobody", None, nix::sys::signal::Signal::SIGKILL)
             .is_err()
     );
@@ -320,7 +320,7 @@ async fn claims_can_be_wiped_and_corrupted_under_a_pod() {
     cluster.create::<Pod>("default", pod).await;
     cluster.wait_ready("default", "holder", LIMIT).await;
     let file = cluster
-        .runtime
+        .runtime()
         .persistent_volumes()
         .claim_path("default", "data")
         .unwrap()
@@ -328,8 +328,11 @@ async fn claims_can_be_wiped_and_corrupted_under_a_pod() {
     cluster
         .eventually("the file written", LIMIT, || async { file.exists() })
         .await;
-    assert_eq!(cluster.kubelet.corrupt_claim("default", "data").unwrap(), 1);
+    assert_eq!(
+        cluster.kubelet().corrupt_claim("default", "data").unwrap(),
+        1
+    );
     assert_ne!(std::fs::read(&file).unwrap(), b"precious data");
-    cluster.kubelet.wipe_claim("default", "data").unwrap();
+    cluster.kubelet().wipe_claim("default", "data").unwrap();
     assert!(!file.exists());
 }

@@ -39,6 +39,12 @@ pub enum FaultError {
     },
     #[error("Pod {namespace}/{name} has no network of its own (hostNetwork, or it is terminal)")]
     NoPodNetwork { namespace: String, name: String },
+    #[error("invalid signal {0:?}: give a name (SIGKILL, TERM) or a number")]
+    InvalidSignal(String),
+    #[error(
+        "this sandbox runs no nodes: start it with SandboxOptions::cluster (or `kube-sandbox up` without --api-only)"
+    )]
+    NoNodes,
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
@@ -245,5 +251,178 @@ impl Kubelet {
             None => network.clear_impairment().await?,
         }
         Ok(())
+    }
+}
+
+/// A fault as `kube-sandbox fault` sends it to a running sandbox (one JSON object).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "fault", rename_all = "kebab-case")]
+pub enum Fault {
+    /// Send a signal (`SIGKILL`, `TERM`, `9`, ...) to a container's process.
+    Signal {
+        namespace: String,
+        pod: String,
+        container: Option<String>,
+        signal: String,
+    },
+    /// SIGSTOP: a hung process.
+    Freeze {
+        namespace: String,
+        pod: String,
+        container: Option<String>,
+    },
+    /// SIGCONT.
+    Thaw {
+        namespace: String,
+        pod: String,
+        container: Option<String>,
+    },
+    CrashNode {
+        node: String,
+    },
+    ShutdownNode {
+        node: String,
+    },
+    StartNode {
+        node: String,
+    },
+    WipeClaim {
+        namespace: String,
+        claim: String,
+    },
+    CorruptClaim {
+        namespace: String,
+        claim: String,
+    },
+    /// The Pod's link goes down.
+    Disconnect {
+        namespace: String,
+        pod: String,
+    },
+    Reconnect {
+        namespace: String,
+        pod: String,
+    },
+    /// No traffic between two Pods of a namespace (both ways).
+    Partition {
+        namespace: String,
+        a: String,
+        b: String,
+    },
+    Heal {
+        namespace: String,
+        a: String,
+        b: String,
+    },
+}
+
+/// `SIGKILL`, `KILL`, `kill` or `9`.
+pub fn parse_signal(text: &str) -> Result<Signal, FaultError> {
+    if let Ok(number) = text.parse::<i32>() {
+        return Signal::try_from(number).map_err(|_| FaultError::InvalidSignal(text.into()));
+    }
+    let upper = text.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    name.parse()
+        .map_err(|_| FaultError::InvalidSignal(text.into()))
+}
+
+impl Fault {
+    /// Applies the fault; returns what was done, in a sentence.
+    pub async fn apply(&self, kubelet: &Kubelet) -> Result<String, FaultError> {
+        Ok(match self {
+            Self::Signal {
+                namespace,
+                pod,
+                container,
+                signal,
+            } => {
+                let signal = parse_signal(signal)?;
+                kubelet.signal_container(namespace, pod, container.as_deref(), signal)?;
+                format!("sent {signal} to Pod {namespace}/{pod}")
+            }
+            Self::Freeze {
+                namespace,
+                pod,
+                container,
+            } => {
+                kubelet.freeze_container(namespace, pod, container.as_deref())?;
+                format!("froze Pod {namespace}/{pod}")
+            }
+            Self::Thaw {
+                namespace,
+                pod,
+                container,
+            } => {
+                kubelet.thaw_container(namespace, pod, container.as_deref())?;
+                format!("thawed Pod {namespace}/{pod}")
+            }
+            Self::CrashNode { node } => {
+                kubelet.crash_node(node).await?;
+                format!("node {node} crashed")
+            }
+            Self::ShutdownNode { node } => {
+                kubelet.shutdown_node(node).await?;
+                format!("node {node} shut down")
+            }
+            Self::StartNode { node } => {
+                kubelet.start_node(node).await?;
+                format!("node {node} started")
+            }
+            Self::WipeClaim { namespace, claim } => {
+                kubelet.wipe_claim(namespace, claim)?;
+                format!("wiped claim {namespace}/{claim}")
+            }
+            Self::CorruptClaim { namespace, claim } => {
+                let files = kubelet.corrupt_claim(namespace, claim)?;
+                format!("corrupted {files} files of claim {namespace}/{claim}")
+            }
+            Self::Disconnect { namespace, pod } => {
+                kubelet.set_pod_connected(namespace, pod, false).await?;
+                format!("Pod {namespace}/{pod} is off the network")
+            }
+            Self::Reconnect { namespace, pod } => {
+                kubelet.set_pod_connected(namespace, pod, true).await?;
+                format!("Pod {namespace}/{pod} is back on the network")
+            }
+            Self::Partition { namespace, a, b } => {
+                kubelet.set_pods_partitioned(namespace, a, b, true).await?;
+                format!("Pods {a} and {b} of {namespace} are partitioned")
+            }
+            Self::Heal { namespace, a, b } => {
+                kubelet.set_pods_partitioned(namespace, a, b, false).await?;
+                format!("the partition between {a} and {b} of {namespace} is healed")
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_parse_by_name_or_number() {
+        assert_eq!(parse_signal("SIGKILL").unwrap(), Signal::SIGKILL);
+        assert_eq!(parse_signal("term").unwrap(), Signal::SIGTERM);
+        assert_eq!(parse_signal("19").unwrap(), Signal::SIGSTOP);
+        assert!(matches!(
+            parse_signal("SIGNOPE"),
+            Err(FaultError::InvalidSignal(_))
+        ));
+    }
+
+    #[test]
+    fn faults_travel_as_tagged_json() {
+        let fault = Fault::CrashNode {
+            node: "node-1".into(),
+        };
+        let text = serde_json::to_string(&fault).unwrap();
+        assert_eq!(text, r#"{"fault":"crash-node","node":"node-1"}"#);
+        assert_eq!(serde_json::from_str::<Fault>(&text).unwrap(), fault);
     }
 }

@@ -46,7 +46,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use faults::FaultError;
+pub use faults::{Fault, FaultError};
 pub use worker::NODE_SHUTDOWN_MESSAGE;
 
 use crate::apiserver::PodLogs;

@@ -4,15 +4,14 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kube_sandbox::controllers::{self, ControlPlaneHandle, ControlPlaneOptions, TimeScale};
-use kube_sandbox::kubelet::{Kubelet, KubeletConfig};
-use kube_sandbox::network::{ClusterNetwork, ClusterNetworkConfig};
-use kube_sandbox::runtime::{ContainerRuntime, ImageMap, RuntimeConfig};
+use kube_sandbox::controllers::TimeScale;
+use kube_sandbox::kubelet::Kubelet;
+use kube_sandbox::network::ClusterNetwork;
+use kube_sandbox::runtime::{ContainerRuntime, ImageMap};
 use kube_sandbox::{Sandbox, SandboxOptions};
 use serde_json::json;
 
@@ -29,9 +28,9 @@ pub fn require_binary(path: &str) {
     );
 }
 
-/// The image map of the tests: the machine's shell and python as a "tools" image, the
-/// in-cluster test program, then the built-in etcd map.
-pub fn image_map() -> ImageMap {
+/// The tests' own images (the sandbox puts the built-in etcd map after them): the machine's
+/// shell and python as a "tools" image, and the in-cluster test program.
+pub fn test_images() -> ImageMap {
     let yaml = format!(
         "images:\n  - image: \"sandbox.local/tools:*\"\n    cmd: [/bin/sh]\n  - image: \"sandbox.local/list-pods:*\"\n    entrypoint: [/usr/local/bin/list-pods]\n    files:\n      /usr/local/bin/list-pods: {}\n",
         env!("CARGO_BIN_EXE_kube-sandbox-list-pods")
@@ -41,12 +40,8 @@ pub fn image_map() -> ImageMap {
         .then(ImageMap::builtin())
 }
 
-/// A running cluster; dropping it stops everything (node agents first).
+/// A running cluster and its directory; dropping it stops everything.
 pub struct Cluster {
-    pub kubelet: Kubelet,
-    pub control_plane: ControlPlaneHandle,
-    pub network: Arc<ClusterNetwork>,
-    pub runtime: ContainerRuntime,
     pub sandbox: Sandbox,
     pub dir: tempfile::TempDir,
 }
@@ -72,6 +67,8 @@ pub async fn start() -> Cluster {
     start_with(ClusterOptions::default()).await
 }
 
+/// A whole sandbox cluster (`SandboxOptions::cluster`) with the tests' images, ten times
+/// faster than real time.
 pub async fn start_with(options: ClusterOptions) -> Cluster {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -80,68 +77,35 @@ pub async fn start_with(options: ClusterOptions) -> Cluster {
         .with_test_writer()
         .try_init();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(options.nodes))
-        .await
-        .expect("sandbox starts");
-    let network = Arc::new(
-        ClusterNetwork::create(ClusterNetworkConfig::new(dir.path()))
-            .await
-            .expect("cluster network (run the tests as root)"),
-    );
-    let runtime = ContainerRuntime::new(RuntimeConfig {
-        state_root: dir.path().join("state"),
-        images: image_map(),
-    })
-    .expect("process runtime");
-    let port: u16 = sandbox
-        .url()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("API server port");
-    let loopback = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
-    network
-        .proxy()
-        .set_service_to_machine(loopback, loopback.into())
-        .await
-        .expect("API server inside the cluster network");
-    let client = sandbox.client();
-    let dns: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
-        "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
-        "spec": {"clusterIP": network.config().dns_server.to_string(), "ports": [
-            {"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
-    }))
-    .unwrap();
-    Api::namespaced(client.clone(), "kube-system")
-        .create(&PostParams::default(), &dns)
-        .await
-        .expect("kube-dns Service");
-    let scale = TimeScale::new(options.time_scale).unwrap();
-    let control_plane = controllers::start(
-        client.clone(),
-        ControlPlaneOptions::default()
-            .time_scale(scale)
-            .pod_eviction_timeout(options.pod_eviction_timeout),
-    );
-    let nodes = (1..=options.nodes).map(|i| format!("node-{i}")).collect();
-    let mut config = KubeletConfig::new(client, runtime.clone(), network.clone(), nodes);
-    config.time_scale = scale;
-    config.shutdown_grace_period = Duration::from_secs(10);
-    let kubelet = Kubelet::start(config).await.expect("node agents start");
-    sandbox.api_server().register_pod_logs(kubelet.pod_logs());
-    Cluster {
-        kubelet,
-        control_plane,
-        network,
-        runtime,
-        sandbox,
-        dir,
+    let mut sandbox_options = SandboxOptions::cluster(dir.path())
+        .nodes(options.nodes)
+        .images(test_images())
+        .time_scale(TimeScale::new(options.time_scale).unwrap())
+        .pod_eviction_timeout(options.pod_eviction_timeout);
+    if let Some(cluster) = sandbox_options.cluster.as_mut() {
+        cluster.shutdown_grace_period = Duration::from_secs(10);
     }
+    let sandbox = Sandbox::start(sandbox_options)
+        .await
+        .expect("the sandbox starts (the node tests run as root)");
+    Cluster { sandbox, dir }
 }
 
 impl Cluster {
     pub fn client(&self) -> kube::Client {
         self.sandbox.client()
+    }
+
+    pub fn kubelet(&self) -> &Kubelet {
+        self.sandbox.kubelet().expect("the sandbox runs nodes")
+    }
+
+    pub fn network(&self) -> &ClusterNetwork {
+        self.sandbox.network().expect("the sandbox runs nodes")
+    }
+
+    pub fn runtime(&self) -> &ContainerRuntime {
+        self.sandbox.runtime().expect("the sandbox runs nodes")
     }
 
     /// An administrator's client that reports 429 and 503 at once instead of retrying them
@@ -257,7 +221,7 @@ impl Cluster {
     pub async fn http_get(&self, host: &str, port: u16, path: &str) -> Option<String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let exchange = async {
-            let mut stream = self.network.connect_host(host, port).await.ok()?;
+            let mut stream = self.network().connect_host(host, port).await.ok()?;
             stream
                 .write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
                 .await
