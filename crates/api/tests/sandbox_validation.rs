@@ -1,86 +1,39 @@
-//! The validation cases of `tests/validation/*.yaml` through the sandbox's structural schema
-//! engine (`kube_sandbox::schema`), which the sandbox API server admits custom resources with:
-//! our CRD schemas must compile there as kube-apiserver would compile them, and every case must
-//! get the same answer as in `validation.rs`.
+//! The validation cases of `tests/validation/*.yaml` through the sandbox's schema engine
+//! (`kube_sandbox::schema`) as a library: the structural validation, pruning, defaulting and
+//! CEL rules its API server admits custom resources with. The fast run; the authority is the
+//! same API server driven by kubectl (`kubectl_validation.rs`).
+//!
+//! Here also the checks of the cases themselves, which need each error as a value: a rejected
+//! case isolates one constraint, every constraint of our CRDs has a rejected and an accepted
+//! case, and accepted objects round-trip through the Rust types.
 
 mod harness;
+mod sandbox_engine;
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use etcd_operator_api::{EtcdCluster, EtcdDefrag, EtcdMember, EtcdSnapshot};
 use harness::{Case, Expect};
-use kube_sandbox::schema::StructuralSchema;
+use sandbox_engine::{Schemas, coverage};
 use serde_json::Value;
 
-/// The case's object (and old object) as the sandbox admits them: pruned, then defaulted.
-fn admitted(schema: &StructuralSchema, object: &Value) -> (Value, Vec<String>) {
-    let mut object = object.clone();
-    let unknown = schema.prune(&mut object);
-    schema.apply_defaults(&mut object);
-    (object, unknown)
-}
-
-fn verdict(schemas: &[(String, StructuralSchema)], case: &Case) -> Option<String> {
-    let kind = case.object["kind"].as_str().unwrap_or_default();
-    let (_, schema) = schemas.iter().find(|(k, _)| k == kind)?;
-    let (object, unknown) = admitted(schema, &case.object);
-    let old = case.old_object.as_ref().map(|old| admitted(schema, old).0);
-    if !unknown.is_empty() {
-        return Some(format!(
-            "the case has fields the schema does not know: {unknown:?}"
-        ));
-    }
-    let messages: Vec<String> = schema
-        .validate(&object, old.as_ref())
-        .iter()
-        .map(|error| error.message())
-        .collect();
-    match &case.expect {
-        Expect::Accepted if messages.is_empty() => None,
-        Expect::Accepted => Some(format!("expected accepted, rejected with {messages:#?}")),
-        Expect::Rejected(expected) if messages.iter().any(|m| m.contains(expected.as_str())) => {
-            // As in validation.rs: a rejected case isolates one constraint, apart from the API
-            // server's follow-ups (rules skipped, or failing to evaluate on the invalid value).
-            let others: Vec<&String> = messages
-                .iter()
-                .filter(|m| !m.contains(expected.as_str()))
-                .filter(|m| **m != harness::RULES_NOT_CHECKED)
-                .filter(|m| !m.contains(" evaluating rule: "))
-                .collect();
-            (!others.is_empty()).then(|| {
-                format!("expected only errors containing {expected:?}, also got {others:#?}")
-            })
-        }
-        Expect::Rejected(expected) => Some(format!(
-            "expected an error containing {expected:?}, got {messages:#?}"
-        )),
-    }
-}
-
-#[test]
-fn our_schemas_compile_in_the_sandbox_and_every_case_gets_the_expected_answer() {
-    let schemas: Vec<(String, StructuralSchema)> = etcd_operator_api::crds()
-        .iter()
-        .map(|crd| {
-            let compiled =
-                StructuralSchema::compile(&harness::schema_of(crd)).unwrap_or_else(|error| {
-                    panic!(
-                        "{}: the sandbox refuses the schema: {error}",
-                        crd.spec.names.plural
-                    )
-                });
-            (crd.spec.names.kind.clone(), compiled)
-        })
-        .collect();
-    let cases = harness::load_cases(&harness::cases_dir());
-    let failures: Vec<String> = cases
+fn failures_of(schemas: &Schemas, cases: &[Case]) -> Vec<String> {
+    cases
         .iter()
         .filter_map(|case| {
-            Some(format!(
-                "{} / {}: {}",
-                case.file,
-                case.name,
-                verdict(&schemas, case)?
-            ))
+            let verdict = sandbox_engine::verdict(schemas, case)?;
+            Some(format!("{} / {}: {verdict}", case.file, case.name))
         })
-        .collect();
+        .collect()
+}
+
+/// Our schemas compile in the sandbox as kube-apiserver would compile them, and every case
+/// gets the expected answer, a rejected one from its one constraint only.
+#[test]
+fn our_schemas_compile_in_the_sandbox_and_every_case_gets_the_expected_answer() {
+    let schemas = Schemas::compile(&etcd_operator_api::crds());
+    let cases = harness::cases();
+    let failures = failures_of(&schemas, &cases);
     assert!(
         failures.is_empty(),
         "{} of {} cases failed in the sandbox:\n{}",
@@ -88,4 +41,147 @@ fn our_schemas_compile_in_the_sandbox_and_every_case_gets_the_expected_answer() 
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// The isolation rule has teeth: a case whose object breaks a second constraint besides the
+/// expected one fails, and so does a case expecting a message the engine does not give.
+#[test]
+fn a_case_breaking_two_constraints_or_expecting_another_message_fails() {
+    let schemas = Schemas::compile(&etcd_operator_api::crds());
+    let case = |spec: Value, expected: &str| Case {
+        name: "constructed".to_owned(),
+        object: serde_json::json!({
+            "apiVersion": etcd_operator_api::API_VERSION,
+            "kind": "EtcdCluster",
+            "metadata": {"name": "two"},
+            "spec": spec,
+        }),
+        old_object: None,
+        expect: Expect::Rejected(expected.to_owned()),
+        file: "constructed".to_owned(),
+    };
+    let one = case(
+        serde_json::json!({"version": "latest"}),
+        "spec.version in body should match",
+    );
+    let two = case(
+        serde_json::json!({"version": "latest", "replicas": -1}),
+        "spec.version in body should match",
+    );
+    let other = case(serde_json::json!({"version": "latest"}), "no such message");
+    assert_eq!(sandbox_engine::verdict(&schemas, &one), None);
+    let isolation = sandbox_engine::verdict(&schemas, &two).expect("two constraints are refused");
+    assert!(isolation.contains("isolate one constraint"), "{isolation}");
+    assert!(sandbox_engine::verdict(&schemas, &other).is_some());
+}
+
+#[test]
+fn case_names_are_unique() {
+    let mut seen = BTreeMap::new();
+    for case in harness::cases() {
+        if let Some(file) = seen.insert(case.name.clone(), case.file.clone()) {
+            panic!("case {:?} appears in {file} and {}", case.name, case.file);
+        }
+    }
+}
+
+/// Every constraint of our own types (each pattern, enum, bound, length, required list and CEL
+/// rule) is rejected by some case and evaluated in some accepted case. Which constraint
+/// rejected a case is read from the sandbox engine's errors that carry the expected text.
+#[test]
+fn every_constraint_has_a_rejected_and_an_accepted_case() {
+    let crds = etcd_operator_api::crds();
+    let schemas = Schemas::compile(&crds);
+    let mut targets = BTreeSet::new();
+    for crd in &crds {
+        targets.extend(coverage::targets(
+            &crd.spec.names.kind,
+            &harness::schema_of(crd),
+        ));
+    }
+    let (mut rejected, mut accepted) = (BTreeSet::new(), BTreeSet::new());
+    for case in harness::cases() {
+        let (kind, raw, schema) = schemas.of(&case.object);
+        match &case.expect {
+            Expect::Accepted => {
+                let object = sandbox_engine::admitted(schema, &case.object).0;
+                let old = case
+                    .old_object
+                    .as_ref()
+                    .map(|old| sandbox_engine::admitted(schema, old).0);
+                accepted.extend(coverage::exercised(kind, raw, &object, old.as_ref()));
+            }
+            Expect::Rejected(expected) => {
+                let judgement = sandbox_engine::judge(&schemas, &case);
+                rejected.extend(
+                    judgement
+                        .errors
+                        .iter()
+                        .filter(|error| error.message().contains(expected.as_str()))
+                        .filter_map(|error| coverage::constraint_of(kind, raw, error)),
+                );
+            }
+        }
+    }
+    let show = |missing: Vec<&coverage::Constraint>| {
+        missing
+            .iter()
+            .map(|(kind, path, keyword)| format!("  {kind} {path} {keyword}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let never_rejected: Vec<_> = targets.difference(&rejected).collect();
+    let never_accepted: Vec<_> = targets.difference(&accepted).collect();
+    assert!(
+        never_rejected.is_empty() && never_accepted.is_empty(),
+        "constraints without a rejected case:\n{}\nconstraints never evaluated in an accepted case:\n{}",
+        show(never_rejected),
+        show(never_accepted)
+    );
+}
+
+/// Accepted objects read into the Rust types and written back are the same objects: optional
+/// fields stay absent, nothing is invented.
+#[test]
+fn accepted_objects_round_trip_through_the_types() {
+    fn through<T: serde::de::DeserializeOwned + serde::Serialize>(
+        object: &Value,
+    ) -> Result<Value, String> {
+        let typed: T = serde_json::from_value(object.clone()).map_err(|error| error.to_string())?;
+        serde_json::to_value(typed).map_err(|error| error.to_string())
+    }
+    let mut failures = Vec::new();
+    for case in harness::cases()
+        .into_iter()
+        .filter(|case| case.expect == Expect::Accepted)
+    {
+        for object in [Some(&case.object), case.old_object.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            let written = match object["kind"].as_str() {
+                Some("EtcdCluster") => through::<EtcdCluster>(object),
+                Some("EtcdMember") => through::<EtcdMember>(object),
+                Some("EtcdSnapshot") => through::<EtcdSnapshot>(object),
+                Some("EtcdDefrag") => through::<EtcdDefrag>(object),
+                other => Err(format!("unknown kind {other:?}")),
+            };
+            if let Err(error) = written.and_then(|written| harness::round_trips(object, &written)) {
+                failures.push(format!("{} / {}: {error}", case.file, case.name));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "objects that do not round-trip:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The reference's own sample, read from the reference directory, is accepted as it stands.
+#[test]
+fn the_reference_sample_is_accepted() {
+    let schemas = Schemas::compile(&etcd_operator_api::crds());
+    let failures = failures_of(&schemas, &[harness::reference_sample()]);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

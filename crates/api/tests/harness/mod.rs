@@ -1,21 +1,18 @@
-//! Validation cases as data, evaluated the way an API server admits a custom resource: drop
-//! nulls, apply the schema's defaults (to the old object too), check the structural schema,
-//! then run the `x-kubernetes-validations` CEL rules (with kube-cel, transition rules against
-//! the old object).
+//! Validation cases as data (`tests/validation/*.yaml`) and what every way of running them
+//! shares: loading the files, finding the CRD of an object, and the serde round-trip contract.
+//!
+//! The cases are judged by the sandbox only: as a library by its schema engine
+//! (`sandbox_engine/`, in `sandbox_validation.rs`) and, as the authority, by its API server
+//! driven by kubectl (`kubectl_replay/`, in `kubectl_validation.rs`).
 
 // Each test binary uses a part of the harness.
 #![allow(dead_code)]
-
-pub mod coverage;
-pub mod structural;
 
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::Deserialize;
 use serde_json::Value;
-
-pub use structural::Violation;
 
 /// One case: an object (and, for an update, the object it replaces) and what the API server
 /// must do with it.
@@ -42,6 +39,13 @@ pub enum Expect {
 
 pub fn cases_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/validation")
+}
+
+/// Every case of `tests/validation/`, failing the test when there is none.
+pub fn cases() -> Vec<Case> {
+    let cases = load_cases(&cases_dir());
+    assert!(!cases.is_empty(), "no cases in {}", cases_dir().display());
+    cases
 }
 
 /// Every case of every `*.yaml` file in `dir`. A file is a list of cases; YAML anchors and
@@ -92,6 +96,26 @@ fn has_merge_key(yaml: &serde_yaml::Value) -> bool {
     }
 }
 
+/// The reference operator's own sample, read from the reference directory beside the
+/// repository, as a case that must be accepted as it stands.
+pub fn reference_sample() -> Case {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/reference/cozystack-v1alpha2/sample-etcdcluster.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "cannot read the reference sample {}: {error}",
+            path.display()
+        )
+    });
+    Case {
+        name: "the reference operator's sample is accepted as it stands".to_owned(),
+        object: serde_yaml::from_str(&text).expect("the sample is YAML"),
+        old_object: None,
+        expect: Expect::Accepted,
+        file: "sample-etcdcluster.yaml".to_owned(),
+    }
+}
+
 /// The CRD serving `object` (by apiVersion and kind).
 pub fn crd_for<'a>(
     crds: &'a [CustomResourceDefinition],
@@ -120,86 +144,6 @@ pub fn schema_of(crd: &CustomResourceDefinition) -> Value {
     serde_json::to_value(schema).expect("schema serializes")
 }
 
-/// What the API server would see: nulls dropped (they are pruned for non-nullable fields),
-/// then defaults applied.
-pub fn admitted_form(schema: &Value, object: &Value) -> Value {
-    kube_cel::apply_defaults(schema, &without_nulls(object))
-}
-
-fn without_nulls(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(_, value)| !value.is_null())
-                .map(|(key, value)| (key.clone(), without_nulls(value)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
-        other => other.clone(),
-    }
-}
-
-/// The API server's note when schema errors keep it from running the CEL rules.
-pub const RULES_NOT_CHECKED: &str = "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
-
-/// Keyword of a CEL rule that could not be evaluated on an invalid value (for example
-/// `quantity()` of a string that is no quantity): a consequence of another error.
-pub const RULE_EVALUATION_ERROR: &str = "rule-evaluation-error";
-
-/// Schema errors after which kube-apiserver does not run the CEL rules (its `hasBlockingErr`):
-/// a missing required field, a value outside an enum, a wrong type, too long or too many.
-const BLOCKING: &[&str] = &["required", "enum", "type", "maxLength", "maxItems"];
-
-/// Every violation of `object` (replacing `old`, for an update) against `schema`.
-pub fn evaluate(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Violation> {
-    let object = admitted_form(schema, object);
-    let old = old.map(|old| admitted_form(schema, old));
-    let mut violations = structural::check(schema, &object);
-    if violations
-        .iter()
-        .any(|v| BLOCKING.contains(&v.keyword.as_str()))
-    {
-        violations.push(Violation {
-            schema_path: String::new(),
-            keyword: "rules-not-checked".to_owned(),
-            message: RULES_NOT_CHECKED.to_owned(),
-        });
-        return violations;
-    }
-    if let Err(errors) = kube_cel::Validator::new().validate(schema, &object, old.as_ref()) {
-        violations.extend(errors.iter().map(|error| Violation {
-            schema_path: schema_form(&error.field_path),
-            keyword: match error.kind {
-                kube_cel::ErrorKind::EvaluationError => RULE_EVALUATION_ERROR.to_owned(),
-                _ => format!("rule:{}", error.message),
-            },
-            message: format!(
-                "{}: Invalid value: \"object\": {}",
-                error.field_path, error.message
-            ),
-        }));
-    }
-    violations
-}
-
-/// `spec.members[2].name` as the schema path `.spec.members[].name`.
-fn schema_form(data_path: &str) -> String {
-    let mut out = String::from(".");
-    let mut in_index = false;
-    for character in data_path.chars() {
-        match character {
-            '[' => {
-                in_index = true;
-                out.push_str("[]");
-            }
-            ']' => in_index = false,
-            _ if in_index => {}
-            _ => out.push(character),
-        }
-    }
-    if out == "." { String::new() } else { out }
-}
-
 /// Whether an object read into the Rust types and written back is the object again: the
 /// serde contract of the API types (absent stays absent). Integers given for quantities come
 /// back as strings of the same digits.
@@ -224,17 +168,5 @@ pub fn round_trips(original: &Value, written: &Value) -> Result<(), String> {
         (Value::Number(n), Value::String(s)) if n.to_string() == *s => Ok(()),
         (a, b) if a == b => Ok(()),
         (a, b) => Err(format!(": {a} became {b}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schema_form_drops_indices() {
-        assert_eq!(schema_form("spec.members[2].name"), ".spec.members[].name");
-        assert_eq!(schema_form("spec"), ".spec");
-        assert_eq!(schema_form(""), "");
     }
 }
