@@ -160,18 +160,18 @@ impl Replay {
             if outcome.success {
                 continue;
             }
-            let Expect::Rejected(expected) = &case.expect else {
-                return Err(format!(
-                    "expected accepted, refused:\n{}",
-                    transcript.join("\n")
-                ));
-            };
             if !step.judged {
                 return Err(format!(
                     "the old object was refused:\n{}",
                     transcript.join("\n")
                 ));
             }
+            let Expect::Rejected(expected) = &case.expect else {
+                return Err(format!(
+                    "expected accepted, refused:\n{}",
+                    transcript.join("\n")
+                ));
+            };
             if !outcome.stderr.contains(expected.as_str()) {
                 return Err(format!(
                     "expected an error containing {expected:?}:\n{}",
@@ -179,15 +179,15 @@ impl Replay {
                 ));
             }
             let after = stored(&objects, name).await?;
-            return match after == before {
-                true => Ok(()),
-                false => Err(format!(
+            if after != before {
+                return Err(format!(
                     "refused, but the object changed:\n{}\n    before: {}\n    after: {}",
                     transcript.join("\n"),
                     show_object(before.as_ref()),
                     show_object(after.as_ref())
-                )),
-            };
+                ));
+            }
+            return Ok(());
         }
         match &case.expect {
             Expect::Accepted if stored(&objects, name).await?.is_some() => Ok(()),
