@@ -35,7 +35,8 @@ pub struct SandboxOptions {
     /// Where the kubeconfig, the cluster network's files, the runtime's state and the control
     /// socket are written.
     pub dir: PathBuf,
-    /// Number of Node objects to create, labelled with hostname and zone.
+    /// Number of Node objects to create, `node-1`..., labelled with their hostname and a zone
+    /// of their own (`zone-a`...).
     pub nodes: usize,
     pub apiserver: ApiServerConfig,
     /// How the nodes run Pods; `None`: the API server only.
@@ -106,8 +107,13 @@ pub struct Sandbox {
     client: kube::Client,
 }
 
-/// The zones nodes are spread over, round robin.
-const ZONES: &[&str] = &["zone-a", "zone-b", "zone-c"];
+/// The zone of node `index` (from 1): one zone each, `zone-a` to `zone-z`, then `zone-27`...
+fn zone_of(index: usize) -> String {
+    match u8::try_from(index) {
+        Ok(number @ 1..=26) => format!("zone-{}", char::from(b'a' + number - 1)),
+        _ => format!("zone-{index}"),
+    }
+}
 
 impl Sandbox {
     /// Starts the control plane, writes `dir/kubeconfig` and creates the nodes.
@@ -121,11 +127,7 @@ impl Sandbox {
         std::fs::write(&kubeconfig_path, &kubeconfig)
             .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
         for index in 1..=options.nodes {
-            create_node(
-                &api.server,
-                &format!("node-{index}"),
-                ZONES[(index - 1) % ZONES.len()],
-            )?;
+            create_node(&api.server, &format!("node-{index}"), &zone_of(index))?;
         }
         let client = client_for(&kubeconfig).await?;
         let cluster = match &options.cluster {
@@ -303,4 +305,14 @@ fn create_node(server: &ApiServer, name: &str, zone: &str) -> anyhow::Result<()>
         },
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_node_has_a_zone_of_its_own() {
+        assert_eq!(super::zone_of(1), "zone-a");
+        assert_eq!(super::zone_of(26), "zone-z");
+        assert_eq!(super::zone_of(27), "zone-27");
+    }
 }

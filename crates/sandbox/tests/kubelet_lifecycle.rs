@@ -337,3 +337,88 @@ async fn deletion_sends_sigterm_and_waits_out_the_grace_period_only_when_needed(
         "SIGKILL after the grace period: {waited:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_contexts_host_network_and_followed_logs() {
+    use futures::{AsyncBufReadExt, TryStreamExt};
+    let cluster = kubelet_support::start().await;
+    let mut as_user = pod_manifest(
+        "as-user",
+        json!({}),
+        None,
+        json!([shell_container(
+            "main",
+            "id -u; id -G; touch /work/file && echo wrote; i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"
+        )]),
+    );
+    as_user["spec"]["securityContext"] =
+        json!({"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 2000, "runAsNonRoot": true});
+    as_user["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "work", "mountPath": "/work"}]);
+    as_user["spec"]["volumes"] = json!([{"name": "work", "emptyDir": {}}]);
+    cluster.create::<Pod>("default", as_user).await;
+    let mut root = pod_manifest(
+        "root",
+        json!({}),
+        None,
+        json!([shell_container("main", "sleep 1")]),
+    );
+    root["spec"]["containers"][0]["securityContext"] = json!({"runAsNonRoot": true});
+    cluster.create::<Pod>("default", root).await;
+    let mut host = pod_manifest(
+        "host",
+        json!({}),
+        None,
+        json!([shell_container("main", "exec sleep 3600")]),
+    );
+    host["spec"]["hostNetwork"] = json!(true);
+    cluster.create::<Pod>("default", host).await;
+
+    let refused = cluster
+        .wait_pod("default", "root", LIMIT, |pod| {
+            waiting_reason(pod, "main") == Some("CreateContainerConfigError")
+        })
+        .await;
+    let message = container_status(&refused, "main")
+        .unwrap()
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap()
+        .message;
+    assert_eq!(
+        message.as_deref(),
+        Some("container has runAsNonRoot and image will run as root")
+    );
+
+    let host = cluster.wait_ready("default", "host", LIMIT).await;
+    let status = host.status.unwrap();
+    assert_eq!(
+        status.pod_ip, status.host_ip,
+        "a hostNetwork Pod has its node's address"
+    );
+
+    cluster.wait_ready("default", "as-user", LIMIT).await;
+    let params = LogParams {
+        follow: true,
+        ..LogParams::default()
+    };
+    let mut lines = cluster
+        .pods("default")
+        .log_stream("as-user", &params)
+        .await
+        .unwrap()
+        .lines();
+    let mut seen = Vec::new();
+    while seen.len() < 6 {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.try_next())
+            .await
+            .expect("the log follows")
+            .unwrap()
+            .unwrap();
+        seen.push(line);
+    }
+    assert_eq!(&seen[..3], ["65532", "65532 2000", "wrote"]);
+    assert_eq!(seen[3..], ["tick 1", "tick 2", "tick 3"]);
+}

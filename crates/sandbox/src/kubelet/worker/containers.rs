@@ -360,6 +360,24 @@ impl PodWorker {
         let env = container_env(&pod, &container, addresses, &objects, &links).map_err(|e| e.0)?;
         let pod_security = spec.security_context.clone().unwrap_or_default();
         let security = container.security_context.clone().unwrap_or_default();
+        let run_as_user = security.run_as_user.or(pod_security.run_as_user);
+        let non_root = security
+            .run_as_non_root
+            .or(pod_security.run_as_non_root)
+            .unwrap_or(false);
+        // Mapped images have no USER of their own: they run as root unless told otherwise.
+        if non_root && run_as_user.unwrap_or(0) == 0 {
+            return Err(match run_as_user {
+                Some(_) => format!(
+                    "container's runAsUser breaks non-root policy (pod: \"{}_{}({})\", container: {})",
+                    self.name(),
+                    namespace,
+                    self.uid,
+                    container.name
+                ),
+                None => "container has runAsNonRoot and image will run as root".to_string(),
+            });
+        }
         Ok(ContainerConfig {
             name: container.name.clone(),
             image: container.image.clone().unwrap_or_default(),
@@ -367,7 +385,7 @@ impl PodWorker {
             args: container.args.clone().unwrap_or_default(),
             env,
             working_dir: container.working_dir.clone().filter(|d| !d.is_empty()),
-            run_as_user: id_number(security.run_as_user.or(pod_security.run_as_user)),
+            run_as_user: id_number(run_as_user),
             run_as_group: id_number(security.run_as_group.or(pod_security.run_as_group)),
             supplemental_groups: pod_security
                 .supplemental_groups
