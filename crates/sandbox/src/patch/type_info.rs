@@ -275,13 +275,13 @@ impl<'a> Definitions<'a> {
         if !self.building.insert(name.to_string()) {
             return Arc::default();
         }
-        let node = Arc::new(self.from_openapi(schema));
+        let node = Arc::new(self.schema_node(schema));
         self.building.remove(name);
         self.built.insert(name.to_string(), Arc::clone(&node));
         node
     }
 
-    fn from_openapi(&mut self, schema: &Value) -> TypeNode {
+    fn schema_node(&mut self, schema: &Value) -> TypeNode {
         if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
             let name = reference.rsplit('/').next().unwrap_or_default();
             let mut node = self.node(name);
@@ -291,7 +291,7 @@ impl<'a> Definitions<'a> {
         if let Some(Value::Array(all_of)) = schema.get("allOf")
             && let Some(first) = all_of.first()
         {
-            let mut node = self.from_openapi(first);
+            let mut node = self.schema_node(first);
             apply_extensions(&mut node, schema);
             return node;
         }
@@ -312,11 +312,11 @@ impl<'a> Definitions<'a> {
                 if let Some(Value::Object(properties)) = schema.get("properties") {
                     for (field, property) in properties {
                         node.fields
-                            .insert(field.clone(), Arc::new(self.from_openapi(property)));
+                            .insert(field.clone(), Arc::new(self.schema_node(property)));
                     }
                 }
                 if let Some(additional @ Value::Object(_)) = schema.get("additionalProperties") {
-                    node.element = Some(Arc::new(self.from_openapi(additional)));
+                    node.element = Some(Arc::new(self.schema_node(additional)));
                 } else if node.fields.is_empty() {
                     node.shape = Shape::Unknown;
                 }
@@ -325,7 +325,7 @@ impl<'a> Definitions<'a> {
                 node.shape = Shape::List;
                 node.element = schema
                     .get("items")
-                    .map(|items| Arc::new(self.from_openapi(items)));
+                    .map(|items| Arc::new(self.schema_node(items)));
             }
             "" => {}
             _ => node.shape = Shape::Scalar,
