@@ -34,6 +34,12 @@ if [ ! -x "${ETCD35_DIR}/etcd" ]; then
   done
 fi
 
+if ! command -v kubectl >/dev/null 2>&1; then
+  # Machines of this kind carry kubectl v1.32; the tests drive the real binary.
+  echo "install-deps: kubectl is missing: install kubectl v1.32 (e.g. apt-get install kubectl from the Kubernetes apt repository, or curl -LO https://dl.k8s.io/release/v1.32.4/bin/linux/amd64/kubectl && install -m 0755 kubectl /usr/local/bin/kubectl)" >&2
+  exit 1
+fi
+
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   echo "install-deps: cargo install cargo-nextest" >&2
   cargo install --locked cargo-nextest
