@@ -18,14 +18,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::KubeletContext;
 use super::heartbeat;
-use super::worker::{self, NodeCommand, NodeContext, Observed, WorkerHandle};
+use super::worker::{self, NodeCommand, NodeContext, Observed, PodWorkerLink};
 use crate::controllers::informer::watch_into_store;
 
 /// Workers by Pod uid, and the uids whose worker is done (the Pod was deleted) so a lagging
 /// cache does not start them again.
 #[derive(Default)]
 struct Workers {
-    running: HashMap<String, WorkerHandle>,
+    running: HashMap<String, PodWorkerLink>,
     done: HashSet<String>,
 }
 

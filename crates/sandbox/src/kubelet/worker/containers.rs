@@ -87,8 +87,16 @@ impl PodWorker {
                 continue;
             }
             match self.run_state(index) {
+                RunState::Running if self.slots[index].image_changed => {
+                    self.replace_for_new_image(index)
+                }
                 RunState::Running => {}
                 RunState::NeverRan => self.try_start(index, false).await,
+                RunState::Exited(_) if self.slots[index].restart_now => {
+                    self.note_exit(index);
+                    self.slots[index].restart_now = false;
+                    self.try_start(index, false).await;
+                }
                 RunState::Exited(ended) => {
                     self.note_exit(index);
                     if restarts(&policy, false, ended.exit_code) {
@@ -104,6 +112,28 @@ impl PodWorker {
         if self.slots.iter().filter(|s| !s.init).all(|s| s.finished) {
             let (init, containers) = self.records();
             self.finish(status::pod_phase(&policy, &init, &containers));
+        }
+    }
+
+    /// Stops a container whose image changed; it starts again with the new one.
+    fn replace_for_new_image(&mut self, index: usize) {
+        let name = self.slots[index].spec.name.clone();
+        self.node.event(
+            &self.pod,
+            EventType::Normal,
+            "Killing",
+            format!("Container {name} definition changed, will be restarted"),
+        );
+        let grace = self.grace_period();
+        let slot = &mut self.slots[index];
+        slot.image_changed = false;
+        slot.restart_now = true;
+        slot.probes = None;
+        slot.ready = false;
+        if let Some(entry) = self.entry.clone() {
+            tokio::spawn(async move {
+                let _ = entry.sandbox.stop_container(&name, grace).await;
+            });
         }
     }
 
@@ -253,6 +283,7 @@ impl PodWorker {
             .insert(name.clone(), config.clone());
         let slot = &mut self.slots[index];
         slot.runs += 1;
+        slot.image_changed = false;
         slot.waiting = None;
         slot.ended_at = None;
         slot.ready = false;

@@ -80,7 +80,7 @@ pub(crate) enum NodeCommand {
 }
 
 /// The node agent's end of a worker.
-pub(crate) struct WorkerHandle {
+pub(crate) struct PodWorkerLink {
     pub observed: watch::Sender<Observed>,
     pub commands: mpsc::UnboundedSender<NodeCommand>,
     pub task: JoinHandle<()>,
@@ -116,6 +116,10 @@ pub(crate) struct ContainerSlot {
     pub probes: Option<AbortOnDrop>,
     /// Image pull or configuration retries wait until then.
     pub retry_at: Option<Instant>,
+    /// The spec's image changed: the running container is to be replaced.
+    pub image_changed: bool,
+    /// Killed for a new image: start again at once, whatever the policy says.
+    pub restart_now: bool,
 }
 
 /// A task aborted when its owner drops it.
@@ -154,7 +158,7 @@ pub(crate) struct PodWorker {
 }
 
 /// Starts the worker of a Pod the node agent just saw.
-pub(crate) fn spawn(node: Arc<NodeContext>, pod: Arc<Pod>) -> WorkerHandle {
+pub(crate) fn spawn(node: Arc<NodeContext>, pod: Arc<Pod>) -> PodWorkerLink {
     let (observed_sender, observed) = watch::channel(Observed::Present(pod.clone()));
     let (command_sender, commands) = mpsc::unbounded_channel();
     let (events, inbox) = mpsc::unbounded_channel();
@@ -176,6 +180,8 @@ pub(crate) fn spawn(node: Arc<NodeContext>, pod: Arc<Pod>) -> WorkerHandle {
             started: false,
             probes: None,
             retry_at: None,
+            image_changed: false,
+            restart_now: false,
         })
         .collect();
     let scale = node.kubelet.time_scale;
@@ -203,7 +209,7 @@ pub(crate) fn spawn(node: Arc<NodeContext>, pod: Arc<Pod>) -> WorkerHandle {
         volume_files: BTreeMap::new(),
         finished: false,
     };
-    WorkerHandle {
+    PodWorkerLink {
         observed: observed_sender,
         commands: command_sender,
         task: tokio::spawn(worker.run()),
@@ -266,7 +272,7 @@ impl PodWorker {
                         }
                     }
                 }
-                Some(event) = self.inbox.recv() => self.handle_event(event).await,
+                Some(event) = self.inbox.recv() => self.take_event(event).await,
                 Some(command) = self.commands.recv() => match command {
                     NodeCommand::Crash(done) => {
                         self.crash().await;
@@ -295,6 +301,31 @@ impl PodWorker {
         };
         if pod.uid().as_deref() == Some(self.uid.as_str()) && version(&pod) >= version(&self.pod) {
             self.pod = pod;
+            self.follow_image_changes();
+        }
+    }
+
+    /// A container's image is the one field of a Pod's containers that can change: the
+    /// running container is then restarted with the new image, whatever the restart policy.
+    fn follow_image_changes(&mut self) {
+        let Some(spec) = self.pod.spec.clone() else {
+            return;
+        };
+        for slot in self.slots.iter_mut().filter(|slot| !slot.init) {
+            let Some(updated) = spec.containers.iter().find(|c| c.name == slot.spec.name) else {
+                continue;
+            };
+            if updated.image == slot.spec.image {
+                continue;
+            }
+            slot.spec.image = updated.image.clone();
+            slot.image_changed = true;
+            let effective = self.effective.as_mut().and_then(|pod| pod.spec.as_mut());
+            if let Some(container) =
+                effective.and_then(|s| s.containers.iter_mut().find(|c| c.name == slot.spec.name))
+            {
+                container.image = updated.image.clone();
+            }
         }
     }
 
@@ -394,7 +425,7 @@ impl PodWorker {
             .unwrap_or(false)
     }
 
-    async fn handle_event(&mut self, event: WorkerEvent) {
+    async fn take_event(&mut self, event: WorkerEvent) {
         match event {
             WorkerEvent::Exited { container, run } => self.container_exited(&container, run),
             WorkerEvent::Probe {

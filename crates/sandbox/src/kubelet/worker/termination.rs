@@ -42,7 +42,7 @@ async fn hurried(mut observed: watch::Receiver<Observed>, grace: Duration) {
 
 impl PodWorker {
     /// The Pod's grace period: the deletion's, else the spec's.
-    fn grace(&self) -> Duration {
+    pub(super) fn grace_period(&self) -> Duration {
         let spec = self
             .pod
             .spec
@@ -79,7 +79,7 @@ impl PodWorker {
     /// `deletionTimestamp` is set: stop, report, delete the object with grace 0.
     pub(super) async fn terminate_for_deletion(&mut self) {
         if self.terminal.is_none() {
-            let grace = self.grace();
+            let grace = self.grace_period();
             self.stop_containers(grace).await;
             self.terminal = Some(TerminalPhase {
                 phase: self.final_phase(),
@@ -109,7 +109,7 @@ impl PodWorker {
 
     /// The object is gone without us (force or namespace deletion): stop and forget.
     pub(super) async fn terminate_gone(&mut self) {
-        let grace = self.grace();
+        let grace = self.grace_period();
         self.stop_containers(grace).await;
         self.dispose();
     }
@@ -149,7 +149,7 @@ impl PodWorker {
     /// every container exited 0. It is never restarted.
     pub(super) async fn shut_down(&mut self, grace_cap: Duration) {
         if self.terminal.is_none() {
-            let grace = self.grace().min(grace_cap);
+            let grace = self.grace_period().min(grace_cap);
             self.stop_containers(grace).await;
             self.terminal = Some(TerminalPhase {
                 phase: self.final_phase(),
