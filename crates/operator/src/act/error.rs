@@ -6,6 +6,9 @@ use crate::build::BuildError;
 use crate::etcd::{EtcdError, EtcdErrorKind};
 use crate::plan::retry_after;
 
+/// How soon a MemberAdd or MemberRemove refused with `unhealthy cluster` is tried again.
+pub const UNHEALTHY_CLUSTER_RETRY: Duration = Duration::from_millis(100);
+
 /// A failed write or step. `what` names the object or call in the terms of the step.
 #[derive(Debug, thiserror::Error)]
 pub enum ActError {
@@ -94,10 +97,18 @@ impl ActError {
 
     /// When to try again: soon for what the next observation resolves (a stale read, etcd's
     /// short refusals), `None` for what needs the growing backoff.
+    ///
+    /// `unhealthy cluster` on MemberAdd lasts until every voter has been connected for etcd's
+    /// 5-second health interval, i.e. it ends at a moment the operator cannot observe; each
+    /// retry is one cheap call, so it is retried every [`UNHEALTHY_CLUSTER_RETRY`] to join
+    /// the next member as close to that moment as a script would.
     pub fn prompt_retry(&self) -> Option<Duration> {
         match self {
             ActError::Conflict { .. } | ActError::AlreadyExists { .. } => {
                 Some(Duration::from_millis(100))
+            }
+            ActError::Etcd(e) if e.kind == EtcdErrorKind::UnhealthyCluster => {
+                Some(UNHEALTHY_CLUSTER_RETRY)
             }
             ActError::Etcd(e)
                 if e.kind.is_transient() || e.kind == EtcdErrorKind::TooManyLearners =>
@@ -192,7 +203,7 @@ mod tests {
             detail: "etcdserver: unhealthy cluster".into(),
         });
         assert_eq!(unhealthy.kind(), "etcd_unhealthy_cluster");
-        assert_eq!(unhealthy.prompt_retry(), Some(crate::plan::FAST_POLL));
+        assert_eq!(unhealthy.prompt_retry(), Some(UNHEALTHY_CLUSTER_RETRY));
         let other = ActError::Etcd(EtcdError {
             call: "MemberAdd",
             endpoints: "http://a:2379".into(),

@@ -87,9 +87,10 @@ pub async fn perform(
                     "finalizers": remaining,
                 },
             });
-            writer
+            let written = writer
                 .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
-                .await
+                .await?;
+            Ok(written.map(|w| vanishing(w, current)))
         }
         Step::CreatePvc(pvc) => writer.create(ObjectKind::Pvc, pvc.as_ref()).await,
         Step::DeletePvc { member, pvc } => {
@@ -125,6 +126,26 @@ pub async fn perform(
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. } => Ok(None),
+    }
+}
+
+/// A finalizer removal on a terminating object may let it go at once.
+fn vanishing(written: Written, object: &EtcdMember) -> Written {
+    match written {
+        Written::Updated {
+            kind,
+            namespace,
+            name,
+            resource_version,
+            ..
+        } => Written::Updated {
+            kind,
+            namespace,
+            name,
+            resource_version,
+            may_vanish: object.metadata.deletion_timestamp.is_some(),
+        },
+        other => other,
     }
 }
 

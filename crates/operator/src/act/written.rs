@@ -18,12 +18,15 @@ pub enum ObjectKind {
 /// One write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Written {
-    /// Created or changed: the cache is current once it holds this resourceVersion or newer.
+    /// Created or changed: the cache is current once it holds this resourceVersion or newer
+    /// (or, when `may_vanish`, once it lacks the object: a finalizer removal that let a
+    /// terminating object go).
     Updated {
         kind: ObjectKind,
         namespace: String,
         name: String,
         resource_version: Option<String>,
+        may_vanish: bool,
     },
     /// Deleted: the cache is current once it lacks the object with this UID, or shows it
     /// terminating.
@@ -42,6 +45,7 @@ impl Written {
             namespace: namespace.to_string(),
             name: name.to_string(),
             resource_version: meta.resource_version.clone(),
+            may_vanish: false,
         }
     }
 

@@ -37,13 +37,17 @@ fn cached(stores: &Stores, written: &Written) -> bool {
             namespace,
             name,
             resource_version,
+            may_vanish,
         } => {
             let Some(wanted) = resource_version else {
                 return true;
             };
-            cached_meta(stores, *kind, namespace, name)
-                .and_then(|m| m.resource_version)
-                .is_some_and(|have| at_least(&have, wanted))
+            match cached_meta(stores, *kind, namespace, name) {
+                None => *may_vanish,
+                Some(meta) => meta
+                    .resource_version
+                    .is_some_and(|have| at_least(&have, wanted)),
+            }
         }
         Written::Deleted {
             kind,

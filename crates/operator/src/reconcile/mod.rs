@@ -97,17 +97,32 @@ pub fn error_policy(
     ctx: Arc<Context>,
 ) -> Action {
     let (namespace, name) = key(&cluster);
-    let backoff = ctx.backoff.failed(&namespace, &name);
-    let delay = error.prompt_retry().unwrap_or(backoff);
-    warn!(
-        namespace = %namespace,
-        cluster = %name,
-        kind = error.kind(),
-        error = %error,
-        retry_in_ms = delay.as_millis() as u64,
-        "reconcile failed"
-    );
-    Action::requeue(delay)
+    match error.prompt_retry() {
+        // Expected and short (a stale read, etcd's health window): not worth a warning.
+        Some(delay) => {
+            debug!(
+                namespace = %namespace,
+                cluster = %name,
+                kind = error.kind(),
+                error = %error,
+                retry_in_ms = delay.as_millis() as u64,
+                "retrying"
+            );
+            Action::requeue(delay)
+        }
+        None => {
+            let backoff = ctx.backoff.failed(&namespace, &name);
+            warn!(
+                namespace = %namespace,
+                cluster = %name,
+                kind = error.kind(),
+                error = %error,
+                retry_in_ms = backoff.as_millis() as u64,
+                "reconcile failed"
+            );
+            Action::requeue(backoff)
+        }
+    }
 }
 
 async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, ReconcileError> {
