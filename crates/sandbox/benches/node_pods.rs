@@ -5,7 +5,8 @@
 //!
 //! `cargo bench -p kube-sandbox --bench node_pods`
 //! (`NODE_BENCH_LATENCY_RUNS`, default 10; `NODE_BENCH_MAX_PODS`, default 120;
-//! `NODE_BENCH_BATCH`, default 20).
+//! `NODE_BENCH_BATCH`, default 20; `NODE_BENCH_NODES`, default 3: each node holds 110 Pods, as
+//! its capacity says, so more Pods need more nodes).
 
 #[path = "../tests/kubelet_support/mod.rs"]
 mod kubelet_support;
@@ -96,7 +97,12 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let cluster = kubelet_support::start().await;
+        let nodes = setting("NODE_BENCH_NODES", 3);
+        let cluster = kubelet_support::start_with(kubelet_support::ClusterOptions {
+            nodes,
+            ..Default::default()
+        })
+        .await;
         let runs = setting("NODE_BENCH_LATENCY_RUNS", 10);
         let mut latencies = Vec::new();
         for run in 0..runs {
@@ -134,7 +140,7 @@ fn main() {
                 begin.elapsed().as_millis()
             );
             if ready < created {
-                println!("stopping: not every Pod became Ready within 120 s");
+                println!("stopping: not every Pod became Ready within 120 s ({nodes} nodes of 110 Pods each)");
                 break;
             }
             held = ready;

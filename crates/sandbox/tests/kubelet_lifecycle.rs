@@ -110,13 +110,18 @@ async fn a_killed_container_restarts_and_repeated_failures_back_off() {
         .unwrap();
     assert_eq!(previous, "boom\n");
     // A new image replaces the running container, whatever the restart policy.
-    cluster.kubectl(&["set", "image", "pod/sleeper", "main=sandbox.local/tools:v2"]).await;
+    cluster
+        .kubectl(&["set", "image", "pod/sleeper", "main=sandbox.local/tools:v2"])
+        .await;
     let replaced = cluster
         .wait_pod("default", "sleeper", LIMIT, |pod| {
             restart_count(pod, "main") == 2 && kubelet_support::is_ready(pod)
         })
         .await;
-    assert_eq!(container_status(&replaced, "main").unwrap().image, "sandbox.local/tools:v2");
+    assert_eq!(
+        container_status(&replaced, "main").unwrap().image,
+        "sandbox.local/tools:v2"
+    );
     let kubectl = cluster.kubectl(&["logs", "sleeper", "--previous"]).await;
     assert_eq!(kubectl, "started\n");
     let tail = cluster.kubectl(&["logs", "sleeper", "--tail=1"]).await;
