@@ -142,6 +142,27 @@ enum FaultCommand {
         #[arg(short, long, default_value = "default")]
         namespace: String,
     },
+    /// Delay and drop a Pod's packets (needs netem in the kernel).
+    Impair {
+        pod: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// Added delay, in milliseconds.
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
+        /// Variation of the delay, in milliseconds.
+        #[arg(long, default_value_t = 0)]
+        jitter_ms: u64,
+        /// Share of packets dropped, 0 to 100.
+        #[arg(long, default_value_t = 0.0)]
+        loss_percent: f64,
+    },
+    /// Remove a Pod's delay and loss.
+    Unimpair {
+        pod: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
     /// Heal a partition between two Pods.
     Heal {
         a: String,
@@ -192,6 +213,20 @@ impl FaultCommand {
             Self::Reconnect { pod, namespace } => Fault::Reconnect { namespace, pod },
             Self::Partition { a, b, namespace } => Fault::Partition { namespace, a, b },
             Self::Heal { a, b, namespace } => Fault::Heal { namespace, a, b },
+            Self::Impair {
+                pod,
+                namespace,
+                delay_ms,
+                jitter_ms,
+                loss_percent,
+            } => Fault::Impair {
+                namespace,
+                pod,
+                delay_ms,
+                jitter_ms,
+                loss_percent,
+            },
+            Self::Unimpair { pod, namespace } => Fault::Unimpair { namespace, pod },
         }
     }
 }

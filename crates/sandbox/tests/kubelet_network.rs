@@ -109,16 +109,13 @@ async fn a_cluster_ip_service_reaches_ready_pods_only_and_is_in_their_environmen
         .await;
     let cluster_ip = service.spec.unwrap().cluster_ip.unwrap();
     for name in ["web-a", "web-b"] {
+        let mut web = web_container(8080);
+        if name == "web-b" {
+            web["readinessProbe"] = json!({"tcpSocket": {"port": "http"}, "periodSeconds": 1});
+        }
+        let labels = json!({"app": "web"});
         cluster
-            .create::<Pod>(
-                "default",
-                pod_manifest(
-                    name,
-                    json!({"app": "web"}),
-                    None,
-                    json!([web_container(8080)]),
-                ),
-            )
+            .create::<Pod>("default", pod_manifest(name, labels, None, json!([web])))
             .await;
     }
     // Selected, but never ready: it must not get traffic.

@@ -236,6 +236,39 @@ async fn frozen_containers_turn_unready_and_partitions_cut_pods_apart() {
         Some("b")
     );
 
+    // Delay through netem where the kernel has it; a clear refusal where it does not.
+    let impairment = kube_sandbox::network::Impairment {
+        delay: Duration::from_millis(300),
+        ..Default::default()
+    };
+    match cluster
+        .kubelet()
+        .impair_pod("default", "b", Some(impairment))
+        .await
+    {
+        Ok(()) => {
+            let started = std::time::Instant::now();
+            assert_eq!(
+                cluster.http_get(&pod_ip(&b), 8080, "/").await.as_deref(),
+                Some("b")
+            );
+            assert!(
+                started.elapsed() >= Duration::from_millis(300),
+                "the delay applies"
+            );
+            cluster
+                .kubelet()
+                .impair_pod("default", "b", None)
+                .await
+                .unwrap();
+        }
+        Err(kube_sandbox::kubelet::FaultError::Network(
+            kube_sandbox::network::NetworkError::Unsupported(reason),
+        )) => {
+            assert!(reason.contains("netem"), "{reason}");
+        }
+        Err(other) => panic!("impairing a Pod failed: {other}"),
+    }
     // A partition between a and b: each still reaches the rest of the cluster.
     let script = format!(
         "while true; do wget -qO- -T 1 http://{}:8080/ >/dev/null 2>&1 && echo reached || echo cut; sleep 0.3; done",

@@ -255,7 +255,7 @@ impl Kubelet {
 }
 
 /// A fault as `kube-sandbox fault` sends it to a running sandbox (one JSON object).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "fault", rename_all = "kebab-case")]
 pub enum Fault {
     /// Send a signal (`SIGKILL`, `TERM`, `9`, ...) to a container's process.
@@ -313,6 +313,19 @@ pub enum Fault {
         namespace: String,
         a: String,
         b: String,
+    },
+    /// Delay and loss on a Pod's link (`tc netem`, where the kernel has it).
+    Impair {
+        namespace: String,
+        pod: String,
+        delay_ms: u64,
+        jitter_ms: u64,
+        loss_percent: f64,
+    },
+    /// Removes a Pod's delay and loss.
+    Unimpair {
+        namespace: String,
+        pod: String,
     },
 }
 
@@ -396,6 +409,25 @@ impl Fault {
             Self::Heal { namespace, a, b } => {
                 kubelet.set_pods_partitioned(namespace, a, b, false).await?;
                 format!("the partition between {a} and {b} of {namespace} is healed")
+            }
+            Self::Impair {
+                namespace,
+                pod,
+                delay_ms,
+                jitter_ms,
+                loss_percent,
+            } => {
+                let impairment = Impairment {
+                    delay: std::time::Duration::from_millis(*delay_ms),
+                    jitter: std::time::Duration::from_millis(*jitter_ms),
+                    loss_percent: *loss_percent,
+                };
+                kubelet.impair_pod(namespace, pod, Some(impairment)).await?;
+                format!("Pod {namespace}/{pod} has {delay_ms} ms delay and {loss_percent}% loss")
+            }
+            Self::Unimpair { namespace, pod } => {
+                kubelet.impair_pod(namespace, pod, None).await?;
+                format!("Pod {namespace}/{pod} has its link back as it was")
             }
         })
     }
