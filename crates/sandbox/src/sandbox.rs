@@ -240,6 +240,37 @@ impl Sandbox {
         client_for(&text).await
     }
 
+    /// Runs async code on a thread of its own inside the cluster network, with a runtime of
+    /// its own: every socket it opens is in the cluster network, so a Rust client (an etcd
+    /// client, say) reaches Pod and Service addresses as a Pod would. Names do not go through
+    /// the cluster DNS there: resolve them with [`ClusterNetwork::lookup`] first.
+    pub async fn run_in_cluster_network<F, Fut, R>(&self, job: F) -> anyhow::Result<R>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = R>,
+        R: Send + 'static,
+    {
+        let namespace = self.network().ok_or(FaultError::NoNodes)?.namespace();
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("cluster-network-job".into())
+            .spawn(move || {
+                let outcome = namespace
+                    .enter_current_thread()
+                    .and_then(|()| {
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                    })
+                    .map(|runtime| runtime.block_on(job()));
+                let _ = sender.send(outcome);
+            })
+            .context("starting a thread in the cluster network")?;
+        Ok(receiver
+            .await
+            .context("the job in the cluster network panicked")??)
+    }
+
     /// Stops the nodes (killing every Pod process) and the API server now; dropping does
     /// the same.
     pub fn stop(&self) {

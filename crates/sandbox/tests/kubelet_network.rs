@@ -81,6 +81,23 @@ async fn pods_under_a_headless_service_reach_each_other_by_name_and_from_the_mac
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // Rust code inside the cluster network: a name resolved by the cluster DNS, then a plain
+    // tokio connection to the Pod.
+    let ip = cluster.network().lookup("peer-1.peers").await.unwrap()[0];
+    let answer = cluster
+        .sandbox
+        .run_in_cluster_network(move || async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut stream = tokio::net::TcpStream::connect((ip, 8080)).await?;
+            stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response).await?;
+            Ok::<_, std::io::Error>(response)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(answer.ends_with("\r\n\r\npeer-1"), "{answer}");
     let endpoints: Endpoints = Api::namespaced(cluster.client(), "default")
         .get("peers")
         .await
