@@ -154,6 +154,8 @@ pub(crate) struct PodWorker {
     /// Inputs the volume files were last computed from, to refresh them on change.
     volume_inputs: Option<VolumeInputs>,
     volume_files: BTreeMap<String, Vec<crate::runtime::ProjectedFile>>,
+    /// The Pod was terminal when this worker started: its status is not written again.
+    status_final: bool,
     finished: bool,
 }
 
@@ -207,6 +209,7 @@ pub(crate) fn spawn(node: Arc<NodeContext>, pod: Arc<Pod>) -> PodWorkerLink {
         wake_at: None,
         volume_inputs: None,
         volume_files: BTreeMap::new(),
+        status_final: false,
         finished: false,
     };
     PodWorkerLink {
@@ -359,7 +362,7 @@ impl PodWorker {
     }
 
     async fn publish_status(&mut self) {
-        if self.finished {
+        if self.finished || self.status_final {
             return;
         }
         let (init, containers) = self.records();

@@ -31,6 +31,8 @@ impl PodWorker {
     /// left behind (node crash or shutdown) is taken over, with its containers' history.
     pub(super) fn adopt_or_inherit(&mut self) {
         if is_terminal(&self.pod) {
+            // Its status is final: this worker only keeps its logs and sees it deleted.
+            self.status_final = true;
             let status = self.pod.status.clone().unwrap_or_default();
             self.terminal = Some(TerminalPhase {
                 phase: if status.phase.as_deref() == Some("Succeeded") {
