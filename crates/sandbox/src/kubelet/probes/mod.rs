@@ -34,6 +34,9 @@ pub enum ProbeAction {
     Exec {
         command: Vec<String>,
     },
+    /// A probe that cannot run (a named port the container does not declare, gRPC): every run
+    /// fails with this reason, as the kubelet's prober reports an error as a failure.
+    Unusable(String),
 }
 
 /// A probe of a container with its timing, in real durations.
@@ -56,20 +59,14 @@ pub struct ContainerProbes {
 }
 
 impl ContainerProbes {
-    /// The probes of `container`; an unusable probe (a named port the container does not
-    /// declare, gRPC) is an error the kubelet would report in an event.
-    pub fn of(container: &Container) -> Result<Self, String> {
-        let parse = |probe: &Option<Probe>| {
-            probe
-                .as_ref()
-                .map(|p| ProbeSpec::parse(container, p))
-                .transpose()
-        };
-        Ok(Self {
-            startup: parse(&container.startup_probe)?,
-            liveness: parse(&container.liveness_probe)?,
-            readiness: parse(&container.readiness_probe)?,
-        })
+    /// The probes of `container`.
+    pub fn of(container: &Container) -> Self {
+        let parse = |probe: &Option<Probe>| probe.as_ref().map(|p| ProbeSpec::parse(container, p));
+        Self {
+            startup: parse(&container.startup_probe),
+            liveness: parse(&container.liveness_probe),
+            readiness: parse(&container.readiness_probe),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -107,8 +104,28 @@ fn resolve_port(container: &Container, port: &IntOrString) -> Result<u16, String
 }
 
 impl ProbeSpec {
-    pub fn parse(container: &Container, probe: &Probe) -> Result<Self, String> {
-        let action = if let Some(http) = &probe.http_get {
+    pub fn parse(container: &Container, probe: &Probe) -> Self {
+        let action = Self::action(container, probe).unwrap_or_else(ProbeAction::Unusable);
+        Self {
+            action,
+            initial_delay: seconds(probe.initial_delay_seconds, 0),
+            period: seconds(probe.period_seconds, 10).max(Duration::from_secs(1)),
+            timeout: seconds(probe.timeout_seconds, 1).max(Duration::from_secs(1)),
+            success_threshold: probe
+                .success_threshold
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(1)
+                .max(1),
+            failure_threshold: probe
+                .failure_threshold
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(3)
+                .max(1),
+        }
+    }
+
+    fn action(container: &Container, probe: &Probe) -> Result<ProbeAction, String> {
+        Ok(if let Some(http) = &probe.http_get {
             ProbeAction::HttpGet {
                 https: http
                     .scheme
@@ -144,22 +161,6 @@ impl ProbeSpec {
             );
         } else {
             return Err("the probe has no handler (httpGet, tcpSocket or exec)".into());
-        };
-        Ok(Self {
-            action,
-            initial_delay: seconds(probe.initial_delay_seconds, 0),
-            period: seconds(probe.period_seconds, 10).max(Duration::from_secs(1)),
-            timeout: seconds(probe.timeout_seconds, 1).max(Duration::from_secs(1)),
-            success_threshold: probe
-                .success_threshold
-                .and_then(|v| u32::try_from(v).ok())
-                .unwrap_or(1)
-                .max(1),
-            failure_threshold: probe
-                .failure_threshold
-                .and_then(|v| u32::try_from(v).ok())
-                .unwrap_or(3)
-                .max(1),
         })
     }
 }
@@ -214,11 +215,13 @@ pub enum ProbeEvent {
     /// The startup probe passed (or there is none): liveness and readiness begin.
     Started,
     /// The startup probe failed `failureThreshold` times: the container is killed.
-    StartupFailed { message: String },
+    StartupFailed,
     /// The readiness probe's result changed.
     Ready(bool),
     /// The liveness probe failed `failureThreshold` times: the container is killed.
-    LivenessFailed { message: String },
+    LivenessFailed,
+    /// One run of a probe failed (`Unhealthy` events, as the kubelet records them).
+    Unhealthy { message: String },
 }
 
 /// Runs an exec probe's command in the container; `Ok(())` when it exited 0, else why not.
@@ -260,6 +263,7 @@ impl ProbeTarget {
                 tcp_connect(&self.sockets, &host(h), *port, timeout).await
             }
             ProbeAction::Exec { command } => (self.exec)(command.clone(), timeout).await,
+            ProbeAction::Unusable(reason) => Err(reason.clone()),
         }
     }
 }
@@ -270,19 +274,32 @@ pub async fn supervise(
     target: ProbeTarget,
     report: impl Fn(ProbeEvent) + Send + Sync,
 ) {
+    // Every failed run is worth an event (the kubelet's `Unhealthy`); its text is returned.
+    let run = |kind: &'static str, spec: &ProbeSpec| {
+        let target = &target;
+        let report = &report;
+        let action = spec.action.clone();
+        let timeout = spec.timeout;
+        async move {
+            let outcome = target.run(&action, timeout).await;
+            outcome.map_err(|reason| {
+                let message = format!("{kind} probe failed: {reason}");
+                report(ProbeEvent::Unhealthy {
+                    message: message.clone(),
+                });
+                message
+            })
+        }
+    };
     if let Some(startup) = &probes.startup {
         tokio::time::sleep(startup.initial_delay).await;
         let mut tracker = ProbeTracker::new(startup, None);
         loop {
-            let outcome = target.run(&startup.action, startup.timeout).await;
+            let outcome = run("Startup", startup).await;
             match tracker.record(outcome.is_ok()) {
                 Some(true) => break,
                 Some(false) => {
-                    let message = format!(
-                        "Startup probe failed: {}",
-                        outcome.err().unwrap_or_default()
-                    );
-                    report(ProbeEvent::StartupFailed { message });
+                    report(ProbeEvent::StartupFailed);
                     return;
                 }
                 None => tokio::time::sleep(startup.period).await,
@@ -297,13 +314,9 @@ pub async fn supervise(
         tokio::time::sleep(spec.initial_delay).await;
         let mut tracker = ProbeTracker::new(spec, Some(true));
         loop {
-            let outcome = target.run(&spec.action, spec.timeout).await;
+            let outcome = run("Liveness", spec).await;
             if tracker.record(outcome.is_ok()) == Some(false) {
-                let message = format!(
-                    "Liveness probe failed: {}",
-                    outcome.err().unwrap_or_default()
-                );
-                report(ProbeEvent::LivenessFailed { message });
+                report(ProbeEvent::LivenessFailed);
                 return futures::future::pending::<()>().await;
             }
             tokio::time::sleep(spec.period).await;
@@ -316,7 +329,7 @@ pub async fn supervise(
         tokio::time::sleep(spec.initial_delay).await;
         let mut tracker = ProbeTracker::new(spec, Some(false));
         loop {
-            let outcome = target.run(&spec.action, spec.timeout).await;
+            let outcome = run("Readiness", spec).await;
             if let Some(ready) = tracker.record(outcome.is_ok()) {
                 report(ProbeEvent::Ready(ready));
             }

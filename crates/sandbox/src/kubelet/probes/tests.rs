@@ -17,8 +17,7 @@ fn probes_parse_with_kubernetes_defaults_and_named_ports() {
         "readinessProbe": {"httpGet": {"path": "/health", "port": "client"}},
         "livenessProbe": {"tcpSocket": {"port": 2380}, "periodSeconds": 2, "failureThreshold": 5},
         "startupProbe": {"exec": {"command": ["cat", "/tmp/ready"]}, "initialDelaySeconds": 3},
-    })))
-    .unwrap();
+    })));
     let readiness = probes.readiness.unwrap();
     assert_eq!(
         readiness.action,
@@ -56,13 +55,15 @@ fn probes_parse_with_kubernetes_defaults_and_named_ports() {
         json!({"readinessProbe": {"httpGet": {"port": "peer"}}}),
     ));
     assert_eq!(
-        unknown_port.unwrap_err(),
-        "couldn't find port \"peer\" in container etcd"
+        unknown_port.readiness.unwrap().action,
+        ProbeAction::Unusable("couldn't find port \"peer\" in container etcd".into())
     );
     let grpc = ContainerProbes::of(&container(
         json!({"livenessProbe": {"grpc": {"port": 2379}}}),
     ));
-    assert!(grpc.unwrap_err().contains("gRPC probes are not supported"));
+    assert!(
+        matches!(grpc.liveness.unwrap().action, ProbeAction::Unusable(reason) if reason.contains("gRPC probes are not supported"))
+    );
 }
 
 fn spec(success: u32, failure: u32) -> ProbeSpec {

@@ -32,28 +32,7 @@ impl PodWorker {
             }
         });
         let container = self.effective_container(index);
-        let probes = match ContainerProbes::of(&container) {
-            Ok(probes) => probes,
-            Err(message) => {
-                self.node
-                    .event(&self.pod, EventType::Warning, "Unhealthy", message);
-                // A probe that can never run never passes: the container stays unready.
-                ContainerProbes {
-                    readiness: Some(probes::ProbeSpec {
-                        action: probes::ProbeAction::TcpSocket {
-                            host: Some("invalid probe".into()),
-                            port: 0,
-                        },
-                        initial_delay: Duration::ZERO,
-                        period: Duration::from_secs(3600),
-                        timeout: Duration::from_secs(1),
-                        success_threshold: 1,
-                        failure_threshold: 1,
-                    }),
-                    ..ContainerProbes::default()
-                }
-            }
-        };
+        let probes = ContainerProbes::of(&container);
         let network = entry.network();
         let target = ProbeTarget {
             sockets: self.node.kubelet.network.sockets().clone(),
@@ -89,14 +68,16 @@ impl PodWorker {
                 }
             }
             ProbeEvent::Ready(ready) => self.slots[index].ready = ready,
-            ProbeEvent::StartupFailed { message } | ProbeEvent::LivenessFailed { message } => {
-                let which = if message.starts_with("Startup") {
+            ProbeEvent::Unhealthy { message } => {
+                self.node
+                    .event(&self.pod, EventType::Warning, "Unhealthy", message);
+            }
+            ProbeEvent::StartupFailed | ProbeEvent::LivenessFailed => {
+                let which = if event == ProbeEvent::StartupFailed {
                     "startup"
                 } else {
                     "liveness"
                 };
-                self.node
-                    .event(&self.pod, EventType::Warning, "Unhealthy", message);
                 self.node.event(
                     &self.pod,
                     EventType::Normal,
