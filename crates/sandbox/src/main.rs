@@ -5,7 +5,8 @@
 //!   controllers until SIGINT or SIGTERM; `DIR/kubeconfig` for kubectl. `--api-only` runs the
 //!   API server alone (no root needed).
 //! - `kube-sandbox exec --dir DIR -- COMMAND...`: runs a command inside the cluster network
-//!   with the cluster DNS (cluster names resolve, `DIR/kubeconfig` works there too).
+//!   with the cluster DNS (cluster names resolve, `DIR/kubeconfig` works there too);
+//!   `--pod NAME [-n NAMESPACE] [-c CONTAINER]` runs it inside a container instead.
 //! - `kube-sandbox fault --dir DIR ...`: kills or freezes a container, crashes, shuts down or
 //!   starts a node, wipes or corrupts a claim, cuts Pods off the network, through the running
 //!   sandbox's control socket (`DIR/control.sock`).
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use kube_sandbox::control::ContainerRef;
 use kube_sandbox::controllers::TimeScale;
 use kube_sandbox::kubelet::Fault;
 use kube_sandbox::network::ClusterNetworkInfo;
@@ -59,10 +61,20 @@ enum Command {
         #[arg(long)]
         api_only: bool,
     },
-    /// Run COMMAND inside the cluster network of the sandbox running in DIR, with its DNS.
+    /// Run COMMAND inside the cluster network of the sandbox running in DIR, with its DNS; or,
+    /// with --pod, inside a container of a Pod (as `kubectl exec` would).
     Exec {
         #[arg(long)]
         dir: PathBuf,
+        /// Run inside this Pod's container instead.
+        #[arg(long)]
+        pod: Option<String>,
+        /// The Pod's namespace.
+        #[arg(short, long, default_value = "default", requires = "pod")]
+        namespace: String,
+        /// The container (needed when the Pod has several).
+        #[arg(short, long, requires = "pod")]
+        container: Option<String>,
         /// The command and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
@@ -274,18 +286,38 @@ async fn main() -> anyhow::Result<()> {
             sandbox.stop();
             Ok(())
         }
-        Command::Exec { dir, command } => {
-            let info = ClusterNetworkInfo::load(&dir).with_context(|| {
-                format!("is `kube-sandbox up --dir {}` running?", dir.display())
-            })?;
-            let status = info
-                .command(&command[0])?
-                .args(&command[1..])
+        Command::Exec {
+            dir,
+            pod,
+            namespace,
+            container,
+            command,
+        } => {
+            let mut child = match pod {
+                Some(pod) => {
+                    let reference = ContainerRef {
+                        namespace,
+                        pod,
+                        container,
+                    };
+                    kube_sandbox::control::container_exec(&dir, &reference)
+                        .await?
+                        .command(&command)?
+                }
+                None => {
+                    let info = ClusterNetworkInfo::load(&dir).with_context(|| {
+                        format!("is `kube-sandbox up --dir {}` running?", dir.display())
+                    })?;
+                    let mut child = info.command(&command[0])?;
+                    child.args(&command[1..]);
+                    child
+                }
+            };
+            let status = child
                 .status()
                 .with_context(|| format!("running {}", command[0]))?;
-            std::process::exit(status.code().unwrap_or(
-                128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0),
-            ));
+            let signal = std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0);
+            std::process::exit(status.code().unwrap_or(128 + signal));
         }
         Command::Fault { dir, fault } => {
             let message = kube_sandbox::control::send_fault(&dir, &fault.into_fault()).await?;

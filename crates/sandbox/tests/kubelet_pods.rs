@@ -53,6 +53,38 @@ async fn etcd_pods_become_ready_through_their_health_probe_side_by_side_on_one_p
             .unwrap_or_default();
         assert!(health.contains("\"health\":\"true\""), "{health}");
     }
+    // A command inside the Pod's container, as `kubectl exec` runs it: the image's etcdctl,
+    // the container's network (127.0.0.1 is etcd's own) and hostname.
+    let output = cluster
+        .kubelet()
+        .exec_in_container(
+            "default",
+            "etcd-a",
+            None,
+            &["etcdctl".into(), "endpoint".into(), "health".into()],
+        )
+        .unwrap()
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && text.contains("127.0.0.1:2379 is healthy"),
+        "{text}"
+    );
+    let hostname = cluster.kubelet().exec_in_container(
+        "default",
+        "etcd-b",
+        Some("etcd"),
+        &["cat".into(), "/etc/hostname".into()],
+    );
+    assert_eq!(hostname.unwrap().output().unwrap().stdout, b"etcd-b\n");
+    assert!(
+        cluster
+            .kubelet()
+            .exec_in_container("default", "etcd-b", Some("nope"), &["true".into()])
+            .is_err()
+    );
     for condition in [
         "PodScheduled",
         "Initialized",

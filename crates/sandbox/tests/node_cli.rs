@@ -153,6 +153,21 @@ fn kube_sandbox_up_runs_kubectl_pods_reachable_through_exec_and_faults() {
         ],
     ));
     assert_eq!(inside, "pod/web\n");
+    // And inside the Pod's container, as `kubectl exec` would.
+    let hostname = stdout(&run(
+        SANDBOX,
+        &[
+            "exec",
+            "--dir",
+            dir_text,
+            "--pod",
+            "web",
+            "--",
+            "cat",
+            "/etc/hostname",
+        ],
+    ));
+    assert_eq!(hostname, "web\n");
     let nodes = stdout(&kubectl(&[
         "get",
         "nodes",

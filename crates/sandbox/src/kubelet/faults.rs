@@ -54,7 +54,11 @@ pub enum FaultError {
 }
 
 impl Kubelet {
-    fn pod_entry(&self, namespace: &str, name: &str) -> Result<Arc<PodEntry>, FaultError> {
+    pub(super) fn pod_entry(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<PodEntry>, FaultError> {
         self.context
             .pods
             .get(namespace, name)
@@ -74,7 +78,10 @@ impl Kubelet {
     }
 
     /// The container named, or the Pod's only container.
-    fn container_of(entry: &PodEntry, container: Option<&str>) -> Result<String, FaultError> {
+    pub(super) fn container_of(
+        entry: &PodEntry,
+        container: Option<&str>,
+    ) -> Result<String, FaultError> {
         let names: Vec<String> = entry
             .sandbox
             .container_statuses()

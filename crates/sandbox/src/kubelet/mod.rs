@@ -15,7 +15,8 @@
 //! - `pods/log` is served from the Pods' log files ([`Kubelet::pod_logs`]).
 //!
 //! Faults (kill or freeze a container, crash or shut down a node, wipe or corrupt a claim, cut
-//! a Pod off the network) are methods of [`Kubelet`] (see [`faults`]).
+//! a Pod off the network) are methods of [`Kubelet`] (see [`faults`]), and so is running a
+//! command inside a container ([`Kubelet::exec_in_container`]).
 //!
 //! Time scale: the CrashLoopBackOff and image pull back-offs (10 s doubling to 5 min) and the
 //! Lease renewal (10 s) are multiplied by it; probe periods and grace periods are not (they are
@@ -25,6 +26,7 @@ pub mod backoff;
 mod claims;
 mod context;
 pub mod env;
+mod exec;
 pub mod faults;
 mod heartbeat;
 mod logs;

@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use container::{Termination, TerminationReason};
+pub use exec::ContainerExec;
 pub use image::{ImageError, ImageMap, ImageRule};
 pub use logs::{LogOptions, render as render_log};
 pub use pod::PodSandbox;

@@ -12,6 +12,7 @@ use nix::sys::signal::Signal;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::container::{ContainerProcess, Termination};
+use super::exec::ContainerExec;
 use super::launch::{MountableVolume, PodFacts, prepare};
 use super::logs::{self, LogOptions, LogWriter};
 use super::spec::{
@@ -330,27 +331,42 @@ impl PodSandbox {
         }
     }
 
-    /// A command that runs inside the running container `config.name`: its namespaces and
-    /// root, `config`'s user, groups, working directory and environment (what exec probes and
-    /// `kubectl exec` need). The caller spawns it and sets up its stdio.
-    pub fn exec_command(
-        &self,
-        config: &ContainerConfig,
-        command: &[String],
-    ) -> Result<std::process::Command, RuntimeError> {
+    /// What a command run inside the running container `config.name` takes from it: its
+    /// process, and `config`'s user, groups, working directory and environment.
+    pub fn exec_target(&self, config: &ContainerConfig) -> Result<ContainerExec, RuntimeError> {
         let process = self.process(&config.name)?;
         if process.termination().is_some() {
             return Err(RuntimeError::NotRunning(config.name.clone()));
         }
         let rule = self.runtime.images.resolve(&config.image)?;
-        let env = super::launch::container_env(rule, config, &self.hostname);
-        let pidfd = process
+        Ok(ContainerExec {
+            container: config.name.clone(),
+            pid: process.pid(),
+            env: super::launch::container_env(rule, config, &self.hostname),
+            run_as_user: config.run_as_user,
+            run_as_group: config.run_as_group,
+            supplemental_groups: config.supplemental_groups.clone(),
+            working_dir: config.working_dir.clone(),
+        })
+    }
+
+    /// A command that runs inside the running container `config.name` (see
+    /// [`PodSandbox::exec_target`]), joined through the process's own pidfd. The caller spawns
+    /// it and sets up its stdio.
+    pub fn exec_command(
+        &self,
+        config: &ContainerConfig,
+        command: &[String],
+    ) -> Result<std::process::Command, RuntimeError> {
+        let target = self.exec_target(config)?;
+        let pidfd = self
+            .process(&config.name)?
             .duplicate_pidfd()
             .map_err(|source| RuntimeError::Io {
                 context: format!("exec in container {}", config.name),
                 source,
             })?;
-        super::exec::command_in(pidfd, env, config, command)
+        target.command_with(pidfd, command)
     }
 
     /// Waits for the current run of `container` to end.
