@@ -64,6 +64,7 @@ enum Command {
     /// Run COMMAND inside the cluster network of the sandbox running in DIR, with its DNS; or,
     /// with --pod, inside a container of a Pod (as `kubectl exec` would).
     Exec {
+        /// Directory of the running sandbox (as given to `up`).
         #[arg(long)]
         dir: PathBuf,
         /// Run inside this Pod's container instead.
@@ -81,6 +82,7 @@ enum Command {
     },
     /// Inflict a fault on the sandbox running in DIR.
     Fault {
+        /// Directory of the running sandbox (as given to `up`).
         #[arg(long)]
         dir: PathBuf,
         #[command(subcommand)]
