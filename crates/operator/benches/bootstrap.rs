@@ -155,6 +155,16 @@ async fn tear_down(cluster: &Cluster, namespace: &str) {
     }
 }
 
+/// Checks (after the clock stopped) that etcd's member list agrees with the EtcdMembers. The
+/// client Service that etcdctl goes through routes to Pods the kubelet marked Ready, which can
+/// lag etcd's own health by a probe period, so this retries.
+async fn agrees(cluster: &Cluster, namespace: &str, replicas: i32) {
+    support::eventually("the member lists to agree", Duration::from_secs(60), || {
+        cluster.membership_agrees(namespace, "etcd", replicas as usize)
+    })
+    .await;
+}
+
 /// From `kubectl apply` of `replicas` members to Available.
 async fn bootstrap(cluster: &Cluster, replicas: i32, run: usize) -> f64 {
     let namespace = format!("bench-{replicas}-{run}");
@@ -162,10 +172,7 @@ async fn bootstrap(cluster: &Cluster, replicas: i32, run: usize) -> f64 {
     let since = Instant::now();
     cluster.apply(&cluster_yaml("etcd", &namespace, replicas, ""));
     let seconds = time_to_available(cluster, &namespace, replicas, since).await;
-    cluster
-        .membership_agrees(&namespace, "etcd", replicas as usize)
-        .await
-        .unwrap();
+    agrees(cluster, &namespace, replicas).await;
     tear_down(cluster, &namespace).await;
     seconds
 }
@@ -179,10 +186,7 @@ async fn grow(cluster: &Cluster, run: usize) -> f64 {
     let since = Instant::now();
     cluster.scale(&namespace, "etcd", 5);
     let seconds = time_to_available(cluster, &namespace, 5, since).await;
-    cluster
-        .membership_agrees(&namespace, "etcd", 5)
-        .await
-        .unwrap();
+    agrees(cluster, &namespace, 5).await;
     tear_down(cluster, &namespace).await;
     seconds
 }

@@ -1,13 +1,16 @@
 //! Two operator replicas from `deploy/` with leader election: exactly one acts (the other
 //! reports `etcd_operator_leader 0` and writes nothing); when the leader hangs, the other takes
 //! the Lease over once it expires and carries on reconciling; the old leader, resumed, finds
-//! the Lease taken and steps down.
+//! the Lease taken and steps down; a leader stopped gracefully releases the Lease so the
+//! standby takes over at once.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::DeleteParams;
 use support::cluster::{Cluster, start_cluster};
 use support::{cluster_yaml, create_namespace, eventually};
 
@@ -147,6 +150,30 @@ async fn e2e_two_operator_replicas_one_acts_and_the_other_takes_over() {
     assert_eq!(
         leader_pod(&cluster).await.as_deref(),
         Some(successor.as_str())
+    );
+
+    // A graceful stop (SIGTERM) releases the Lease: the standby takes over well before it
+    // would have expired, and carries on.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "etcd-operator-system");
+    pods.delete(&successor, &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = Instant::now();
+    eventually(
+        "the standby to take over the released Lease",
+        Duration::from_secs(30),
+        || async {
+            match leader_pod(&cluster).await {
+                Some(pod) if pod != successor => Ok(()),
+                other => Err(format!("holder {other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        deleted.elapsed() < Duration::from_secs(10),
+        "took over {:?} after the graceful stop",
+        deleted.elapsed()
     );
     cluster.scale("ha", "etcd", 3);
     cluster.wait_converged("ha", "etcd", 3, LIMIT).await;

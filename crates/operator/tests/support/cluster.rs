@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
-use kube_sandbox::controllers::{self, ControlPlaneHandle, ControlPlaneOptions, TimeScale};
-use kube_sandbox::kubelet::{Kubelet, KubeletConfig};
-use kube_sandbox::network::{ClusterNetwork, ClusterNetworkConfig};
-use kube_sandbox::runtime::{ContainerRuntime, ImageMap, RuntimeConfig};
+use kube_sandbox::kubelet::Kubelet;
+use kube_sandbox::network::ClusterNetwork;
+use kube_sandbox::runtime::ImageMap;
 use kube_sandbox::{Sandbox, SandboxOptions};
 use serde_json::json;
 
@@ -28,24 +27,22 @@ pub const OPERATOR_NAMESPACE: &str = "etcd-operator-system";
 /// etcdctl 3.5.1, run inside the cluster network.
 pub const ETCDCTL: &str = "/usr/local/lib/etcd-3.5.1/etcdctl";
 
-/// The image map: the operator's image to the binary this test build made, then the sandbox's
-/// built-in map (etcd 3.5.x and 3.4.x images of any registry).
-pub fn image_map(operator_binary: &Path) -> ImageMap {
+/// The operator's image mapped to `operator_binary` (the one this build made); the sandbox puts
+/// its built-in etcd mappings after it.
+pub fn operator_image(operator_binary: &Path) -> ImageMap {
     let yaml = format!(
         "images:\n  - image: \"{OPERATOR_IMAGE}:*\"\n    entrypoint: [/usr/local/bin/etcd-operator]\n    files:\n      /usr/local/bin/etcd-operator: {}\n",
         operator_binary.display()
     );
-    ImageMap::from_yaml(&yaml, Path::new("/"))
-        .expect("the operator's image map")
-        .then(ImageMap::builtin())
+    ImageMap::from_yaml(&yaml, Path::new("/")).expect("the operator's image map")
 }
 
-/// A running cluster. Dropping it stops everything, the node agents first.
+/// A running cluster. Dropping it stops everything (the sandbox stops its node agents first).
 pub struct Cluster {
-    pub kubelet: Kubelet,
-    pub control_plane: ControlPlaneHandle,
+    /// The node agents: faults (kill, freeze, node crash and shutdown, claims, partitions).
+    pub kubelet: KubeletHandle,
+    /// The cluster network: connections and lookups inside it.
     pub network: Arc<ClusterNetwork>,
-    pub runtime: ContainerRuntime,
     pub sandbox: TestSandbox,
 }
 
@@ -56,60 +53,35 @@ impl std::ops::Deref for Cluster {
     }
 }
 
-/// Starts a cluster of `nodes` nodes with the CRDs applied from `deploy/crds/`.
+/// The sandbox's node agents, reached through the sandbox that owns them.
+pub struct KubeletHandle(Arc<Sandbox>);
+
+impl std::ops::Deref for KubeletHandle {
+    type Target = Kubelet;
+    fn deref(&self) -> &Kubelet {
+        self.0.kubelet().expect("a sandbox with nodes")
+    }
+}
+
+/// Starts a cluster of `nodes` nodes (`Sandbox` with nodes, real time) with the CRDs applied
+/// from `deploy/crds/`.
 pub async fn start_cluster(nodes: usize) -> Cluster {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(nodes))
-        .await
-        .expect("the sandbox starts");
-    let network = Arc::new(
-        ClusterNetwork::create(ClusterNetworkConfig::new(dir.path()))
+    let options = SandboxOptions::cluster(dir.path())
+        .nodes(nodes)
+        .images(operator_image(Path::new(env!(
+            "CARGO_BIN_EXE_etcd-operator"
+        ))));
+    let sandbox = Arc::new(
+        Sandbox::start(options)
             .await
-            .expect("the cluster network (the end-to-end tests run as root)"),
+            .expect("the sandbox starts (the end-to-end tests run as root)"),
     );
-    let runtime = ContainerRuntime::new(RuntimeConfig {
-        state_root: dir.path().join("state"),
-        images: image_map(Path::new(env!("CARGO_BIN_EXE_etcd-operator"))),
-    })
-    .expect("the process runtime");
-    // The `kubernetes` Service: Pods reach the API server (on the machine's loopback).
-    let port: u16 = sandbox
-        .url()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("the API server's port");
-    let loopback = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
-    network
-        .proxy()
-        .set_service_to_machine(loopback, loopback.into())
-        .await
-        .expect("the API server inside the cluster network");
-    let client = sandbox.client();
-    let dns: Service = serde_json::from_value(json!({
-        "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
-        "spec": {"clusterIP": network.config().dns_server.to_string(), "ports": [
-            {"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
-    }))
-    .unwrap();
-    Api::namespaced(client.clone(), "kube-system")
-        .create(&PostParams::default(), &dns)
-        .await
-        .expect("the kube-dns Service");
-    let control_plane = controllers::start(
-        client.clone(),
-        ControlPlaneOptions::default().time_scale(TimeScale::REAL),
-    );
-    let names = (1..=nodes).map(|i| format!("node-{i}")).collect();
-    let config = KubeletConfig::new(client, runtime.clone(), network.clone(), names);
-    let kubelet = Kubelet::start(config).await.expect("the node agents start");
-    sandbox.api_server().register_pod_logs(kubelet.pod_logs());
+    let network = sandbox.network().expect("a cluster network").clone();
     let cluster = Cluster {
-        kubelet,
-        control_plane,
+        kubelet: KubeletHandle(sandbox.clone()),
         network,
-        runtime,
         sandbox: TestSandbox { sandbox, dir },
     };
     let crds = repo_root().join("deploy/crds");

@@ -17,9 +17,9 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use kube_sandbox::{Sandbox, SandboxOptions};
 
-/// A sandbox in a temporary directory (removed when dropped).
+/// A sandbox in a temporary directory (removed when dropped, after the sandbox stopped).
 pub struct TestSandbox {
-    pub sandbox: Sandbox,
+    pub sandbox: std::sync::Arc<Sandbox>,
     pub dir: tempfile::TempDir,
 }
 
@@ -42,7 +42,10 @@ pub async fn start_sandbox(nodes: usize) -> TestSandbox {
     let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(nodes))
         .await
         .expect("the sandbox starts");
-    let sandbox = TestSandbox { sandbox, dir };
+    let sandbox = TestSandbox {
+        sandbox: std::sync::Arc::new(sandbox),
+        dir,
+    };
     install_crds(&sandbox.client()).await;
     sandbox
 }
