@@ -147,17 +147,21 @@ fn merge_list(
             .any(|strategy| strategy == "merge")
     });
     if !merges {
+        // The patch's list replaces the original; a `{"$patch": "replace"}` item says so
+        // explicitly and is not itself an item (it used to be stored as an empty `{}`).
         return Ok(Some(
-            patch.iter().cloned().map(strip_value_directives).collect(),
+            patch
+                .iter()
+                .filter(|item| !is_replace_directive(item))
+                .cloned()
+                .map(strip_value_directives)
+                .collect(),
         ));
     }
     let item_type = types.and_then(TypeNode::item);
     let merge_key = types.and_then(|types| types.merge_key.clone());
     // `{"$patch": "replace"}` as an item replaces the whole list with the other items.
-    if patch
-        .iter()
-        .any(|item| item.get(DIRECTIVE).and_then(Value::as_str) == Some("replace"))
-    {
+    if patch.iter().any(is_replace_directive) {
         let items = patch
             .iter()
             .filter(|item| item.get(DIRECTIVE).is_none())
@@ -228,6 +232,11 @@ fn merge_list(
             merged
         }
     }))
+}
+
+/// A list item that is the directive `{"$patch": "replace"}`.
+fn is_replace_directive(item: &Value) -> bool {
+    item.get(DIRECTIVE).and_then(Value::as_str) == Some("replace")
 }
 
 /// A list item with its position in the merged list.

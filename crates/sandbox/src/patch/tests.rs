@@ -167,3 +167,20 @@ fn crd_types_are_bounded_despite_the_self_referencing_schema() {
         json!([{"name": "v2", "served": true}])
     );
 }
+
+/// An atomic list (PodStatus.containerStatuses) is replaced by the patch's list; a
+/// `{"$patch": "replace"}` item in it is the directive, never stored as an empty item.
+#[test]
+fn replace_directive_in_an_atomic_list_is_not_an_item() {
+    let types = TypeInfo::builtin("", "v1", "Pod");
+    let pod = json!({"status": {"containerStatuses": [{"name": "old", "ready": false}]}});
+    let patch = json!({"status": {"containerStatuses": [
+        {"$patch": "replace"},
+        {"name": "etcd", "ready": true},
+    ]}});
+    let merged = strategic_merge_patch(&pod, &patch, &types).expect("merges");
+    assert_eq!(
+        merged["status"]["containerStatuses"],
+        json!([{"name": "etcd", "ready": true}])
+    );
+}
