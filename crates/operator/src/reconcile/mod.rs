@@ -176,17 +176,17 @@ fn log_plan(namespace: &str, cluster: &str, step: &Step, requeue: Duration) {
     match step {
         Step::Idle => debug!(namespace, cluster, requeue_ms, "converged"),
         Step::Wait { reason, message } if reason_is_routine(*reason) => {
-            debug!(namespace, cluster, reason = reason.as_str(), message = %message, requeue_ms, "waiting")
+            debug!(namespace, cluster, reason = reason.as_str(), detail = %message, requeue_ms, "waiting")
         }
         Step::Wait { reason, message } => {
-            info!(namespace, cluster, reason = reason.as_str(), message = %message, requeue_ms, "waiting")
+            info!(namespace, cluster, reason = reason.as_str(), detail = %message, requeue_ms, "waiting")
         }
         step => info!(
             namespace,
             cluster,
             step = ?step.kind(),
             reason = step.reason(),
-            message = %step.message(),
+            detail = %step.message(),
             "step performed"
         ),
     }
