@@ -12,7 +12,7 @@ build: deps
 
 ## test: the whole test suite (installs what it needs first).
 test: deps
-	$(CARGO) nextest run --workspace --all-targets --no-fail-fast
+	$(CARGO) nextest run --workspace --lib --bins --tests --no-fail-fast
 	$(CARGO) test --workspace --doc
 
 ## crds: regenerate deploy/crds/ from the Rust types.

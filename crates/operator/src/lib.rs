@@ -14,6 +14,7 @@ pub mod act;
 pub mod build;
 pub mod config;
 pub mod etcd;
+pub mod failpoints;
 pub mod leader;
 pub mod logging;
 pub mod metrics;

@@ -12,6 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
+use kube_sandbox::controllers::TimeScale;
 use kube_sandbox::kubelet::Kubelet;
 use kube_sandbox::network::ClusterNetwork;
 use kube_sandbox::runtime::ImageMap;
@@ -66,10 +67,17 @@ impl std::ops::Deref for KubeletHandle {
 /// Starts a cluster of `nodes` nodes (`Sandbox` with nodes, real time) with the CRDs applied
 /// from `deploy/crds/`.
 pub async fn start_cluster(nodes: usize) -> Cluster {
+    start_cluster_scaled(nodes, TimeScale::REAL).await
+}
+
+/// [`start_cluster`] with the node agents and node lifecycle on `time_scale` (restart backoff,
+/// heartbeats, eviction; probe and grace periods keep their length).
+pub async fn start_cluster_scaled(nodes: usize, time_scale: TimeScale) -> Cluster {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("temporary directory");
     let options = SandboxOptions::cluster(dir.path())
         .nodes(nodes)
+        .time_scale(time_scale)
         .images(operator_image(Path::new(env!(
             "CARGO_BIN_EXE_etcd-operator"
         ))));

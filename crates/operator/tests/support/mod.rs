@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod healing;
 pub mod manual_node;
+pub mod workload;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
