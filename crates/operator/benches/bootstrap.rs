@@ -68,6 +68,30 @@ async fn time_to_available(
     }
 }
 
+/// Whether `pid` descends from this process: the sandbox's Pods are host processes started by
+/// this benchmark, so other runs on the machine (tests, a demo) are not counted.
+fn descends_from_this_process(pid: u32) -> bool {
+    let me = std::process::id();
+    let mut current = pid;
+    while current > 1 {
+        if current == me {
+            return true;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{current}/stat")) else {
+            return false;
+        };
+        // The fields after the command's closing parenthesis: state, then the parent's PID.
+        let Some(parent) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+        else {
+            return false;
+        };
+        current = parent;
+    }
+    false
+}
+
 /// The operator's process on this machine (the sandbox runs Pods as host processes).
 fn operator_pid() -> u32 {
     let mut found = Vec::new();
@@ -79,6 +103,7 @@ fn operator_pid() -> u32 {
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         if args.first().is_some_and(|a| a.ends_with(b"/etcd-operator"))
             && args.get(1) == Some(&&b"run"[..])
+            && descends_from_this_process(pid)
         {
             found.push(pid);
         }
