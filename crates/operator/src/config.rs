@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 
 use crate::build::{DEFAULT_ETCD_IMAGE_REPOSITORY, OperatorSettings};
 use crate::observe::Scope;
+use crate::plan::RepairTiming;
 
 /// Where a Pod finds its own namespace.
 pub const SERVICE_ACCOUNT_NAMESPACE: &str =
@@ -56,6 +57,16 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
 
+    /// Seconds a member's Pod may stay not ready, with its etcd not answering, before the Pod
+    /// is recreated (repair level 1).
+    #[arg(long, default_value_t = 180)]
+    pub not_ready_grace_seconds: u64,
+
+    /// Seconds to wait before repairing a member again; doubles with each repair of the same
+    /// member, up to 30 times this.
+    #[arg(long, default_value_t = 10)]
+    pub repair_backoff_seconds: u64,
+
     /// Log format: one JSON object per line, or text for a terminal.
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -96,6 +107,10 @@ impl RunArgs {
     pub fn settings(&self) -> OperatorSettings {
         OperatorSettings {
             etcd_image_repository: self.etcd_image_repository.clone(),
+            repair: RepairTiming::from_seconds(
+                self.not_ready_grace_seconds,
+                self.repair_backoff_seconds,
+            ),
         }
     }
 
@@ -166,6 +181,22 @@ mod tests {
         assert!(args.leader_elect);
         assert_eq!(args.lease_name, "etcd-operator-leader");
         assert_eq!(args.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn repair_timing_defaults_and_flags() {
+        assert_eq!(parse(&[]).settings().repair, RepairTiming::default());
+        let repair = parse(&[
+            "--not-ready-grace-seconds",
+            "20",
+            "--repair-backoff-seconds",
+            "2",
+        ])
+        .settings()
+        .repair;
+        assert_eq!(repair.not_ready_grace, std::time::Duration::from_secs(20));
+        assert_eq!(repair.backoff(1), std::time::Duration::from_secs(2));
+        assert_eq!(repair.backoff(10), std::time::Duration::from_secs(60));
     }
 
     #[test]

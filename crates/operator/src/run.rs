@@ -21,6 +21,7 @@ use crate::server::Probes;
 /// restarts and stands by again).
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format, &args.log_level)?;
+    crate::failpoints::setup_from_env();
     let scope = args.scope()?;
     let client = kube_client(&args).await?;
     info!(version = env!("CARGO_PKG_VERSION"), scope = ?scope, "etcd-operator starting");

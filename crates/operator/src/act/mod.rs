@@ -67,9 +67,24 @@ pub async fn act(
         outcome
             .written
             .push(status::write_member_status(ctx, observed, write).await?);
+        if changes_phase(observed, write) {
+            crate::failpoints::after_phase_write();
+        }
     }
     outcome.written.extend(perform(ctx, plan, observed).await?);
+    crate::failpoints::after_step(&plan.step);
     Ok(outcome)
+}
+
+/// Whether `write` gives the member another phase than the one observed.
+fn changes_phase(observed: &Observed, write: &crate::plan::MemberStatusWrite) -> bool {
+    let before = observed
+        .members
+        .iter()
+        .find(|m| m.member.metadata.name.as_deref() == Some(write.member.as_str()))
+        .and_then(|m| m.member.status.as_ref())
+        .and_then(|s| s.phase);
+    before != write.status.phase
 }
 
 /// The one step.

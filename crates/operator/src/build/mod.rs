@@ -33,17 +33,20 @@ use etcd_operator_api::{EtcdCluster, EtcdMember};
 /// The etcd image repository used when the operator is not told otherwise.
 pub const DEFAULT_ETCD_IMAGE_REPOSITORY: &str = "quay.io/coreos/etcd";
 
-/// Operator-wide settings that shape the objects it builds.
+/// Operator-wide settings: what shapes the objects it builds, and how patiently it repairs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OperatorSettings {
     /// Repository of the etcd image (registry and path, no tag); the tag is `v<version>`.
     pub etcd_image_repository: String,
+    /// Grace periods and backoff of the repair ladder.
+    pub repair: crate::plan::RepairTiming,
 }
 
 impl Default for OperatorSettings {
     fn default() -> Self {
         OperatorSettings {
             etcd_image_repository: DEFAULT_ETCD_IMAGE_REPOSITORY.to_string(),
+            repair: Default::default(),
         }
     }
 }

@@ -285,6 +285,7 @@ fn scheduling_fields_and_metadata_pass_through() {
     });
     let settings = OperatorSettings {
         etcd_image_repository: "mirror.local/etcd".into(),
+        ..Default::default()
     };
     let pod = member_pod(&m, &seed_start(), &settings).unwrap();
     let labels = pod.metadata.labels.clone().unwrap();

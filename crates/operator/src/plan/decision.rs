@@ -16,6 +16,10 @@ pub struct MemberEdit {
     pub phase: Option<MemberPhase>,
     /// The new `recreateCount`.
     pub recreate_count: Option<i32>,
+    /// Restart the phase's transition time even when the phase stays (a new recreation
+    /// attempt while already Recreating): the repair clock the backoff and the old-Pod test
+    /// read.
+    pub restart_clock: bool,
     /// Forget the member's etcd identity (ID, voter flag, recorded Pod UID): it is added
     /// again as a new member.
     pub reset_identity: bool,
@@ -38,6 +42,11 @@ impl MemberEdit {
 
     pub fn recreate_count(mut self, count: i32) -> MemberEdit {
         self.recreate_count = Some(count);
+        self
+    }
+
+    pub fn restart_clock(mut self) -> MemberEdit {
+        self.restart_clock = true;
         self
     }
 
@@ -98,6 +107,7 @@ impl Decision {
                 existing.phase = edit.phase.or(existing.phase);
                 existing.recreate_count = edit.recreate_count.or(existing.recreate_count);
                 existing.reset_identity |= edit.reset_identity;
+                existing.restart_clock |= edit.restart_clock;
                 existing.not_ready = edit.not_ready.or(existing.not_ready.take());
             }
             None => self.edits.push(edit),

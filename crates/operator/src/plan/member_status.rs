@@ -49,7 +49,10 @@ pub fn member_status(
     }
 
     if let Some(edit) = edit {
-        if let Some(phase) = edit.phase.filter(|p| status.phase != Some(*p)) {
+        if let Some(phase) = edit
+            .phase
+            .filter(|p| status.phase != Some(*p) || edit.restart_clock)
+        {
             status.phase = Some(phase);
             status.last_phase_transition_time = Some(Time(ctx.now));
         }

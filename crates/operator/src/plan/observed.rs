@@ -89,6 +89,8 @@ pub struct PodFacts {
     pub last_termination_reason: Option<String>,
     /// `status.startTime`, else `metadata.creationTimestamp`.
     pub started_at: Option<Timestamp>,
+    /// When the Pod's Ready condition last changed (`lastTransitionTime`).
+    pub ready_changed_at: Option<Timestamp>,
     pub node: Option<String>,
     /// The Pod carries `etcd-operator.cozystack.io/role=voter`.
     pub voter_label: bool,
@@ -104,11 +106,15 @@ impl PodFacts {
             .iter()
             .flatten()
             .find(|c| c.name == ETCD_CONTAINER);
-        let ready = status
+        let ready_condition = status
             .conditions
             .iter()
             .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
+            .find(|c| c.type_ == "Ready");
+        let ready = ready_condition.is_some_and(|c| c.status == "True");
+        let ready_changed_at = ready_condition
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0);
         PodFacts {
             name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
@@ -128,6 +134,7 @@ impl PodFacts {
                 .start_time
                 .map(|t| t.0)
                 .or_else(|| pod.metadata.creation_timestamp.clone().map(|t| t.0)),
+            ready_changed_at,
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             voter_label: pod
                 .metadata

@@ -33,13 +33,56 @@ pub const MAX_RECREATIONS: i32 = 3;
 pub const BASE_BACKOFF: Duration = Duration::from_secs(10);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// The delay before repairing a member again after `recreations` recreations.
-pub fn repair_backoff(recreations: i32) -> Duration {
-    if recreations <= 0 {
-        return Duration::ZERO;
+/// How long moving leadership away may be tried before the destructive step goes ahead anyway
+/// (etcd then elects a new leader itself).
+pub const LEADER_MOVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How patiently members are repaired: the constants above by default; the operator's flags
+/// shorten them (the end-to-end tests do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepairTiming {
+    /// How long a Pod may stay not ready (its etcd unhealthy) before it is recreated.
+    pub not_ready_grace: Duration,
+    /// The first repair backoff; it doubles with every recreation, up to `backoff_max`.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+}
+
+impl Default for RepairTiming {
+    fn default() -> Self {
+        RepairTiming {
+            not_ready_grace: NOT_READY_GRACE,
+            backoff_base: BASE_BACKOFF,
+            backoff_max: MAX_BACKOFF,
+        }
     }
-    let doublings = (recreations - 1).min(16) as u32;
-    BASE_BACKOFF.saturating_mul(1 << doublings).min(MAX_BACKOFF)
+}
+
+impl RepairTiming {
+    /// From the flags: the grace period and the first backoff, the longest backoff 30 times it.
+    pub fn from_seconds(not_ready_grace: u64, backoff_base: u64) -> Self {
+        RepairTiming {
+            not_ready_grace: Duration::from_secs(not_ready_grace),
+            backoff_base: Duration::from_secs(backoff_base),
+            backoff_max: Duration::from_secs(backoff_base.saturating_mul(30)),
+        }
+    }
+
+    /// The delay before repairing a member again after `recreations` recreations.
+    pub fn backoff(&self, recreations: i32) -> Duration {
+        if recreations <= 0 {
+            return Duration::ZERO;
+        }
+        let doublings = (recreations - 1).min(16) as u32;
+        self.backoff_base
+            .saturating_mul(1 << doublings)
+            .min(self.backoff_max)
+    }
+}
+
+/// The delay before repairing a member again after `recreations` recreations (defaults).
+pub fn repair_backoff(recreations: i32) -> Duration {
+    RepairTiming::default().backoff(recreations)
 }
 
 /// How long until `since + delay`, or `None` once it has passed.

@@ -348,5 +348,7 @@ async fn read_back(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    panic!("reading the workload's keys back through {endpoint} failed for {READ_BACK_LIMIT:?}: {last_error}");
+    panic!(
+        "reading the workload's keys back through {endpoint} failed for {READ_BACK_LIMIT:?}: {last_error}"
+    );
 }

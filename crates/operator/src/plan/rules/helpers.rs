@@ -80,11 +80,20 @@ pub fn delete_pod(m: &MemberView<'_>, pod: &PodFacts) -> Step {
 }
 
 /// Before `m`'s Pod is deleted, recreated or replaced, or `m` leaves etcd: if it leads, move
-/// leadership to the ready voter with the lowest ordinal. `None` when it does not lead or no
-/// other voter is ready (then the step goes ahead and etcd elects a new leader itself).
+/// leadership to the ready voter with the lowest ordinal. `None` when it does not lead, when no
+/// other voter is ready, or when a repair or leave has been trying for longer than
+/// [`LEADER_MOVE_TIMEOUT`] (best effort: the step then goes ahead and etcd elects a new leader
+/// itself).
 pub fn leadership_first(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
     let leader = ctx.leader()?;
     if leader.name != m.name {
+        return None;
+    }
+    let disrupting = matches!(
+        m.phase,
+        MemberPhase::Recreating | MemberPhase::Replacing | MemberPhase::Terminating
+    );
+    if disrupting && timing::elapsed_beyond(m.phase_since(), timing::LEADER_MOVE_TIMEOUT, ctx.now) {
         return None;
     }
     let successor = ctx.successor_for(m.name)?;

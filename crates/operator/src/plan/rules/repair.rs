@@ -18,9 +18,7 @@ use crate::build::{client_service, headless_service, service_drift};
 use crate::plan::context::{Context, Health, MemberView};
 use crate::plan::decision::{Decision, MemberEdit};
 use crate::plan::step::{Step, WaitReason};
-use crate::plan::timing::{
-    self, MAX_RECREATIONS, NOT_READY_GRACE, START_GRACE, elapsed_beyond, remaining, repair_backoff,
-};
+use crate::plan::timing::{self, MAX_RECREATIONS, START_GRACE, elapsed_beyond, remaining};
 
 /// Rule 7, per-member repair, in this order: the Services; dead Pods; repairs in progress
 /// (one member in Replacing or Recreating); starting a new repair.
@@ -234,7 +232,8 @@ fn continue_replacement(ctx: &Context<'_>, m: &MemberView<'_>) -> Decision {
 }
 
 /// A live Pod that keeps failing: crash-looping, or not ready (and etcd not answering for it)
-/// past [`NOT_READY_GRACE`].
+/// for longer than the grace period, counted from when its Ready condition turned False (a
+/// member that ran for days and hangs gets the whole grace period too).
 fn failing(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
     let Some(pod) = m.observed.pod.as_ref() else {
         return false;
@@ -245,7 +244,11 @@ fn failing(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
     pod.is_crash_looping()
         || (!pod.ready
             && matches!(m.health, Health::Down | Health::NoQuorum | Health::Unknown)
-            && elapsed_beyond(pod.started_at, NOT_READY_GRACE, ctx.now))
+            && elapsed_beyond(
+                pod.started_at.max(pod.ready_changed_at),
+                ctx.observed.settings.repair.not_ready_grace,
+                ctx.now,
+            ))
 }
 
 /// A member that ran in the cluster but that etcd no longer lists (removed behind the
@@ -301,7 +304,8 @@ fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
             continue;
         }
         let count = m.recreate_count();
-        if let Some(wait) = remaining(m.phase_since(), repair_backoff(count), ctx.now) {
+        let backoff = ctx.observed.settings.repair.backoff(count);
+        if let Some(wait) = remaining(m.phase_since(), backoff, ctx.now) {
             let message = format!(
                 "{} keeps failing; repair attempt {} in {}s (backoff)",
                 m.name,
@@ -330,9 +334,12 @@ fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
                 ),
             );
         }
+        // Each attempt restarts the phase's clock, also when the member is already Recreating:
+        // the Pod started before it is the one the attempt deletes.
         return Some(Decision::set_phase(m.name, MemberPhase::Recreating).with(
             MemberEdit::new(m.name)
                 .phase(MemberPhase::Recreating)
+                .restart_clock()
                 .recreate_count(count + 1)
                 .not_ready(
                     "Recreating",

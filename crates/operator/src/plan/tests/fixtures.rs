@@ -63,6 +63,7 @@ pub fn running_pod(member: &str) -> PodFacts {
         waiting_reason: None,
         last_termination_reason: None,
         started_at: Some(at(0)),
+        ready_changed_at: None,
         node: Some("node-a".into()),
         voter_label: true,
         owner_uid: Some(format!("uid-{member}")),

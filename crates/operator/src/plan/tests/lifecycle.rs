@@ -124,7 +124,8 @@ fn rule4_leaving_member_is_marked_terminating_first() {
 fn rule4_leaving_leader_hands_leadership_to_the_lowest_ready_voter() {
     let mut fx = Fx::healthy(3);
     deleting(&mut fx, "etcd-0");
-    fx.set_phase("etcd-0", MemberPhase::Terminating, at(60));
+    // Just started leaving: moving leadership is tried for LEADER_MOVE_TIMEOUT.
+    fx.set_phase("etcd-0", MemberPhase::Terminating, at(100_000 - 1));
     assert_eq!(
         fx.step(),
         Step::MoveLeader {

@@ -3,6 +3,7 @@
 //! property tests of the safety invariants.
 
 mod fixtures;
+mod healing;
 mod lifecycle;
 mod membership;
 mod operations;
