@@ -1,6 +1,6 @@
 //! The bootstrap benchmark (prints figures; not a timed test). Needs root, like the e2e tests.
 //!
-//!   cargo bench -p etcd-operator --bench bootstrap
+//!   cargo bench -p etcd-operator --bench bootstrap   (BOOTSTRAP_BENCH_RUNS=0: idle part only)
 //!
 //! In one run: the scripted floor (`benches/floor.sh`: the same etcd binaries joined one at a
 //! time as learners, no Kubernetes), then the operator deployed from `deploy/` into a sandbox
@@ -230,8 +230,14 @@ fn samples(values: &[f64]) -> String {
         .join(", ")
 }
 
-/// Runs of each scenario; the table shows the median.
-const RUNS: usize = 3;
+/// Runs of each scenario (`BOOTSTRAP_BENCH_RUNS`, default 3; 0 measures only the idle
+/// clusters); the table shows the median.
+fn runs() -> usize {
+    std::env::var("BOOTSTRAP_BENCH_RUNS")
+        .ok()
+        .and_then(|runs| runs.parse().ok())
+        .unwrap_or(3)
+}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
@@ -239,9 +245,10 @@ async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    println!("# bootstrap benchmark (etcd 3.5.1, median of {RUNS} runs)");
+    let runs = runs();
+    println!("# bootstrap benchmark (etcd 3.5.1, median of {runs} runs)");
     let mut floors: Vec<(String, Vec<f64>)> = Vec::new();
-    for _ in 0..RUNS {
+    for _ in 0..runs {
         for args in [&["1"][..], &["3", "5"][..], &["5"][..]] {
             for (what, seconds) in floor(args) {
                 match floors.iter_mut().find(|(w, _)| *w == what) {
@@ -263,19 +270,21 @@ async fn main() {
     cluster.deploy_operator(1).await;
     let client = cluster.client();
     let mut rows: Vec<(String, Vec<f64>, Vec<f64>)> = Vec::new();
-    for replicas in [1, 3, 5] {
+    for replicas in [1, 3, 5].into_iter().filter(|_| runs > 0) {
         let mut ours = Vec::new();
-        for run in 0..RUNS {
+        for run in 0..runs {
             ours.push(bootstrap(&cluster, replicas, run).await);
         }
         let what = format!("bootstrap {replicas}");
         rows.push((what.clone(), ours, floor_of(&what)));
     }
-    let mut ours = Vec::new();
-    for run in 0..RUNS {
-        ours.push(grow(&cluster, run).await);
+    if runs > 0 {
+        let mut ours = Vec::new();
+        for run in 0..runs {
+            ours.push(grow(&cluster, run).await);
+        }
+        rows.push(("grow 3 5".to_string(), ours, floor_of("grow 3 5")));
     }
-    rows.push(("grow 3 5".to_string(), ours, floor_of("grow 3 5")));
 
     println!();
     println!(
