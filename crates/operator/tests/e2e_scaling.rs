@@ -1,12 +1,14 @@
 //! Scaling with `kubectl scale` through the /scale subresource, by the operator deployed from
 //! `deploy/`: data written before each step is there after it, and etcd's member list agrees
-//! with the EtcdMembers at every step.
+//! with the EtcdMembers at every step. A client workload writes through the client Service
+//! the whole time: no acknowledged write may be lost.
 
 mod support;
 
 use std::time::Duration;
 
 use support::cluster::{Cluster, start_cluster};
+use support::workload::Workload;
 use support::{cluster_yaml, create_namespace, get_cluster, members};
 
 const LIMIT: Duration = Duration::from_secs(180);
@@ -46,10 +48,12 @@ async fn e2e_scale_three_five_three_one_three() {
     create_namespace(&cluster.client(), "scale").await;
     cluster.apply(&cluster_yaml("etcd", "scale", 3, ""));
     cluster.wait_converged("scale", "etcd", 3, LIMIT).await;
+    let workload = Workload::start(cluster.network.clone(), "scale", "etcd", "scale");
     let mut written = Vec::new();
     for replicas in [5, 3, 1, 3] {
         step(&cluster, "scale", replicas, &mut written).await;
     }
+    workload.stop().await.assert_no_loss();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -66,6 +70,9 @@ async fn e2e_scale_to_zero_and_back_keeps_cluster_and_member_ids() {
         .unwrap()
         .cluster_id;
     let ids = cluster.etcd_members("zero", "etcd").unwrap();
+    // Through the scale to zero too: writes fail while no member runs, and every write
+    // acknowledged before is there after.
+    let workload = Workload::start(cluster.network.clone(), "zero", "etcd", "zero");
 
     let mut written = Vec::new();
     step(&cluster, "zero", 0, &mut written).await;
@@ -73,6 +80,7 @@ async fn e2e_scale_to_zero_and_back_keeps_cluster_and_member_ids() {
     assert_eq!(parked.len(), 3, "the EtcdMembers are kept");
     assert!(parked.iter().all(|m| m.spec.dormant == Some(true)));
     step(&cluster, "zero", 3, &mut written).await;
+    workload.stop().await.assert_no_loss();
 
     let after = get_cluster(&client, "zero", "etcd")
         .await
