@@ -41,3 +41,49 @@ where
     });
     store
 }
+
+/// The watches of one controller, as one value: every store wakes the same [`Informers::changed`]
+/// and stops with the same token, and [`Informers::synced`] waits for all of their first lists.
+pub struct Informers {
+    /// Woken after every event of every watch.
+    pub changed: Arc<Notify>,
+    token: CancellationToken,
+    first_lists: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+}
+
+impl Informers {
+    pub fn new(token: &CancellationToken) -> Self {
+        Informers {
+            changed: Arc::new(Notify::new()),
+            token: token.clone(),
+            first_lists: Vec::new(),
+        }
+    }
+
+    /// Watches every object of `api` into a store.
+    pub fn watch<K>(&mut self, api: Api<K>) -> Store<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let store = watch_into_store(
+            api,
+            watcher::Config::default(),
+            self.changed.clone(),
+            self.token.clone(),
+        );
+        let first_list = store.clone();
+        self.first_lists.push(Box::pin(async move {
+            let _ = first_list.wait_until_ready().await;
+        }));
+        store
+    }
+
+    /// Waits until every store holds its first list; false when the token was cancelled first.
+    pub async fn synced(&mut self) -> bool {
+        let first_lists = futures::future::join_all(std::mem::take(&mut self.first_lists));
+        tokio::select! {
+            () = self.token.cancelled() => false,
+            _ = first_lists => true,
+        }
+    }
+}

@@ -10,13 +10,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::controllers::informer::watch_into_store;
+use crate::controllers::informer::Informers;
 use crate::runtime::PersistentVolumeStore;
 use crate::scheduler::is_terminal;
 
@@ -51,27 +49,13 @@ struct ClaimController {
 }
 
 pub(crate) async fn run(client: Client, volumes: PersistentVolumeStore, token: CancellationToken) {
-    let changed = Arc::new(Notify::new());
-    let claims = watch_into_store(
-        Api::<PersistentVolumeClaim>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let pods = watch_into_store(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let ready = async {
-        let _ = claims.wait_until_ready().await;
-        let _ = pods.wait_until_ready().await;
-    };
-    tokio::select! {
-        () = token.cancelled() => return,
-        () = ready => {}
+    let mut informers = Informers::new(&token);
+    let claims = informers.watch(Api::<PersistentVolumeClaim>::all(client.clone()));
+    let pods = informers.watch(Api::<Pod>::all(client.clone()));
+    if !informers.synced().await {
+        return;
     }
+    let changed = informers.changed.clone();
     let mut controller = ClaimController {
         client,
         volumes,

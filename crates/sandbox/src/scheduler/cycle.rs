@@ -2,22 +2,19 @@
 //! why the Pod stays Pending.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodCondition};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::cluster::{Cluster, is_terminal, node_name_of};
 use super::placement::{Unschedulable, schedule};
-use crate::controllers::informer::watch_into_store;
+use crate::controllers::informer::Informers;
 
 /// The scheduler name Pods get by default, and the one this scheduler answers to by default.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -42,34 +39,14 @@ impl Default for SchedulerOptions {
 
 /// Schedules Pods until `token` is cancelled.
 pub async fn run_scheduler(client: Client, options: SchedulerOptions, token: CancellationToken) {
-    let changed = Arc::new(Notify::new());
-    let nodes = watch_into_store(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let pods = watch_into_store(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let namespaces = watch_into_store(
-        Api::<Namespace>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let ready = async {
-        let _ = nodes.wait_until_ready().await;
-        let _ = pods.wait_until_ready().await;
-        let _ = namespaces.wait_until_ready().await;
-    };
-    tokio::select! {
-        () = token.cancelled() => return,
-        () = ready => {}
+    let mut informers = Informers::new(&token);
+    let nodes = informers.watch(Api::<Node>::all(client.clone()));
+    let pods = informers.watch(Api::<Pod>::all(client.clone()));
+    let namespaces = informers.watch(Api::<Namespace>::all(client.clone()));
+    if !informers.synced().await {
+        return;
     }
+    let changed = informers.changed.clone();
     let recorder = Recorder::new(
         client.clone(),
         Reporter {

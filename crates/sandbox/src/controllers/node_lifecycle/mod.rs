@@ -20,7 +20,6 @@ mod health;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -30,10 +29,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +38,7 @@ pub use eviction::{Eviction, eviction_time};
 pub use health::{reconciled_taints, unknown_conditions};
 
 use super::TimeScale;
-use super::informer::watch_into_store;
+use super::informer::Informers;
 use super::pods::{is_ready, now_rfc3339, pod_condition};
 use crate::scheduler::node_name_of;
 use crate::scheduler::taints::{NO_EXECUTE, node_condition};
@@ -93,34 +90,17 @@ pub async fn run_node_lifecycle(
     options: NodeLifecycleOptions,
     token: CancellationToken,
 ) {
-    let changed = Arc::new(Notify::new());
-    let nodes = watch_into_store(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let leases = watch_into_store(
-        Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let pods = watch_into_store(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let ready = async {
-        let _ = nodes.wait_until_ready().await;
-        let _ = leases.wait_until_ready().await;
-        let _ = pods.wait_until_ready().await;
-    };
-    tokio::select! {
-        () = token.cancelled() => return,
-        () = ready => {}
+    let mut informers = Informers::new(&token);
+    let nodes = informers.watch(Api::<Node>::all(client.clone()));
+    let leases = informers.watch(Api::<Lease>::namespaced(
+        client.clone(),
+        NODE_LEASE_NAMESPACE,
+    ));
+    let pods = informers.watch(Api::<Pod>::all(client.clone()));
+    if !informers.synced().await {
+        return;
     }
+    let changed = informers.changed.clone();
     let recorder = Recorder::new(
         client.clone(),
         Reporter {

@@ -14,12 +14,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints, Pod, Service};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::controllers::informer::watch_into_store;
+use crate::controllers::informer::Informers;
 use crate::network::ClusterNetwork;
 use crate::network::dns::ServiceDns;
 use endpoints::{ProxyRule, has_selector, proxy_rules, service_dns, subsets};
@@ -42,34 +40,14 @@ struct ServiceController {
 
 /// Runs until `token` is cancelled.
 pub(crate) async fn run(client: Client, network: Arc<ClusterNetwork>, token: CancellationToken) {
-    let changed = Arc::new(Notify::new());
-    let services = watch_into_store(
-        Api::<Service>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let pods = watch_into_store(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let endpoints = watch_into_store(
-        Api::<Endpoints>::all(client.clone()),
-        watcher::Config::default(),
-        changed.clone(),
-        token.clone(),
-    );
-    let ready = async {
-        let _ = services.wait_until_ready().await;
-        let _ = pods.wait_until_ready().await;
-        let _ = endpoints.wait_until_ready().await;
-    };
-    tokio::select! {
-        () = token.cancelled() => return,
-        () = ready => {}
+    let mut informers = Informers::new(&token);
+    let services = informers.watch(Api::<Service>::all(client.clone()));
+    let pods = informers.watch(Api::<Pod>::all(client.clone()));
+    let endpoints = informers.watch(Api::<Endpoints>::all(client.clone()));
+    if !informers.synced().await {
+        return;
     }
+    let changed = informers.changed.clone();
     let mut controller = ServiceController {
         client,
         network,
