@@ -228,27 +228,31 @@ async fn controllers_job_is_deleted_after_its_ttl_with_its_pods() {
     let cluster = job_sandbox().await;
     let jobs: Api<Job> = Api::default_namespaced(cluster.client());
     let pods = cluster.pods();
-    // 100 cluster seconds after finishing: one real second.
+    // 300 cluster seconds after finishing: three real seconds.
     jobs.create(
         &PostParams::default(),
-        &job("once", json!({"ttlSecondsAfterFinished": 100})),
+        &job("once", json!({"ttlSecondsAfterFinished": 300})),
     )
     .await
     .unwrap();
     let pod = bound_active_pods(&pods, "once", 1).await.remove(0);
     set_phase(&pods, &pod.name_any(), "Succeeded", false).await;
-    eventually("the Job complete", 20, || async {
-        condition(&jobs.get("once").await.ok()?, "Complete")
+    let completed = eventually("the Job complete", 20, || async {
+        let job = jobs.get("once").await.ok()?;
+        condition(&job, "Complete")?;
+        job.status?.completion_time
     })
     .await;
-    assert!(
-        jobs.get_opt("once").await.unwrap().is_some(),
-        "kept until the TTL passes"
-    );
     eventually("the Job deleted", 20, || async {
         jobs.get_opt("once").await.unwrap().is_none().then_some(())
     })
     .await;
+    // The completion time has whole seconds, so the Job lived at least 2 s of it after it.
+    let lived = jiff::Timestamp::now().duration_since(completed.0);
+    assert!(
+        lived >= jiff::SignedDuration::from_secs(2),
+        "kept until the TTL passed: deleted {lived:?} after its completion time"
+    );
     eventually("its Pod collected", 20, || async {
         pods.get_opt(&pod.name_any())
             .await

@@ -3,12 +3,14 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
-use kube::Resource;
 use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -86,4 +88,33 @@ impl Informers {
             _ = first_lists => true,
         }
     }
+}
+
+/// Runs `reconcile` for every `Parent` until `token` is cancelled, woken as well by changes to
+/// the `Child` objects a parent controls; a failed pass is tried again after 500 ms.
+pub async fn run_owning_controller<Parent, Child, Context, ReconcileFut>(
+    client: Client,
+    token: CancellationToken,
+    reconcile: impl FnMut(Arc<Parent>, Arc<Context>) -> ReconcileFut,
+    context: Arc<Context>,
+) where
+    Parent: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    Child: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    Context: Send + Sync + 'static,
+    ReconcileFut: futures::TryFuture<Ok = Action> + Send + 'static,
+    ReconcileFut::Error: std::error::Error + Send + 'static,
+{
+    Controller::new(
+        Api::<Parent>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<Child>::all(client), watcher::Config::default())
+    .graceful_shutdown_on(token.cancelled_owned())
+    .run(
+        reconcile,
+        |_, _, _| Action::requeue(Duration::from_millis(500)),
+        context,
+    )
+    .for_each(|_| async {})
+    .await;
 }

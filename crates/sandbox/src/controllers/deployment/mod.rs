@@ -15,12 +15,10 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +27,7 @@ pub use rollout::{
     DeploymentPlan, POD_TEMPLATE_HASH, REVISION, RolloutStep, plan_deployment, template_hash,
 };
 
+use super::informer::run_owning_controller;
 use super::pods::controlled_by;
 use super::{ControllerError, TimeScale, ignore_codes};
 use crate::scheduler::labels::selector_query;
@@ -53,19 +52,7 @@ pub async fn run_deployment_controller(client: Client, scale: TimeScale, token: 
         scale,
         recorder,
     });
-    Controller::new(
-        Api::<Deployment>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(Api::<ReplicaSet>::all(client), watcher::Config::default())
-    .graceful_shutdown_on(token.cancelled_owned())
-    .run(
-        reconcile,
-        |_, _, _| Action::requeue(Duration::from_millis(500)),
-        context,
-    )
-    .for_each(|_| async {})
-    .await;
+    run_owning_controller::<Deployment, ReplicaSet, _, _>(client, token, reconcile, context).await;
 }
 
 async fn reconcile(

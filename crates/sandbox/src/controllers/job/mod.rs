@@ -12,19 +12,18 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 pub use plan::{JOB_CONTROLLER, JobPlan, TRACKING_FINALIZER, managed_elsewhere, plan_job};
 
+use super::informer::run_owning_controller;
 use super::pods::{controlled_by, controller_reference, pod_from_template};
 use super::{ControllerError, TimeScale, ignore_codes};
 use crate::scheduler::labels::selector_query;
@@ -49,16 +48,7 @@ pub async fn run_job_controller(client: Client, scale: TimeScale, token: Cancell
         scale,
         recorder,
     });
-    Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<Pod>::all(client), watcher::Config::default())
-        .graceful_shutdown_on(token.cancelled_owned())
-        .run(
-            reconcile,
-            |_, _, _| Action::requeue(Duration::from_millis(500)),
-            context,
-        )
-        .for_each(|_| async {})
-        .await;
+    run_owning_controller::<Job, Pod, _, _>(client, token, reconcile, context).await;
 }
 
 async fn reconcile(job: Arc<Job>, context: Arc<JobContext>) -> Result<Action, ControllerError> {

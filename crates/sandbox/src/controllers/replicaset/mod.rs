@@ -11,17 +11,16 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 pub use plan::{ReplicaSetPlan, is_available, plan_replicaset};
 
+use super::informer::run_owning_controller;
 use super::pods::{controlled_by, controller_reference, pod_from_template};
 use super::{ControllerError, TimeScale, ignore_codes};
 use crate::scheduler::labels::selector_query;
@@ -37,19 +36,7 @@ pub async fn run_replicaset_controller(client: Client, scale: TimeScale, token: 
         client: client.clone(),
         scale,
     });
-    Controller::new(
-        Api::<ReplicaSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(Api::<Pod>::all(client), watcher::Config::default())
-    .graceful_shutdown_on(token.cancelled_owned())
-    .run(
-        reconcile,
-        |_, _, _| Action::requeue(Duration::from_millis(500)),
-        context,
-    )
-    .for_each(|_| async {})
-    .await;
+    run_owning_controller::<ReplicaSet, Pod, _, _>(client, token, reconcile, context).await;
 }
 
 async fn reconcile(
