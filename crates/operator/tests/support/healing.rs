@@ -32,7 +32,8 @@ pub const FAILPOINTS_CLAIM: &str = "operator-failpoints";
 /// How the operator is deployed for a scenario.
 #[derive(Clone, Debug, Default)]
 pub struct OperatorDeployment {
-    /// Arguments added to those of `deploy/operator/deployment.yaml`.
+    /// Arguments added to those of `deploy/operator/deployment.yaml` (`--flag=value` replaces
+    /// the manifest's `--flag`).
     pub extra_args: Vec<String>,
     /// Mount the failpoint claim and point the operator at it.
     pub failpoints: bool,
@@ -62,7 +63,15 @@ fn deployment_manifest(options: &OperatorDeployment) -> Value {
     let args = container["args"]
         .as_array_mut()
         .expect("the operator's args");
-    args.extend(options.extra_args.iter().map(|a| json!(a)));
+    // A flag given again replaces the manifest's (clap refuses `--leader-elect` twice).
+    for extra in &options.extra_args {
+        let flag = extra.split('=').next().unwrap_or(extra);
+        args.retain(|a| {
+            a.as_str()
+                .is_none_or(|a| a != flag && !a.starts_with(&format!("{flag}=")))
+        });
+        args.push(json!(extra));
+    }
     if options.failpoints {
         container["env"]
             .as_array_mut()
