@@ -39,7 +39,7 @@ pub use rules::QUORUM_RECOVERY_CONDITION;
 pub use rules::caught_up;
 pub use step::{Step, StepKind, WaitReason};
 pub use timing::{
-    AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, IDLE_POLL, MAX_RECREATIONS, MEMBER_POLL,
+    AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, IDLE_POLL, LEARNER_POLL, MAX_RECREATIONS, MEMBER_POLL,
     NOT_READY_GRACE, RepairTiming, START_GRACE, repair_backoff, retry_after,
 };
 

@@ -12,6 +12,13 @@ pub const AFTER_MUTATION: Duration = Duration::ZERO;
 /// Polling a learner's catch-up or etcd's "unhealthy cluster" window: short, because the
 /// bootstrap benchmark counts every idle millisecond between steps.
 pub const FAST_POLL: Duration = Duration::from_millis(500);
+/// Polling a learner whose Pod started within [`LEARNER_FAST_WINDOW`]: it usually catches up
+/// within a second, and every poll saved is time the member is not yet a voter (the recovery
+/// benchmark's memory-backed replacement waited up to 500 ms here).
+pub const LEARNER_POLL: Duration = Duration::from_millis(100);
+/// How long after its Pod started a learner is polled at [`LEARNER_POLL`]; after that (a large
+/// database still streaming) at [`FAST_POLL`].
+pub const LEARNER_FAST_WINDOW: Duration = Duration::from_secs(10);
 /// Waiting for a Pod to start or a member to become healthy.
 pub const MEMBER_POLL: Duration = Duration::from_secs(1);
 /// Waiting out an outage or a condition only a human can fix.

@@ -107,13 +107,19 @@ fn provision(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
                 return Some(create_pod(ctx, m));
             };
             if etcd.is_learner {
+                let just_started =
+                    !timing::elapsed_beyond(pod.started_at, timing::LEARNER_FAST_WINDOW, ctx.now);
                 return Some(Decision::wait(
                     WaitReason::WaitingForLearner,
                     format!(
                         "learner {} is catching up with the leader (Pod {:?})",
                         m.name, pod.phase
                     ),
-                    timing::FAST_POLL,
+                    if just_started {
+                        timing::LEARNER_POLL
+                    } else {
+                        timing::FAST_POLL
+                    },
                 ));
             }
             finish_when_ready(m)

@@ -158,3 +158,25 @@ fn leadership_move_gives_up_after_its_timeout() {
     fx.set_phase("etcd-0", MemberPhase::Recreating, at(100_000 - 60));
     assert_eq!(fx.step().kind(), StepKind::DeletePod, "past the timeout");
 }
+
+/// Found by the recovery benchmark: a memory-backed member's replacement waited up to 500 ms
+/// between its learner catching up and its promotion. A learner whose Pod just started is
+/// polled every 100 ms; one still catching up after 10 s (a large database) every 500 ms.
+#[test]
+fn a_learner_just_started_is_polled_fast() {
+    let mut fx = Fx::healthy(3);
+    fx.set_phase("etcd-2", MemberPhase::Provisioning, at(100_000 - 2));
+    fx.etcd_add("etcd-2", true, true);
+    fx.answer("etcd-2", Answer::Learner);
+    fx.applied_index("etcd-2", 10);
+    fx.pod_mut("etcd-2").voter_label = false;
+    fx.pod_mut("etcd-2").started_at = Some(at(100_000 - 1));
+    let plan = fx.plan();
+    match &plan.step {
+        Step::Wait { reason, .. } => assert_eq!(*reason, WaitReason::WaitingForLearner),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(plan.requeue_after, crate::plan::LEARNER_POLL);
+    fx.pod_mut("etcd-2").started_at = Some(at(100_000 - 60));
+    assert_eq!(fx.plan().requeue_after, crate::plan::FAST_POLL);
+}
