@@ -86,9 +86,14 @@ impl Drop for ReasonLog {
 async fn e2e_healing_replacements() {
     let test_started = Instant::now();
     let cluster = start_healing_cluster(3).await;
-    cluster
-        .deploy_operator_with(&OperatorDeployment::repairing())
-        .await;
+    // Backoff 5 s, 10 s, 20 s: longer than it takes the kubelet to report a new Pod
+    // crash-looping (3 restarts, about 7 s on the scaled clock), so the wait before at least
+    // the replacement is observable in the status (with 2 s it could pass unseen).
+    let mut operator = OperatorDeployment::repairing();
+    operator
+        .extra_args
+        .push("--repair-backoff-seconds=5".to_string());
+    cluster.deploy_operator_with(&operator).await;
     let client = cluster.client();
 
     // Corrupted data: crash-loop, three recreations with backoff, then a replacement.
@@ -135,7 +140,9 @@ async fn e2e_healing_replacements() {
         3,
         "three recreations counted"
     );
-    // Each recreation deleted the crash-looping Pod; then the member was replaced.
+    // Each recreation made a new Pod (so deleted the crash-looping one); then the member was
+    // replaced. (New Pods are counted, not deletions: a delete may be sent again while the
+    // Pod terminates.)
     let events = cluster.events("corrupt").await;
     let replacing = events
         .iter()
@@ -143,7 +150,8 @@ async fn e2e_healing_replacements() {
         .unwrap_or_else(|| panic!("no replacement in {events:#?}"));
     let recreations = events[..replacing]
         .iter()
-        .filter(|(r, m)| r == "PodDeleted" && m == "Pod etcd-2 of member etcd-2")
+        .skip_while(|(_, m)| m != "member etcd-2 is now Recreating")
+        .filter(|(r, m)| r == "PodCreated" && m == "Pod etcd-2")
         .count();
     assert_eq!(recreations, 3, "three real recreations first: {events:#?}");
     let after = cluster.recorded_ids("corrupt", "etcd").await;

@@ -38,6 +38,16 @@ pub fn operator_image(operator_binary: &Path) -> ImageMap {
     ImageMap::from_yaml(&yaml, Path::new("/")).expect("the operator's image map")
 }
 
+/// A copy of the operator binary this build made, in `dir`: the shared `target/debug/
+/// etcd-operator` is replaced whenever another cargo command builds the package (without the
+/// tests' `failpoints` feature), and an operator restarted mid-test would run that one.
+fn private_operator_binary(dir: &Path) -> std::path::PathBuf {
+    let copy = dir.join("etcd-operator");
+    std::fs::copy(env!("CARGO_BIN_EXE_etcd-operator"), &copy)
+        .expect("copying the etcd-operator binary");
+    copy
+}
+
 /// A running cluster. Dropping it stops everything (the sandbox stops its node agents first).
 pub struct Cluster {
     /// The node agents: faults (kill, freeze, node crash and shutdown, claims, partitions).
@@ -75,12 +85,11 @@ pub async fn start_cluster(nodes: usize) -> Cluster {
 pub async fn start_cluster_scaled(nodes: usize, time_scale: TimeScale) -> Cluster {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("temporary directory");
+    let operator_binary = private_operator_binary(dir.path());
     let options = SandboxOptions::cluster(dir.path())
         .nodes(nodes)
         .time_scale(time_scale)
-        .images(operator_image(Path::new(env!(
-            "CARGO_BIN_EXE_etcd-operator"
-        ))));
+        .images(operator_image(&operator_binary));
     let sandbox = Arc::new(
         Sandbox::start(options)
             .await

@@ -86,6 +86,19 @@ fn deployment_manifest(options: &OperatorDeployment) -> Value {
     deployment
 }
 
+/// Fails unless the operator binary the sandbox runs has the crash points compiled in (the
+/// `failpoints` feature): a binary built by another cargo command at the wrong moment would
+/// pass every point silently and the matrix would wait for crashes that never come.
+fn assert_has_crash_points(binary: &std::path::Path) {
+    let bytes = std::fs::read(binary).expect("reading the operator binary");
+    let marker = b"crash points are live";
+    assert!(
+        bytes.windows(marker.len()).any(|w| w == marker),
+        "{} lacks the failpoints feature: another cargo command rebuilt target/debug/etcd-operator while the tests were built; run the test again",
+        binary.display()
+    );
+}
+
 impl Cluster {
     /// Deploys the operator from `deploy/` (one replica), changed as `options` says, and
     /// waits until it is Ready.
@@ -101,6 +114,7 @@ impl Cluster {
             assert!(ok, "kubectl apply -f {file}: {stderr}");
         }
         if options.failpoints {
+            assert_has_crash_points(&self.dir.path().join("etcd-operator"));
             let claim: PersistentVolumeClaim = serde_json::from_value(json!({
                 "metadata": {"name": FAILPOINTS_CLAIM},
                 "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}},
