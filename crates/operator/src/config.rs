@@ -58,13 +58,13 @@ pub struct RunArgs {
     pub concurrency: u16,
 
     /// Seconds a member's Pod may stay not ready, with its etcd not answering, before the Pod
-    /// is recreated (repair level 1).
-    #[arg(long, default_value_t = 180)]
+    /// is recreated (repair level 1). At least 1.
+    #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..))]
     pub not_ready_grace_seconds: u64,
 
     /// Seconds to wait before repairing a member again; doubles with each repair of the same
-    /// member, up to 30 times this.
-    #[arg(long, default_value_t = 10)]
+    /// member, up to 30 times this. At least 1, so a deterministic failure never churns.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub repair_backoff_seconds: u64,
 
     /// Log format: one JSON object per line, or text for a terminal.
@@ -197,6 +197,10 @@ mod tests {
         assert_eq!(repair.not_ready_grace, std::time::Duration::from_secs(20));
         assert_eq!(repair.backoff(1), std::time::Duration::from_secs(2));
         assert_eq!(repair.backoff(10), std::time::Duration::from_secs(60));
+        for flag in ["--not-ready-grace-seconds", "--repair-backoff-seconds"] {
+            let refused = Cli::try_parse_from(["run", flag, "0"]);
+            assert!(refused.is_err(), "{flag} 0 is refused");
+        }
     }
 
     #[test]
