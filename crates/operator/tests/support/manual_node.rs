@@ -10,9 +10,7 @@
 //! names to the addresses chosen here.
 
 use std::collections::HashMap;
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -23,6 +21,8 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
+
+use super::loopback::free_address;
 
 /// etcd 3.5.1, as the sandbox's image map runs it for `etcd:v3.5.x` images.
 pub const ETCD_3_5: &str = "/usr/local/lib/etcd-3.5.1/etcd";
@@ -277,27 +277,4 @@ impl Drop for ManualNode {
             let _ = r.child.wait();
         }
     }
-}
-
-/// A random loopback address whose etcd ports are free, so tests in parallel never collide.
-pub fn free_address() -> Ipv4Addr {
-    for attempt in 0..1000u64 {
-        let mut hasher = RandomState::new().build_hasher();
-        hasher.write_u32(std::process::id());
-        hasher.write_u64(attempt);
-        let bits = hasher.finish();
-        let ip = Ipv4Addr::new(
-            127,
-            16 + (bits % 235) as u8,
-            ((bits >> 8) & 0xff) as u8,
-            1 + ((bits >> 16) % 254) as u8,
-        );
-        let free = [2379, 2380, 2381]
-            .iter()
-            .all(|port| TcpListener::bind(SocketAddrV4::new(ip, *port)).is_ok());
-        if free {
-            return ip;
-        }
-    }
-    panic!("no free loopback address for an etcd member");
 }

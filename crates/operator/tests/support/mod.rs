@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod healing;
+pub mod loopback;
 pub mod manual_node;
 pub mod workload;
 
