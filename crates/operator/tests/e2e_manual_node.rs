@@ -24,6 +24,42 @@ use support::{
 const NS: &str = "loop";
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// What every test here starts from: a sandbox without nodes, this test as its node, the
+/// operator in process as its service account, and the EtcdCluster `etcd` of `replicas`
+/// members (`extra` appended to its spec) applied with kubectl.
+struct Setup {
+    sandbox: support::TestSandbox,
+    client: Client,
+    node: std::sync::Arc<ManualNode>,
+    node_task: tokio::task::JoinHandle<()>,
+    operator: InProcessOperator,
+}
+
+impl Setup {
+    async fn start(replicas: i32, extra: &str) -> Setup {
+        let sandbox = start_sandbox(0).await;
+        let client = sandbox.client();
+        create_namespace(&client, NS).await;
+        let node = ManualNode::new(client.clone(), NS);
+        let node_task = tokio::spawn(node.clone().run());
+        let identity = operator_identity(&sandbox).await;
+        let operator = InProcessOperator::start(&identity, NS, node.url_map());
+        let (ok, _, stderr) = support::kubectl_with_stdin(
+            &sandbox,
+            &["apply", "-f", "-"],
+            Some(&support::cluster_yaml("etcd", NS, replicas, extra)),
+        );
+        assert!(ok, "kubectl apply: {stderr}");
+        Setup {
+            sandbox,
+            client,
+            node,
+            node_task,
+            operator,
+        }
+    }
+}
+
 async fn get_key_from(node: &ManualNode, key: &str) -> Result<Option<String>, String> {
     get_key(&node.running_client_urls(), key).await
 }
@@ -65,23 +101,14 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_manual_node_single_member_lifecycle() {
-    // No nodes: nothing but this test runs the Pods.
-    let sandbox = start_sandbox(0).await;
-    let client = sandbox.client();
-    create_namespace(&client, NS).await;
-    let node = ManualNode::new(client.clone(), NS);
-    let node_task = tokio::spawn(node.clone().run());
-
-    let identity = operator_identity(&sandbox).await;
-    let operator = InProcessOperator::start(&identity, NS, node.url_map());
-
-    // Bootstrap.
-    let (ok, _, stderr) = support::kubectl_with_stdin(
-        &sandbox,
-        &["apply", "-f", "-"],
-        Some(&support::cluster_yaml("etcd", NS, 1, "")),
-    );
-    assert!(ok, "kubectl apply: {stderr}");
+    // No nodes: nothing but this test runs the Pods. Bootstrap.
+    let Setup {
+        sandbox,
+        client,
+        node,
+        node_task,
+        operator,
+    } = Setup::start(1, "").await;
     let cluster = wait_available(&client, &node, 1).await;
     let status = cluster.status.clone().unwrap();
     let cluster_id = status
@@ -339,20 +366,13 @@ async fn scale_and_check(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_manual_node_scale_out_and_in() {
-    let sandbox = start_sandbox(0).await;
-    let client = sandbox.client();
-    create_namespace(&client, NS).await;
-    let node = ManualNode::new(client.clone(), NS);
-    let node_task = tokio::spawn(node.clone().run());
-    let identity = operator_identity(&sandbox).await;
-    let operator = InProcessOperator::start(&identity, NS, node.url_map());
-
-    let (ok, _, stderr) = support::kubectl_with_stdin(
-        &sandbox,
-        &["apply", "-f", "-"],
-        Some(&support::cluster_yaml("etcd", NS, 3, "")),
-    );
-    assert!(ok, "kubectl apply: {stderr}");
+    let Setup {
+        sandbox,
+        client: _,
+        node,
+        node_task,
+        operator,
+    } = Setup::start(3, "").await;
     let mut written = Vec::new();
     let mut steps = vec![3, 5, 3, 1, 3];
     let first = steps.remove(0);
@@ -384,20 +404,13 @@ async fn member_ids(client: &Client) -> Vec<(String, Option<String>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_manual_node_zero_and_back_keeps_cluster_and_member_ids() {
-    let sandbox = start_sandbox(0).await;
-    let client = sandbox.client();
-    create_namespace(&client, NS).await;
-    let node = ManualNode::new(client.clone(), NS);
-    let node_task = tokio::spawn(node.clone().run());
-    let identity = operator_identity(&sandbox).await;
-    let operator = InProcessOperator::start(&identity, NS, node.url_map());
-
-    let (ok, _, stderr) = support::kubectl_with_stdin(
-        &sandbox,
-        &["apply", "-f", "-"],
-        Some(&support::cluster_yaml("etcd", NS, 3, "")),
-    );
-    assert!(ok, "kubectl apply: {stderr}");
+    let Setup {
+        sandbox,
+        client,
+        node,
+        node_task,
+        operator,
+    } = Setup::start(3, "").await;
     scale_and_check(&sandbox, &node, 3, &[]).await;
     let cluster_id = get_cluster(&client, NS, "etcd")
         .await
@@ -458,21 +471,14 @@ async fn e2e_manual_node_zero_and_back_keeps_cluster_and_member_ids() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_manual_node_memory_member_lost_is_replaced() {
-    let sandbox = start_sandbox(0).await;
-    let client = sandbox.client();
-    create_namespace(&client, NS).await;
-    let node = ManualNode::new(client.clone(), NS);
-    let node_task = tokio::spawn(node.clone().run());
-    let identity = operator_identity(&sandbox).await;
-    let operator = InProcessOperator::start(&identity, NS, node.url_map());
-
     let memory = "  storage:\n    medium: Memory\n    size: 256Mi\n";
-    let (ok, _, stderr) = support::kubectl_with_stdin(
-        &sandbox,
-        &["apply", "-f", "-"],
-        Some(&support::cluster_yaml("etcd", NS, 3, memory)),
-    );
-    assert!(ok, "kubectl apply: {stderr}");
+    let Setup {
+        sandbox,
+        client,
+        node,
+        node_task,
+        operator,
+    } = Setup::start(3, memory).await;
     scale_and_check(&sandbox, &node, 3, &[]).await;
     assert_eq!(
         count::<PersistentVolumeClaim>(&client).await,
