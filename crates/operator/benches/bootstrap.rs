@@ -11,7 +11,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, start_cluster};
@@ -20,27 +19,6 @@ use support::{cluster_yaml, condition, create_namespace, get_cluster};
 /// Clusters for the idle measurement, and how long it watches them.
 const IDLE_CLUSTERS: usize = 30;
 const IDLE_WINDOW: Duration = Duration::from_secs(60);
-
-fn floor(args: &[&str]) -> Vec<(String, f64)> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/floor.sh");
-    let output = Command::new("bash")
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("bash runs the floor script");
-    assert!(
-        output.status.success(),
-        "floor.sh {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| {
-            let (what, seconds) = line.rsplit_once(' ')?;
-            Some((what.to_string(), seconds.parse().ok()?))
-        })
-        .collect()
-}
 
 /// Polls the cluster's status every 50 ms until it is Available with `replicas` Ready members
 /// and no longer Progressing; returns the time since `since`.
@@ -250,7 +228,7 @@ async fn main() {
     let mut floors: Vec<(String, Vec<f64>)> = Vec::new();
     for _ in 0..runs {
         for args in [&["1"][..], &["3", "5"][..], &["5"][..]] {
-            for (what, seconds) in floor(args) {
+            for (what, seconds) in support::floor_script("floor.sh", args) {
                 match floors.iter_mut().find(|(w, _)| *w == what) {
                     Some((_, list)) => list.push(seconds),
                     None => floors.push((what, vec![seconds])),

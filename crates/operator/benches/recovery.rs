@@ -27,7 +27,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -39,27 +38,6 @@ const ROUNDS: usize = 3;
 const LIMIT: Duration = Duration::from_secs(300);
 /// Quiet time before each round (see `measure`).
 const SETTLE: Duration = Duration::from_secs(4);
-
-fn floor() -> Vec<(String, f64)> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/recovery_floor.sh");
-    let output = Command::new("bash")
-        .arg(script)
-        .arg(ROUNDS.to_string())
-        .output()
-        .expect("bash runs the floor script");
-    assert!(
-        output.status.success(),
-        "recovery_floor.sh: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| {
-            let (what, seconds) = line.rsplit_once(' ')?;
-            Some((what.to_string(), seconds.parse().ok()?))
-        })
-        .collect()
-}
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
@@ -199,7 +177,7 @@ fn main() {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let floor = floor();
+        let floor = support::floor_script("recovery_floor.sh", &[&ROUNDS.to_string()]);
         let restart = median(floor.iter().filter(|(k, _)| k == "restart").map(|(_, s)| *s).collect());
         let replace = median(floor.iter().filter(|(k, _)| k == "replace").map(|(_, s)| *s).collect());
         println!("floor (median of {ROUNDS}): etcd restarted on its data until healthy {restart:.2} s; replaced by a script {replace:.2} s");

@@ -325,3 +325,28 @@ pub async fn operator_identity(sandbox: &TestSandbox) -> Client {
         .await
         .expect("a service-account client")
 }
+
+/// Runs a benchmark's scripted floor (`benches/<script>` with `args`) and returns the lines it
+/// prints as `(what, seconds)`: each line is a label, a space, and a number of seconds.
+pub fn floor_script(script: &str, args: &[&str]) -> Vec<(String, f64)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches")
+        .join(script);
+    let output = Command::new("bash")
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("bash runs the floor script");
+    assert!(
+        output.status.success(),
+        "{script} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (what, seconds) = line.rsplit_once(' ')?;
+            Some((what.to_string(), seconds.parse().ok()?))
+        })
+        .collect()
+}
