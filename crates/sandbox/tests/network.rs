@@ -417,3 +417,70 @@ async fn dropping_the_network_leaves_nothing_behind() {
     assert_eq!(netns_of_this_process(), host_netns);
     assert_eq!(host_interfaces(), host_links);
 }
+
+/// Regression for the operator Pod's stalls during Pod churn: a Linux bridge without a MAC of
+/// its own takes the lowest MAC of its ports and changes it as Pods come and go, and every Pod's
+/// ARP entry for the gateway (the API server, DNS and Services) then points at a MAC nobody
+/// answers for until it expires, 30 s and more. The bridge keeps one MAC, derived from its
+/// address, and a Pod that stays reaches the gateway at once after each departure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_coming_and_going_never_cut_the_others_off_the_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let network = network(&dir).await;
+    let bridge = network.config().bridge_name.clone();
+    let bridge_mac = || {
+        let output = network
+            .command("ip")
+            .unwrap()
+            .args(["-br", "link", "show", &bridge])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        text.split_whitespace().nth(2).unwrap_or_default().to_string()
+    };
+    let gateway = SocketAddr::from((network.gateway(), 7070));
+    let listener = network.sockets().bind_tcp(gateway).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let _ = stream.write_all(b"gateway").await;
+        }
+    });
+    // From inside a Pod: the gateway answers within 2 s (a stale ARP entry never does).
+    let reaches = |namespace: Arc<NetNamespace>| {
+        inside(namespace, move || {
+            let mut stream = std::net::TcpStream::connect_timeout(&gateway, Duration::from_secs(2))
+                .map_err(|error| format!("connect to the gateway: {error}"))?;
+            stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut text = String::new();
+            stream
+                .read_to_string(&mut text)
+                .map_err(|error| format!("read from the gateway: {error}"))?;
+            Ok::<_, String>(text)
+        })
+    };
+
+    let wanted = kube_sandbox::network::mac_for(network.gateway());
+    let staying = network.attach_pod().await.unwrap();
+    assert_eq!(reaches(staying.namespace()), Ok("gateway".to_string()));
+    for round in 0..8 {
+        let passing = network.attach_pod().await.unwrap();
+        assert_eq!(bridge_mac(), wanted, "round {round}: a Pod came");
+        assert_eq!(reaches(passing.namespace()), Ok("gateway".to_string()));
+        // The staying Pod resolves the gateway afresh, as it does whenever its ARP entry
+        // ages (every 30 s or so): it learns whatever MAC the bridge has now.
+        let flushed = inside(staying.namespace(), || {
+            std::process::Command::new("ip")
+                .args(["neigh", "flush", "all"])
+                .status()
+        });
+        assert!(flushed.unwrap().success(), "ip neigh flush in the Pod");
+        assert_eq!(reaches(staying.namespace()), Ok("gateway".to_string()));
+        drop(passing);
+        assert_eq!(bridge_mac(), wanted, "round {round}: a Pod went");
+        assert_eq!(
+            reaches(staying.namespace()),
+            Ok("gateway".to_string()),
+            "round {round}: the staying Pod after another one went"
+        );
+    }
+}

@@ -118,6 +118,14 @@ pub enum IpamError {
     InUse(Ipv4Addr),
 }
 
+/// The MAC address an interface with `address` gets: `0a:58` and the four bytes of the address,
+/// as the CNI bridge plugin does. Locally administered and unicast; stable for an address, so a
+/// neighbour's ARP entry for an address stays right whoever holds it next.
+pub fn mac_for(address: Ipv4Addr) -> String {
+    let [a, b, c, d] = address.octets();
+    format!("0a:58:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
+}
+
 /// Hands out the host addresses of a range, never the network or broadcast address.
 ///
 /// Allocation moves forward through the range (next fit) so a released address is reused as
@@ -199,6 +207,14 @@ mod tests {
 
     fn cidr(text: &str) -> Ipv4Cidr {
         text.parse().unwrap()
+    }
+
+    #[test]
+    fn macs_follow_the_address_and_are_local_unicast() {
+        assert_eq!(mac_for(Ipv4Addr::new(10, 244, 0, 1)), "0a:58:0a:f4:00:01");
+        assert_eq!(mac_for(Ipv4Addr::new(10, 244, 255, 254)), "0a:58:0a:f4:ff:fe");
+        let first = u8::from_str_radix(&mac_for(Ipv4Addr::new(1, 2, 3, 4))[..2], 16).unwrap();
+        assert_eq!(first & 0b11, 0b10, "locally administered, unicast");
     }
 
     #[test]

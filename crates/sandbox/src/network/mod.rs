@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use hickory_server::Server;
 
-pub use cidr::{CidrParseError, Ipam, IpamError, Ipv4Cidr};
+pub use cidr::{mac_for, CidrParseError, Ipam, IpamError, Ipv4Cidr};
 pub use dns::ClusterDns;
 pub use exec::ClusterNetworkInfo;
 pub use netns::NetNamespace;
@@ -164,7 +164,15 @@ impl ClusterNetwork {
             &namespace,
             &[
                 "link set lo up".to_string(),
-                format!("link add {bridge} type bridge"),
+                // A fixed MAC: a bridge without one takes the lowest MAC of its ports and
+                // changes it whenever a Pod's veth with a lower one comes or the one it took
+                // goes. Every Pod's ARP entry for the gateway then points at a MAC nobody
+                // answers for, and the Pod is cut off from the API server, DNS and Services
+                // until that entry expires (30-60 s): the operator Pod's stalls during churn.
+                format!(
+                    "link add {bridge} address {} type bridge",
+                    mac_for(config.pod_cidr.gateway())
+                ),
                 format!(
                     "addr add {}/{} dev {bridge}",
                     config.pod_cidr.gateway(),

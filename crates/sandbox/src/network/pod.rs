@@ -53,8 +53,11 @@ impl PodNetwork {
         ip_batch(
             &network.namespace,
             &[
+                // The Pod's MAC follows its address, so a later Pod given the same address
+                // is reached through the ARP entries its predecessor left behind.
                 format!(
-                    "link add {host_link} type veth peer name eth0 netns {}",
+                    "link add {host_link} type veth peer name eth0 address {} netns {}",
+                    super::mac_for(ip),
                     namespace.proc_path()
                 ),
                 format!("link set {host_link} master {}", network.config.bridge_name),
