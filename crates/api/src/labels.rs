@@ -35,6 +35,15 @@ pub const COMPONENT: &str = "app.kubernetes.io/component";
 /// The finalizer on every EtcdMember: the member leaves etcd before its objects go.
 pub const MEMBER_FINALIZER: &str = "etcd-operator.cozystack.io/member-cleanup";
 
+/// On a member's Pod: etcd's `--initial-cluster`, which the etcd container reads from this
+/// annotation (the downward API, as `ETCD_INITIAL_CLUSTER`) each time it starts.
+pub const INITIAL_CLUSTER_ANNOTATION: &str = "etcd-operator.cozystack.io/initial-cluster";
+
+/// On a member's Pod: etcd's `--initial-cluster-state` (`new` or `existing`), read like
+/// [`INITIAL_CLUSTER_ANNOTATION`] as `ETCD_INITIAL_CLUSTER_STATE`.
+pub const INITIAL_CLUSTER_STATE_ANNOTATION: &str =
+    "etcd-operator.cozystack.io/initial-cluster-state";
+
 /// The labels of cluster-level objects (Services, the PodDisruptionBudget).
 pub fn cluster_labels(cluster: &str) -> BTreeMap<String, String> {
     BTreeMap::from([

@@ -26,6 +26,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_member_create",
     "after_member_delete",
     "after_finalizer_remove",
+    "after_pod_start_set",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -70,6 +71,7 @@ pub fn after_step(step: &Step) {
         Step::CreateMember(_) => fail::fail_point!("after_member_create"),
         Step::DeleteMember { .. } => fail::fail_point!("after_member_delete"),
         Step::RemoveFinalizer { .. } => fail::fail_point!("after_finalizer_remove"),
+        Step::SetPodStart { .. } => fail::fail_point!("after_pod_start_set"),
         _ => {}
     }
     #[cfg(not(feature = "failpoints"))]

@@ -435,3 +435,78 @@ async fn security_contexts_host_network_and_followed_logs() {
     assert_eq!(&seen[..3], ["65532", "65532 2000", "wrote"]);
     assert_eq!(seen[3..], ["tick 1", "tick 2", "tick 3"]);
 }
+
+/// What a restarted container gets: its environment from the Pod's annotations as they are
+/// now (the downward API reads the current Pod, so an annotation changed after admission
+/// reaches the next run), and with `terminationMessagePolicy: FallbackToLogsOnError` the tail
+/// of a failed run's log as its termination message (none for `File`, none for success).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_read_current_annotations_and_failures_leave_their_log_tail() {
+    let cluster = kubelet_support::start().await;
+    let script = "echo \"mode=$MODE\"; i=0; while [ $i -lt 100 ]; do echo line-$i; i=$((i+1)); done; [ \"$MODE\" = stay ] && exec sleep 3600; exit 4";
+    let mut manifest = pod_manifest(
+        "annotated",
+        json!({}),
+        None,
+        json!([{
+            "name": "main", "image": kubelet_support::TOOLS_IMAGE,
+            "command": ["/bin/sh", "-c", script],
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            "env": [{"name": "MODE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['example.com/mode']"}}}],
+        }, {
+            "name": "quiet", "image": kubelet_support::TOOLS_IMAGE,
+            "command": ["/bin/sh", "-c", "echo nothing to see; exit 5"],
+        }]),
+    );
+    manifest["metadata"]["annotations"] = json!({"example.com/mode": "fail"});
+    cluster.create::<Pod>("default", manifest).await;
+    let failed = cluster
+        .wait_pod("default", "annotated", LIMIT, |pod| {
+            last_exit_code(pod, "main") == Some(4) && last_exit_code(pod, "quiet") == Some(5)
+        })
+        .await;
+    let message = |pod: &Pod, container: &str| {
+        container_status(pod, container)
+            .and_then(|s| s.last_state.clone())
+            .and_then(|s| s.terminated)
+            .and_then(|t| t.message)
+    };
+    let tail = message(&failed, "main").expect("the failed run's log as its message");
+    assert!(tail.ends_with("line-99\n"), "{tail}");
+    assert!(
+        tail.contains("line-20\n") && !tail.contains("line-19\n"),
+        "the last 80 lines: {tail}"
+    );
+    assert!(tail.len() <= 2048);
+    assert_eq!(message(&failed, "quiet"), None, "policy File: no message");
+
+    cluster
+        .kubectl(&[
+            "annotate",
+            "--overwrite",
+            "pod/annotated",
+            "example.com/mode=stay",
+        ])
+        .await;
+    let staying = cluster
+        .wait_pod("default", "annotated", LIMIT, |pod| {
+            container_status(pod, "main")
+                .and_then(|s| s.state.as_ref())
+                .is_some_and(|s| s.running.is_some())
+                && restart_count(pod, "main") >= 1
+        })
+        .await;
+    cluster
+        .eventually(
+            "the restarted run reads the new annotation",
+            LIMIT,
+            || async {
+                cluster
+                    .logs("default", "annotated", "main")
+                    .await
+                    .starts_with("mode=stay\n")
+            },
+        )
+        .await;
+    assert!(restart_count(&staying, "main") >= 1);
+}

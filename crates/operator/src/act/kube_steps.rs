@@ -118,6 +118,12 @@ pub async fn perform(
                 .merge_patch::<Pod>(ObjectKind::Pod, pod, &patch)
                 .await
         }
+        Step::SetPodStart { pod, start, .. } => {
+            let patch = json!({"metadata": {"annotations": start.annotations()}});
+            writer
+                .merge_patch::<Pod>(ObjectKind::Pod, pod, &patch)
+                .await
+        }
         // Not Kubernetes writes: handled by the caller.
         Step::Idle
         | Step::Wait { .. }

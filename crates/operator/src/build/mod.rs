@@ -19,8 +19,8 @@ pub use metadata::{
 };
 pub use pdb::{pdb_min_available, voter_pdb};
 pub use pod::{
-    CLIENT_PORT, DATA_DIR, ETCD_CONTAINER, InitialClusterState, METRICS_PORT, PEER_PORT, PodStart,
-    member_pod,
+    CLIENT_PORT, DATA_DIR, DISCOVERY_FAILED, ETCD_CONTAINER, InitialClusterState, METRICS_PORT,
+    PEER_PORT, PodStart, StartKind, member_pod,
 };
 pub use pvc::member_pvc;
 pub use service::{client_service, headless_service, service_drift};

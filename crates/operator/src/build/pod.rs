@@ -4,12 +4,15 @@
 use std::collections::BTreeMap;
 
 use etcd_operator_api::EtcdMember;
-use etcd_operator_api::labels::{ROLE, ROLE_VOTER, member_labels};
+use etcd_operator_api::labels::{
+    INITIAL_CLUSTER_ANNOTATION, INITIAL_CLUSTER_STATE_ANNOTATION, ROLE, ROLE_VOTER, member_labels,
+};
 use etcd_operator_api::shared::{EtcdOptions, StorageMedium};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext,
+    PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
+    Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -50,16 +53,100 @@ impl InitialClusterState {
             InitialClusterState::Existing => "existing",
         }
     }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "new" => Some(InitialClusterState::New),
+            "existing" => Some(InitialClusterState::Existing),
+            _ => None,
+        }
+    }
 }
 
-/// How the member's etcd starts the first time (both are ignored once its data directory is
-/// initialized, so a recreated Pod on existing data resumes as the same member).
+/// What a member's etcd does when it starts on an empty data directory (on an initialized one
+/// etcd ignores both settings and resumes as the member it was).
+///
+/// The two settings live in the Pod's annotations, which the etcd container reads through
+/// the downward API each time it starts, so that the operator can change what a restart of the
+/// container does after the Pod was created (a Pod's command is fixed at creation). They only
+/// ever move towards [`StartKind::OwnData`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodStart {
-    /// `--initial-cluster`: `name=peerURL` pairs. For a joining member: etcd's member list
-    /// plus the new member; for the seed: the seed alone.
+    /// `--initial-cluster`: `name=peerURL` pairs.
     pub initial_cluster: String,
     pub state: InitialClusterState,
+}
+
+/// What etcd (3.4 and 3.5) says when it starts `existing` on an empty data directory and no
+/// peer in `--initial-cluster` tells it the cluster: with [`StartKind::OwnData`] it can only
+/// mean the data directory is empty.
+pub const DISCOVERY_FAILED: &str = "cannot fetch cluster info from peer urls";
+
+/// The three instructions a member's Pod can carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartKind {
+    /// `new` with the seed alone: form the cluster (the seed, before etcd has listed it).
+    Bootstrap,
+    /// `existing` with etcd's member list: join as the member MemberAdd registered (a member
+    /// etcd lists but that never started, so it has no data to lose).
+    Join,
+    /// `existing` with the member alone: resume on its own data; on an empty data directory
+    /// etcd finds no peer to join through and exits ("cannot fetch cluster info from peer
+    /// urls"), so a member whose data was lost never serves an empty keyspace and never
+    /// rejoins under its old identity.
+    OwnData,
+}
+
+impl PodStart {
+    /// Resume on the member's own data, never bootstrap or join: see [`StartKind::OwnData`].
+    pub fn own_data(name: &str, peer_url: &str) -> Self {
+        Self {
+            initial_cluster: format!("{name}={peer_url}"),
+            state: InitialClusterState::Existing,
+        }
+    }
+
+    /// Which instruction this is, for the member `name`.
+    pub fn kind(&self, name: &str) -> StartKind {
+        match self.state {
+            InitialClusterState::New => StartKind::Bootstrap,
+            InitialClusterState::Existing => {
+                let only_itself = self
+                    .initial_cluster
+                    .split(',')
+                    .all(|pair| pair.split_once('=').is_some_and(|(n, _)| n == name));
+                if only_itself {
+                    StartKind::OwnData
+                } else {
+                    StartKind::Join
+                }
+            }
+        }
+    }
+
+    /// The Pod's annotations that carry it.
+    pub fn annotations(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (
+                INITIAL_CLUSTER_ANNOTATION.to_string(),
+                self.initial_cluster.clone(),
+            ),
+            (
+                INITIAL_CLUSTER_STATE_ANNOTATION.to_string(),
+                self.state.as_str().to_string(),
+            ),
+        ])
+    }
+
+    /// Read back from a Pod's annotations; `None` for a Pod without them (made by an older
+    /// version of the operator, whose command line carries both flags).
+    pub fn from_annotations(annotations: Option<&BTreeMap<String, String>>) -> Option<Self> {
+        let annotations = annotations?;
+        Some(Self {
+            initial_cluster: annotations.get(INITIAL_CLUSTER_ANNOTATION)?.clone(),
+            state: InitialClusterState::parse(annotations.get(INITIAL_CLUSTER_STATE_ANNOTATION)?)?,
+        })
+    }
 }
 
 /// The Pod of `member`: named after it, with `hostname`/`subdomain` giving it the DNS name its
@@ -86,7 +173,7 @@ pub fn member_pod(
     }
     let (labels, annotations) = with_additional_metadata(
         labels,
-        BTreeMap::new(),
+        start.annotations(),
         member.spec.additional_metadata.as_ref(),
     );
 
@@ -115,9 +202,8 @@ pub fn member_pod(
         ),
         format!("--advertise-client-urls={}", member_client_url(member)),
         format!("--initial-advertise-peer-urls={}", member_peer_url(member)),
-        format!("--initial-cluster={}", start.initial_cluster),
+        // --initial-cluster and --initial-cluster-state come from the environment, below.
         format!("--initial-cluster-token={}", member.spec.cluster_token),
-        format!("--initial-cluster-state={}", start.state.as_str()),
         format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
     ];
     command.extend(option_flags(member.spec.options.as_ref()));
@@ -127,6 +213,16 @@ pub fn member_pod(
         name: ETCD_CONTAINER.to_string(),
         image: Some(settings.etcd_image(&member.spec.version)),
         command: Some(command),
+        env: Some(vec![
+            annotation_env("ETCD_INITIAL_CLUSTER", INITIAL_CLUSTER_ANNOTATION),
+            annotation_env(
+                "ETCD_INITIAL_CLUSTER_STATE",
+                INITIAL_CLUSTER_STATE_ANNOTATION,
+            ),
+        ]),
+        // etcd says why it would not start in its last lines (for example that its data
+        // directory is empty while it may only resume): the operator reads them here.
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ports: Some(vec![
             container_port("client", CLIENT_PORT),
             container_port("peer", PEER_PORT),
@@ -186,6 +282,21 @@ pub fn member_pod(
         }),
         status: None,
     })
+}
+
+/// An environment variable read from one of the Pod's annotations when the container starts.
+fn annotation_env(name: &str, annotation: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                api_version: None,
+                field_path: format!("metadata.annotations['{annotation}']"),
+            }),
+            ..Default::default()
+        }),
+    }
 }
 
 /// The data volume: the member's PVC, or a tmpfs `emptyDir` capped at the storage size for

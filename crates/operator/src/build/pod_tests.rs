@@ -15,10 +15,7 @@ fn seed_start() -> PodStart {
 }
 
 fn command(pod: &Pod) -> Vec<String> {
-    pod.spec.as_ref().unwrap().containers[0]
-        .command
-        .clone()
-        .unwrap()
+    crate::build::tests_support::effective_command(pod)
 }
 
 fn has_flag(pod: &Pod, flag: &str) -> bool {
@@ -296,9 +293,13 @@ fn scheduling_fields_and_metadata_pass_through() {
     );
     let annotations = pod.metadata.annotations.clone().unwrap();
     assert_eq!(
-        annotations.len(),
-        1,
-        "reserved keys are stripped: {annotations:?}"
+        annotations.keys().collect::<Vec<_>>(),
+        [
+            "etcd-operator.cozystack.io/initial-cluster",
+            "etcd-operator.cozystack.io/initial-cluster-state",
+            "note"
+        ],
+        "reserved keys of the user are stripped, the operator's start instruction stays: {annotations:?}"
     );
     let spec = pod.spec.unwrap();
     assert_eq!(spec.affinity, Some(Affinity::default()));

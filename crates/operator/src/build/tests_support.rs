@@ -67,3 +67,32 @@ pub fn member(cluster: &str, name: &str) -> EtcdMember {
         status: Some(EtcdMemberStatus::default()),
     }
 }
+
+/// The etcd command line a Pod amounts to: its command, then the flags etcd takes from the
+/// `ETCD_*` environment, with each `fieldRef` to an annotation resolved as the kubelet does.
+pub fn effective_command(pod: &k8s_openapi::api::core::v1::Pod) -> Vec<String> {
+    let container = &pod.spec.as_ref().unwrap().containers[0];
+    let mut command = container.command.clone().unwrap();
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    for env in container.env.iter().flatten() {
+        let value = match (&env.value, &env.value_from) {
+            (Some(v), _) => v.clone(),
+            (None, Some(from)) => {
+                let path = &from.field_ref.as_ref().unwrap().field_path;
+                let key = path
+                    .strip_prefix("metadata.annotations['")
+                    .and_then(|p| p.strip_suffix("']"))
+                    .unwrap_or_else(|| panic!("unexpected fieldRef {path}"));
+                annotations.get(key).cloned().unwrap_or_default()
+            }
+            (None, None) => String::new(),
+        };
+        if let Some(flag) = env.name.strip_prefix("ETCD_") {
+            command.push(format!(
+                "--{}={value}",
+                flag.to_lowercase().replace('_', "-")
+            ));
+        }
+    }
+    command
+}

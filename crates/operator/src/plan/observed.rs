@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::build::{ETCD_CONTAINER, OperatorSettings};
+use crate::build::{DISCOVERY_FAILED, ETCD_CONTAINER, OperatorSettings, PodStart, StartKind};
 use crate::etcd::EtcdView;
 
 /// One observation of a cluster and everything it owns.
@@ -96,6 +96,13 @@ pub struct PodFacts {
     pub voter_label: bool,
     /// UID of the Pod's controller owner; a Pod owned by something else is not ours to use.
     pub owner_uid: Option<String>,
+    /// What a start of its etcd container does on an empty data directory (the Pod's
+    /// annotations); `None` for a Pod made by an older operator that has the flags in its
+    /// command line.
+    pub start: Option<PodStart>,
+    /// The etcd container's termination message of its current or last ended run (the tail of
+    /// its log: `terminationMessagePolicy: FallbackToLogsOnError`).
+    pub termination_message: Option<String>,
 }
 
 impl PodFacts {
@@ -143,7 +150,27 @@ impl PodFacts {
                 .and_then(|l| l.get(etcd_operator_api::labels::ROLE))
                 .is_some_and(|v| v == etcd_operator_api::labels::ROLE_VOTER),
             owner_uid: controller_uid(&pod.metadata),
+            start: PodStart::from_annotations(pod.metadata.annotations.as_ref()),
+            termination_message: etcd.and_then(|c| {
+                let ended = |s: Option<&k8s_openapi::api::core::v1::ContainerState>| {
+                    s.and_then(|s| s.terminated.as_ref())
+                        .and_then(|t| t.message.clone())
+                };
+                ended(c.state.as_ref()).or_else(|| ended(c.last_state.as_ref()))
+            }),
         }
+    }
+
+    /// etcd refused to start because its data directory is empty while the Pod allows it only
+    /// to resume on its own data ([`StartKind::OwnData`]): the member's data is lost.
+    pub fn data_dir_lost(&self, member: &str) -> bool {
+        self.start
+            .as_ref()
+            .is_some_and(|s| s.kind(member) == StartKind::OwnData)
+            && self
+                .termination_message
+                .as_deref()
+                .is_some_and(|m| m.contains(DISCOVERY_FAILED))
     }
 
     /// Crash-looping: the kubelet keeps restarting etcd and it keeps failing.

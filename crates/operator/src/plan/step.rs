@@ -9,7 +9,7 @@ use etcd_operator_api::{EtcdMember, MemberPhase};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::build::EventType;
+use crate::build::{EventType, InitialClusterState, PodStart};
 
 /// The one next step of a pass.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +79,15 @@ pub enum Step {
         voter: bool,
     },
 
+    /// Set the Pod's start instruction (its initial-cluster annotations): what the next start
+    /// of its etcd container does on an empty data directory. Only ever towards
+    /// [`StartKind::OwnData`](crate::build::StartKind::OwnData).
+    SetPodStart {
+        member: String,
+        pod: String,
+        start: PodStart,
+    },
+
     /// etcd MemberAdd as a learner with the member's peer URL. `act` may record the returned
     /// ID in `status.memberID`; if it does not (or crashes first), the next pass adopts the
     /// learner by its peer URL. `UnhealthyCluster` and `TooManyLearners` are retried after
@@ -126,6 +135,7 @@ pub enum StepKind {
     CreatePod,
     DeletePod,
     LabelPod,
+    SetPodStart,
     AddLearner,
     PromoteLearner,
     RemoveEtcdMember,
@@ -152,6 +162,7 @@ impl Step {
             Step::CreatePod(_) => StepKind::CreatePod,
             Step::DeletePod { .. } => StepKind::DeletePod,
             Step::LabelPod { .. } => StepKind::LabelPod,
+            Step::SetPodStart { .. } => StepKind::SetPodStart,
             Step::AddLearner { .. } => StepKind::AddLearner,
             Step::PromoteLearner { .. } => StepKind::PromoteLearner,
             Step::RemoveEtcdMember { .. } => StepKind::RemoveEtcdMember,
@@ -193,6 +204,7 @@ impl Step {
             | Step::DeletePvc { member, .. }
             | Step::DeletePod { member, .. }
             | Step::LabelPod { member, .. }
+            | Step::SetPodStart { member, .. }
             | Step::AddLearner { member, .. }
             | Step::PromoteLearner { member, .. } => Some(member),
             Step::RemoveEtcdMember { member, .. } => member.as_deref(),
@@ -228,6 +240,7 @@ impl Step {
             Step::CreatePod(_) => "PodCreated",
             Step::DeletePod { .. } => "PodDeleted",
             Step::LabelPod { .. } => "PodRoleLabelled",
+            Step::SetPodStart { .. } => "PodStartChanged",
             Step::AddLearner { .. } => "LearnerAdded",
             Step::PromoteLearner { .. } => "LearnerPromoted",
             Step::RemoveEtcdMember { .. } => "MemberRemoved",
@@ -275,6 +288,17 @@ impl Step {
                     if *voter { "gets" } else { "loses" }
                 )
             }
+            Step::SetPodStart { pod, start, .. } => format!(
+                "Pod {pod} now restarts {}",
+                match start.state {
+                    InitialClusterState::New => "by forming a new cluster".to_string(),
+                    InitialClusterState::Existing if !start.initial_cluster.contains(',') =>
+                        "only on its own data (an empty data directory keeps etcd from starting)"
+                            .to_string(),
+                    InitialClusterState::Existing =>
+                        format!("by joining {}", start.initial_cluster),
+                }
+            ),
             Step::AddLearner { member, peer_url } => {
                 format!("member {member} added to etcd as a learner at {peer_url}")
             }

@@ -221,6 +221,29 @@ impl ManualNode {
                 _ => arg.clone(),
             })
             .collect();
+        // The container's environment as the kubelet makes it: plain values, and fieldRefs to
+        // the Pod's annotations (where the operator puts etcd's initial-cluster settings).
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        let env: Vec<(String, String)> = container
+            .env
+            .iter()
+            .flatten()
+            .map(|e| {
+                let value = e.value.clone().unwrap_or_else(|| {
+                    let path = e
+                        .value_from
+                        .as_ref()
+                        .and_then(|f| f.field_ref.as_ref())
+                        .map(|f| f.field_path.clone())
+                        .unwrap_or_default();
+                    path.strip_prefix("metadata.annotations['")
+                        .and_then(|p| p.strip_suffix("']"))
+                        .and_then(|key| annotations.get(key).cloned())
+                        .unwrap_or_default()
+                });
+                (e.name.clone(), value)
+            })
+            .collect();
         let log = std::fs::File::create(self.log_path(pod)).expect("an etcd log file");
         // unshare(1) makes the mount namespace private; the shell binds the hosts file over
         // /etc/hosts and execs etcd, so the child's PID is etcd's.
@@ -234,6 +257,7 @@ impl ManualNode {
             .arg(self.hosts_path())
             .arg(ETCD_3_5)
             .args(&args)
+            .envs(env)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log)

@@ -38,6 +38,8 @@ fn promote_learner(ctx: &Context<'_>) -> Option<Decision> {
     ctx.members
         .iter()
         .filter(|m| m.is_running() && m.is_learner())
+        // A voter must never restart from an empty data directory under its ID.
+        .filter(|m| super::start::restarts_on_own_data_only(m))
         .find_map(|m| {
             let id = m.id?;
             let status = ctx.observed.etcd.status_of(id)?;

@@ -10,13 +10,16 @@ use crate::plan::observed::PodFacts;
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
-/// How `m`'s etcd starts if its Pod is created now.
+/// How `m`'s etcd starts if its Pod is created now (see `crate::build::StartKind`).
 ///
-/// Only the bootstrap seed, before the cluster has formed and before etcd has listed it,
-/// starts `new` (with itself as the initial cluster). Everyone else starts `existing`, with
-/// etcd's own member list (the only list etcd accepts: it checks the initial cluster against
-/// its membership), else the list recorded in the member's spec, else the members whose IDs
-/// are recorded. Both flags are ignored by etcd once the data directory is initialized.
+/// - `StartKind::Bootstrap`: only the bootstrap seed, before the cluster has formed and
+///   before etcd has listed it (with itself as the initial cluster).
+/// - `StartKind::Join`: a member etcd lists but that never started (MemberAdd registered
+///   it): `existing` with etcd's own member list (the only list etcd accepts: it checks the
+///   initial cluster against its membership), else the list recorded in the member's spec.
+/// - `StartKind::OwnData` for everyone else: a member that has started once has data, and
+///   one whose state cannot be seen (etcd not answering) gets the instruction that is safe
+///   either way: resume on its data, and refuse to start on an empty data directory.
 pub fn pod_start(ctx: &Context<'_>, m: &MemberView<'_>) -> PodStart {
     let spec = &m.observed.member.spec;
     if m.is_bootstrap_seed() && !ctx.formed && m.id.is_none() && !spec.initial_cluster.is_empty() {
@@ -25,23 +28,18 @@ pub fn pod_start(ctx: &Context<'_>, m: &MemberView<'_>) -> PodStart {
             state: InitialClusterState::New,
         };
     }
-    let initial_cluster = ctx
-        .initial_cluster_from_etcd(m)
-        .or_else(|| (!spec.initial_cluster.is_empty()).then(|| spec.initial_cluster.clone()))
-        .unwrap_or_else(|| {
-            let mut pairs: Vec<String> = ctx
-                .members
-                .iter()
-                .filter(|o| o.name == m.name || o.id.is_some())
-                .map(|o| format!("{}={}", o.name, o.peer_url))
-                .collect();
-            pairs.sort();
-            pairs.join(",")
-        });
-    PodStart {
-        initial_cluster,
-        state: InitialClusterState::Existing,
+    if m.etcd.is_some_and(|e| !e.has_started()) {
+        let initial_cluster = ctx
+            .initial_cluster_from_etcd(m)
+            .or_else(|| (!spec.initial_cluster.is_empty()).then(|| spec.initial_cluster.clone()));
+        if let Some(initial_cluster) = initial_cluster {
+            return PodStart {
+                initial_cluster,
+                state: InitialClusterState::Existing,
+            };
+        }
     }
+    PodStart::own_data(m.name, &m.peer_url)
 }
 
 /// Creates `m`'s Pod as [`pod_start`] says.

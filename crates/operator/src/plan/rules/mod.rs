@@ -11,14 +11,17 @@
 //! 9. advance non-Ready members;
 //! 10. cluster operations behind the readiness gate.
 //!
-//! Between 2 and 3 sits a safety stop: etcd answering with a cluster ID other than the one
-//! latched means our members talk to another cluster, and nothing may act on it.
+//! Between 2 and 3 sit a safety stop: etcd answering with a cluster ID other than the one
+//! latched means our members talk to another cluster, and nothing may act on it; and the
+//! start instructions of the Pods (`start`): a member that has started restarts only on its
+//! own data, never bootstrapping or rejoining from an empty data directory.
 
 mod advance;
 mod helpers;
 mod lifecycle;
 mod operations;
 mod repair;
+mod start;
 
 use super::context::Context;
 use super::decision::Decision;
@@ -30,10 +33,11 @@ pub use lifecycle::QUORUM_RECOVERY_CONDITION;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {
-    let rules: [fn(&Context<'_>) -> Option<Decision>; 11] = [
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 12] = [
         lifecycle::cluster_deletion,
         lifecycle::paused,
         lifecycle::foreign_cluster_id,
+        start::pod_start_instructions,
         lifecycle::quorum_recovery_in_progress,
         lifecycle::terminating_members,
         lifecycle::corrupt_alarm,

@@ -286,6 +286,36 @@ fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
             ),
         );
     }
+    // etcd refused to start on an empty data directory where it may only resume: its data is
+    // lost, and recreating the Pod on the same empty volume cannot help. Straight to level 2
+    // (whose MemberRemove waits until the others have quorum without it).
+    if let Some(m) = ctx.members.iter().find(|m| {
+        m.is_running()
+            && !m.memory
+            && matches!(
+                m.phase,
+                MemberPhase::Ready | MemberPhase::Recreating | MemberPhase::Provisioning
+            )
+            && m.observed
+                .pod
+                .as_ref()
+                .is_some_and(|p| !p.deleting && !p.ready && p.data_dir_lost(m.name))
+            && !busy(m)
+    }) {
+        return Some(
+            Decision::set_phase(m.name, MemberPhase::Replacing).with(
+                MemberEdit::new(m.name)
+                    .phase(MemberPhase::Replacing)
+                    .not_ready(
+                        "DataLost",
+                        format!(
+                            "etcd of {} found its data directory empty and refused to start (it may only resume on its own data); the member is replaced by a new one that joins from the others",
+                            m.name
+                        ),
+                    ),
+            ),
+        );
+    }
     let mut oom = None;
     for m in ctx.members.iter().filter(|m| m.is_running()) {
         let repairable = matches!(

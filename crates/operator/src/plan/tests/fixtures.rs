@@ -67,6 +67,8 @@ pub fn running_pod(member: &str) -> PodFacts {
         node: Some("node-a".into()),
         voter_label: true,
         owner_uid: Some(format!("uid-{member}")),
+        start: Some(crate::build::PodStart::own_data(member, &peer(member))),
+        termination_message: None,
     }
 }
 
@@ -326,7 +328,7 @@ impl Fx {
     }
 
     /// Keeps the view's derived fields (health, alarms reachability) consistent.
-    fn refresh(&mut self) {
+    pub fn refresh(&mut self) {
         let healthy = self.obs.etcd.endpoints.iter().any(|o| o.is_healthy());
         self.obs.etcd.health = if healthy {
             Ok(())

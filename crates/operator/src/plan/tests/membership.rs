@@ -23,10 +23,7 @@ fn joining(phase: MemberPhase) -> Fx {
 
 fn command(step: &Step) -> Vec<String> {
     match step {
-        Step::CreatePod(pod) => pod.spec.clone().unwrap().containers[0]
-            .command
-            .clone()
-            .unwrap(),
+        Step::CreatePod(pod) => crate::build::tests_support::effective_command(pod),
         other => panic!("expected CreatePod, got {other:?}"),
     }
 }

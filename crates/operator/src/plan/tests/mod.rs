@@ -10,4 +10,5 @@ mod operations;
 mod properties;
 mod repair;
 mod simulation;
+mod start;
 mod status;

@@ -97,8 +97,12 @@ fn rule7_terminal_pods_are_recovered_without_quorum_after_a_whole_cluster_reboot
                 .clone()
                 .unwrap();
             assert_eq!(claim.claim_name, "data-etcd-0", "same data");
-            let command = spec.containers[0].command.clone().unwrap();
-            assert!(command.contains(&"--initial-cluster-state=existing".to_string()));
+            let start = crate::build::PodStart::from_annotations(pod.metadata.annotations.as_ref());
+            assert_eq!(
+                start.map(|s| s.kind("etcd-0")),
+                Some(crate::build::StartKind::OwnData),
+                "a member that ran restarts only on its own data"
+            );
         }
         other => panic!("{other:?}"),
     }

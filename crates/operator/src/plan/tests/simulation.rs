@@ -112,8 +112,10 @@ impl Sim {
                     .and_then(|l| l.get(ROLE))
                     .map(String::as_str)
                     == Some(ROLE_VOTER);
-                let command = pod.spec.unwrap().containers[0].command.clone().unwrap();
+                let start =
+                    crate::build::PodStart::from_annotations(pod.metadata.annotations.as_ref());
                 let mut facts = running_pod(&name);
+                facts.start = start.clone();
                 facts.uid = format!("pod-{name}-{}", self.t);
                 facts.started_at = Some(at(self.t));
                 facts.voter_label = voter_label;
@@ -137,7 +139,9 @@ impl Sim {
                             },
                         );
                     }
-                    None if command.contains(&"--initial-cluster-state=new".to_string()) => {
+                    None if start
+                        .is_some_and(|s| s.state == crate::build::InitialClusterState::New) =>
+                    {
                         fx.obs.etcd.members = Ok(Vec::new());
                         fx.etcd_add(&name, false, true);
                         fx.answer(&name, Answer::Healthy);
@@ -159,6 +163,7 @@ impl Sim {
                 }
             }
             Step::LabelPod { member, voter, .. } => fx.pod_mut(&member).voter_label = voter,
+            Step::SetPodStart { member, start, .. } => fx.pod_mut(&member).start = Some(start),
             Step::AddLearner { member, .. } => fx.etcd_add(&member, true, false),
             Step::PromoteLearner { member, .. } => {
                 fx.etcd_add(&member, false, true);
@@ -223,13 +228,15 @@ fn bootstrap_of_three_members_converges_one_member_at_a_time() {
         .iter()
         .copied()
         .skip_while(|k| *k != StepKind::AddLearner)
-        .take(4)
+        .take(5)
         .collect();
     assert_eq!(
         join,
         [
             StepKind::AddLearner,
             StepKind::CreatePod,
+            // Once it has started, its Pod may restart only on its own data; then it votes.
+            StepKind::SetPodStart,
             StepKind::PromoteLearner,
             StepKind::LabelPod
         ]

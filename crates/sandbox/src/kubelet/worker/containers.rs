@@ -363,10 +363,13 @@ impl PodWorker {
     /// groups from the container's and the Pod's security contexts.
     async fn container_config(&self, index: usize) -> Result<ContainerConfig, String> {
         let container = self.effective_container(index);
-        let pod = self
+        let mut pod = self
             .effective
             .clone()
             .unwrap_or_else(|| (*self.pod).clone());
+        // The downward API reads the Pod as it is now: labels and annotations changed since
+        // admission reach the next run's environment, as with the real kubelet.
+        pod.metadata = self.pod.metadata.clone();
         let namespace = self.namespace();
         let kubelet = &self.node.kubelet;
         let (config_maps, secrets) = referenced_objects(&pod);
@@ -429,6 +432,47 @@ impl PodWorker {
         })
     }
 
+    /// The termination message of run `run` (1-based) of a slot, as the kubelet makes it for
+    /// `terminationMessagePolicy: FallbackToLogsOnError`: when the run failed, the last 80
+    /// lines of its log, at most 2048 bytes (the end is kept). The policy `File` reads a file
+    /// in the container, which mapped images do not write: no message. Read once per run.
+    fn termination_message(
+        &self,
+        slot: &ContainerSlot,
+        run: u32,
+        exit_code: i32,
+    ) -> Option<String> {
+        if exit_code == 0
+            || run == 0
+            || slot.spec.termination_message_policy.as_deref() != Some("FallbackToLogsOnError")
+        {
+            return None;
+        }
+        let mut cache = slot
+            .termination_messages
+            .lock()
+            .expect("termination messages");
+        if let Some(message) = cache.get(&run) {
+            return message.clone();
+        }
+        let sandbox = &self.entry.as_ref()?.sandbox;
+        let options = crate::runtime::LogOptions {
+            previous: run < slot.runs,
+            tail_lines: Some(80),
+            ..Default::default()
+        };
+        // Only the current and the previous run have logs the runtime keeps.
+        if run + 1 < slot.runs {
+            return None;
+        }
+        let log = sandbox.read_log(&slot.spec.name, &options).ok()?;
+        let start = log.len().saturating_sub(2048);
+        let text = String::from_utf8_lossy(&log[start..]).into_owned();
+        let message = (!text.is_empty()).then_some(text);
+        cache.insert(run, message.clone());
+        message
+    }
+
     /// What `containerStatuses[]` says about a slot.
     pub(super) fn record_of(&self, slot: &ContainerSlot, default_reason: &str) -> ContainerRecord {
         let image = slot.spec.image.clone().unwrap_or_default();
@@ -452,16 +496,23 @@ impl PodWorker {
         let id = |run: u32| Some(format!("sandbox://{}/{}/{run}", self.uid, slot.spec.name));
         let current_id = id(slot.runs.max(1));
         let previous_id = id(slot.runs.saturating_sub(1).max(1));
+        let current_run = slot.runs.max(1);
+        let previous_run = slot.runs.saturating_sub(1);
+        let ended_run = |termination: &crate::runtime::Termination, run: u32, id| {
+            let mut ended = Ended::from_runtime(termination, id);
+            ended.message = self.termination_message(slot, run, ended.exit_code);
+            ended
+        };
         let (state, last) = match status.state {
             ContainerState::Running { started_at, .. } => (
                 RecordState::Running { started_at },
                 status
                     .last_termination
                     .as_ref()
-                    .map(|t| Ended::from_runtime(t, previous_id)),
+                    .map(|t| ended_run(t, previous_run, previous_id)),
             ),
             ContainerState::Terminated(ended) => {
-                let ended = Ended::from_runtime(&ended, current_id.clone());
+                let ended = ended_run(&ended, current_run, current_id.clone());
                 if slot.waiting.is_some() && !slot.finished {
                     (waiting("ContainerCreating"), Some(ended))
                 } else {
@@ -470,7 +521,7 @@ impl PodWorker {
                         status
                             .last_termination
                             .as_ref()
-                            .map(|t| Ended::from_runtime(t, previous_id)),
+                            .map(|t| ended_run(t, previous_run, previous_id)),
                     )
                 }
             }

@@ -120,6 +120,8 @@ pub(crate) struct ContainerSlot {
     pub image_changed: bool,
     /// Killed for a new image: start again at once, whatever the policy says.
     pub restart_now: bool,
+    /// Termination messages of ended runs, by run number (read once from the run's log).
+    pub termination_messages: std::sync::Mutex<BTreeMap<u32, Option<String>>>,
 }
 
 /// A task aborted when its owner drops it.
@@ -184,6 +186,7 @@ pub(crate) fn spawn(node: Arc<NodeContext>, pod: Arc<Pod>) -> PodWorkerLink {
             retry_at: None,
             image_changed: false,
             restart_now: false,
+            termination_messages: Default::default(),
         })
         .collect();
     let scale = node.kubelet.time_scale;
