@@ -436,7 +436,10 @@ async fn pods_coming_and_going_never_cut_the_others_off_the_gateway() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&output.stdout).to_string();
-        text.split_whitespace().nth(2).unwrap_or_default().to_string()
+        text.split_whitespace()
+            .nth(2)
+            .unwrap_or_default()
+            .to_string()
     };
     let gateway = SocketAddr::from((network.gateway(), 7070));
     let listener = network.sockets().bind_tcp(gateway).await.unwrap();
@@ -450,7 +453,9 @@ async fn pods_coming_and_going_never_cut_the_others_off_the_gateway() {
         inside(namespace, move || {
             let mut stream = std::net::TcpStream::connect_timeout(&gateway, Duration::from_secs(2))
                 .map_err(|error| format!("connect to the gateway: {error}"))?;
-            stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .unwrap();
             let mut text = String::new();
             stream
                 .read_to_string(&mut text)

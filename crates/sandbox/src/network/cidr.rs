@@ -212,7 +212,10 @@ mod tests {
     #[test]
     fn macs_follow_the_address_and_are_local_unicast() {
         assert_eq!(mac_for(Ipv4Addr::new(10, 244, 0, 1)), "0a:58:0a:f4:00:01");
-        assert_eq!(mac_for(Ipv4Addr::new(10, 244, 255, 254)), "0a:58:0a:f4:ff:fe");
+        assert_eq!(
+            mac_for(Ipv4Addr::new(10, 244, 255, 254)),
+            "0a:58:0a:f4:ff:fe"
+        );
         let first = u8::from_str_radix(&mac_for(Ipv4Addr::new(1, 2, 3, 4))[..2], 16).unwrap();
         assert_eq!(first & 0b11, 0b10, "locally administered, unicast");
     }

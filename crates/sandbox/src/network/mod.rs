@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use hickory_server::Server;
 
-pub use cidr::{mac_for, CidrParseError, Ipam, IpamError, Ipv4Cidr};
+pub use cidr::{CidrParseError, Ipam, IpamError, Ipv4Cidr, mac_for};
 pub use dns::ClusterDns;
 pub use exec::ClusterNetworkInfo;
 pub use netns::NetNamespace;
