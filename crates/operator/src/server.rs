@@ -1,5 +1,10 @@
 //! The HTTP server: `/metrics` (Prometheus text format), `/healthz` (the process serves) and
 //! `/readyz` (a standby replica, or a leader whose caches are filled).
+//!
+//! `/healthz` is the liveness probe's: it reads one flag of this process and asks neither the
+//! API server nor the leader Lease, so it fails only when the process is wedged (it does not
+//! answer) or its controller stopped by itself, never because the API server is away or the
+//! node is loaded. Losing the Lease is handled by the process itself (it exits).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
