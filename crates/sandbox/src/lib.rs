@@ -7,9 +7,11 @@
 //! - [`runtime`]: Pods as real processes in their own namespaces, with volumes.
 //! - [`network`]: the cluster network: namespaces, bridge, addresses, DNS, Service proxy.
 //! - [`kubelet`]: the node agent; [`scheduler`]; [`controllers`]: Jobs, Deployments, node lifecycle.
+//! - [`certmanager`]: a stand-in for cert-manager's `selfSigned` and `ca` issuers (optional).
 //! - [`Sandbox`]: all of it as one value; [`control`]: faults sent to a running `kube-sandbox up`.
 
 pub mod apiserver;
+pub mod certmanager;
 mod cluster;
 pub mod control;
 pub mod controllers;

@@ -3,7 +3,8 @@
 //! - `kube-sandbox up --dir DIR [--port N] [--nodes N] [--images FILE] [--time-scale F]`: runs
 //!   the API server, nodes that run Pods as processes, the cluster network, the scheduler and
 //!   controllers until SIGINT or SIGTERM; `DIR/kubeconfig` for kubectl. `--api-only` runs the
-//!   API server alone (no root needed).
+//!   API server alone (no root needed). `--cert-manager` adds a stand-in for cert-manager
+//!   (its `Certificate`, `Issuer` and `ClusterIssuer` kinds, selfSigned and CA issuers).
 //! - `kube-sandbox exec --dir DIR -- COMMAND...`: runs a command inside the cluster network
 //!   with the cluster DNS (cluster names resolve, `DIR/kubeconfig` works there too);
 //!   `--pod NAME [-n NAMESPACE] [-c CONTAINER]` runs it inside a container instead.
@@ -60,6 +61,11 @@ enum Command {
         /// Serve the API only: no nodes run Pods (no root needed).
         #[arg(long)]
         api_only: bool,
+        /// Serve cert-manager.io/v1 Certificates, Issuers and ClusterIssuers and run a
+        /// stand-in for cert-manager's selfSigned and CA issuers (ClusterIssuers read their CA
+        /// Secret from the cert-manager namespace).
+        #[arg(long)]
+        cert_manager: bool,
     },
     /// Run COMMAND inside the cluster network of the sandbox running in DIR, with its DNS; or,
     /// with --pod, inside a container of a Pod (as `kubectl exec` would).
@@ -263,8 +269,12 @@ async fn main() -> anyhow::Result<()> {
             time_scale,
             pod_eviction_timeout,
             api_only,
+            cert_manager,
         } => {
             let mut options = SandboxOptions::new(dir).port(port).nodes(nodes);
+            if cert_manager {
+                options = options.cert_manager();
+            }
             if !api_only {
                 let user = match images {
                     Some(path) => ImageMap::load(&path)?,

@@ -14,6 +14,9 @@
 //!
 //! [`Sandbox::client`] is the administrator's client; [`Sandbox::service_account_client`] one
 //! authorized by RBAC.
+//!
+//! Either shape can also run a stand-in for cert-manager ([`SandboxOptions::cert_manager`],
+//! see [`crate::certmanager`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use serde_json::json;
 
 use crate::apiserver::bootstrap::create_builtin;
 use crate::apiserver::{ApiServer, ApiServerConfig, RunningApiServer, kubeconfig};
+use crate::certmanager::{CertManagerHandle, CertManagerOptions};
 use crate::cluster::{ClusterOptions, RunningCluster};
 use crate::controllers::TimeScale;
 use crate::kubelet::{Fault, FaultError, Kubelet};
@@ -41,6 +45,9 @@ pub struct SandboxOptions {
     pub apiserver: ApiServerConfig,
     /// How the nodes run Pods; `None`: the API server only.
     pub cluster: Option<ClusterOptions>,
+    /// Serve cert-manager's `Certificate`, `Issuer` and `ClusterIssuer` and run the
+    /// stand-in's controller ([`crate::certmanager`]); `None`: not served.
+    pub cert_manager: Option<CertManagerOptions>,
 }
 
 impl SandboxOptions {
@@ -51,6 +58,7 @@ impl SandboxOptions {
             nodes: 3,
             apiserver: ApiServerConfig::default(),
             cluster: None,
+            cert_manager: None,
         }
     }
 
@@ -85,6 +93,18 @@ impl SandboxOptions {
         self
     }
 
+    /// Runs the cert-manager stand-in with its defaults (ClusterIssuers' CA Secrets in the
+    /// `cert-manager` namespace); with or without nodes.
+    pub fn cert_manager(self) -> Self {
+        self.cert_manager_with(CertManagerOptions::default())
+    }
+
+    /// Runs the cert-manager stand-in with these options.
+    pub fn cert_manager_with(mut self, options: CertManagerOptions) -> Self {
+        self.cert_manager = Some(options);
+        self
+    }
+
     pub fn port(mut self, port: u16) -> Self {
         self.apiserver.port = port;
         self
@@ -99,6 +119,7 @@ impl SandboxOptions {
 /// A running sandbox. Dropping it stops its node agents (every Pod process is killed at once),
 /// its API server and everything it started.
 pub struct Sandbox {
+    cert_manager: Option<CertManagerHandle>,
     cluster: Option<RunningCluster>,
     dir: PathBuf,
     api: RunningApiServer,
@@ -129,6 +150,9 @@ impl Sandbox {
         for index in 1..=options.nodes {
             create_node(&api.server, &format!("node-{index}"), &zone_of(index))?;
         }
+        if let Some(cert_manager) = &options.cert_manager {
+            crate::certmanager::install(&api.server, cert_manager)?;
+        }
         let client = client_for(&kubeconfig).await?;
         let cluster = match &options.cluster {
             Some(cluster) => {
@@ -142,7 +166,15 @@ impl Sandbox {
             }
             None => None,
         };
+        let cert_manager = options.cert_manager.clone().map(|cert_manager| {
+            let time_scale = options
+                .cluster
+                .as_ref()
+                .map_or(TimeScale::REAL, |c| c.time_scale);
+            crate::certmanager::start(client.clone(), cert_manager, time_scale)
+        });
         Ok(Self {
+            cert_manager,
             cluster,
             dir: options.dir.clone(),
             api,
@@ -274,6 +306,9 @@ impl Sandbox {
     /// Stops the nodes (killing every Pod process) and the API server now; dropping does
     /// the same.
     pub fn stop(&self) {
+        if let Some(cert_manager) = &self.cert_manager {
+            cert_manager.stop();
+        }
         if let Some(cluster) = &self.cluster {
             cluster.stop();
         }
