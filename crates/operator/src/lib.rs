@@ -23,6 +23,7 @@ pub mod permissions;
 pub mod plan;
 pub mod reconcile;
 pub mod run;
+pub mod security;
 pub mod server;
 
 #[cfg(test)]

@@ -82,6 +82,12 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
         verbs: &["create"],
         used_by: "reconcile::events records an Event per action",
     },
+    Permission {
+        group: "",
+        resource: "secrets",
+        verbs: &["get"],
+        used_by: "observe reads (only) the TLS Secrets named in spec.tls, by name, at every pass",
+    },
 ];
 
 /// What leader election needs, in the Lease's namespace only.

@@ -128,15 +128,16 @@ async fn scenario(cluster: Arc<Cluster>, namespace: &'static str, version: &str,
         &cluster_yaml("etcd", namespace, 3, "").replace("\"3.5.1\"", &format!("\"{version}\"")),
     );
     cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
-    cluster.put(namespace, "etcd", SENTINEL, "present");
+    tokio::task::block_in_place(|| cluster.put(namespace, "etcd", SENTINEL, "present"));
     let ids = cluster.recorded_ids(namespace, "etcd").await;
     let seed_id = ids
         .iter()
         .find(|(n, _)| n == "etcd-0")
         .map(|(_, id)| id.clone())
         .unwrap();
-    let original_cluster_id = cluster_id(&cluster, &member_url(namespace, "etcd-1"))
-        .expect("etcd-1 reports the cluster ID");
+    let original_cluster_id =
+        tokio::task::block_in_place(|| cluster_id(&cluster, &member_url(namespace, "etcd-1")))
+            .expect("etcd-1 reports the cluster ID");
     let workload = Workload::start(cluster.network.clone(), namespace, "etcd", namespace);
     tokio::time::sleep(Duration::from_secs(1)).await;
 

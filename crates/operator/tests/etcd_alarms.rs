@@ -35,7 +35,7 @@ async fn nospace_alarm_is_observed_and_disarmed(version: EtcdVersion) {
     assert_eq!(alarms.len(), 1, "{alarms:?}");
     assert_eq!(alarms[0].kind, AlarmKind::NoSpace);
 
-    let view = observe_cluster(&endpoints, Timeouts::OBSERVE).await;
+    let view = observe_cluster(&endpoints, Timeouts::OBSERVE, &Default::default()).await;
     assert_eq!(view.active_alarms(), &alarms[..]);
     let status = view.statuses().next().unwrap();
     assert_eq!(alarms[0].member_id, status.member_id);
@@ -85,7 +85,8 @@ async fn corrupt_alarm_is_observed_and_disarmed(version: EtcdVersion) {
         || {
             let endpoints = endpoints.clone();
             async move {
-                let view = observe_cluster(&endpoints, Timeouts::OBSERVE).await;
+                let view =
+                    observe_cluster(&endpoints, Timeouts::OBSERVE, &Default::default()).await;
                 (!view.active_alarms().is_empty()).then_some(view)
             }
         },

@@ -210,7 +210,7 @@ async fn calls_to_a_dead_cluster_fail_within_the_deadline() {
         request: Duration::from_millis(500),
     };
     let nobody = EtcdProcess::new(EtcdVersion::V3_5, "nobody");
-    let client = EtcdClient::connect([nobody.client_url()], timeouts)
+    let client = EtcdClient::connect([nobody.client_url()], timeouts, &Default::default())
         .await
         .expect("lazy connect");
     let started = std::time::Instant::now();
@@ -233,7 +233,7 @@ async fn calls_to_a_dead_cluster_fail_within_the_deadline() {
     assert_eq!(err.kind, EtcdErrorKind::Unreachable, "{err}");
     assert!(started.elapsed() < timeouts.deadline());
 
-    let err = EtcdClient::connect(Vec::<String>::new(), timeouts)
+    let err = EtcdClient::connect(Vec::<String>::new(), timeouts, &Default::default())
         .await
         .unwrap_err();
     assert_eq!(err.kind, EtcdErrorKind::InvalidArgument);

@@ -20,7 +20,7 @@ const OBSERVE_BOUND: Duration = Duration::from_secs(8);
 
 async fn observe_timed(endpoints: &[String]) -> EtcdView {
     let started = Instant::now();
-    let view = observe_cluster(endpoints, Timeouts::OBSERVE).await;
+    let view = observe_cluster(endpoints, Timeouts::OBSERVE, &Default::default()).await;
     assert!(
         started.elapsed() < OBSERVE_BOUND,
         "observation took {:?}",
@@ -194,7 +194,7 @@ async fn observe_learner_and_missing_endpoint_v3_4() {
 
 #[tokio::test]
 async fn observe_nothing_is_a_view_not_an_error() {
-    let view = observe_cluster(&[], Timeouts::OBSERVE).await;
+    let view = observe_cluster(&[], Timeouts::OBSERVE, &Default::default()).await;
     assert!(view.endpoints.is_empty());
     assert!(!view.is_healthy());
     assert!(view.members.is_err());

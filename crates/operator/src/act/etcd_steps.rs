@@ -8,14 +8,23 @@ use crate::plan::Step;
 use super::{ActContext, ActError};
 
 /// Performs an etcd step.
-pub async fn perform(ctx: &ActContext, step: &Step, endpoints: &[String]) -> Result<(), ActError> {
+pub async fn perform(
+    ctx: &ActContext,
+    step: &Step,
+    endpoints: &[String],
+    access: &crate::etcd::EtcdAccess,
+) -> Result<(), ActError> {
     if endpoints.is_empty() {
         return Err(ActError::NoEndpoint {
             what: step.message(),
         });
     }
-    let client =
-        EtcdClient::connect(ctx.etcd_urls.map_all(endpoints), Timeouts::MEMBERSHIP).await?;
+    let client = EtcdClient::connect(
+        ctx.etcd_urls.map_all(endpoints),
+        Timeouts::MEMBERSHIP,
+        access,
+    )
+    .await?;
     let result = match step {
         Step::AddLearner { peer_url, .. } => client
             .member_add_learner(std::slice::from_ref(peer_url))

@@ -100,7 +100,13 @@ async fn perform(
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. } => {
-            etcd_steps::perform(ctx, &plan.step, &plan.etcd_endpoints).await?;
+            etcd_steps::perform(
+                ctx,
+                &plan.step,
+                &plan.etcd_endpoints,
+                &observed.security.access,
+            )
+            .await?;
             Ok(None)
         }
         step => kube_steps::perform(ctx, step, observed).await,

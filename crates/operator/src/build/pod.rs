@@ -381,6 +381,8 @@ fn secret_volume(name: &str, secret: &str) -> Volume {
         name: name.to_string(),
         secret: Some(SecretVolumeSource {
             secret_name: Some(secret.to_string()),
+            // Readable by etcd's group (the Pod's fsGroup), never by everyone.
+            default_mode: Some(0o440),
             ..Default::default()
         }),
         ..Default::default()

@@ -5,8 +5,23 @@ use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType, Client, ConnectOptions, MemberAddOptions};
 
+use super::access::EtcdAccess;
 use super::error::{EtcdError, EtcdErrorKind};
 use super::types::{Alarm, AlarmKind, EndpointStatus, MemberAdded, MemberInfo};
+
+/// The connect options of `access` (TLS, credentials) with `timeouts`.
+fn connect_options(timeouts: Timeouts, access: &EtcdAccess) -> ConnectOptions {
+    let mut options = ConnectOptions::new()
+        .with_connect_timeout(timeouts.connect)
+        .with_timeout(timeouts.request);
+    if let Some(tls) = access.tls_options() {
+        options = options.with_tls(tls);
+    }
+    if let Some((user, password)) = &access.credentials {
+        options = options.with_user(user.clone(), password.clone());
+    }
+    options
+}
 
 /// How long etcd calls may take. Every call is also wrapped in a hard deadline of
 /// `connect + request`, so nothing can hang a reconcile even if every endpoint is a black hole.
@@ -55,6 +70,7 @@ pub struct EtcdClient {
     endpoints: Vec<String>,
     client: Client,
     timeouts: Timeouts,
+    access: EtcdAccess,
 }
 
 impl std::fmt::Debug for EtcdClient {
@@ -69,7 +85,11 @@ impl std::fmt::Debug for EtcdClient {
 impl EtcdClient {
     /// A client over `endpoints` (client URLs such as `http://m-0.c.ns.svc:2379`). Fails only
     /// on an empty list or a malformed URL. Must run inside a Tokio runtime.
-    pub async fn connect<I, S>(endpoints: I, timeouts: Timeouts) -> Result<EtcdClient, EtcdError>
+    pub async fn connect<I, S>(
+        endpoints: I,
+        timeouts: Timeouts,
+        access: &EtcdAccess,
+    ) -> Result<EtcdClient, EtcdError>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -83,10 +103,8 @@ impl EtcdClient {
                 "no endpoints to connect to",
             ));
         }
-        let options = ConnectOptions::new()
-            .with_connect_timeout(timeouts.connect)
-            .with_timeout(timeouts.request);
-        let connecting = Client::connect(endpoints.clone(), Some(options));
+        let connecting =
+            Client::connect(endpoints.clone(), Some(connect_options(timeouts, access)));
         let client = bounded("Connect", &endpoints, timeouts.deadline(), connecting)
             .await?
             .map_err(|e| EtcdError::from_client("Connect", &endpoints, e))?;
@@ -94,6 +112,7 @@ impl EtcdClient {
             endpoints,
             client,
             timeouts,
+            access: access.clone(),
         })
     }
 
@@ -349,6 +368,7 @@ impl EtcdClient {
     pub async fn connect_endpoint(
         endpoint: &str,
         timeouts: Timeouts,
+        access: &EtcdAccess,
     ) -> Result<EtcdClient, EtcdError> {
         let endpoints = vec![endpoint.to_string()];
         let target = tonic::transport::Endpoint::from_shared(endpoint.to_string())
@@ -362,12 +382,26 @@ impl EtcdClient {
             })?
             .connect_timeout(timeouts.connect)
             .timeout(timeouts.request);
+        let target = match access.tls_options() {
+            Some(tls) => target.tls_config(tls).map_err(|e| {
+                EtcdError::new(
+                    "Connect",
+                    &endpoints,
+                    EtcdErrorKind::InvalidArgument,
+                    format!("TLS configuration: {e}"),
+                )
+            })?,
+            None => target,
+        };
         let channel = bounded("Connect", &endpoints, timeouts.deadline(), target.connect())
             .await?
             .map_err(|e| EtcdError::from_client("Connect", &endpoints, e.into()))?;
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(timeouts.connect)
             .with_timeout(timeouts.request);
+        if let Some((user, password)) = &access.credentials {
+            options = options.with_user(user.clone(), password.clone());
+        }
         let connecting = Client::from_channel(etcd_client::Channel::Tonic(channel), Some(options));
         let client = bounded("Connect", &endpoints, timeouts.deadline(), connecting)
             .await?
@@ -376,11 +410,12 @@ impl EtcdClient {
             endpoints,
             client,
             timeouts,
+            access: access.clone(),
         })
     }
 
     async fn single(&self, endpoint: &str) -> Result<EtcdClient, EtcdError> {
-        EtcdClient::connect_endpoint(endpoint, self.timeouts).await
+        EtcdClient::connect_endpoint(endpoint, self.timeouts, &self.access).await
     }
 
     async fn call<T, F>(&self, call: &'static str, future: F) -> Result<T, EtcdError>

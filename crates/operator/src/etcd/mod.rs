@@ -6,11 +6,13 @@
 //!   unreachable member or a cluster without quorum is data, not an error.
 //! - [`types`]: plain values ([`MemberInfo`], [`EndpointStatus`], [`Alarm`]) the planner reads.
 
+mod access;
 mod client;
 mod error;
 pub mod types;
 mod view;
 
+pub use access::{ClientTls, EtcdAccess};
 pub use client::{EtcdClient, Timeouts};
 pub use error::{EtcdError, EtcdErrorKind};
 pub use types::{

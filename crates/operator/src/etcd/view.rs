@@ -5,6 +5,7 @@
 
 use futures::future::join_all;
 
+use super::access::EtcdAccess;
 use super::client::{EtcdClient, Timeouts};
 use super::error::{EtcdError, EtcdErrorKind};
 use super::types::{Alarm, EndpointStatus, MemberInfo};
@@ -114,12 +115,20 @@ impl EtcdView {
 /// member list (from the leader when it answered) and the alarms. Bounded by roughly three
 /// `timeouts.deadline()`s however many endpoints are down; one that refuses connections fails
 /// at once.
-pub async fn observe_cluster(endpoints: &[String], timeouts: Timeouts) -> EtcdView {
+pub async fn observe_cluster(
+    endpoints: &[String],
+    timeouts: Timeouts,
+    access: &EtcdAccess,
+) -> EtcdView {
     if endpoints.is_empty() {
         return EtcdView::not_observed("no endpoints to observe");
     }
-    let observations: Vec<EndpointObservation> =
-        join_all(endpoints.iter().map(|ep| observe_endpoint(ep, timeouts))).await;
+    let observations: Vec<EndpointObservation> = join_all(
+        endpoints
+            .iter()
+            .map(|ep| observe_endpoint(ep, timeouts, access)),
+    )
+    .await;
 
     let leader = observations
         .iter()
@@ -147,8 +156,8 @@ pub async fn observe_cluster(endpoints: &[String], timeouts: Timeouts) -> EtcdVi
     };
 
     let connecting = match cluster_endpoints.as_slice() {
-        [only] => EtcdClient::connect_endpoint(only, timeouts).await,
-        _ => EtcdClient::connect(cluster_endpoints, timeouts).await,
+        [only] => EtcdClient::connect_endpoint(only, timeouts, access).await,
+        _ => EtcdClient::connect(cluster_endpoints, timeouts, access).await,
     };
     let (members, alarms) = match connecting {
         Ok(client) => {
@@ -172,8 +181,12 @@ pub async fn observe_cluster(endpoints: &[String], timeouts: Timeouts) -> EtcdVi
     }
 }
 
-async fn observe_endpoint(endpoint: &str, timeouts: Timeouts) -> EndpointObservation {
-    let client = match EtcdClient::connect_endpoint(endpoint, timeouts).await {
+async fn observe_endpoint(
+    endpoint: &str,
+    timeouts: Timeouts,
+    access: &EtcdAccess,
+) -> EndpointObservation {
+    let client = match EtcdClient::connect_endpoint(endpoint, timeouts, access).await {
         Ok(client) => client,
         Err(e) => {
             return EndpointObservation {

@@ -16,7 +16,7 @@ pub use stores::{Scope, Stores, cluster_of, owned_objects, reflect};
 use etcd_operator_api::labels::CLUSTER;
 use etcd_operator_api::shared::StorageMedium;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
@@ -25,8 +25,9 @@ use serde::de::DeserializeOwned;
 use crate::build::{
     OperatorSettings, client_service_name, headless_service_name, member_client_url, pvc_name,
 };
-use crate::etcd::{EtcdView, Timeouts, observe_cluster};
-use crate::plan::{Observed, ObservedMember, PodFacts, PvcFacts};
+use crate::etcd::{ClientTls, EtcdAccess, EtcdView, Timeouts, observe_cluster};
+use crate::plan::{Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
+use crate::security::{Purpose, check_tls_secret};
 
 /// What `observe` reads with.
 #[derive(Clone)]
@@ -77,7 +78,8 @@ impl Observer {
             .cached_or_get::<PodDisruptionBudget>(&self.stores.pdbs, &namespace, &name)
             .await?;
 
-        let etcd = self.observe_etcd(&members).await;
+        let security = self.observe_security(cluster, &members).await;
+        let etcd = self.observe_etcd(&members, &security.access).await;
         Ok(Observed {
             cluster: cluster.clone(),
             members,
@@ -86,7 +88,113 @@ impl Observer {
             pdb,
             etcd,
             settings: self.settings.clone(),
+            security,
         })
+    }
+
+    /// The Secrets `spec.tls` names, each checked (`security::check_tls_secret`), and what the
+    /// operator dials etcd with. Read at every pass: a rotated Secret is used from the next
+    /// pass on. A Secret that cannot be used is a problem in the result, never an error.
+    async fn observe_security(
+        &self,
+        cluster: &EtcdCluster,
+        members: &[ObservedMember],
+    ) -> SecurityFacts {
+        let mut facts = SecurityFacts::default();
+        let Some(tls) = cluster.spec.tls.as_ref() else {
+            return facts;
+        };
+        let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+        let name = cluster.metadata.name.clone().unwrap_or_default();
+        let names = member_dns_names(cluster, members);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
+        let read = |secret: String| {
+            let api = api.clone();
+            async move {
+                match api.get_opt(&secret).await {
+                    Ok(found) => Ok(found),
+                    Err(e) => Err(format!("Secret {secret} cannot be read: {e}")),
+                }
+            }
+        };
+        if let Some(client) = &tls.client {
+            match (&client.server_secret_ref, &client.cert_manager) {
+                (Some(server), _) => {
+                    let checked = match read(server.name.clone()).await {
+                        Ok(secret) => check_tls_secret(
+                            &server.name,
+                            secret.as_ref(),
+                            Purpose::Server,
+                            None,
+                            &names,
+                            now,
+                        ),
+                        Err(problem) => Err(problem),
+                    };
+                    match checked {
+                        Ok(material) => {
+                            let ca_pem = material.ca_pem.clone().unwrap_or_default();
+                            let identity = match &client.operator_client_secret_ref {
+                                None => None,
+                                Some(operator) => {
+                                    let checked = match read(operator.name.clone()).await {
+                                        Ok(secret) => check_tls_secret(
+                                            &operator.name,
+                                            secret.as_ref(),
+                                            Purpose::OperatorClient,
+                                            Some(&ca_pem),
+                                            &[],
+                                            now,
+                                        ),
+                                        Err(problem) => Err(problem),
+                                    };
+                                    match checked {
+                                        Ok(m) => Some((m.cert_pem, m.key_pem)),
+                                        Err(problem) => {
+                                            facts.problems.push(problem);
+                                            None
+                                        }
+                                    }
+                                }
+                            };
+                            facts.access.tls = Some(ClientTls { ca_pem, identity });
+                        }
+                        Err(problem) => facts.problems.push(problem),
+                    }
+                }
+                (None, Some(_)) => facts.problems.push(format!(
+                    "spec.tls.client.certManager: certificates from cert-manager are not implemented yet (the Secret would be {name}-server-tls); use serverSecretRef"
+                )),
+                (None, None) => {}
+            }
+        }
+        if let Some(peer) = &tls.peer {
+            match (&peer.secret_ref, &peer.cert_manager) {
+                (Some(secret), _) => {
+                    let checked = match read(secret.name.clone()).await {
+                        Ok(found) => check_tls_secret(
+                            &secret.name,
+                            found.as_ref(),
+                            Purpose::Peer,
+                            None,
+                            &names,
+                            now,
+                        )
+                        .map(|_| ()),
+                        Err(problem) => Err(problem),
+                    };
+                    if let Err(problem) = checked {
+                        facts.problems.push(problem);
+                    }
+                }
+                (None, Some(_)) => facts.problems.push(format!(
+                    "spec.tls.peer.certManager: certificates from cert-manager are not implemented yet (the Secret would be {name}-peer-tls); use secretRef"
+                )),
+                (None, None) => {}
+            }
+        }
+        facts
     }
 
     /// The EtcdMembers labelled with the cluster, by name.
@@ -162,7 +270,7 @@ impl Observer {
 
     /// What etcd says, asked at the client URLs of the members that have a Pod. The view keeps
     /// those URLs as the planner knows them, whatever address [`EtcdUrlMap`] dialled.
-    async fn observe_etcd(&self, members: &[ObservedMember]) -> EtcdView {
+    async fn observe_etcd(&self, members: &[ObservedMember], access: &EtcdAccess) -> EtcdView {
         let urls: Vec<String> = members
             .iter()
             .filter(|m| m.pod.is_some())
@@ -172,7 +280,7 @@ impl Observer {
             return EtcdView::not_observed("no member has a Pod");
         }
         let dialled: Vec<String> = urls.iter().map(|u| self.etcd_urls.map(u)).collect();
-        let mut view = observe_cluster(&dialled, Timeouts::OBSERVE).await;
+        let mut view = observe_cluster(&dialled, Timeouts::OBSERVE, access).await;
         for observation in &mut view.endpoints {
             if let Some(i) = dialled.iter().position(|d| *d == observation.endpoint) {
                 observation.endpoint = urls[i].clone();
@@ -180,4 +288,25 @@ impl Observer {
         }
         view
     }
+}
+
+/// The DNS names a member certificate must be valid for: `<member>.<cluster>.<ns>.svc` of
+/// every member that exists and of every ordinal up to the wanted size (so that a scale-out is
+/// not started on a certificate that cannot serve the new members).
+fn member_dns_names(cluster: &EtcdCluster, members: &[ObservedMember]) -> Vec<String> {
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let headless = headless_service_name(&name);
+    let wanted = cluster.spec.replicas.unwrap_or(3).max(0) as usize;
+    let mut members: Vec<String> = members
+        .iter()
+        .filter_map(|m| m.member.metadata.name.clone())
+        .collect();
+    members.extend((0..wanted).map(|i| format!("{name}-{i}")));
+    members.sort();
+    members.dedup();
+    members
+        .into_iter()
+        .map(|m| format!("{m}.{headless}.{namespace}.svc"))
+        .collect()
 }

@@ -31,6 +31,18 @@ pub struct Observed {
     pub etcd: EtcdView,
     /// Operator-wide settings (the etcd image repository).
     pub settings: OperatorSettings,
+    /// The cluster's TLS and credentials, from the Secrets its spec names.
+    pub security: SecurityFacts,
+}
+
+/// What the Secrets of `spec.tls` (and `spec.auth`) amount to.
+#[derive(Clone, Debug, Default)]
+pub struct SecurityFacts {
+    /// How the operator dials etcd (what `observe` used, and what `act` uses).
+    pub access: crate::etcd::EtcdAccess,
+    /// What is wrong with the Secrets the spec names, one sentence each naming the Secret and
+    /// the problem. Empty when every one is usable.
+    pub problems: Vec<String>,
 }
 
 /// An EtcdMember with its Pod and PVC.

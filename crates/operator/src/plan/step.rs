@@ -365,6 +365,8 @@ pub enum WaitReason {
     OutOfMemory,
     /// A member cannot be built (an object lacks its name or UID).
     InvalidObject,
+    /// A Secret `spec.tls` names cannot be used.
+    InvalidSecret,
 }
 
 impl WaitReason {
@@ -389,6 +391,7 @@ impl WaitReason {
             WaitReason::ForeignObject => "ForeignObject",
             WaitReason::OutOfMemory => "OutOfMemory",
             WaitReason::InvalidObject => "InvalidObject",
+            WaitReason::InvalidSecret => "InvalidSecret",
         }
     }
 

@@ -233,9 +233,13 @@ where
 
 /// A client over `members`' client URLs.
 pub async fn client_for(members: &[&EtcdProcess]) -> EtcdClient {
-    EtcdClient::connect(members.iter().map(|m| m.client_url()), Timeouts::MEMBERSHIP)
-        .await
-        .expect("client")
+    EtcdClient::connect(
+        members.iter().map(|m| m.client_url()),
+        Timeouts::MEMBERSHIP,
+        &Default::default(),
+    )
+    .await
+    .expect("client")
 }
 
 /// Waits until every member's endpoint passes the linearizable health check.

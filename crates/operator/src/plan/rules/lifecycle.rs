@@ -202,3 +202,21 @@ fn alarm_branch(
         timing::BLOCKED_POLL,
     ))
 }
+
+/// The Secrets of `spec.tls` cannot be used (missing, wrong type or keys, a key that does not
+/// match, not signed by the CA, expired, names not covered): nothing is started or changed on
+/// a broken configuration, and what runs keeps running on what it has.
+pub fn security_problems(ctx: &Context<'_>) -> Option<Decision> {
+    let problems = &ctx.observed.security.problems;
+    if problems.is_empty() {
+        return None;
+    }
+    Some(Decision::wait(
+        WaitReason::InvalidSecret,
+        format!(
+            "{}. Nothing is started or changed until this is fixed; running members keep what they have",
+            problems.join("; ")
+        ),
+        timing::BLOCKED_POLL,
+    ))
+}

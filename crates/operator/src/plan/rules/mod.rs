@@ -11,7 +11,8 @@
 //! 9. advance non-Ready members;
 //! 10. cluster operations behind the readiness gate.
 //!
-//! Between 2 and 3 sit a safety stop: etcd answering with a cluster ID other than the one
+//! Between 2 and 3 sit the TLS Secrets (unusable ones stop everything but deletion, with the
+//! reason), a safety stop: etcd answering with a cluster ID other than the one
 //! latched means our members talk to another cluster, and nothing may act on it; and the
 //! start instructions of the Pods (`start`): a member that has started restarts only on its
 //! own data, never bootstrapping or rejoining from an empty data directory.
@@ -33,9 +34,10 @@ pub use lifecycle::QUORUM_RECOVERY_CONDITION;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {
-    let rules: [fn(&Context<'_>) -> Option<Decision>; 12] = [
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 13] = [
         lifecycle::cluster_deletion,
         lifecycle::paused,
+        lifecycle::security_problems,
         lifecycle::foreign_cluster_id,
         start::pod_start_instructions,
         lifecycle::quorum_recovery_in_progress,

@@ -26,13 +26,11 @@ pub fn cluster_operations(ctx: &Context<'_>) -> Option<Decision> {
 }
 
 /// What the spec asks for that this version cannot do yet, reported instead of done wrong:
-/// TLS (the operator's etcd client speaks plaintext only), authentication, bootstrap from a
-/// snapshot, and a memory-backed cluster scaled to zero (its data would not survive).
+/// authentication, bootstrap from a snapshot, and a memory-backed cluster scaled to zero (its
+/// data would not survive). TLS from cert-manager is reported with the TLS Secrets' problems.
 fn unsupported_spec(ctx: &Context<'_>) -> Option<Decision> {
     let spec = &ctx.observed.cluster.spec;
-    let what = if spec.tls.is_some() {
-        "spec.tls (TLS is not implemented yet)"
-    } else if spec.auth.as_ref().is_some_and(|a| a.enabled == Some(true)) {
+    let what = if spec.auth.as_ref().is_some_and(|a| a.enabled == Some(true)) {
         "spec.auth (authentication is not implemented yet)"
     } else if spec.bootstrap.as_ref().is_some_and(|b| b.restore.is_some()) {
         "spec.bootstrap.restore (restoring from a snapshot is not implemented yet)"

@@ -120,6 +120,7 @@ impl Fx {
                 pdb: None,
                 etcd: EtcdView::not_observed("no member has a Pod"),
                 settings: OperatorSettings::default(),
+                security: Default::default(),
             },
         }
     }

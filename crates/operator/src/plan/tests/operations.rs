@@ -288,8 +288,53 @@ fn rule10_version_change_is_reported_as_not_implemented() {
 #[test]
 fn rule10_unsupported_spec_is_reported_before_bootstrap() {
     let mut fx = Fx::empty(3);
-    fx.obs.cluster.spec.tls = Some(Default::default());
+    fx.obs.cluster.spec.auth = Some(etcd_operator_api::cluster::AuthSpec {
+        enabled: Some(true),
+        root_credentials_secret_ref: None,
+    });
     assert_eq!(wait_reason(&fx.step()), WaitReason::UnsupportedSpec);
+}
+
+/// Unusable TLS Secrets stop everything but deletion, with every problem in the message, and
+/// nothing is started; once they are fixed the cluster proceeds.
+#[test]
+fn tls_secret_problems_stop_everything_but_deletion() {
+    let mut fx = Fx::empty(3);
+    fx.obs.security.problems = vec![
+        "Secret etcd-server (client-API server certificate) not found".to_string(),
+        "Secret etcd-peer (peer certificate): tls.key does not belong to the certificate in tls.crt"
+            .to_string(),
+    ];
+    let plan = fx.plan();
+    match &plan.step {
+        Step::Wait { reason, message } => {
+            assert_eq!(*reason, WaitReason::InvalidSecret);
+            assert!(
+                message.contains("Secret etcd-server (client-API server certificate) not found")
+            );
+            assert!(message.contains("tls.key does not belong"));
+            assert!(message.contains("Nothing is started"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(plan.step.event_type(), crate::build::EventType::Warning);
+
+    let mut healthy = Fx::healthy(3);
+    healthy.obs.security.problems = vec!["Secret x: expired".into()];
+    healthy.without_pod("etcd-1");
+    assert_eq!(
+        wait_reason(&healthy.step()),
+        WaitReason::InvalidSecret,
+        "no Pod on a broken configuration"
+    );
+    healthy.obs.security.problems.clear();
+    assert_eq!(healthy.step().kind(), StepKind::CreatePod);
+
+    let mut deleting = Fx::healthy(3);
+    deleting.obs.security.problems = vec!["Secret x: expired".into()];
+    deleting.obs.cluster.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(0)));
+    assert_ne!(deleting.step().kind(), StepKind::Wait, "deletion proceeds");
 }
 
 #[test]

@@ -1,0 +1,5 @@
+//! TLS and credentials: checking what the spec refers to, and what the operator dials etcd with.
+
+mod tls;
+
+pub use tls::{Purpose, TLS_SECRET_TYPE, TlsMaterial, check_tls_secret};

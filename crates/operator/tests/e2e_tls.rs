@@ -1,0 +1,633 @@
+//! TLS from user Secrets, end to end: certificates made with `openssl` (independently of the
+//! operator's own checks), mutual TLS on the client and the peer ports, on etcd 3.5.1 and
+//! 3.4.23 in one sandbox at the same time: bootstrap 3, scale 3 → 5 → 3, a member's Pod lost
+//! and healed, data kept throughout; plaintext, a missing client certificate and a client
+//! certificate from another CA are refused by etcd. And bad Secrets: missing, of the wrong
+//! type, a key that is not the certificate's, a certificate from another CA, names that do not
+//! cover the members: each is reported with the Secret's name and the problem, no Pod starts,
+//! and the cluster proceeds by itself once the Secret is fixed.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::cluster::{Cluster, ETCDCTL};
+use support::healing::{OperatorDeployment, start_healing_cluster};
+use support::{condition, create_namespace, eventually, get_cluster, kubectl, members};
+
+const LIMIT: Duration = Duration::from_secs(240);
+
+/// A certificate authority made with openssl in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = tokio::task::block_in_place(|| {
+        Command::new("openssl").current_dir(dir).args(args).output()
+    })
+    .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn make_ca(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.crt"),
+            "-subj",
+            &format!("/CN={name}"),
+            "-days",
+            "30",
+        ],
+    );
+}
+
+/// A leaf `name` signed by `ca`, with `sans` (openssl syntax) and `usage`.
+fn make_leaf(dir: &Path, ca: &str, name: &str, cn: &str, sans: Option<&str>, usage: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            &format!("/CN={cn}"),
+        ],
+    );
+    let mut ext = format!("extendedKeyUsage={usage}\nkeyUsage=digitalSignature,keyEncipherment\n");
+    if let Some(sans) = sans {
+        ext.push_str(&format!("subjectAltName={sans}\n"));
+    }
+    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.crt"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.crt"),
+            "-days",
+            "30",
+            "-extfile",
+            &format!("{name}.ext"),
+        ],
+    );
+}
+
+fn member_sans(namespace: &str) -> String {
+    format!(
+        "DNS:*.etcd.{namespace}.svc,DNS:*.etcd.{namespace}.svc.cluster.local,DNS:etcd-client.{namespace}.svc,DNS:localhost,IP:127.0.0.1"
+    )
+}
+
+/// `kubectl create secret generic NAME --type=TYPE --from-file=...`.
+fn create_secret(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    kind: &str,
+    files: &[(&str, PathBuf)],
+) {
+    let mut args: Vec<String> = vec![
+        "-n".into(),
+        namespace.into(),
+        "create".into(),
+        "secret".into(),
+        "generic".into(),
+        name.into(),
+        format!("--type={kind}"),
+    ];
+    for (key, path) in files {
+        args.push(format!("--from-file={key}={}", path.display()));
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    kubectl_retrying(cluster, &refs);
+}
+
+fn delete_secret(cluster: &Cluster, namespace: &str, name: &str) {
+    kubectl_retrying(cluster, &["-n", namespace, "delete", "secret", name]);
+}
+
+/// kubectl, tried again on a transport error (a loaded 2-core machine can stall a handshake).
+fn kubectl_retrying(cluster: &Cluster, args: &[&str]) {
+    // Blocking: hand this worker's other tasks (the in-process API server's among them) over.
+    tokio::task::block_in_place(|| kubectl_retrying_blocking(cluster, args))
+}
+
+fn kubectl_retrying_blocking(cluster: &Cluster, args: &[&str]) {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let (ok, _, stderr) = kubectl(cluster, args);
+        if ok {
+            return;
+        }
+        if stderr.contains("AlreadyExists") || stderr.contains("already exists") {
+            return;
+        }
+        last = stderr;
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    panic!("kubectl {args:?}: {last}");
+}
+
+/// etcdctl with TLS material from `dir` (`None` for a plaintext or anonymous attempt).
+fn etcdctl_tls(
+    cluster: &Cluster,
+    endpoint: &str,
+    dir: &Path,
+    cacert: Option<&str>,
+    client: Option<&str>,
+    args: &[&str],
+) -> Result<String, String> {
+    let mut command = cluster
+        .network
+        .command(ETCDCTL)
+        .map_err(|e| e.to_string())?;
+    command
+        .arg(format!("--endpoints={endpoint}"))
+        .arg("--dial-timeout=2s")
+        .arg("--command-timeout=5s");
+    if let Some(ca) = cacert {
+        command.arg(format!(
+            "--cacert={}",
+            dir.join(format!("{ca}.crt")).display()
+        ));
+    }
+    if let Some(client) = client {
+        command
+            .arg(format!(
+                "--cert={}",
+                dir.join(format!("{client}.crt")).display()
+            ))
+            .arg(format!(
+                "--key={}",
+                dir.join(format!("{client}.key")).display()
+            ));
+    }
+    let out =
+        tokio::task::block_in_place(|| command.args(args).output()).map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+struct TlsCluster {
+    cluster: Arc<Cluster>,
+    namespace: &'static str,
+    dir: tempfile::TempDir,
+}
+
+impl TlsCluster {
+    fn service(&self) -> String {
+        format!("https://etcd-client.{}.svc:2379", self.namespace)
+    }
+
+    fn member(&self, name: &str) -> String {
+        format!("https://{name}.etcd.{}.svc:2379", self.namespace)
+    }
+
+    fn etcdctl(&self, endpoint: &str, args: &[&str]) -> Result<String, String> {
+        etcdctl_tls(
+            &self.cluster,
+            endpoint,
+            self.dir.path(),
+            Some("ca"),
+            Some("client"),
+            args,
+        )
+    }
+
+    /// etcd's member list over TLS: (name, hex ID, learner, peer URL).
+    fn etcd_members(&self) -> Result<Vec<(String, String, bool, String)>, String> {
+        let out = self.etcdctl(&self.service(), &["member", "list", "-w", "json"])?;
+        let list: serde_json::Value =
+            serde_json::from_str(&out).map_err(|e| format!("{e}: {out}"))?;
+        let mut members: Vec<_> = list["members"]
+            .as_array()
+            .ok_or_else(|| format!("no members in {out}"))?
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap_or_default().to_string(),
+                    format!("{:x}", m["ID"].as_u64().unwrap_or_default()),
+                    m["isLearner"].as_bool().unwrap_or(false),
+                    m["peerURLs"][0].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        members.sort();
+        Ok(members)
+    }
+
+    /// Converged on `n` Ready members, and etcd's member list (asked over TLS) agrees with
+    /// the EtcdMembers, every peer URL https.
+    async fn wait_converged(&self, n: i32) {
+        let client = self.cluster.client();
+        eventually(
+            &format!("{} converged on {n}", self.namespace),
+            LIMIT,
+            || async {
+                let c = get_cluster(&client, self.namespace, "etcd").await;
+                let ready = c.status.as_ref().and_then(|s| s.ready_members);
+                if ready != Some(n)
+                    || condition(&c, "Available").as_deref() != Some("True")
+                    || condition(&c, "Progressing").as_deref() != Some("False")
+                {
+                    return Err(format!(
+                        "ready {ready:?}, conditions {:?}",
+                        c.status.and_then(|s| s.conditions)
+                    ));
+                }
+                let listed = self.etcd_members()?;
+                let recorded: Vec<(String, String)> = members(&client, self.namespace, "etcd")
+                    .await
+                    .iter()
+                    .map(|m| {
+                        (
+                            m.metadata.name.clone().unwrap_or_default(),
+                            m.status
+                                .clone()
+                                .unwrap_or_default()
+                                .member_id
+                                .unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                let agree = listed.len() == n as usize
+                    && listed.iter().all(|(name, id, learner, peer)| {
+                        !learner
+                            && peer.starts_with("https://")
+                            && recorded.contains(&(name.clone(), id.clone()))
+                    });
+                agree
+                    .then_some(())
+                    .ok_or_else(|| format!("etcd lists {listed:?}, EtcdMembers {recorded:?}"))
+            },
+        )
+        .await;
+    }
+
+    fn scale(&self, n: i32) {
+        tokio::task::block_in_place(|| self.cluster.scale(self.namespace, "etcd", n));
+    }
+}
+
+fn tls_cluster_yaml(namespace: &str, replicas: i32, version: &str) -> String {
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n  tls:\n    client:\n      serverSecretRef:\n        name: etcd-server\n      operatorClientSecretRef:\n        name: etcd-operator-client\n    peer:\n      secretRef:\n        name: etcd-peer\n"
+    )
+}
+
+/// Certificates for `namespace` in a new directory: `ca`, `server`, `peer`, `client` (the
+/// operator's and etcdctl's), and from another CA `stranger` (a client certificate).
+fn certificates(namespace: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    make_ca(d, "ca");
+    make_ca(d, "other-ca");
+    let sans = member_sans(namespace);
+    make_leaf(
+        d,
+        "ca",
+        "server",
+        "etcd",
+        Some(&sans),
+        "serverAuth,clientAuth",
+    );
+    make_leaf(
+        d,
+        "ca",
+        "peer",
+        "etcd-peer",
+        Some(&sans),
+        "serverAuth,clientAuth",
+    );
+    make_leaf(d, "ca", "client", "root", None, "clientAuth");
+    make_leaf(d, "other-ca", "stranger", "root", None, "clientAuth");
+    // A server certificate for another member only, for the bad-input checks.
+    make_leaf(
+        d,
+        "ca",
+        "narrow",
+        "etcd",
+        Some(&format!("DNS:etcd-9.etcd.{namespace}.svc")),
+        "serverAuth,clientAuth",
+    );
+    dir
+}
+
+fn tls_files(dir: &Path, leaf: &str, ca: &str) -> Vec<(&'static str, PathBuf)> {
+    vec![
+        ("tls.crt", dir.join(format!("{leaf}.crt"))),
+        ("tls.key", dir.join(format!("{leaf}.key"))),
+        ("ca.crt", dir.join(format!("{ca}.crt"))),
+    ]
+}
+
+fn create_good_secrets(cluster: &Cluster, namespace: &str, dir: &Path) {
+    create_secret(
+        cluster,
+        namespace,
+        "etcd-server",
+        "kubernetes.io/tls",
+        &tls_files(dir, "server", "ca"),
+    );
+    create_secret(
+        cluster,
+        namespace,
+        "etcd-peer",
+        "kubernetes.io/tls",
+        &tls_files(dir, "peer", "ca"),
+    );
+    create_secret(
+        cluster,
+        namespace,
+        "etcd-operator-client",
+        "kubernetes.io/tls",
+        &tls_files(dir, "client", "ca"),
+    );
+}
+
+/// Bootstrap, scale 3 → 5 → 3 and a lost Pod, with mutual TLS on both ports.
+async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'static str) {
+    create_namespace(&cluster.client(), namespace).await;
+    let tls = TlsCluster {
+        cluster: cluster.clone(),
+        namespace,
+        dir: certificates(namespace),
+    };
+    create_good_secrets(&cluster, namespace, tls.dir.path());
+    tokio::task::block_in_place(|| cluster.apply(&tls_cluster_yaml(namespace, 3, version)));
+    tls.wait_converged(3).await;
+    let put = tls
+        .etcdctl(&tls.service(), &["put", "sentinel", "present"])
+        .unwrap();
+    assert!(put.contains("OK"), "{put}");
+
+    // etcd refuses what it must refuse.
+    let d = tls.dir.path();
+    let plaintext = format!("http://etcd-client.{namespace}.svc:2379");
+    assert!(
+        etcdctl_tls(&cluster, &plaintext, d, None, None, &["get", "sentinel"]).is_err(),
+        "plaintext refused"
+    );
+    assert!(
+        etcdctl_tls(
+            &cluster,
+            &tls.service(),
+            d,
+            Some("ca"),
+            None,
+            &["get", "sentinel"]
+        )
+        .is_err(),
+        "no client certificate: refused under mutual TLS"
+    );
+    assert!(
+        etcdctl_tls(
+            &cluster,
+            &tls.service(),
+            d,
+            Some("ca"),
+            Some("stranger"),
+            &["get", "sentinel"]
+        )
+        .is_err(),
+        "a client certificate from another CA: refused"
+    );
+    let status = tls
+        .etcdctl(&tls.member("etcd-0"), &["endpoint", "status", "-w", "json"])
+        .unwrap();
+    assert!(
+        status.contains(&format!("\"version\":\"{version}\"")),
+        "{status}"
+    );
+
+    tls.scale(5);
+    tls.wait_converged(5).await;
+    tls.scale(3);
+    tls.wait_converged(3).await;
+
+    let before = members(&cluster.client(), namespace, "etcd").await;
+    cluster.delete_member_pod(namespace, "etcd-1").await;
+    eventually("etcd-1 back as the same member", LIMIT, || async {
+        let pod = cluster
+            .member_pod(namespace, "etcd-1")
+            .await
+            .ok_or("no Pod")?;
+        support::cluster::pod_ready(&pod)
+            .then_some(())
+            .ok_or("not ready")?;
+        tls.etcdctl(
+            &tls.member("etcd-1"),
+            &["get", "sentinel", "--consistency=s", "--print-value-only"],
+        )
+        .map(|v| v.trim() == "present")?
+        .then_some(())
+        .ok_or_else(|| "no sentinel".to_string())
+    })
+    .await;
+    tls.wait_converged(3).await;
+    let after = members(&cluster.client(), namespace, "etcd").await;
+    let ids = |ms: &[etcd_operator_api::EtcdMember]| {
+        ms.iter()
+            .map(|m| {
+                (
+                    m.metadata.name.clone(),
+                    m.status.clone().unwrap_or_default().member_id,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(&after),
+        ids(&before),
+        "{namespace}: healed with the same member IDs"
+    );
+    for m in ["etcd-0", "etcd-1", "etcd-2"] {
+        let value = tls
+            .etcdctl(
+                &tls.member(m),
+                &["get", "sentinel", "--consistency=s", "--print-value-only"],
+            )
+            .unwrap();
+        assert_eq!(value.trim(), "present", "{namespace}: {m} kept the data");
+    }
+}
+
+/// The reason and message of the cluster's Progressing condition.
+async fn progressing(cluster: &Cluster, namespace: &str) -> (String, String) {
+    let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+    c.status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Progressing")
+        .map(|c| (c.reason, c.message))
+        .unwrap_or_default()
+}
+
+/// Each bad Secret is reported by name with its problem while no Pod starts; fixed, the
+/// cluster bootstraps by itself.
+async fn bad_secrets(cluster: Arc<Cluster>) {
+    let namespace = "tls-bad";
+    create_namespace(&cluster.client(), namespace).await;
+    let dir = certificates(namespace);
+    let d = dir.path();
+    tokio::task::block_in_place(|| cluster.apply(&tls_cluster_yaml(namespace, 1, "3.5.1")));
+    let expect = |needle: String| {
+        let cluster = cluster.clone();
+        async move {
+            eventually(&format!("the status says {needle:?}"), LIMIT, || async {
+                let (reason, message) = progressing(&cluster, namespace).await;
+                (reason == "InvalidSecret" && message.contains(&needle))
+                    .then_some(())
+                    .ok_or(format!("{reason}: {message}"))
+            })
+            .await;
+            let pods = cluster.member_pod(namespace, "etcd-0").await;
+            assert!(
+                pods.is_none(),
+                "no Pod on a broken configuration ({needle})"
+            );
+        }
+    };
+    expect("Secret etcd-server (client-API server certificate) not found".into()).await;
+
+    create_secret(
+        &cluster,
+        namespace,
+        "etcd-server",
+        "Opaque",
+        &tls_files(d, "server", "ca"),
+    );
+    expect("Secret etcd-server (client-API server certificate) has type Opaque".into()).await;
+    delete_secret(&cluster, namespace, "etcd-server");
+
+    let mismatched = vec![
+        ("tls.crt", d.join("server.crt")),
+        ("tls.key", d.join("peer.key")),
+        ("ca.crt", d.join("ca.crt")),
+    ];
+    create_secret(
+        &cluster,
+        namespace,
+        "etcd-server",
+        "kubernetes.io/tls",
+        &mismatched,
+    );
+    expect("tls.key does not belong to the certificate in tls.crt".into()).await;
+    delete_secret(&cluster, namespace, "etcd-server");
+
+    create_secret(
+        &cluster,
+        namespace,
+        "etcd-server",
+        "kubernetes.io/tls",
+        &tls_files(d, "server", "other-ca"),
+    );
+    expect("not signed by the CA".into()).await;
+    delete_secret(&cluster, namespace, "etcd-server");
+
+    create_secret(
+        &cluster,
+        namespace,
+        "etcd-server",
+        "kubernetes.io/tls",
+        &tls_files(d, "narrow", "ca"),
+    );
+    create_secret(
+        &cluster,
+        namespace,
+        "etcd-peer",
+        "kubernetes.io/tls",
+        &tls_files(d, "peer", "ca"),
+    );
+    create_secret(
+        &cluster,
+        namespace,
+        "etcd-operator-client",
+        "kubernetes.io/tls",
+        &tls_files(d, "stranger", "ca"),
+    );
+    expect("is not valid for etcd-0.etcd.tls-bad.svc (its names: etcd-9.etcd.tls-bad.svc)".into())
+        .await;
+    // With the server's CA usable, the operator's certificate is checked against it.
+    delete_secret(&cluster, namespace, "etcd-server");
+    create_secret(
+        &cluster,
+        namespace,
+        "etcd-server",
+        "kubernetes.io/tls",
+        &tls_files(d, "server", "ca"),
+    );
+    expect("Secret etcd-operator-client (operator client certificate): the certificate is not signed by the CA".into()).await;
+
+    delete_secret(&cluster, namespace, "etcd-operator-client");
+    create_secret(
+        &cluster,
+        namespace,
+        "etcd-operator-client",
+        "kubernetes.io/tls",
+        &tls_files(d, "client", "ca"),
+    );
+    let tls = TlsCluster {
+        cluster: cluster.clone(),
+        namespace,
+        dir,
+    };
+    tls.wait_converged(1).await;
+    let events = cluster.events(namespace).await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, m)| reason == "InvalidSecret" && m.contains("not found")),
+        "a Warning Event named the problem: {events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_tls_from_user_secrets() {
+    let started = std::time::Instant::now();
+    let cluster = Arc::new(start_healing_cluster(3).await);
+    cluster
+        .deploy_operator_with(&OperatorDeployment::repairing())
+        .await;
+    let v35 = tokio::spawn(lifecycle(cluster.clone(), "tls-35", "3.5.1"));
+    let v34 = tokio::spawn(lifecycle(cluster.clone(), "tls-34", "3.4.23"));
+    let bad = tokio::spawn(bad_secrets(cluster.clone()));
+    v35.await.unwrap();
+    v34.await.unwrap();
+    bad.await.unwrap();
+    println!("tls: {:.0} s in all", started.elapsed().as_secs_f64());
+}
