@@ -473,6 +473,39 @@ async fn short_certificates_are_renewed_on_time_and_a_changed_spec_is_reissued()
             .revision,
         Some(4)
     );
+    // Dropped from the template, the label goes from the Secret; other labels stay.
+    secrets
+        .patch(
+            "short-tls",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"someone-else": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    certificates
+        .patch(
+            "short",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"secretTemplate": null}})),
+        )
+        .await
+        .unwrap();
+    let labels = wait_for("the label gone", Duration::from_secs(10), || async {
+        let labels = secrets.get("short-tls").await.ok()?.metadata.labels?;
+        (!labels.contains_key("tier")).then_some(labels)
+    })
+    .await;
+    assert_eq!(labels.get("someone-else").map(String::as_str), Some("yes"));
+    assert_eq!(
+        labels
+            .get("controller.cert-manager.io/fao")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        serial(&secret_files(&secrets.get("short-tls").await.unwrap())),
+        kept_serial
+    );
 }
 
 #[tokio::test]
@@ -750,4 +783,83 @@ async fn kubectl_applies_and_lists_certificates() {
         categories.contains("certificate.cert-manager.io/web"),
         "{categories}"
     );
+}
+
+#[test]
+fn kube_sandbox_up_with_cert_manager_serves_and_issues() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-sandbox"))
+        .args(["up", "--api-only", "--cert-manager", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kube-sandbox starts");
+    let mut first_line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
+    assert_eq!(first_line, "ready\n");
+    let kubectl = |args: &[&str], input: Option<&str>| {
+        use std::io::Write;
+        let mut command = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(dir.path().join("kubeconfig"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(text) = input {
+            command
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        drop(command.stdin.take());
+        let output = command.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    kubectl(&["apply", "-f", "-"], Some(MANIFEST));
+    let waited = kubectl(
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "certificate/web",
+            "--timeout=20s",
+        ],
+        None,
+    );
+    assert!(waited.contains("condition met"), "{waited}");
+    let secret_type = kubectl(
+        &["get", "secret", "web-tls", "-o", "jsonpath={.type}"],
+        None,
+    );
+    assert_eq!(secret_type, "kubernetes.io/tls");
+    let namespaces = kubectl(&["get", "namespace", "cert-manager", "-o", "name"], None);
+    assert_eq!(namespaces.trim(), "namespace/cert-manager");
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    for _ in 0..100 {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "exits cleanly: {status}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    panic!("kube-sandbox did not stop on SIGTERM");
 }

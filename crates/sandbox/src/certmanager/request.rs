@@ -128,6 +128,21 @@ pub fn request(spec: &CertificateSpec) -> Result<Request, String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let subject_spec = spec.subject.clone().unwrap_or_default();
+    for (field, values) in [
+        ("organizations", &subject_spec.organizations),
+        ("countries", &subject_spec.countries),
+        ("organizationalUnits", &subject_spec.organizational_units),
+        ("localities", &subject_spec.localities),
+        ("provinces", &subject_spec.provinces),
+        ("streetAddresses", &subject_spec.street_addresses),
+        ("postalCodes", &subject_spec.postal_codes),
+    ] {
+        if values.len() > 1 {
+            return Err(format!(
+                "spec.subject.{field}: kube-sandbox's cert-manager writes at most one value per subject attribute, got {values:?}"
+            ));
+        }
+    }
     let subject = Subject {
         common_name,
         organizations: subject_spec.organizations,
