@@ -539,6 +539,28 @@ async fn a_missing_issuer_is_reported_and_picked_up_once_it_exists() {
     assert_eq!(issuing["status"], "True");
     assert_eq!(issuing["reason"], "IssuerNotFound");
 
+    // A namespaced Issuer that appears later is used as soon as it is there.
+    create(
+        &certificates,
+        json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+               "metadata": {"name": "early"},
+               "spec": {"secretName": "early-tls", "commonName": "early",
+                        "issuerRef": {"name": "own"}}}),
+    )
+    .await;
+    wait_certificate(&certificates, "early", "the missing Issuer reported", |c| {
+        condition(c, "Issuing").is_some_and(|i| i["reason"] == "IssuerNotFound")
+    })
+    .await;
+    create(
+        &Api::<Issuer>::namespaced(client.clone(), "default"),
+        json!({"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+               "metadata": {"name": "own"}, "spec": {"selfSigned": {}}}),
+    )
+    .await;
+    let early = wait_certificate(&certificates, "early", "the certificate issued", is_ready).await;
+    assert_eq!(early["status"]["revision"], 1);
+
     // A `ca` ClusterIssuer whose Secret is missing is not Ready, and says why.
     let cluster_issuers: Api<ClusterIssuer> = Api::all(client.clone());
     create(
@@ -772,6 +794,27 @@ async fn kubectl_applies_and_lists_certificates() {
     .await
     .ok();
     assert!(waited.contains("condition met"), "{waited}");
+    // Its Events, published right after the status.
+    let expected = [
+        "Issuing certificate as Secret does not exist",
+        "The certificate has been successfully issued",
+    ];
+    let mut described = String::new();
+    for _ in 0..50 {
+        described = kubectl(&sandbox, &["describe", "certificate", "web"])
+            .await
+            .ok();
+        if expected.iter().all(|e| described.contains(e)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for line in expected {
+        assert!(
+            described.contains(line),
+            "{line:?} missing from:\n{described}"
+        );
+    }
     // The same manifest again changes nothing.
     let again = apply(&sandbox, MANIFEST).await.ok();
     assert!(

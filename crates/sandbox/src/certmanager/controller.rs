@@ -83,13 +83,7 @@ pub async fn run(
         failed_generations: HashMap::new(),
     };
     loop {
-        let next = match pass(&mut context).await {
-            Ok(next) => next,
-            Err(error) => {
-                tracing::debug!(%error, "a cert-manager pass failed; retrying");
-                Some(Timestamp::now() + SignedDuration::from_millis(500))
-            }
-        };
+        let next = pass(&mut context).await;
         let wait = next.map_or(Duration::from_secs(3600), |at| {
             Duration::try_from(at.duration_since(Timestamp::now()))
                 .unwrap_or_default()
@@ -113,21 +107,26 @@ fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
 }
 
 /// One pass over every issuer and Certificate; when the next one is due by the clock.
-async fn pass(context: &mut Context) -> Result<Option<Timestamp>, ControllerError> {
+async fn pass(context: &mut Context) -> Option<Timestamp> {
     let mut states: HashMap<IssuerKey, IssuerState> = HashMap::new();
+    let mut retry = false;
     for issuer in context.cluster_issuers.state() {
         let namespace = context.options.cluster_resource_namespace.clone();
         let description = format!("ClusterIssuer '{}'", issuer.name_any());
         let state = issuer_state(context, &issuer.spec.config, &description, &namespace);
         let api: Api<ClusterIssuer> = Api::all(context.client.clone());
-        sync_issuer_status(
+        let written = sync_issuer_status(
             context,
             &api,
             issuer.as_ref(),
             issuer.status.as_ref(),
             &state,
         )
-        .await?;
+        .await;
+        if let Err(error) = written {
+            tracing::debug!(%error, issuer = %issuer.name_any(), "writing an issuer's status failed");
+            retry = true;
+        }
         states.insert(
             (CLUSTER_ISSUER_KIND, String::new(), issuer.name_any()),
             state,
@@ -138,14 +137,18 @@ async fn pass(context: &mut Context) -> Result<Option<Timestamp>, ControllerErro
         let description = format!("Issuer '{namespace}/{}'", issuer.name_any());
         let state = issuer_state(context, &issuer.spec.config, &description, &namespace);
         let api: Api<Issuer> = Api::namespaced(context.client.clone(), &namespace);
-        sync_issuer_status(
+        let written = sync_issuer_status(
             context,
             &api,
             issuer.as_ref(),
             issuer.status.as_ref(),
             &state,
         )
-        .await?;
+        .await;
+        if let Err(error) = written {
+            tracing::debug!(%error, issuer = %issuer.name_any(), "writing an issuer's status failed");
+            retry = true;
+        }
         states.insert((ISSUER_KIND, namespace, issuer.name_any()), state);
     }
     let live: Vec<String> = context
@@ -157,12 +160,19 @@ async fn pass(context: &mut Context) -> Result<Option<Timestamp>, ControllerErro
     context
         .failed_generations
         .retain(|uid, _| live.contains(uid));
-    let mut next = None;
+    let mut next = retry.then(|| Timestamp::now() + SignedDuration::from_millis(500));
     for certificate in context.certificates.state() {
-        let due = sync_certificate(context, &certificate, &states).await?;
+        // One Certificate's trouble does not hold up the others: it is looked at again soon.
+        let due = match sync_certificate(context, &certificate, &states).await {
+            Ok(due) => due,
+            Err(error) => {
+                tracing::debug!(%error, certificate = %certificate.name_any(), "syncing a Certificate failed; retrying");
+                Some(Timestamp::now() + SignedDuration::from_millis(500))
+            }
+        };
         next = earliest(next, due);
     }
-    Ok(next)
+    next
 }
 
 fn issuer_state(
@@ -240,29 +250,34 @@ where
     } else {
         EventType::Warning
     };
-    publish(
-        context,
-        issuer.object_ref(&()),
-        type_,
-        state.reason,
-        &state.message,
-    )
-    .await;
+    // As cert-manager: the CA issuer reports its checks, the selfSigned one says nothing.
+    if !state.message.is_empty() {
+        publish(
+            context,
+            issuer.object_ref(&()),
+            type_,
+            (state.reason, "Setup"),
+            &state.message,
+        )
+        .await;
+    }
     Ok(())
 }
 
+/// An Event. Events of one object with the same reason and `action` count as one series
+/// (kube-runtime's recorder keeps the first note), so each distinct step has its own action.
 async fn publish(
     context: &Context,
     reference: k8s_openapi::api::core::v1::ObjectReference,
     type_: EventType,
-    reason: &str,
+    (reason, action): (&str, &str),
     note: &str,
 ) {
     let event = Event {
         type_,
         reason: reason.to_string(),
         note: (!note.is_empty()).then(|| note.to_string()),
-        action: "Sync".into(),
+        action: action.into(),
         secondary: None,
     };
     if let Err(error) = context.recorder.publish(&event, &reference).await {
@@ -575,7 +590,28 @@ async fn sync_certificate(
             secret: drift,
         } => {
             if let Some(desired) = drift {
-                apply_secret(&secrets, &certificate.spec.secret_name, &desired).await?;
+                match apply_secret(&secrets, &certificate.spec.secret_name, &desired).await {
+                    Ok(()) => {}
+                    // Refused (a secretTemplate label the API finds invalid...): said once per
+                    // look, not retried in a loop; the certificate itself is still valid.
+                    Err(ControllerError::Kube(kube::Error::Api(status)))
+                        if matches!(status.code, 400 | 403 | 422) =>
+                    {
+                        let note = format!(
+                            "updating Secret {:?} failed: {}",
+                            certificate.spec.secret_name, status.message
+                        );
+                        publish(
+                            context,
+                            certificate.object_ref(&()),
+                            EventType::Warning,
+                            ("SecretUpdateFailed", "UpdateSecret"),
+                            &note,
+                        )
+                        .await;
+                    }
+                    Err(error) => return Err(error),
+                }
             }
             write_status(&certificates, &certificate, &status).await?;
             Ok(due(context, &certificate, &evaluation))
@@ -640,7 +676,7 @@ async fn issue(
         context,
         reference.clone(),
         EventType::Normal,
-        "Issuing",
+        ("Issuing", trigger_reason),
         &trigger_message,
     )
     .await;
@@ -660,11 +696,28 @@ async fn issue(
         )?;
         Ok((request, desired))
     });
+    let outcome = match outcome {
+        Ok((request, desired)) => {
+            match apply_secret(secrets, &certificate.spec.secret_name, &desired).await {
+                Ok(()) => Ok(request),
+                // The API refuses the Secret (a secretTemplate label it finds invalid...).
+                Err(ControllerError::Kube(kube::Error::Api(status)))
+                    if matches!(status.code, 400 | 403 | 422) =>
+                {
+                    Err(format!(
+                        "writing Secret {:?}: {}",
+                        certificate.spec.secret_name, status.message
+                    ))
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(error) => Err(error),
+    };
     let generation = certificate.metadata.generation;
     let previous = certificate.status.clone().unwrap_or_default();
     match outcome {
-        Ok((request, desired)) => {
-            apply_secret(secrets, &certificate.spec.secret_name, &desired).await?;
+        Ok(request) => {
             let written = secrets.get_opt(&certificate.spec.secret_name).await?;
             let after = evaluate(certificate, written.as_ref(), Timestamp::now());
             let mut status = status_for(certificate, &after, None, None);
@@ -679,7 +732,7 @@ async fn issue(
                 context,
                 reference,
                 EventType::Normal,
-                "Issuing",
+                ("Issuing", "Issued"),
                 "The certificate has been successfully issued",
             )
             .await;
@@ -704,7 +757,14 @@ async fn issue(
             context
                 .failed_generations
                 .insert(certificate.uid().unwrap_or_default(), generation);
-            publish(context, reference, EventType::Warning, "Failed", &message).await;
+            publish(
+                context,
+                reference,
+                EventType::Warning,
+                ("Failed", "Issue"),
+                &message,
+            )
+            .await;
             let delay = backoff_delay(
                 context.time_scale,
                 status.failed_issuance_attempts.unwrap_or(1),
