@@ -684,8 +684,17 @@ async fn issue(
     let previous_key = evaluation.current.map(|c| c.key).or_else(|| {
         secret_text(secret, TLS_KEY).and_then(|pem| super::pki::PrivateKey::from_pem(&pem).ok())
     });
+    // Off the async workers: an RSA key (openssl) takes a while.
+    let issued = match evaluation.request.clone() {
+        Ok(request) => tokio::task::spawn_blocking(move || {
+            certificates::issue(&request, &signer, previous_key, now)
+        })
+        .await
+        .unwrap_or_else(|error| Err(format!("issuing panicked: {error}"))),
+        Err(error) => Err(error),
+    };
     let outcome = evaluation.request.clone().and_then(|request| {
-        let issued = certificates::issue(&request, &signer, previous_key, now)?;
+        let issued = issued?;
         let desired = desired_secret(
             certificate,
             &request,

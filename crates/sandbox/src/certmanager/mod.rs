@@ -33,9 +33,10 @@
 //!   reissuing.
 //! - Unlike cert-manager: no minimum `duration` (cert-manager's webhook wants 1 h) or
 //!   `renewBefore` (5 min), so tests can use 30 s certificates; the default key is ECDSA
-//!   P-256 (cert-manager's is RSA 2048: ring, the sandbox's one crypto provider, cannot
-//!   generate RSA keys, so `algorithm: RSA` fails with a clear message, though an RSA CA key
-//!   signs); no CertificateRequest, Order or Challenge objects, no webhook (what it would refuse
+//!   P-256 (cert-manager's is RSA 2048); RSA keys are made by the `openssl` command (ring, the
+//!   sandbox's one crypto provider, signs with RSA keys but cannot make them: without openssl,
+//!   `algorithm: RSA` fails with a message saying so); no CertificateRequest, Order or
+//!   Challenge objects, no webhook (what it would refuse
 //!   shows as a failed issuance instead), no `literalSubject`, `otherNames`,
 //!   `nameConstraints`, keystores, renewal windows (ignored) or ECDSA P-521; at most one value
 //!   per subject attribute; the Secret is not owned by the Certificate (cert-manager's default).

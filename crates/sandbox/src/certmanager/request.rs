@@ -212,7 +212,7 @@ pub fn request(spec: &CertificateSpec) -> Result<Request, String> {
 
     let private_key = spec.private_key.clone().unwrap_or_default();
     let size = private_key.size.filter(|s| *s != 0);
-    // The stand-in's default is ECDSA P-256 (cert-manager's is RSA 2048, which ring cannot make).
+    // The stand-in's default is ECDSA P-256 (cert-manager's is RSA 2048).
     let key = match private_key.algorithm.as_deref().unwrap_or("ECDSA") {
         "ECDSA" => match size.unwrap_or(256) {
             bits @ (256 | 384 | 521) => KeyAlgorithm::Ecdsa(u16::try_from(bits).unwrap_or(256)),

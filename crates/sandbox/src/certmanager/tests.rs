@@ -77,11 +77,21 @@ fn keys_are_written_and_read_in_each_encoding() {
             assert_eq!(read.public_key_raw(), key.public_key_raw());
         }
     }
-    let rsa = PrivateKey::generate(KeyAlgorithm::Rsa(2048)).unwrap_err();
-    assert!(
-        rsa.contains("RSA private keys cannot be generated"),
-        "{rsa}"
-    );
+    // RSA keys come from openssl (installed with the test dependencies); ring signs with them.
+    let rsa = PrivateKey::generate(KeyAlgorithm::Rsa(2048)).expect("openssl makes RSA keys");
+    assert_eq!(rsa.algorithm, KeyAlgorithm::Rsa(2048));
+    for (encoding, label) in [
+        (KeyEncoding::Pkcs1, "RSA PRIVATE KEY"),
+        (KeyEncoding::Pkcs8, "PRIVATE KEY"),
+    ] {
+        let pem = rsa.pem(encoding).unwrap();
+        assert!(
+            pem.starts_with(&format!("-----BEGIN {label}-----\n")),
+            "{pem}"
+        );
+        let read = PrivateKey::from_pem(pem.as_bytes()).unwrap();
+        assert_eq!(read.public_key_raw(), rsa.public_key_raw());
+    }
     let p521 = PrivateKey::generate(KeyAlgorithm::Ecdsa(521)).unwrap_err();
     assert!(
         p521.contains("ECDSA keys of size 521 are not supported"),
