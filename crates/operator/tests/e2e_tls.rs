@@ -302,6 +302,14 @@ impl TlsCluster {
     }
 }
 
+/// With authentication on (`spec.auth`, root password from the Secret `etcd-root`).
+fn auth_cluster_yaml(namespace: &str, replicas: i32, version: &str) -> String {
+    tls_cluster_yaml(namespace, replicas, version)
+        + "  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n"
+}
+
+const ROOT_PASSWORD: &str = "correct-horse-battery";
+
 fn tls_cluster_yaml(namespace: &str, replicas: i32, version: &str) -> String {
     format!(
         "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n  tls:\n    client:\n      serverSecretRef:\n        name: etcd-server\n      operatorClientSecretRef:\n        name: etcd-operator-client\n    peer:\n      secretRef:\n        name: etcd-peer\n"
@@ -387,8 +395,51 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
         dir: certificates(namespace),
     };
     create_good_secrets(&cluster, namespace, tls.dir.path());
-    tokio::task::block_in_place(|| cluster.apply(&tls_cluster_yaml(namespace, 3, version)));
+    let password = tls.dir.path().join("password");
+    std::fs::write(&password, ROOT_PASSWORD).unwrap();
+    let (ok, _, stderr) = tokio::task::block_in_place(|| {
+        kubectl(
+            &cluster,
+            &[
+                "-n",
+                namespace,
+                "create",
+                "secret",
+                "generic",
+                "etcd-root",
+                "--type=kubernetes.io/basic-auth",
+                "--from-literal=username=root",
+                &format!("--from-file=password={}", password.display()),
+            ],
+        )
+    });
+    assert!(ok, "{stderr}");
+    tokio::task::block_in_place(|| cluster.apply(&auth_cluster_yaml(namespace, 3, version)));
     tls.wait_converged(3).await;
+    eventually(
+        &format!("{namespace}: authentication enabled"),
+        LIMIT,
+        || async {
+            let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+            (c.status.and_then(|s| s.auth_enabled) == Some(true))
+                .then_some(())
+                .ok_or_else(|| "status.authEnabled not yet true".to_string())
+        },
+    )
+    .await;
+    let root = format!("--user=root:{ROOT_PASSWORD}");
+    tls.etcdctl(&tls.service(), &[&root, "user", "list"])
+        .expect("the root password authenticates: authentication is on");
+    assert!(
+        tls.etcdctl(&tls.service(), &["--user=root:wrong", "get", "sentinel"])
+            .is_err(),
+        "a wrong password is refused"
+    );
+    let events = cluster.events(namespace).await;
+    assert!(
+        events.iter().all(|(_, m)| !m.contains(ROOT_PASSWORD)),
+        "{namespace}: no Event carries the password"
+    );
     let put = tls
         .etcdctl(&tls.service(), &["put", "sentinel", "present"])
         .unwrap();

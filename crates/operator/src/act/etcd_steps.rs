@@ -13,6 +13,7 @@ pub async fn perform(
     step: &Step,
     endpoints: &[String],
     access: &crate::etcd::EtcdAccess,
+    password: Option<&crate::plan::Password>,
 ) -> Result<(), ActError> {
     if endpoints.is_empty() {
         return Err(ActError::NoEndpoint {
@@ -33,6 +34,14 @@ pub async fn perform(
         Step::PromoteLearner { id, .. } => client.member_promote(*id).await.map(|_| ()),
         Step::RemoveEtcdMember { id, .. } => client.member_remove(*id).await.map(|_| ()),
         Step::MoveLeader { to_id, .. } => client.move_leader(*to_id).await,
+        Step::EnableAuth => match password {
+            Some(password) => client.enable_auth(&password.0).await,
+            None => {
+                return Err(ActError::NotObserved {
+                    what: "the root password (spec.auth.rootCredentialsSecretRef)".to_string(),
+                });
+            }
+        },
         _ => Ok(()),
     };
     match result {

@@ -131,7 +131,8 @@ pub async fn perform(
         | Step::AddLearner { .. }
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
-        | Step::MoveLeader { .. } => Ok(None),
+        | Step::MoveLeader { .. }
+        | Step::EnableAuth => Ok(None),
     }
 }
 

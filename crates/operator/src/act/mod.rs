@@ -105,9 +105,23 @@ async fn perform(
                 &plan.step,
                 &plan.etcd_endpoints,
                 &observed.security.access,
+                None,
             )
             .await?;
             Ok(None)
+        }
+        Step::EnableAuth => {
+            etcd_steps::perform(
+                ctx,
+                &plan.step,
+                &plan.etcd_endpoints,
+                &observed.security.access,
+                observed.security.root_password.as_ref(),
+            )
+            .await?;
+            // Recorded at once: from now on the operator authenticates (a crash before this
+            // write is found by the next observation, which etcd refuses anonymously).
+            Ok(Some(status::latch_auth_enabled(ctx, observed).await?))
         }
         step => kube_steps::perform(ctx, step, observed).await,
     }

@@ -35,6 +35,39 @@ pub async fn write_cluster_status(
     ))
 }
 
+/// Records `status.authEnabled: true` on the cluster as it is now (its status was just
+/// written by this pass, so the observed resourceVersion is stale: read, set, replace).
+pub async fn latch_auth_enabled(
+    ctx: &ActContext,
+    observed: &Observed,
+) -> Result<Written, ActError> {
+    let cluster = &observed.cluster;
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<EtcdCluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    let what = format!("status of EtcdCluster {namespace}/{name}");
+    // GET of the object itself: RBAC grants get on etcdclusters, update on their status.
+    let mut current = api
+        .get(&name)
+        .await
+        .map_err(|e| ActError::from_kube(what.clone(), e))?;
+    current
+        .status
+        .get_or_insert_with(Default::default)
+        .auth_enabled = Some(true);
+    ctx.count_write("EtcdCluster/status");
+    let written = api
+        .replace_status(&name, &post_params(), &current)
+        .await
+        .map_err(|e| ActError::from_kube(what, e))?;
+    Ok(Written::updated(
+        ObjectKind::Cluster,
+        &namespace,
+        &name,
+        &written.metadata,
+    ))
+}
+
 /// Writes one member's status; returns what was written.
 pub async fn write_member_status(
     ctx: &ActContext,

@@ -180,6 +180,29 @@ impl EtcdClient {
         Ok(response.members().iter().map(member_info).collect())
     }
 
+    /// Turns authentication on with the user `root` (role `root`) and `password`: UserAdd
+    /// (an existing root user is kept), UserGrantRole, AuthEnable. Each is idempotent in
+    /// effect, so a crash between them resumes.
+    pub async fn enable_auth(&self, password: &str) -> Result<(), EtcdError> {
+        let mut auth = self.client.auth_client();
+        match self
+            .call("UserAdd", auth.user_add("root", password, None))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.detail.contains("user name already exists") => {}
+            Err(e) => return Err(e),
+        }
+        self.call("UserGrantRole", auth.user_grant_role("root", "root"))
+            .await?;
+        match self.call("AuthEnable", auth.auth_enable()).await {
+            Ok(_) => Ok(()),
+            // Enabled already (3.4 answers so when it was): done.
+            Err(e) if e.detail.contains("already enabled") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// MemberRemove. [`EtcdErrorKind::MemberNotFound`] when it is already gone (callers that
     /// finish a leave sequence treat that as done).
     ///

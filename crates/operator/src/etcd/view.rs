@@ -186,7 +186,10 @@ async fn observe_endpoint(
     timeouts: Timeouts,
     access: &EtcdAccess,
 ) -> EndpointObservation {
-    let client = match EtcdClient::connect_endpoint(endpoint, timeouts, access).await {
+    // Status needs no credentials, and a learner cannot authenticate (etcd serves
+    // Authenticate through raft, which learners do not): ask it anonymously, over TLS.
+    let anonymous = access.anonymous();
+    let client = match EtcdClient::connect_endpoint(endpoint, timeouts, &anonymous).await {
         Ok(client) => client,
         Err(e) => {
             return EndpointObservation {
@@ -198,7 +201,14 @@ async fn observe_endpoint(
     };
     let status = client.endpoint_status(endpoint).await;
     let health = match &status {
-        Ok(s) if !s.is_learner => Some(client.cluster_health().await),
+        Ok(s) if !s.is_learner => Some(if access.credentials.is_some() {
+            match EtcdClient::connect_endpoint(endpoint, timeouts, access).await {
+                Ok(authenticated) => authenticated.cluster_health().await,
+                Err(e) => Err(e),
+            }
+        } else {
+            client.cluster_health().await
+        }),
         _ => None,
     };
     EndpointObservation {

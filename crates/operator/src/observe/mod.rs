@@ -78,8 +78,25 @@ impl Observer {
             .cached_or_get::<PodDisruptionBudget>(&self.stores.pdbs, &namespace, &name)
             .await?;
 
-        let security = self.observe_security(cluster, &members).await;
-        let etcd = self.observe_etcd(&members, &security.access).await;
+        let mut security = self.observe_security(cluster, &members).await;
+        self.observe_auth(cluster, &mut security).await;
+        let mut etcd = self.observe_etcd(&members, &security.access).await;
+        // Authentication on in etcd but not yet recorded (the operator stopped between
+        // `auth enable` and the status): etcd refuses anonymous calls; ask again as root.
+        if auth_wanted(cluster)
+            && security.access.credentials.is_none()
+            && let Some(password) = &security.root_password
+            && refuses_anonymous(&etcd)
+        {
+            let mut access = security.access.clone();
+            access.credentials = Some(("root".to_string(), password.0.clone()));
+            let again = self.observe_etcd(&members, &access).await;
+            if !refuses_anonymous(&again) {
+                security.access = access;
+                security.auth_found_enabled = true;
+                etcd = again;
+            }
+        }
         Ok(Observed {
             cluster: cluster.clone(),
             members,
@@ -90,6 +107,53 @@ impl Observer {
             settings: self.settings.clone(),
             security,
         })
+    }
+
+    /// `spec.auth`: the root password from its Secret (type `kubernetes.io/basic-auth`, a
+    /// non-empty `password`, `username` root if present); the operator authenticates with it
+    /// once `status.authEnabled` is latched.
+    async fn observe_auth(&self, cluster: &EtcdCluster, facts: &mut SecurityFacts) {
+        if !auth_wanted(cluster) {
+            return;
+        }
+        let Some(reference) = cluster
+            .spec
+            .auth
+            .as_ref()
+            .and_then(|a| a.root_credentials_secret_ref.as_ref())
+        else {
+            facts
+                .problems
+                .push("spec.auth.enabled needs spec.auth.rootCredentialsSecretRef".to_string());
+            return;
+        };
+        let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
+        let name = &reference.name;
+        let secret = match api.get_opt(name).await {
+            Ok(Some(secret)) => secret,
+            Ok(None) => {
+                facts
+                    .problems
+                    .push(format!("Secret {name} (root credentials) not found"));
+                return;
+            }
+            Err(e) => {
+                facts.problems.push(format!(
+                    "Secret {name} (root credentials) cannot be read: {e}"
+                ));
+                return;
+            }
+        };
+        match crate::security::root_password(name, &secret) {
+            Ok(password) => {
+                if cluster.status.as_ref().and_then(|s| s.auth_enabled) == Some(true) {
+                    facts.access.credentials = Some(("root".to_string(), password.clone()));
+                }
+                facts.root_password = Some(crate::plan::Password(password));
+            }
+            Err(problem) => facts.problems.push(problem),
+        }
     }
 
     /// The Secrets `spec.tls` names, each checked (`security::check_tls_secret`), and what the
@@ -309,4 +373,24 @@ fn member_dns_names(cluster: &EtcdCluster, members: &[ObservedMember]) -> Vec<St
         .into_iter()
         .map(|m| format!("{m}.{headless}.{namespace}.svc"))
         .collect()
+}
+
+fn auth_wanted(cluster: &EtcdCluster) -> bool {
+    cluster
+        .spec
+        .auth
+        .as_ref()
+        .is_some_and(etcd_operator_api::cluster::AuthSpec::is_enabled)
+}
+
+/// Every endpoint that answered at all refused for want of credentials.
+fn refuses_anonymous(view: &EtcdView) -> bool {
+    let denied =
+        |e: &crate::etcd::EtcdError| e.kind == crate::etcd::EtcdErrorKind::PermissionDenied;
+    view.members.as_ref().err().is_some_and(denied)
+        || view.endpoints.iter().any(|o| {
+            o.health
+                .as_ref()
+                .is_some_and(|h| h.as_ref().err().is_some_and(denied))
+        })
 }

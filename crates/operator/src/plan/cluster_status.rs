@@ -114,6 +114,9 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
         status.cluster_id = Some(member_id_hex(id));
     }
 
+    if ctx.observed.security.auth_found_enabled {
+        status.auth_enabled = Some(true);
+    }
     let ready = ctx.running().filter(|m| m.is_ready()).count() as i32;
     status.ready_members = Some(ready);
     status.broken_members = Some(

@@ -34,7 +34,9 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 
 pub use context::Health;
-pub use observed::{Observed, ObservedMember, PodFacts, PodPhase, PvcFacts, SecurityFacts};
+pub use observed::{
+    Observed, ObservedMember, Password, PodFacts, PodPhase, PvcFacts, SecurityFacts,
+};
 pub use rules::QUORUM_RECOVERY_CONDITION;
 pub use rules::caught_up;
 pub use step::{Step, StepKind, WaitReason};

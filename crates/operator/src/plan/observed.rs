@@ -43,6 +43,21 @@ pub struct SecurityFacts {
     /// What is wrong with the Secrets the spec names, one sentence each naming the Secret and
     /// the problem. Empty when every one is usable.
     pub problems: Vec<String>,
+    /// The root password from `spec.auth.rootCredentialsSecretRef` (never printed).
+    pub root_password: Option<Password>,
+    /// etcd asked for credentials although `status.authEnabled` is not latched (authentication
+    /// was enabled and the operator stopped before it recorded so): the status latches it.
+    pub auth_found_enabled: bool,
+}
+
+/// A password: kept out of every Debug output, log line, Event and status.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(pub String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(<redacted>)")
+    }
 }
 
 /// An EtcdMember with its Pod and PVC.

@@ -107,6 +107,11 @@ pub enum Step {
         member: Option<String>,
         id: u64,
     },
+    /// Turn etcd's authentication on: add the user `root` with the password of
+    /// `spec.auth.rootCredentialsSecretRef` (`act` reads it from the observation; it is never
+    /// part of a step), grant it the role `root`, `auth enable`. Each part that is already
+    /// done counts as done. `act` then latches `status.authEnabled`.
+    EnableAuth,
     /// etcd MoveLeader to `to`, sent to the current leader (`EtcdClient::move_leader` finds it).
     MoveLeader {
         from: Option<String>,
@@ -140,6 +145,7 @@ pub enum StepKind {
     PromoteLearner,
     RemoveEtcdMember,
     MoveLeader,
+    EnableAuth,
 }
 
 impl Step {
@@ -167,6 +173,7 @@ impl Step {
             Step::PromoteLearner { .. } => StepKind::PromoteLearner,
             Step::RemoveEtcdMember { .. } => StepKind::RemoveEtcdMember,
             Step::MoveLeader { .. } => StepKind::MoveLeader,
+            Step::EnableAuth => StepKind::EnableAuth,
         }
     }
 
@@ -245,6 +252,7 @@ impl Step {
             Step::PromoteLearner { .. } => "LearnerPromoted",
             Step::RemoveEtcdMember { .. } => "MemberRemoved",
             Step::MoveLeader { .. } => "LeaderMoved",
+            Step::EnableAuth => "AuthEnabled",
         }
     }
 
@@ -307,6 +315,9 @@ impl Step {
                 Some(m) => format!("member {m} ({id:x}) removed from etcd"),
                 None => format!("stray etcd member {id:x} (no EtcdMember claims it) removed"),
             },
+            Step::EnableAuth => {
+                "authentication enabled: user root (role root) added, auth enable".to_string()
+            }
             Step::MoveLeader { from, to, .. } => match from {
                 Some(from) => format!("leadership moved from {from} to {to}"),
                 None => format!("leadership moved to {to}"),

@@ -1,5 +1,7 @@
 //! TLS and credentials: checking what the spec refers to, and what the operator dials etcd with.
 
+mod auth;
 mod tls;
 
+pub use auth::root_password;
 pub use tls::{Purpose, TLS_SECRET_TYPE, TlsMaterial, check_tls_secret};

@@ -22,17 +22,32 @@ pub fn cluster_operations(ctx: &Context<'_>) -> Option<Decision> {
         .or_else(|| scale(ctx))
         .or_else(|| disruption_budget(ctx))
         .or_else(|| voter_labels(ctx))
+        .or_else(|| enable_auth(ctx))
         .or_else(|| upgrade(ctx))
 }
 
+/// `spec.auth.enabled`: once every member is Ready (behind the gate), authentication is turned
+/// on, once; `status.authEnabled` records it.
+fn enable_auth(ctx: &Context<'_>) -> Option<Decision> {
+    let wanted = ctx
+        .observed
+        .cluster
+        .spec
+        .auth
+        .as_ref()
+        .is_some_and(etcd_operator_api::cluster::AuthSpec::is_enabled);
+    let latched = ctx.cluster.status.as_ref().and_then(|s| s.auth_enabled) == Some(true)
+        || ctx.observed.security.auth_found_enabled;
+    (wanted && !latched && ctx.observed.security.root_password.is_some() && ctx.formed)
+        .then(|| Decision::act(Step::EnableAuth))
+}
+
 /// What the spec asks for that this version cannot do yet, reported instead of done wrong:
-/// authentication, bootstrap from a snapshot, and a memory-backed cluster scaled to zero (its
-/// data would not survive). TLS from cert-manager is reported with the TLS Secrets' problems.
+/// bootstrap from a snapshot, and a memory-backed cluster scaled to zero (its data would not
+/// survive). TLS from cert-manager is reported with the TLS Secrets' problems.
 fn unsupported_spec(ctx: &Context<'_>) -> Option<Decision> {
     let spec = &ctx.observed.cluster.spec;
-    let what = if spec.auth.as_ref().is_some_and(|a| a.enabled == Some(true)) {
-        "spec.auth (authentication is not implemented yet)"
-    } else if spec.bootstrap.as_ref().is_some_and(|b| b.restore.is_some()) {
+    let what = if spec.bootstrap.as_ref().is_some_and(|b| b.restore.is_some()) {
         "spec.bootstrap.restore (restoring from a snapshot is not implemented yet)"
     } else if ctx.desired == 0
         && spec.storage_or_default().medium_or_default() == StorageMedium::Memory

@@ -288,11 +288,56 @@ fn rule10_version_change_is_reported_as_not_implemented() {
 #[test]
 fn rule10_unsupported_spec_is_reported_before_bootstrap() {
     let mut fx = Fx::empty(3);
-    fx.obs.cluster.spec.auth = Some(etcd_operator_api::cluster::AuthSpec {
-        enabled: Some(true),
-        root_credentials_secret_ref: None,
+    fx.obs.cluster.spec.bootstrap = Some(etcd_operator_api::cluster::BootstrapSpec {
+        restore: Some(Default::default()),
     });
     assert_eq!(wait_reason(&fx.step()), WaitReason::UnsupportedSpec);
+}
+
+/// `spec.auth.enabled`: turned on once, behind the readiness gate, with the password known;
+/// never again once latched (or found on in etcd).
+#[test]
+fn rule10_auth_is_enabled_once_the_cluster_is_ready() {
+    let auth = |fx: &mut Fx| {
+        fx.obs.cluster.spec.auth = Some(etcd_operator_api::cluster::AuthSpec {
+            enabled: Some(true),
+            root_credentials_secret_ref: Some(Default::default()),
+        });
+        fx.obs.security.root_password = Some(crate::plan::Password("pw".into()));
+    };
+    let mut fx = Fx::healthy(3);
+    auth(&mut fx);
+    assert_eq!(fx.step(), Step::EnableAuth);
+    assert!(
+        !format!("{:?}", fx.plan()).contains("\"pw\""),
+        "the password is in no plan"
+    );
+
+    // Not while a member is not Ready.
+    let mut busy = Fx::healthy(3);
+    auth(&mut busy);
+    busy.answer("etcd-2", Answer::Down);
+    assert_ne!(busy.step(), Step::EnableAuth);
+
+    // Not without the password, and not again.
+    let mut fx = Fx::healthy(3);
+    auth(&mut fx);
+    fx.obs.security.root_password = None;
+    assert_ne!(fx.step(), Step::EnableAuth);
+    let mut fx = Fx::healthy(3);
+    auth(&mut fx);
+    fx.status_mut().auth_enabled = Some(true);
+    assert_eq!(fx.step().kind(), StepKind::Idle);
+    let mut fx = Fx::healthy(3);
+    auth(&mut fx);
+    fx.obs.security.auth_found_enabled = true;
+    let plan = fx.plan();
+    assert_ne!(plan.step, Step::EnableAuth);
+    assert_eq!(
+        plan.cluster_status.and_then(|s| s.auth_enabled),
+        Some(true),
+        "found on in etcd: latched"
+    );
 }
 
 /// Unusable TLS Secrets stop everything but deletion, with every problem in the message, and

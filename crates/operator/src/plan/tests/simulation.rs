@@ -180,6 +180,9 @@ impl Sim {
                     .retain(|o| o.endpoint != client(&name));
             }
             Step::MoveLeader { to, .. } => fx.set_leader(&to),
+            Step::EnableAuth => {
+                fx.status_mut().auth_enabled = Some(true);
+            }
         }
     }
 
