@@ -1,33 +1,108 @@
 //! The bootstrap benchmark (prints figures; not a timed test). Needs root, like the e2e tests.
 //!
-//!   cargo bench -p etcd-operator --bench bootstrap   (BOOTSTRAP_BENCH_RUNS=0: idle part only)
+//!   cargo bench -p etcd-operator --bench bootstrap
+//!   BOOTSTRAP_BENCH_CHURN=30 cargo bench -p etcd-operator --bench bootstrap   (adds the churn loop)
+//!   BOOTSTRAP_BENCH_RUNS=0 cargo bench -p etcd-operator --bench bootstrap     (idle part only)
 //!
-//! In one run: the scripted floor (`benches/floor.sh`: the same etcd binaries joined one at a
-//! time as learners, no Kubernetes), then the operator deployed from `deploy/` into a sandbox
-//! with nodes: time from `kubectl apply` to Available for 1, 3 and 5 members and from `kubectl
-//! scale` 3 → 5 to converged; then, with 30 idle 3-member clusters, the operator's resident
-//! memory and CPU and its Kubernetes API writes per minute (the goal is zero).
+//! The operator is deployed from `deploy/` into a sandbox with 3 nodes, as users deploy it. In
+//! one run, in this order:
+//!
+//! 1. Scenarios, each run `BOOTSTRAP_BENCH_RUNS` times: the time from `kubectl apply` to
+//!    Available with every member ready for 1, 3 and 5 members, and from `kubectl scale` 3 → 5
+//!    to converged. Beside each, the scripted floor (`benches/floor.sh`: the same etcd binaries
+//!    on loopback, joined one at a time as learners, no Kubernetes) for the same member count,
+//!    run `BOOTSTRAP_BENCH_FLOOR_RUNS` times, interleaved with the operator's runs (a round is:
+//!    floor 1, operator 1, floor 3 → 5, operator 3, operator 3 → 5, floor 5, operator 5) so both
+//!    see the same load on a shared machine. Printed: min, median, p90 and max of each.
+//! 2. Churn (`BOOTSTRAP_BENCH_CHURN` bootstraps, 0 by default): 3-member clusters bootstrapped
+//!    one after another, each in a new namespace, the previous namespace deleted as the next
+//!    cluster is applied (issue 17's loop). Printed: every bootstrap time, their distribution,
+//!    and how many took longer than `BOOTSTRAP_BENCH_SLOW` × the slowest 3-member floor run
+//!    of this benchmark (when only churn runs, the 3-member floor runs before it).
+//! 3. Idle (`BOOTSTRAP_BENCH_IDLE` clusters, 30 by default; 0 skips it): that many idle
+//!    3-member clusters, then, after 30 s of rest, the operator's resident memory, CPU and
+//!    Kubernetes API writes per minute over 60 s (the goal is zero).
+//!
+//! Every run slower than `BOOTSTRAP_BENCH_SLOW` × the slowest floor run of its scenario gets a
+//! timeline (`tests/support/timeline.rs`): the cluster's Events, its member Pods' creation,
+//! starts and restarts, the operator Pod's readiness transitions and restarts, the leader
+//! Lease's holder changes and renewals, the operator's warnings. A cluster that does not
+//! converge within 300 s fails the benchmark, with its timeline. Each round and each churn
+//! bootstrap prints the machine's load average beside its figures (the machine may be shared).
+//!
+//! Knobs (environment variables):
+//!
+//! | variable | default | meaning |
+//! | --- | --- | --- |
+//! | `BOOTSTRAP_BENCH_RUNS` | 10 | operator runs of each scenario; 0 skips the scenarios |
+//! | `BOOTSTRAP_BENCH_FLOOR_RUNS` | the larger of 10 and the runs | floor runs of each scenario |
+//! | `BOOTSTRAP_BENCH_CHURN` | 0 | bootstraps of the churn loop; 0 skips it |
+//! | `BOOTSTRAP_BENCH_IDLE` | 30 | idle clusters; 0 skips the idle part |
+//! | `BOOTSTRAP_BENCH_SLOW` | 1.3 | a run slower than this × the slowest floor run is slow; 0 prints every run's timeline |
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use support::cluster::{Cluster, start_cluster};
+use support::timeline::OperatorWatch;
 use support::{cluster_yaml, condition, create_namespace, get_cluster};
 
-/// Clusters for the idle measurement, and how long it watches them.
-const IDLE_CLUSTERS: usize = 30;
+/// How long the idle measurement watches the operator, after 30 s of rest.
 const IDLE_WINDOW: Duration = Duration::from_secs(60);
+/// A cluster not converged after this long fails the benchmark.
+const CONVERGE_LIMIT: Duration = Duration::from_secs(300);
+
+/// The knobs, from the environment (see the header).
+struct Knobs {
+    runs: usize,
+    floor_runs: usize,
+    churn: usize,
+    idle: usize,
+    slow: f64,
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a valid number")),
+        Err(_) => default,
+    }
+}
+
+impl Knobs {
+    fn from_env() -> Knobs {
+        let runs = env_or("BOOTSTRAP_BENCH_RUNS", 10);
+        Knobs {
+            runs,
+            floor_runs: env_or("BOOTSTRAP_BENCH_FLOOR_RUNS", runs.max(10)),
+            churn: env_or("BOOTSTRAP_BENCH_CHURN", 0),
+            idle: env_or("BOOTSTRAP_BENCH_IDLE", 30),
+            slow: env_or("BOOTSTRAP_BENCH_SLOW", 1.3),
+        }
+    }
+}
+
+/// One measured run: its time, and its timeline (printed only if it was slow).
+struct Run {
+    seconds: f64,
+    timeline: String,
+}
 
 /// Polls the cluster's status every 50 ms until it is Available with `replicas` Ready members
-/// and no longer Progressing; returns the time since `since`.
+/// and no longer Progressing; returns the time since `since`, or None after [`CONVERGE_LIMIT`].
 async fn time_to_available(
     cluster: &Cluster,
     namespace: &str,
     replicas: i32,
     since: Instant,
-) -> f64 {
+) -> Option<f64> {
     let client = cluster.client();
     loop {
         let c = get_cluster(&client, namespace, "etcd").await;
@@ -36,16 +111,64 @@ async fn time_to_available(
             && condition(&c, "Available").as_deref() == Some("True")
             && condition(&c, "Progressing").as_deref() == Some("False")
         {
-            return since.elapsed().as_secs_f64();
+            return Some(since.elapsed().as_secs_f64());
         }
-        assert!(
-            since.elapsed() < Duration::from_secs(300),
-            "{namespace} never converged"
-        );
+        if since.elapsed() > CONVERGE_LIMIT {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
+/// The machine's load average over the last minute (the machine may be shared: the figures
+/// are printed beside it).
+fn load() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// The clock of a run: the monotonic one for the figure, the wall clock for the timeline.
+#[derive(Clone, Copy)]
+struct Start {
+    at: Instant,
+    wall: Timestamp,
+}
+
+impl Start {
+    fn now() -> Start {
+        Start {
+            at: Instant::now(),
+            wall: Timestamp::now(),
+        }
+    }
+}
+
+/// Waits until `namespace/etcd` converged on `replicas`; then checks etcd's member list and
+/// takes the run's timeline. Fails loudly, with the timeline, after [`CONVERGE_LIMIT`].
+async fn converge(
+    cluster: &Cluster,
+    watch: &OperatorWatch,
+    namespace: &str,
+    replicas: i32,
+    start: Start,
+) -> Run {
+    let converged = time_to_available(cluster, namespace, replicas, start.at).await;
+    let until = Timestamp::now();
+    let timeline = watch
+        .timeline(&cluster.client(), namespace, "etcd", start.wall, until)
+        .await;
+    let Some(seconds) = converged else {
+        println!("{timeline}");
+        panic!(
+            "{namespace}/etcd did not converge on {replicas} members within {CONVERGE_LIMIT:?} \
+             (its timeline is above)"
+        );
+    };
+    agrees(cluster, namespace, replicas).await;
+    Run { seconds, timeline }
+}
 /// Whether `pid` descends from this process: the sandbox's Pods are host processes started by
 /// this benchmark, so other runs on the machine (tests, a demo) are not counted.
 fn descends_from_this_process(pid: u32) -> bool {
@@ -169,35 +292,123 @@ async fn agrees(cluster: &Cluster, namespace: &str, replicas: i32) {
 }
 
 /// From `kubectl apply` of `replicas` members to Available.
-async fn bootstrap(cluster: &Cluster, replicas: i32, run: usize) -> f64 {
+async fn bootstrap(cluster: &Cluster, watch: &OperatorWatch, replicas: i32, run: usize) -> Run {
     let namespace = format!("bench-{replicas}-{run}");
     create_namespace(&cluster.client(), &namespace).await;
-    let since = Instant::now();
+    let start = Start::now();
     cluster.apply(&cluster_yaml("etcd", &namespace, replicas, ""));
-    let seconds = time_to_available(cluster, &namespace, replicas, since).await;
-    agrees(cluster, &namespace, replicas).await;
+    let measured = converge(cluster, watch, &namespace, replicas, start).await;
     tear_down(cluster, &namespace).await;
-    seconds
+    measured
 }
 
 /// From `kubectl scale` 3 → 5 to converged.
-async fn grow(cluster: &Cluster, run: usize) -> f64 {
+async fn grow(cluster: &Cluster, watch: &OperatorWatch, run: usize) -> Run {
     let namespace = format!("bench-grow-{run}");
     create_namespace(&cluster.client(), &namespace).await;
     cluster.apply(&cluster_yaml("etcd", &namespace, 3, ""));
-    time_to_available(cluster, &namespace, 3, Instant::now()).await;
-    let since = Instant::now();
+    converge(cluster, watch, &namespace, 3, Start::now()).await;
+    let start = Start::now();
     cluster.scale(&namespace, "etcd", 5);
-    let seconds = time_to_available(cluster, &namespace, 5, since).await;
-    agrees(cluster, &namespace, 5).await;
+    let measured = converge(cluster, watch, &namespace, 5, start).await;
     tear_down(cluster, &namespace).await;
-    seconds
+    measured
 }
 
-fn median(samples: &[f64]) -> f64 {
+/// Issue 17's loop: `count` 3-member bootstraps one after another, each in a new namespace,
+/// the previous namespace deleted right after the next cluster is applied.
+async fn churn(cluster: &Cluster, watch: &OperatorWatch, count: usize) -> Vec<Run> {
+    let namespaces: Api<Namespace> = Api::all(cluster.client());
+    let mut previous: Option<String> = None;
+    let mut runs = Vec::new();
+    for i in 0..count {
+        let namespace = format!("churn-{i}");
+        create_namespace(&cluster.client(), &namespace).await;
+        let start = Start::now();
+        cluster.apply(&cluster_yaml("etcd", &namespace, 3, ""));
+        if let Some(old) = previous.replace(namespace.clone()) {
+            namespaces
+                .delete(&old, &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("deleting namespace {old}: {e}"));
+        }
+        let run = converge(cluster, watch, &namespace, 3, start).await;
+        println!(
+            "churn {}/{count}: {:.1} s (load average {:.1})",
+            i + 1,
+            run.seconds,
+            load()
+        );
+        runs.push(run);
+    }
+    if let Some(last) = previous {
+        namespaces
+            .delete(&last, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting namespace {last}: {e}"));
+    }
+    // The next part starts on a quiet machine; a namespace that never goes is a finding.
+    let since = Instant::now();
+    loop {
+        let left: Vec<String> = namespaces
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .filter(|n| n.starts_with("churn-"))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        if since.elapsed() > CONVERGE_LIMIT {
+            println!(
+                "WARNING: namespaces still there {CONVERGE_LIMIT:?} after their deletion: {left:?}"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    runs
+}
+
+/// min, median, p90 and max of some runs: the median of an even count is the mean of the two
+/// middle runs; p90 is the nearest rank (with 10 runs, the 9th fastest).
+struct Distribution {
+    min: f64,
+    median: f64,
+    p90: f64,
+    max: f64,
+}
+
+fn distribution(samples: &[f64]) -> Distribution {
     let mut sorted = samples.to_vec();
     sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
+    let n = sorted.len();
+    assert!(n > 0, "a distribution of no runs");
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    let p90 = sorted[((n as f64 * 0.9).ceil() as usize).clamp(1, n) - 1];
+    Distribution {
+        min: sorted[0],
+        median,
+        p90,
+        max: sorted[n - 1],
+    }
+}
+
+impl std::fmt::Display for Distribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1} / {:.1} / {:.1} / {:.1}",
+            self.min, self.median, self.p90, self.max
+        )
+    }
 }
 
 fn samples(values: &[f64]) -> String {
@@ -208,13 +419,57 @@ fn samples(values: &[f64]) -> String {
         .join(", ")
 }
 
-/// Runs of each scenario (`BOOTSTRAP_BENCH_RUNS`, default 3; 0 measures only the idle
-/// clusters); the table shows the median.
-fn runs() -> usize {
-    std::env::var("BOOTSTRAP_BENCH_RUNS")
-        .ok()
-        .and_then(|runs| runs.parse().ok())
-        .unwrap_or(3)
+fn seconds_of(runs: &[Run]) -> Vec<f64> {
+    runs.iter().map(|r| r.seconds).collect()
+}
+
+/// The floor's runs, by what its lines name (`bootstrap 3`, `grow 3 5`).
+#[derive(Default)]
+struct Floors(BTreeMap<String, Vec<f64>>);
+
+impl Floors {
+    fn measure(&mut self, args: &[&str]) {
+        for (what, seconds) in support::floor_script("floor.sh", args) {
+            self.0.entry(what).or_default().push(seconds);
+        }
+    }
+
+    fn of(&self, what: &str) -> &[f64] {
+        self.0.get(what).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    fn slowest(&self, what: &str) -> f64 {
+        self.of(what).iter().copied().fold(0.0, f64::max)
+    }
+
+    fn last(&self, what: &str) -> f64 {
+        self.of(what).last().copied().unwrap_or(f64::NAN)
+    }
+}
+
+/// A scenario's operator runs.
+struct Scenario {
+    what: &'static str,
+    runs: Vec<Run>,
+}
+
+/// Prints the timelines of the runs slower than `limit`.
+fn print_slow(what: &str, runs: &[Run], limit: f64) {
+    for (i, run) in runs.iter().enumerate() {
+        if run.seconds > limit {
+            println!();
+            println!(
+                "{what}, run {}: {:.1} s, over {limit:.1} s (slow):",
+                i + 1,
+                run.seconds
+            );
+            print!("{}", run.timeline);
+        }
+    }
+}
+
+fn over(runs: &[Run], limit: f64) -> usize {
+    runs.iter().filter(|r| r.seconds > limit).count()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
@@ -223,83 +478,213 @@ async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let runs = runs();
-    println!("# bootstrap benchmark (etcd 3.5.1, median of {runs} runs)");
-    let mut floors: Vec<(String, Vec<f64>)> = Vec::new();
-    for _ in 0..runs {
-        for args in [&["1"][..], &["3", "5"][..], &["5"][..]] {
-            for (what, seconds) in support::floor_script("floor.sh", args) {
-                match floors.iter_mut().find(|(w, _)| *w == what) {
-                    Some((_, list)) => list.push(seconds),
-                    None => floors.push((what, vec![seconds])),
-                }
-            }
-        }
-    }
-    let floor_of = |what: &str| -> Vec<f64> {
-        floors
-            .iter()
-            .find(|(w, _)| w == what)
-            .map(|(_, s)| s.clone())
-            .unwrap()
-    };
+    let knobs = Knobs::from_env();
+    let benchmark_start = Timestamp::now();
+    println!(
+        "# bootstrap benchmark (etcd 3.5.1; {} runs of each scenario, {} floor runs, {} churn \
+         bootstraps, {} idle clusters; slow = over {} x the slowest floor run); started {benchmark_start}",
+        knobs.runs, knobs.floor_runs, knobs.churn, knobs.idle, knobs.slow
+    );
 
     let cluster = start_cluster(3).await;
+    let watch = OperatorWatch::start(&cluster.client());
     cluster.deploy_operator(1).await;
-    let client = cluster.client();
-    let mut rows: Vec<(String, Vec<f64>, Vec<f64>)> = Vec::new();
-    for replicas in [1, 3, 5].into_iter().filter(|_| runs > 0) {
-        let mut ours = Vec::new();
-        for run in 0..runs {
-            ours.push(bootstrap(&cluster, replicas, run).await);
+
+    // 1. The scenarios, interleaved with the floor.
+    let mut floors = Floors::default();
+    let mut scenarios: Vec<Scenario> = ["bootstrap 1", "bootstrap 3", "grow 3 5", "bootstrap 5"]
+        .into_iter()
+        .map(|what| Scenario {
+            what,
+            runs: Vec::new(),
+        })
+        .collect();
+    let rounds = if knobs.runs > 0 {
+        knobs.runs.max(knobs.floor_runs)
+    } else {
+        0
+    };
+    for round in 0..rounds {
+        let (floor, ours) = (round < knobs.floor_runs, round < knobs.runs);
+        let mut line = format!("round {}/{rounds}:", round + 1);
+        if floor {
+            floors.measure(&["1"]);
         }
-        let what = format!("bootstrap {replicas}");
-        rows.push((what.clone(), ours, floor_of(&what)));
+        if ours {
+            scenarios[0]
+                .runs
+                .push(bootstrap(&cluster, &watch, 1, round).await);
+        }
+        if floor {
+            floors.measure(&["3", "5"]);
+        }
+        if ours {
+            scenarios[1]
+                .runs
+                .push(bootstrap(&cluster, &watch, 3, round).await);
+            scenarios[2].runs.push(grow(&cluster, &watch, round).await);
+        }
+        if floor {
+            floors.measure(&["5"]);
+        }
+        if ours {
+            scenarios[3]
+                .runs
+                .push(bootstrap(&cluster, &watch, 5, round).await);
+        }
+        for scenario in &scenarios {
+            let ours = scenario.runs.last().filter(|_| round < knobs.runs);
+            line.push_str(&format!(
+                " {} {} (floor {});",
+                scenario.what,
+                ours.map(|r| format!("{:.1}", r.seconds))
+                    .unwrap_or_else(|| "-".into()),
+                if floor {
+                    format!("{:.1}", floors.last(scenario.what))
+                } else {
+                    "-".into()
+                }
+            ));
+        }
+        println!("{line} load average {:.1}", load());
     }
-    if runs > 0 {
-        let mut ours = Vec::new();
-        for run in 0..runs {
-            ours.push(grow(&cluster, run).await);
+    if rounds > 0 {
+        println!();
+        println!(
+            "| scenario | operator min / median / p90 / max (s) | floor min / median / p90 / max (s) | median ratio | runs over {} x the slowest floor run |",
+            knobs.slow
+        );
+        println!("| --- | --- | --- | ---: | --- |");
+        for scenario in &scenarios {
+            let ours = seconds_of(&scenario.runs);
+            let floor = floors.of(scenario.what);
+            let limit = knobs.slow * floors.slowest(scenario.what);
+            let (d, f) = (distribution(&ours), distribution(floor));
+            println!(
+                "| {} | {d} | {f} | {:.2} | {} of {} (over {limit:.1} s) |",
+                scenario.what,
+                d.median / f.median,
+                over(&scenario.runs, limit),
+                ours.len()
+            );
         }
-        rows.push(("grow 3 5".to_string(), ours, floor_of("grow 3 5")));
+        println!();
+        for scenario in &scenarios {
+            println!(
+                "{}: operator {}; floor {}",
+                scenario.what,
+                samples(&seconds_of(&scenario.runs)),
+                samples(floors.of(scenario.what))
+            );
+        }
+        for scenario in &scenarios {
+            let limit = knobs.slow * floors.slowest(scenario.what);
+            print_slow(scenario.what, &scenario.runs, limit);
+        }
     }
 
-    println!();
-    println!(
-        "| scenario | operator (s) | scripted floor (s) | ratio | operator runs | floor runs |"
-    );
-    println!("| --- | ---: | ---: | ---: | --- | --- |");
-    for (what, ours, floor) in &rows {
+    // 2. Churn.
+    if knobs.churn > 0 {
+        if floors.of("bootstrap 3").is_empty() {
+            for _ in 0..knobs.floor_runs.max(1) {
+                floors.measure(&["3"]);
+            }
+        }
+        println!();
         println!(
-            "| {what} | {:.1} | {:.1} | {:.2} | {} | {} |",
-            median(ours),
-            median(floor),
-            median(ours) / median(floor),
-            samples(ours),
+            "churn: {} 3-member bootstraps, each in a new namespace, the previous one deleted as \
+             the next is applied",
+            knobs.churn
+        );
+        let runs = churn(&cluster, &watch, knobs.churn).await;
+        let ours = seconds_of(&runs);
+        let floor = floors.of("bootstrap 3");
+        let slowest = floors.slowest("bootstrap 3");
+        let limit = knobs.slow * slowest;
+        println!();
+        println!("| churn | min / median / p90 / max (s) | runs |");
+        println!("| --- | --- | --- |");
+        println!(
+            "| operator, {} bootstraps | {} | {} |",
+            ours.len(),
+            distribution(&ours),
+            samples(&ours)
+        );
+        println!(
+            "| floor, bootstrap 3 | {} | {} |",
+            distribution(floor),
             samples(floor)
         );
+        let slow: Vec<String> = runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.seconds > limit)
+            .map(|(i, r)| format!("{} ({:.1} s)", i + 1, r.seconds))
+            .collect();
+        println!();
+        println!(
+            "verdict: {} of {} churn bootstraps took longer than {} x the slowest 3-member floor \
+             run ({} x {slowest:.1} s = {limit:.1} s){}",
+            slow.len(),
+            runs.len(),
+            knobs.slow,
+            knobs.slow,
+            if slow.is_empty() {
+                String::new()
+            } else {
+                format!(": runs {}", slow.join(", "))
+            }
+        );
+        print_slow("churn", &runs, limit);
     }
 
-    // 30 idle 3-member clusters.
+    // 3. Idle clusters.
+    if knobs.idle > 0 {
+        idle(&cluster, knobs.idle).await;
+    }
+
+    // What the operator went through over the whole benchmark.
+    println!();
+    println!("the operator over the whole benchmark (s after {benchmark_start}):");
+    for change in watch.changes(benchmark_start) {
+        println!("  {change}");
+    }
+    if let Some((gap, at)) = watch.longest_renewal_gap() {
+        println!(
+            "  longest time between two renewals of the leader Lease: {gap:.1} s (from {:+.1})",
+            at.duration_since(benchmark_start).as_secs_f64()
+        );
+    }
+}
+
+/// `count` idle 3-member clusters: the operator's memory, CPU and API writes at rest.
+async fn idle(cluster: &Cluster, count: usize) {
+    let client = cluster.client();
     let since = Instant::now();
-    for i in 0..IDLE_CLUSTERS {
+    for i in 0..count {
         let namespace = format!("idle-{i}");
         create_namespace(&client, &namespace).await;
         cluster.apply(&cluster_yaml("etcd", &namespace, 3, ""));
     }
-    for i in 0..IDLE_CLUSTERS {
-        time_to_available(&cluster, &format!("idle-{i}"), 3, since).await;
+    for i in 0..count {
+        let namespace = format!("idle-{i}");
+        if time_to_available(cluster, &namespace, 3, since)
+            .await
+            .is_none()
+        {
+            panic!("{namespace}/etcd did not converge within {CONVERGE_LIMIT:?}");
+        }
     }
     let all_ready = since.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(30)).await;
     let pid = operator_pid();
-    let (cpu_before, writes_before) = (cpu_seconds(pid), operator_writes(&cluster).await);
+    let (cpu_before, writes_before) = (cpu_seconds(pid), operator_writes(cluster).await);
     tokio::time::sleep(IDLE_WINDOW).await;
-    let (cpu_after, writes_after) = (cpu_seconds(pid), operator_writes(&cluster).await);
+    let (cpu_after, writes_after) = (cpu_seconds(pid), operator_writes(cluster).await);
     let minutes = IDLE_WINDOW.as_secs_f64() / 60.0;
     println!();
     println!(
-        "{IDLE_CLUSTERS} idle 3-member clusters (all Available {all_ready:.0} s after the first apply):"
+        "{count} idle 3-member clusters (all Available {all_ready:.0} s after the first apply):"
     );
     println!("| measure | value |");
     println!("| --- | ---: |");
@@ -315,4 +700,5 @@ async fn main() {
         "| Kubernetes API writes | {:.1} per minute |",
         (writes_after - writes_before) as f64 / minutes
     );
+    println!("(the machine's load average at the end: {:.1})", load());
 }

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod healing;
 pub mod loopback;
 pub mod manual_node;
+pub mod timeline;
 pub mod workload;
 
 use std::future::Future;
