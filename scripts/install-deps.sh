@@ -57,6 +57,9 @@ command -v kill >/dev/null 2>&1 || want procps
 command -v python3 >/dev/null 2>&1 || want python3
 python3 -m pip --version >/dev/null 2>&1 || want python3-pip
 command -v cc >/dev/null 2>&1 || want gcc
+# openssl: the TLS tests make their certificates with it (independently of the operator's own
+# code), and the sandbox's cert-manager stand-in makes RSA keys with it.
+command -v openssl >/dev/null 2>&1 || want openssl
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   mapfile -t need_apt < <(printf '%s\n' "${need_apt[@]}" | sort -u)
@@ -79,7 +82,7 @@ reports "etcd Version: ${ETCD34_VERSION}" /usr/bin/etcd --version ||
   fail "/usr/bin/etcd is not etcd ${ETCD34_VERSION} ($(/usr/bin/etcd --version 2>&1 | head -1)); run: apt-get install -y etcd-server"
 reports "etcdctl version: ${ETCD34_VERSION}" env ETCDCTL_API=3 /usr/bin/etcdctl version ||
   fail "/usr/bin/etcdctl is not etcdctl ${ETCD34_VERSION}; run: apt-get install -y etcd-client"
-for tool in ip tc unshare timeout kill python3; do
+for tool in ip tc unshare timeout kill python3 openssl; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is still missing"
 done
 
