@@ -380,7 +380,7 @@ async fn short_certificates_are_renewed_on_time_and_a_changed_spec_is_reissued()
     let renewed_at = jiff::Timestamp::now();
     assert!(
         renewed_at >= renewal
-            && renewed_at.duration_since(renewal) < jiff::SignedDuration::from_secs(3),
+            && renewed_at.duration_since(renewal) < jiff::SignedDuration::from_secs(5),
         "renewed at {renewed_at}, due at {renewal}"
     );
     assert!(not_after(&renewed) > not_after(&first), "{renewed:#}");
