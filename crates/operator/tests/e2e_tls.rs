@@ -534,6 +534,136 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
             .unwrap();
         assert_eq!(value.trim(), "present", "{namespace}: {m} kept the data");
     }
+
+    renew_server_leaf(&tls).await;
+}
+
+/// The serial of the certificate `endpoint` (host:port) serves, asked with openssl from inside
+/// the cluster network.
+fn served_serial(cluster: &Cluster, host_port: &str, dir: &Path) -> Result<String, String> {
+    let mut command = cluster.network.command("sh").map_err(|e| e.to_string())?;
+    command.args([
+        "-c",
+        "openssl s_client -connect \"$0\" -cert \"$1/client.crt\" -key \"$1/client.key\" -CAfile \"$1/ca.crt\" </dev/null 2>/dev/null | openssl x509 -noout -serial",
+        host_port,
+    ]);
+    command.arg(dir);
+    let out = tokio::task::block_in_place(|| command.output()).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() && text.starts_with("serial=") {
+        Ok(text)
+    } else {
+        Err(format!("{text} {}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+fn file_serial(dir: &Path, name: &str) -> String {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-serial", "-in"])
+        .arg(dir.join(format!("{name}.crt")))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Leaf renewal: the server Secret gets a new certificate from the same CA; the kubelet updates
+/// the mounted files, and etcd serves the new certificate from its next handshake on, with no
+/// Pod restarted and the clients (the operator among them) working throughout.
+async fn renew_server_leaf(tls: &TlsCluster) {
+    let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path());
+    let restarts = |pods: &[k8s_openapi::api::core::v1::Pod]| {
+        pods.iter()
+            .map(|p| {
+                let status = p.status.clone().unwrap_or_default();
+                let restarts: i32 = status
+                    .container_statuses
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| c.restart_count)
+                    .sum();
+                (p.metadata.name.clone(), p.metadata.uid.clone(), restarts)
+            })
+            .collect::<Vec<_>>()
+    };
+    let pods = |cluster: Arc<Cluster>| async move {
+        let mut pods = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            pods.push(
+                cluster
+                    .member_pod(namespace, m)
+                    .await
+                    .expect("a member Pod"),
+            );
+        }
+        pods
+    };
+    let before = restarts(&pods(cluster.clone()).await);
+    let old = file_serial(d, "server");
+    tokio::task::block_in_place(|| {
+        make_leaf(
+            d,
+            "ca",
+            "server2",
+            "etcd",
+            Some(&member_sans(namespace)),
+            "serverAuth,clientAuth",
+        )
+    });
+    let new = file_serial(d, "server2");
+    assert_ne!(old, new);
+    let host = format!("etcd-0.etcd.{namespace}.svc:2379");
+    assert_eq!(
+        served_serial(cluster, &host, d).as_deref(),
+        Ok(old.as_str())
+    );
+    // kubectl apply of the Secret with the renewed leaf (same name, same CA).
+    let manifest = {
+        let mut args: Vec<String> = vec![
+            "-n".into(),
+            namespace.into(),
+            "create".into(),
+            "secret".into(),
+            "generic".into(),
+            "etcd-server".into(),
+            "--type=kubernetes.io/tls".into(),
+            "--dry-run=client".into(),
+            "-o".into(),
+            "yaml".into(),
+        ];
+        for (key, path) in tls_files(d, "server2", "ca") {
+            args.push(format!("--from-file={key}={}", path.display()));
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, out, stderr) = tokio::task::block_in_place(|| kubectl(cluster, &refs));
+        assert!(ok, "{stderr}");
+        out
+    };
+    let (ok, _, stderr) = tokio::task::block_in_place(|| {
+        support::kubectl_with_stdin(cluster, &["apply", "-f", "-"], Some(&manifest))
+    });
+    assert!(ok, "{stderr}");
+    eventually(
+        &format!("{namespace}: etcd-0 serves the renewed certificate"),
+        LIMIT,
+        || async {
+            let serial = served_serial(cluster, &host, d)?;
+            (serial == new)
+                .then_some(())
+                .ok_or(format!("still {serial}"))
+        },
+    )
+    .await;
+    let put = tls
+        .etcdctl(&tls.service(), &["put", "after-renewal", "yes"])
+        .unwrap();
+    assert!(put.contains("OK"), "{put}");
+    tls.wait_converged(3).await;
+    assert_eq!(
+        restarts(&pods(cluster.clone()).await),
+        before,
+        "{namespace}: no Pod restarted or replaced for a renewed leaf"
+    );
+    println!("{namespace}: renewed server leaf served without a restart");
 }
 
 /// The reason and message of the cluster's Progressing condition.
