@@ -15,24 +15,9 @@ pub async fn write_cluster_status(
     observed: &Observed,
     status: &EtcdClusterStatus,
 ) -> Result<Written, ActError> {
-    let cluster = &observed.cluster;
-    let name = cluster.metadata.name.clone().unwrap_or_default();
-    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
-    let mut updated = cluster.clone();
+    let mut updated = observed.cluster.clone();
     updated.status = Some(status.clone());
-    let api: Api<EtcdCluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    let what = format!("status of EtcdCluster {namespace}/{name}");
-    ctx.count_write("EtcdCluster/status");
-    let written = api
-        .replace_status(&name, &post_params(), &updated)
-        .await
-        .map_err(|e| ActError::from_kube(what, e))?;
-    Ok(Written::updated(
-        ObjectKind::Cluster,
-        &namespace,
-        &name,
-        &written.metadata,
-    ))
+    replace_cluster_status(ctx, &updated).await
 }
 
 /// Records `status.authEnabled: true` on the cluster as it is now (its status was just
@@ -41,23 +26,39 @@ pub async fn latch_auth_enabled(
     ctx: &ActContext,
     observed: &Observed,
 ) -> Result<Written, ActError> {
-    let cluster = &observed.cluster;
-    let name = cluster.metadata.name.clone().unwrap_or_default();
-    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
-    let api: Api<EtcdCluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    let what = format!("status of EtcdCluster {namespace}/{name}");
+    let (api, namespace, name) = cluster_api(ctx, &observed.cluster);
     // GET of the object itself: RBAC grants get on etcdclusters, update on their status.
     let mut current = api
         .get(&name)
         .await
-        .map_err(|e| ActError::from_kube(what.clone(), e))?;
+        .map_err(|e| ActError::from_kube(format!("status of EtcdCluster {namespace}/{name}"), e))?;
     current
         .status
         .get_or_insert_with(Default::default)
         .auth_enabled = Some(true);
+    replace_cluster_status(ctx, &current).await
+}
+
+fn cluster_api(ctx: &ActContext, cluster: &EtcdCluster) -> (Api<EtcdCluster>, String, String) {
+    let name = cluster.metadata.name.clone().unwrap_or_default();
+    let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+    (
+        Api::namespaced(ctx.client.clone(), &namespace),
+        namespace,
+        name,
+    )
+}
+
+/// Replaces the status of `cluster` (its resourceVersion guards the write).
+async fn replace_cluster_status(
+    ctx: &ActContext,
+    cluster: &EtcdCluster,
+) -> Result<Written, ActError> {
+    let (api, namespace, name) = cluster_api(ctx, cluster);
+    let what = format!("status of EtcdCluster {namespace}/{name}");
     ctx.count_write("EtcdCluster/status");
     let written = api
-        .replace_status(&name, &post_params(), &current)
+        .replace_status(&name, &post_params(), cluster)
         .await
         .map_err(|e| ActError::from_kube(what, e))?;
     Ok(Written::updated(

@@ -171,57 +171,35 @@ impl Observer {
         let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
         let name = cluster.metadata.name.clone().unwrap_or_default();
         let names = member_dns_names(cluster, members);
-        let now = k8s_openapi::jiff::Timestamp::now();
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
-        let read = |secret: String| {
-            let api = api.clone();
+        // One Secret read and checked: the material, or the sentence that says why not.
+        let checked = |secret: String, purpose: Purpose, ca: Option<Vec<u8>>, names: &[String]| {
+            let (api, names) = (api.clone(), names.to_vec());
             async move {
-                match api.get_opt(&secret).await {
-                    Ok(found) => Ok(found),
-                    Err(e) => Err(format!("Secret {secret} cannot be read: {e}")),
-                }
+                let found = api
+                    .get_opt(&secret)
+                    .await
+                    .map_err(|e| format!("Secret {secret} cannot be read: {e}"))?;
+                let now = k8s_openapi::jiff::Timestamp::now();
+                check_tls_secret(&secret, found.as_ref(), purpose, ca.as_deref(), &names, now)
             }
         };
         if let Some(client) = &tls.client {
             match (&client.server_secret_ref, &client.cert_manager) {
                 (Some(server), _) => {
-                    let checked = match read(server.name.clone()).await {
-                        Ok(secret) => check_tls_secret(
-                            &server.name,
-                            secret.as_ref(),
-                            Purpose::Server,
-                            None,
-                            &names,
-                            now,
-                        ),
-                        Err(problem) => Err(problem),
-                    };
-                    match checked {
+                    match checked(server.name.clone(), Purpose::Server, None, &names).await {
                         Ok(material) => {
-                            let ca_pem = material.ca_pem.clone().unwrap_or_default();
-                            let identity = match &client.operator_client_secret_ref {
-                                None => None,
-                                Some(operator) => {
-                                    let checked = match read(operator.name.clone()).await {
-                                        Ok(secret) => check_tls_secret(
-                                            &operator.name,
-                                            secret.as_ref(),
-                                            Purpose::OperatorClient,
-                                            Some(&ca_pem),
-                                            &[],
-                                            now,
-                                        ),
-                                        Err(problem) => Err(problem),
-                                    };
-                                    match checked {
-                                        Ok(m) => Some((m.cert_pem, m.key_pem)),
-                                        Err(problem) => {
-                                            facts.problems.push(problem);
-                                            None
-                                        }
-                                    }
+                            let ca_pem = material.ca_pem.unwrap_or_default();
+                            let mut identity = None;
+                            if let Some(operator) = &client.operator_client_secret_ref {
+                                let purpose = Purpose::OperatorClient;
+                                match checked(operator.name.clone(), purpose, Some(ca_pem.clone()), &[])
+                                    .await
+                                {
+                                    Ok(m) => identity = Some((m.cert_pem, m.key_pem)),
+                                    Err(problem) => facts.problems.push(problem),
                                 }
-                            };
+                            }
                             facts.access.tls = Some(ClientTls { ca_pem, identity });
                         }
                         Err(problem) => facts.problems.push(problem),
@@ -236,19 +214,9 @@ impl Observer {
         if let Some(peer) = &tls.peer {
             match (&peer.secret_ref, &peer.cert_manager) {
                 (Some(secret), _) => {
-                    let checked = match read(secret.name.clone()).await {
-                        Ok(found) => check_tls_secret(
-                            &secret.name,
-                            found.as_ref(),
-                            Purpose::Peer,
-                            None,
-                            &names,
-                            now,
-                        )
-                        .map(|_| ()),
-                        Err(problem) => Err(problem),
-                    };
-                    if let Err(problem) = checked {
+                    if let Err(problem) =
+                        checked(secret.name.clone(), Purpose::Peer, None, &names).await
+                    {
                         facts.problems.push(problem);
                     }
                 }

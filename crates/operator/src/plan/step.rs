@@ -9,7 +9,7 @@ use etcd_operator_api::{EtcdMember, MemberPhase};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::build::{EventType, InitialClusterState, PodStart};
+use crate::build::{EventType, PodStart, StartKind};
 
 /// The one next step of a pass.
 #[derive(Clone, Debug, PartialEq)]
@@ -296,15 +296,14 @@ impl Step {
                     if *voter { "gets" } else { "loses" }
                 )
             }
-            Step::SetPodStart { pod, start, .. } => format!(
+            Step::SetPodStart { member, pod, start } => format!(
                 "Pod {pod} now restarts {}",
-                match start.state {
-                    InitialClusterState::New => "by forming a new cluster".to_string(),
-                    InitialClusterState::Existing if !start.initial_cluster.contains(',') =>
+                match start.kind(member) {
+                    StartKind::Bootstrap => "by forming a new cluster".to_string(),
+                    StartKind::OwnData =>
                         "only on its own data (an empty data directory keeps etcd from starting)"
                             .to_string(),
-                    InitialClusterState::Existing =>
-                        format!("by joining {}", start.initial_cluster),
+                    StartKind::Join => format!("by joining {}", start.initial_cluster),
                 }
             ),
             Step::AddLearner { member, peer_url } => {
