@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use crate::build::{DEFAULT_ETCD_IMAGE_REPOSITORY, OperatorSettings};
+use crate::build::{DEFAULT_CLUSTER_DOMAIN, DEFAULT_ETCD_IMAGE_REPOSITORY, OperatorSettings};
 use crate::observe::Scope;
 use crate::plan::RepairTiming;
 
@@ -67,6 +67,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub repair_backoff_seconds: u64,
 
+    /// The cluster's DNS domain, for the names in cert-manager Certificates.
+    #[arg(long, env = "CLUSTER_DOMAIN", default_value = DEFAULT_CLUSTER_DOMAIN)]
+    pub cluster_domain: String,
+
     /// Log format: one JSON object per line, or text for a terminal.
     #[arg(long, value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -111,6 +115,7 @@ impl RunArgs {
                 self.not_ready_grace_seconds,
                 self.repair_backoff_seconds,
             ),
+            cluster_domain: self.cluster_domain.clone(),
         }
     }
 

@@ -1,11 +1,8 @@
 //! The deployment files under `deploy/` checked against the code: the ClusterRole grants
 //! exactly [`CLUSTER_PERMISSIONS`] and no wildcard, the leader Role exactly
-//! [`LEASE_PERMISSIONS`], the Helm chart carries the same CRDs and rules, and the chart
-//! rendered with its default values yields the plain manifests.
-//!
-//! No helm binary is available, so the chart's templates keep to a handful of constructs
-//! (`.Values.x`, `.Release.Namespace`, `.Files.Get "f" | nindent N`, `toYaml .Values.x |
-//! nindent N`) that [`render`] implements.
+//! [`LEASE_PERMISSIONS`], and the Helm chart carries the same CRDs and rules as files. The
+//! chart itself is rendered, linted and installed with the real `helm` in
+//! `tests/helm.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -141,7 +138,7 @@ fn the_deployment_runs_the_operator_image_as_non_root_with_probes() {
 #[test]
 fn the_chart_carries_the_generated_crds_unchanged() {
     let plain: Vec<PathBuf> = yaml_files(&deploy_dir().join("crds"));
-    let charted: Vec<PathBuf> = yaml_files(&chart_dir().join("crds"));
+    let charted: Vec<PathBuf> = yaml_files(&chart_dir().join("files/crds"));
     let names = |files: &[PathBuf]| -> Vec<String> {
         files
             .iter()
@@ -153,7 +150,7 @@ fn the_chart_carries_the_generated_crds_unchanged() {
         assert_eq!(
             read(a),
             read(b),
-            "{} differs from {}: copy deploy/crds/*.yaml into the chart",
+            "{} differs from {}: copy deploy/crds/*.yaml into the chart's files/crds/",
             b.display(),
             a.display()
         );
@@ -172,110 +169,12 @@ fn the_chart_carries_the_generated_crds_unchanged() {
 }
 
 #[test]
-fn the_chart_renders_the_plain_manifests() {
-    let values: Value = serde_yaml::from_str(&read(&chart_dir().join("values.yaml"))).unwrap();
-    let files = |name: &str| read(&chart_dir().join(name));
-    let mut rendered = Vec::new();
-    for template in yaml_files(&chart_dir().join("templates")) {
-        let text = render(&read(&template), &values, &files, "etcd-operator-system");
-        rendered.extend(documents(&text));
-    }
-    assert!(!rendered.is_empty());
-    for object in &rendered {
-        let kind = object["kind"].as_str().expect("a kind");
-        let name = object["metadata"]["name"].as_str().expect("a name");
-        assert_eq!(
-            object,
-            &plain_object(kind, name),
-            "the chart's {kind} {name} differs from the plain manifest"
-        );
-    }
-    // Everything plain except the Namespace (Helm creates it with --create-namespace).
-    let mut plain_count = 0;
-    for dir in ["rbac", "operator"] {
-        for file in yaml_files(&deploy_dir().join(dir)) {
-            plain_count += documents(&read(&file))
-                .iter()
-                .filter(|d| d["kind"] != "Namespace")
-                .count();
-        }
-    }
-    assert_eq!(rendered.len(), plain_count);
-}
-
-/// Renders the template constructs the chart uses.
-fn render(
-    template: &str,
-    values: &Value,
-    files: &dyn Fn(&str) -> String,
-    namespace: &str,
-) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        let end = rest[start..].find("}}").expect("an unclosed {{") + start;
-        let mut inner = rest[start + 2..end].trim();
-        out.push_str(&rest[..start]);
-        if let Some(trimmed) = inner.strip_prefix('-') {
-            let kept = out.trim_end().len();
-            out.truncate(kept);
-            inner = trimmed.trim();
-        }
-        let mut after = &rest[end + 2..];
-        if let Some(trimmed) = inner.strip_suffix('-') {
-            inner = trimmed.trim();
-            after = after.trim_start();
-        }
-        out.push_str(&evaluate(inner, values, files, namespace));
-        rest = after;
-    }
-    out.push_str(rest);
-    out
-}
-
-fn evaluate(expr: &str, values: &Value, files: &dyn Fn(&str) -> String, namespace: &str) -> String {
-    let (head, pipe) = match expr.split_once('|') {
-        Some((h, p)) => (h.trim(), Some(p.trim())),
-        None => (expr, None),
-    };
-    let text = if head == ".Release.Namespace" {
-        namespace.to_string()
-    } else if let Some(path) = head.strip_prefix(".Values.") {
-        scalar(lookup(values, path))
-    } else if let Some(file) = head.strip_prefix(".Files.Get ") {
-        files(file.trim_matches('"'))
-    } else if let Some(path) = head.strip_prefix("toYaml .Values.") {
-        serde_yaml::to_string(lookup(values, path)).unwrap()
-    } else {
-        panic!("the chart uses {{{{ {expr} }}}}, which the test renderer does not know");
-    };
-    match pipe {
-        None => text,
-        Some(nindent) => {
-            let width: usize = nindent
-                .strip_prefix("nindent ")
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or_else(|| panic!("unknown pipe {nindent:?}"));
-            let pad = " ".repeat(width);
-            let lines: Vec<String> = text
-                .trim_end()
-                .lines()
-                .map(|l| format!("{pad}{l}"))
-                .collect();
-            format!("\n{}", lines.join("\n"))
-        }
-    }
-}
-
-fn lookup<'a>(values: &'a Value, path: &str) -> &'a Value {
-    path.split('.').fold(values, |v, key| &v[key])
-}
-
-fn scalar(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        other => panic!("not a scalar: {other:?}"),
-    }
+fn the_chart_carries_the_cluster_role_rules_unchanged() {
+    let charted: Value =
+        serde_yaml::from_str(&read(&chart_dir().join("files/cluster-role-rules.yaml"))).unwrap();
+    let plain = plain_object("ClusterRole", "etcd-operator");
+    assert_eq!(
+        charted, plain["rules"],
+        "the chart's files/cluster-role-rules.yaml differs from deploy/rbac/cluster_role.yaml"
+    );
 }

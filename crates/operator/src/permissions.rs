@@ -88,6 +88,24 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
         verbs: &["get"],
         used_by: "observe reads (only) the TLS Secrets named in spec.tls, by name, at every pass",
     },
+    Permission {
+        group: "cert-manager.io",
+        resource: "certificates",
+        verbs: &["get", "create", "patch"],
+        used_by: "spec.tls with certManager: the operator creates its Certificates and patches back hand edits",
+    },
+    Permission {
+        group: "cert-manager.io",
+        resource: "issuers",
+        verbs: &["get"],
+        used_by: "a Certificate that is not Ready: whether the Issuer it names exists",
+    },
+    Permission {
+        group: "cert-manager.io",
+        resource: "clusterissuers",
+        verbs: &["get"],
+        used_by: "a Certificate that is not Ready: whether the ClusterIssuer it names exists",
+    },
 ];
 
 /// What leader election needs, in the Lease's namespace only.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::cluster::{Cluster, ETCDCTL};
-use support::healing::{OperatorDeployment, start_healing_cluster};
+use support::healing::{OperatorDeployment, start_healing_cluster_with_cert_manager};
 use support::{condition, create_namespace, eventually, get_cluster, kubectl, members};
 
 const LIMIT: Duration = Duration::from_secs(240);
@@ -666,6 +666,142 @@ async fn renew_server_leaf(tls: &TlsCluster) {
     println!("{namespace}: renewed server leaf served without a restart");
 }
 
+fn cert_manager_cluster_yaml(namespace: &str, replicas: i32) -> String {
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"3.5.1\"\n  tls:\n    client:\n      certManager:\n        serverIssuerRef:\n          name: ca\n        operatorClientIssuerRef:\n          name: ca\n    peer:\n      certManager:\n        issuerRef:\n          name: ca\n"
+    )
+}
+
+/// A Certificate in `namespace` as JSON, if it exists.
+fn certificate_json(cluster: &Cluster, namespace: &str, name: &str) -> Option<serde_json::Value> {
+    let (ok, out, _) = tokio::task::block_in_place(|| {
+        kubectl(
+            cluster,
+            &["-n", namespace, "get", "certificate", name, "-o", "json"],
+        )
+    });
+    ok.then(|| serde_json::from_str(&out).ok()).flatten()
+}
+
+/// Certificates from cert-manager (the sandbox's stand-in): an Issuer missing is reported and
+/// nothing starts; once the CA Issuer exists the operator's Certificates are issued, the
+/// cluster bootstraps on them with mutual TLS on both ports, and scales 3 → 5 → 3; a
+/// Certificate edited by hand is patched back.
+async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
+    let namespace = "tls-cm";
+    create_namespace(&cluster.client(), namespace).await;
+    tokio::task::block_in_place(|| cluster.apply(&cert_manager_cluster_yaml(namespace, 3)));
+    eventually("the missing Issuer reported", LIMIT, || async {
+        let (reason, message) = progressing(&cluster, namespace).await;
+        (reason == "InvalidSecret" && message.contains("Issuer ca not found in namespace tls-cm"))
+            .then_some(())
+            .ok_or(format!("{reason}: {message}"))
+    })
+    .await;
+    for name in ["etcd-server", "etcd-operator-client", "etcd-peer"] {
+        let certificate = certificate_json(&cluster, namespace, name)
+            .unwrap_or_else(|| panic!("the operator created Certificate {name}"));
+        let owner = &certificate["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            owner["kind"], "EtcdCluster",
+            "{name} is owned by the cluster"
+        );
+        assert_eq!(certificate["spec"]["secretName"], format!("{name}-tls"));
+    }
+    assert!(
+        cluster.member_pod(namespace, "etcd-0").await.is_none(),
+        "no Pod starts without certificates"
+    );
+
+    // The usual cert-manager chain: a self-signed ClusterIssuer makes a CA, an Issuer signs with it.
+    let chain = format!(
+        "apiVersion: cert-manager.io/v1\nkind: ClusterIssuer\nmetadata:\n  name: tls-cm-selfsigned\nspec:\n  selfSigned: {{}}\n---\napiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: tls-cm-ca\n  namespace: {namespace}\nspec:\n  isCA: true\n  commonName: tls-cm-ca\n  secretName: tls-cm-ca\n  issuerRef:\n    name: tls-cm-selfsigned\n    kind: ClusterIssuer\n---\napiVersion: cert-manager.io/v1\nkind: Issuer\nmetadata:\n  name: ca\n  namespace: {namespace}\nspec:\n  ca:\n    secretName: tls-cm-ca\n"
+    );
+    tokio::task::block_in_place(|| cluster.apply(&chain));
+
+    // etcdctl's material from the operator client's Secret, as issued.
+    let dir = tempfile::tempdir().unwrap();
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(cluster.client(), namespace);
+    let secret = eventually("the operator client Secret issued", LIMIT, || async {
+        secrets
+            .get_opt("etcd-operator-client-tls")
+            .await
+            .ok()
+            .flatten()
+            .ok_or("not yet".to_string())
+    })
+    .await;
+    let data = secret.data.unwrap_or_default();
+    for (key, file) in [
+        ("ca.crt", "ca.crt"),
+        ("tls.crt", "client.crt"),
+        ("tls.key", "client.key"),
+    ] {
+        std::fs::write(dir.path().join(file), &data[key].0).unwrap();
+    }
+    let tls = TlsCluster {
+        cluster: cluster.clone(),
+        namespace,
+        dir,
+    };
+    tls.wait_converged(3).await;
+    tls.etcdctl(&tls.service(), &["put", "cm-key", "kept"])
+        .unwrap();
+    // Plaintext is refused: the client port serves TLS only.
+    let plain = etcdctl_tls(
+        &cluster,
+        &format!("http://etcd-client.{namespace}.svc:2379"),
+        tls.dir.path(),
+        None,
+        None,
+        &["get", "cm-key"],
+    );
+    assert!(plain.is_err(), "plaintext refused: {plain:?}");
+
+    // A hand edit of a Certificate's names is patched back.
+    tokio::task::block_in_place(|| {
+        kubectl_retrying_blocking(
+            &cluster,
+            &[
+                "-n",
+                namespace,
+                "patch",
+                "certificate",
+                "etcd-server",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"dnsNames":["only.example"]}}"#,
+            ],
+        )
+    });
+    eventually("the hand edit patched back", LIMIT, || async {
+        let spec = certificate_json(&cluster, namespace, "etcd-server")
+            .map(|c| c["spec"]["dnsNames"].clone())
+            .unwrap_or_default();
+        spec.as_array()
+            .is_some_and(|names| {
+                names
+                    .iter()
+                    .any(|n| n == &format!("*.etcd.{namespace}.svc"))
+            })
+            .then_some(())
+            .ok_or(format!("dnsNames {spec}"))
+    })
+    .await;
+
+    tls.scale(5);
+    tls.wait_converged(5).await;
+    tls.scale(3);
+    tls.wait_converged(3).await;
+    let got = tls
+        .etcdctl(&tls.service(), &["get", "cm-key", "--print-value-only"])
+        .unwrap();
+    assert_eq!(got.trim(), "kept");
+    println!("{namespace}: cert-manager certificates: bootstrap 3, 3 -> 5 -> 3, hand edit undone");
+}
+
 /// The reason and message of the cluster's Progressing condition.
 async fn progressing(cluster: &Cluster, namespace: &str) -> (String, String) {
     let c = get_cluster(&cluster.client(), namespace, "etcd").await;
@@ -800,15 +936,17 @@ async fn bad_secrets(cluster: Arc<Cluster>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_tls_from_user_secrets() {
     let started = std::time::Instant::now();
-    let cluster = Arc::new(start_healing_cluster(3).await);
+    let cluster = Arc::new(start_healing_cluster_with_cert_manager(3).await);
     cluster
         .deploy_operator_with(&OperatorDeployment::repairing())
         .await;
     let v35 = tokio::spawn(lifecycle(cluster.clone(), "tls-35", "3.5.1"));
     let v34 = tokio::spawn(lifecycle(cluster.clone(), "tls-34", "3.4.23"));
     let bad = tokio::spawn(bad_secrets(cluster.clone()));
+    let cm = tokio::spawn(cert_manager_lifecycle(cluster.clone()));
     v35.await.unwrap();
     v34.await.unwrap();
     bad.await.unwrap();
+    cm.await.unwrap();
     println!("tls: {:.0} s in all", started.elapsed().as_secs_f64());
 }

@@ -124,6 +124,35 @@ pub async fn perform(
                 .merge_patch::<Pod>(ObjectKind::Pod, pod, &patch)
                 .await
         }
+        Step::ApplyCertificate {
+            name,
+            object,
+            patch,
+        } => {
+            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+                ctx.client.clone(),
+                &ns,
+                &crate::observe::cert_manager_resource("Certificate"),
+            );
+            ctx.count_write("Certificate");
+            let what = format!("cert-manager Certificate {ns}/{name}");
+            match (object, patch) {
+                (Some(object), _) => {
+                    api.create(&post_params(), object)
+                        .await
+                        .map_err(|e| ActError::from_kube(format!("creating {what}"), e))?;
+                }
+                (None, Some(patch)) => {
+                    let body = json!({"spec": patch});
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                        .await
+                        .map_err(|e| ActError::from_kube(format!("patching {what}"), e))?;
+                }
+                (None, None) => {}
+            }
+            // Certificates are not in the caches: the next pass reads them again.
+            Ok(None)
+        }
         // Not Kubernetes writes: handled by the caller.
         Step::Idle
         | Step::Wait { .. }

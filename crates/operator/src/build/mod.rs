@@ -33,6 +33,9 @@ use etcd_operator_api::{EtcdCluster, EtcdMember};
 /// The etcd image repository used when the operator is not told otherwise.
 pub const DEFAULT_ETCD_IMAGE_REPOSITORY: &str = "quay.io/coreos/etcd";
 
+/// Kubernetes' default cluster DNS domain.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+
 /// Operator-wide settings: what shapes the objects it builds, and how patiently it repairs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OperatorSettings {
@@ -40,6 +43,8 @@ pub struct OperatorSettings {
     pub etcd_image_repository: String,
     /// Grace periods and backoff of the repair ladder.
     pub repair: crate::plan::RepairTiming,
+    /// The cluster's DNS domain (`cluster.local`), for certificate names.
+    pub cluster_domain: String,
 }
 
 impl Default for OperatorSettings {
@@ -47,6 +52,7 @@ impl Default for OperatorSettings {
         OperatorSettings {
             etcd_image_repository: DEFAULT_ETCD_IMAGE_REPOSITORY.to_string(),
             repair: Default::default(),
+            cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
         }
     }
 }

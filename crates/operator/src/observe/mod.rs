@@ -18,6 +18,7 @@ use etcd_operator_api::shared::StorageMedium;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -26,8 +27,8 @@ use crate::build::{
     OperatorSettings, client_service_name, headless_service_name, member_client_url, pvc_name,
 };
 use crate::etcd::{ClientTls, EtcdAccess, EtcdView, Timeouts, observe_cluster};
-use crate::plan::{Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
-use crate::security::{Purpose, check_tls_secret};
+use crate::plan::{CertificateFacts, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
+use crate::security::{Purpose, certmanager, check_tls_secret};
 
 /// What `observe` reads with.
 #[derive(Clone)]
@@ -184,49 +185,173 @@ impl Observer {
                 check_tls_secret(&secret, found.as_ref(), purpose, ca.as_deref(), &names, now)
             }
         };
+        // cert-manager's Certificates first: their Secrets are then checked like a user's.
+        let certificates = self.observe_certificates(cluster, &mut facts).await;
+        // A Secret problem of a Certificate that is not Ready is explained by the Certificate.
+        let explain = |secret: &str, problem: String| -> String {
+            match certificates
+                .iter()
+                .find(|c| c.wanted.secret_name == secret)
+                .and_then(|c| c.not_ready.as_ref())
+            {
+                Some(why) => why.clone(),
+                None => problem,
+            }
+        };
         if let Some(client) = &tls.client {
-            match (&client.server_secret_ref, &client.cert_manager) {
-                (Some(server), _) => {
-                    match checked(server.name.clone(), Purpose::Server, None, &names).await {
+            let server_secret = match (&client.server_secret_ref, &client.cert_manager) {
+                (Some(server), _) => Some(server.name.clone()),
+                (None, Some(_)) => Some(format!("{name}-server-tls")),
+                (None, None) => None,
+            };
+            let operator_secret = match (&client.operator_client_secret_ref, &client.cert_manager) {
+                (Some(operator), _) => Some(operator.name.clone()),
+                (None, Some(cm)) if cm.operator_client_issuer_ref.is_some() => {
+                    Some(format!("{name}-operator-client-tls"))
+                }
+                _ => None,
+            };
+            match server_secret {
+                Some(server) => {
+                    match checked(server.clone(), Purpose::Server, None, &names).await {
                         Ok(material) => {
                             let ca_pem = material.ca_pem.unwrap_or_default();
                             let mut identity = None;
-                            if let Some(operator) = &client.operator_client_secret_ref {
+                            if let Some(operator) = operator_secret {
                                 let purpose = Purpose::OperatorClient;
-                                match checked(operator.name.clone(), purpose, Some(ca_pem.clone()), &[])
+                                match checked(operator.clone(), purpose, Some(ca_pem.clone()), &[])
                                     .await
                                 {
                                     Ok(m) => identity = Some((m.cert_pem, m.key_pem)),
-                                    Err(problem) => facts.problems.push(problem),
+                                    Err(problem) => {
+                                        facts.problems.push(explain(&operator, problem))
+                                    }
                                 }
                             }
                             facts.access.tls = Some(ClientTls { ca_pem, identity });
                         }
-                        Err(problem) => facts.problems.push(problem),
+                        Err(problem) => facts.problems.push(explain(&server, problem)),
                     }
                 }
-                (None, Some(_)) => facts.problems.push(format!(
-                    "spec.tls.client.certManager: certificates from cert-manager are not implemented yet (the Secret would be {name}-server-tls); use serverSecretRef"
-                )),
-                (None, None) => {}
+                None => {}
             }
         }
         if let Some(peer) = &tls.peer {
-            match (&peer.secret_ref, &peer.cert_manager) {
-                (Some(secret), _) => {
-                    if let Err(problem) =
-                        checked(secret.name.clone(), Purpose::Peer, None, &names).await
-                    {
-                        facts.problems.push(problem);
-                    }
-                }
-                (None, Some(_)) => facts.problems.push(format!(
-                    "spec.tls.peer.certManager: certificates from cert-manager are not implemented yet (the Secret would be {name}-peer-tls); use secretRef"
-                )),
-                (None, None) => {}
+            let secret = match (&peer.secret_ref, &peer.cert_manager) {
+                (Some(secret), _) => Some(secret.name.clone()),
+                (None, Some(_)) => Some(format!("{name}-peer-tls")),
+                (None, None) => None,
+            };
+            if let Some(secret) = secret
+                && let Err(problem) = checked(secret.clone(), Purpose::Peer, None, &names).await
+            {
+                facts.problems.push(explain(&secret, problem));
             }
         }
+        facts.certificates = certificates;
         facts
+    }
+
+    /// The cert-manager Certificates the spec asks for: each as it is in the API (or missing),
+    /// with the patch that brings it back to what the operator sets, and why it is not Ready.
+    /// cert-manager not installed is a problem, and then nothing more is asked.
+    async fn observe_certificates(
+        &self,
+        cluster: &EtcdCluster,
+        facts: &mut SecurityFacts,
+    ) -> Vec<CertificateFacts> {
+        let wanted = certmanager::wanted_certificates(cluster, &self.settings.cluster_domain);
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let group_version = format!("{}/{}", certmanager::GROUP, certmanager::VERSION);
+        if let Err(e) = self.client.list_api_group_resources(&group_version).await {
+            let why = match &e {
+                kube::Error::Api(status) if status.code == 404 => {
+                    format!("the API server does not serve {group_version}")
+                }
+                other => format!("its API cannot be read: {other}"),
+            };
+            facts.problems.push(format!(
+                "spec.tls uses cert-manager, but cert-manager is not installed ({why}); install cert-manager, or name your own Secrets (serverSecretRef, operatorClientSecretRef, peer.secretRef)"
+            ));
+            return Vec::new();
+        }
+        let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+        let certificates: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &namespace,
+            &cert_manager_resource("Certificate"),
+        );
+        let mut observed = Vec::new();
+        for wanted in wanted {
+            let current = match certificates.get_opt(&wanted.name).await {
+                Ok(current) => current,
+                Err(e) => {
+                    facts
+                        .problems
+                        .push(format!("Certificate {} cannot be read: {e}", wanted.name));
+                    continue;
+                }
+            };
+            let (exists, patch, not_ready) = match &current {
+                None => (
+                    false,
+                    None,
+                    Some(format!("Certificate {} is being created", wanted.name)),
+                ),
+                Some(object) => {
+                    let spec = object.data.get("spec").cloned().unwrap_or_default();
+                    let patch = certmanager::spec_patch(&spec, &wanted.spec);
+                    let not_ready = match certmanager::readiness(&object.data) {
+                        certmanager::Readiness::Ready => None,
+                        certmanager::Readiness::NotReady(why) => {
+                            let issuer = self.issuer_problem(&namespace, &wanted.issuer).await;
+                            Some(format!(
+                                "Certificate {} is not Ready ({why}){}",
+                                wanted.name,
+                                issuer.map(|i| format!("; {i}")).unwrap_or_default()
+                            ))
+                        }
+                    };
+                    (true, patch, not_ready)
+                }
+            };
+            observed.push(CertificateFacts {
+                wanted,
+                exists,
+                patch,
+                not_ready,
+            });
+        }
+        observed
+    }
+
+    /// Why the issuer a Certificate names cannot sign it, if it is missing.
+    async fn issuer_problem(
+        &self,
+        namespace: &str,
+        issuer: &etcd_operator_api::cluster::IssuerReference,
+    ) -> Option<String> {
+        let kind = certmanager::issuer_kind(issuer);
+        let resource = cert_manager_resource(kind);
+        let api: Api<DynamicObject> = if kind == "ClusterIssuer" {
+            Api::all_with(self.client.clone(), &resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), namespace, &resource)
+        };
+        match api.get_opt(&issuer.name).await {
+            Ok(Some(_)) => None,
+            Ok(None) if kind == "ClusterIssuer" => Some(format!(
+                "ClusterIssuer {} not found: create it",
+                issuer.name
+            )),
+            Ok(None) => Some(format!(
+                "Issuer {} not found in namespace {namespace}: create it (or name a ClusterIssuer with kind: ClusterIssuer)",
+                issuer.name
+            )),
+            Err(e) => Some(format!("{kind} {} cannot be read: {e}", issuer.name)),
+        }
     }
 
     /// The EtcdMembers labelled with the cluster, by name.
@@ -320,6 +445,15 @@ impl Observer {
         }
         view
     }
+}
+
+/// A cert-manager kind (`Certificate`, `Issuer`, `ClusterIssuer`) as a dynamic resource.
+pub fn cert_manager_resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        certmanager::GROUP,
+        certmanager::VERSION,
+        kind,
+    ))
 }
 
 /// The DNS names a member certificate must be valid for: `<member>.<cluster>.<ns>.svc` of

@@ -35,7 +35,8 @@ use k8s_openapi::jiff::Timestamp;
 
 pub use context::Health;
 pub use observed::{
-    Observed, ObservedMember, Password, PodFacts, PodPhase, PvcFacts, SecurityFacts,
+    CertificateFacts, Observed, ObservedMember, Password, PodFacts, PodPhase, PvcFacts,
+    SecurityFacts,
 };
 pub use rules::QUORUM_RECOVERY_CONDITION;
 pub use rules::caught_up;

@@ -48,6 +48,21 @@ pub struct SecurityFacts {
     /// etcd asked for credentials although `status.authEnabled` is not latched (authentication
     /// was enabled and the operator stopped before it recorded so): the status latches it.
     pub auth_found_enabled: bool,
+    /// The cert-manager Certificates `spec.tls` asks for, as observed.
+    pub certificates: Vec<CertificateFacts>,
+}
+
+/// One cert-manager Certificate the operator wants, as the API has it.
+#[derive(Clone, Debug)]
+pub struct CertificateFacts {
+    pub wanted: crate::security::certmanager::WantedCertificate,
+    /// It exists in the API.
+    pub exists: bool,
+    /// The merge patch of its `spec` that restores what the operator sets; `None` when it
+    /// matches (or does not exist).
+    pub patch: Option<serde_json::Value>,
+    /// Why it is not Ready (or does not exist yet), naming a missing issuer.
+    pub not_ready: Option<String>,
 }
 
 /// A password: kept out of every Debug output, log line, Event and status.

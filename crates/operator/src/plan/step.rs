@@ -88,6 +88,14 @@ pub enum Step {
         start: PodStart,
     },
 
+    /// Create the cert-manager Certificate `name` (`object`, owned by the cluster), or, when it
+    /// exists, merge-patch its `spec` with `patch`: only the fields the operator sets.
+    ApplyCertificate {
+        name: String,
+        object: Option<Box<kube::api::DynamicObject>>,
+        patch: Option<Box<serde_json::Value>>,
+    },
+
     /// etcd MemberAdd as a learner with the member's peer URL. `act` may record the returned
     /// ID in `status.memberID`; if it does not (or crashes first), the next pass adopts the
     /// learner by its peer URL. `UnhealthyCluster` and `TooManyLearners` are retried after
@@ -141,6 +149,7 @@ pub enum StepKind {
     DeletePod,
     LabelPod,
     SetPodStart,
+    ApplyCertificate,
     AddLearner,
     PromoteLearner,
     RemoveEtcdMember,
@@ -169,6 +178,7 @@ impl Step {
             Step::DeletePod { .. } => StepKind::DeletePod,
             Step::LabelPod { .. } => StepKind::LabelPod,
             Step::SetPodStart { .. } => StepKind::SetPodStart,
+            Step::ApplyCertificate { .. } => StepKind::ApplyCertificate,
             Step::AddLearner { .. } => StepKind::AddLearner,
             Step::PromoteLearner { .. } => StepKind::PromoteLearner,
             Step::RemoveEtcdMember { .. } => StepKind::RemoveEtcdMember,
@@ -248,6 +258,10 @@ impl Step {
             Step::DeletePod { .. } => "PodDeleted",
             Step::LabelPod { .. } => "PodRoleLabelled",
             Step::SetPodStart { .. } => "PodStartChanged",
+            Step::ApplyCertificate {
+                object: Some(_), ..
+            } => "CertificateCreated",
+            Step::ApplyCertificate { .. } => "CertificateUpdated",
             Step::AddLearner { .. } => "LearnerAdded",
             Step::PromoteLearner { .. } => "LearnerPromoted",
             Step::RemoveEtcdMember { .. } => "MemberRemoved",
@@ -306,6 +320,21 @@ impl Step {
                     StartKind::Join => format!("by joining {}", start.initial_cluster),
                 }
             ),
+            Step::ApplyCertificate {
+                name,
+                object,
+                patch,
+            } => match (object, patch) {
+                (Some(_), _) => format!("cert-manager Certificate {name} created"),
+                (None, Some(patch)) => format!(
+                    "cert-manager Certificate {name} patched back to what the operator sets ({})",
+                    patch
+                        .as_object()
+                        .map(|o| o.keys().cloned().collect::<Vec<_>>().join(", "))
+                        .unwrap_or_default()
+                ),
+                (None, None) => format!("cert-manager Certificate {name} left as it is"),
+            },
             Step::AddLearner { member, peer_url } => {
                 format!("member {member} added to etcd as a learner at {peer_url}")
             }

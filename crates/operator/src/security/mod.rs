@@ -1,6 +1,7 @@
 //! TLS and credentials: checking what the spec refers to, and what the operator dials etcd with.
 
 mod auth;
+pub mod certmanager;
 mod tls;
 
 pub use auth::root_password;

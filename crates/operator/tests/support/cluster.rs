@@ -83,13 +83,25 @@ pub async fn start_cluster(nodes: usize) -> Cluster {
 /// [`start_cluster`] with the node agents and node lifecycle on `time_scale` (restart backoff,
 /// heartbeats, eviction; probe and grace periods keep their length).
 pub async fn start_cluster_scaled(nodes: usize, time_scale: TimeScale) -> Cluster {
+    start_cluster_with(nodes, time_scale, false).await
+}
+
+/// A sandbox of `nodes` nodes at `time_scale`, with the cert-manager stand-in if asked.
+pub async fn start_cluster_with(
+    nodes: usize,
+    time_scale: TimeScale,
+    cert_manager: bool,
+) -> Cluster {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("temporary directory");
     let operator_binary = private_operator_binary(dir.path());
-    let options = SandboxOptions::cluster(dir.path())
+    let mut options = SandboxOptions::cluster(dir.path())
         .nodes(nodes)
         .time_scale(time_scale)
         .images(operator_image(&operator_binary));
+    if cert_manager {
+        options = options.cert_manager();
+    }
     let sandbox = Arc::new(
         Sandbox::start(options)
             .await

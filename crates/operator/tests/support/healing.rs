@@ -54,6 +54,12 @@ pub async fn start_healing_cluster(nodes: usize) -> Cluster {
     start_cluster_scaled(nodes, TimeScale::new(TIME_SCALE).unwrap()).await
 }
 
+/// [`start_healing_cluster`] with the cert-manager stand-in running.
+#[allow(dead_code)]
+pub async fn start_healing_cluster_with_cert_manager(nodes: usize) -> Cluster {
+    super::cluster::start_cluster_with(nodes, TimeScale::new(TIME_SCALE).unwrap(), true).await
+}
+
 /// `deploy/operator/deployment.yaml` with `options` applied.
 fn deployment_manifest(options: &OperatorDeployment) -> Value {
     let path = repo_root().join("deploy/operator/deployment.yaml");

@@ -206,6 +206,36 @@ fn alarm_branch(
 /// The Secrets of `spec.tls` cannot be used (missing, wrong type or keys, a key that does not
 /// match, not signed by the CA, expired, names not covered): nothing is started or changed on
 /// a broken configuration, and what runs keeps running on what it has.
+/// The cert-manager Certificates `spec.tls` asks for: the first one missing is created, the
+/// first one that differs from what the operator sets is patched back. Before the Secret
+/// problems, which wait for what these Certificates produce.
+pub fn certificates(ctx: &Context<'_>) -> Option<Decision> {
+    let cluster = &ctx.observed.cluster;
+    ctx.observed.security.certificates.iter().find_map(|c| {
+        if !c.exists {
+            return match crate::security::certmanager::certificate_object(cluster, &c.wanted) {
+                Ok(object) => Some(Decision::act(Step::ApplyCertificate {
+                    name: c.wanted.name.clone(),
+                    object: Some(Box::new(object)),
+                    patch: None,
+                })),
+                Err(e) => Some(Decision::wait(
+                    WaitReason::InvalidSecret,
+                    format!("Certificate {} cannot be built: {e}", c.wanted.name),
+                    timing::BLOCKED_POLL,
+                )),
+            };
+        }
+        c.patch.as_ref().map(|patch| {
+            Decision::act(Step::ApplyCertificate {
+                name: c.wanted.name.clone(),
+                object: None,
+                patch: Some(Box::new(patch.clone())),
+            })
+        })
+    })
+}
+
 pub fn security_problems(ctx: &Context<'_>) -> Option<Decision> {
     let problems = &ctx.observed.security.problems;
     if problems.is_empty() {

@@ -11,8 +11,9 @@
 //! 9. advance non-Ready members;
 //! 10. cluster operations behind the readiness gate.
 //!
-//! Between 2 and 3 sit the TLS Secrets (unusable ones stop everything but deletion, with the
-//! reason), a safety stop: etcd answering with a cluster ID other than the one
+//! Between 2 and 3 sit cert-manager's Certificates (created, and patched back when they
+//! differ from what the operator sets), the TLS Secrets (unusable ones stop everything but
+//! deletion, with the reason), a safety stop: etcd answering with a cluster ID other than the one
 //! latched means our members talk to another cluster, and nothing may act on it; and the
 //! start instructions of the Pods (`start`): a member that has started restarts only on its
 //! own data, never bootstrapping or rejoining from an empty data directory.
@@ -34,9 +35,10 @@ pub use lifecycle::QUORUM_RECOVERY_CONDITION;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {
-    let rules: [fn(&Context<'_>) -> Option<Decision>; 13] = [
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 14] = [
         lifecycle::cluster_deletion,
         lifecycle::paused,
+        lifecycle::certificates,
         lifecycle::security_problems,
         lifecycle::foreign_cluster_id,
         start::pod_start_instructions,

@@ -400,3 +400,99 @@ fn rule10_dormant_member_pod_terminal_is_not_recreated() {
     fx.without_pod("etcd-0");
     assert_ne!(fx.step().kind(), StepKind::CreatePod);
 }
+
+/// cert-manager's Certificates come before the Secret problems they explain: a missing one is
+/// created (owned by the cluster, labelled with it), one edited by hand is patched back with
+/// only the fields that differ, and a matching one is left alone; deletion still comes first.
+#[test]
+fn cert_manager_certificates_are_created_and_kept_before_secret_problems() {
+    use crate::plan::CertificateFacts;
+    use crate::security::certmanager::{spec_patch, wanted_certificates};
+    use etcd_operator_api::cluster::{
+        EtcdClusterTls, IssuerReference, PeerCertManagerTls, PeerTls,
+    };
+
+    let mut fx = Fx::healthy(3);
+    fx.obs.cluster.metadata.uid = Some("cluster-uid".into());
+    fx.obs.cluster.spec.tls = Some(EtcdClusterTls {
+        client: None,
+        peer: Some(PeerTls {
+            cert_manager: Some(PeerCertManagerTls {
+                issuer_ref: IssuerReference {
+                    name: "ca".into(),
+                    kind: None,
+                },
+            }),
+            ..Default::default()
+        }),
+    });
+    let wanted = wanted_certificates(&fx.obs.cluster, "cluster.local").remove(0);
+    fx.obs.security.problems = vec!["Certificate etcd-peer is being created".into()];
+    fx.obs.security.certificates = vec![CertificateFacts {
+        wanted: wanted.clone(),
+        exists: false,
+        patch: None,
+        not_ready: Some("Certificate etcd-peer is being created".into()),
+    }];
+    match fx.step() {
+        Step::ApplyCertificate {
+            name,
+            object: Some(object),
+            patch: None,
+        } => {
+            assert_eq!(name, "etcd-peer");
+            assert_eq!(object.metadata.name.as_deref(), Some("etcd-peer"));
+            let owner = &object.metadata.owner_references.as_ref().unwrap()[0];
+            assert_eq!(
+                (owner.kind.as_str(), owner.uid.as_str()),
+                ("EtcdCluster", "cluster-uid")
+            );
+            assert_eq!(owner.controller, Some(true));
+            assert_eq!(object.data["spec"], wanted.spec);
+            assert!(
+                object
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .unwrap()
+                    .contains_key(etcd_operator_api::labels::CLUSTER)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Created but not Ready: the Secret problem waits, nothing is created again.
+    fx.obs.security.certificates[0].exists = true;
+    assert_eq!(wait_reason(&fx.step()), WaitReason::InvalidSecret);
+
+    // Edited by hand: patched back, only what differs.
+    let mut edited = wanted.spec.clone();
+    edited["dnsNames"] = serde_json::json!(["*.etcd.default.svc"]);
+    fx.obs.security.certificates[0].patch = spec_patch(&edited, &wanted.spec);
+    match fx.step() {
+        Step::ApplyCertificate {
+            object: None,
+            patch: Some(patch),
+            ..
+        } => assert_eq!(
+            *patch,
+            serde_json::json!({"dnsNames": wanted.spec["dnsNames"]})
+        ),
+        other => panic!("{other:?}"),
+    }
+
+    // Matching and its Secret usable: the cluster carries on.
+    fx.obs.security.certificates[0].patch = None;
+    fx.obs.security.problems.clear();
+    assert_ne!(fx.step().kind(), StepKind::ApplyCertificate);
+
+    let mut deleting = fx;
+    deleting.obs.security.certificates[0].exists = false;
+    deleting.obs.cluster.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(0)));
+    assert_ne!(
+        deleting.step().kind(),
+        StepKind::ApplyCertificate,
+        "deletion first"
+    );
+}

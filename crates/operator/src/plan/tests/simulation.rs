@@ -183,6 +183,13 @@ impl Sim {
             Step::EnableAuth => {
                 fx.status_mut().auth_enabled = Some(true);
             }
+            Step::ApplyCertificate { name, .. } => {
+                let certificates = &mut fx.obs.security.certificates;
+                if let Some(c) = certificates.iter_mut().find(|c| c.wanted.name == name) {
+                    c.exists = true;
+                    c.patch = None;
+                }
+            }
         }
     }
 
