@@ -91,6 +91,37 @@ async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
     let cluster = start_cluster(3).await;
     cluster.deploy_operator(1).await;
     let client = cluster.client();
+
+    // TLS from cert-manager where cert-manager is not installed: said so, nothing started.
+    create_namespace(&client, "no-cm").await;
+    cluster.apply(&cluster_yaml(
+        "etcd",
+        "no-cm",
+        1,
+        "  tls:\n    peer:\n      certManager:\n        issuerRef:\n          name: ca\n",
+    ));
+    eventually("cert-manager's absence reported", LIMIT, || async {
+        let c = get_cluster(&client, "no-cm", "etcd").await;
+        let progressing = c
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|l| l.iter().find(|c| c.type_ == "Progressing"))
+            .map(|c| (c.reason.clone(), c.message.clone()))
+            .unwrap_or_default();
+        (progressing.0 == "InvalidSecret"
+            && progressing.1.contains("cert-manager is not installed")
+            && progressing.1.contains("cert-manager.io/v1"))
+        .then_some(())
+        .ok_or(format!("{progressing:?}"))
+    })
+    .await;
+    assert_eq!(
+        count::<Pod>(&client, "no-cm").await,
+        0,
+        "no Pod without certificates"
+    );
+
     create_namespace(&client, "life").await;
     cluster.apply(&cluster_yaml("etcd", "life", 3, ""));
     cluster.wait_converged("life", "etcd", 3, LIMIT).await;
