@@ -435,10 +435,56 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
             .is_err(),
         "a wrong password is refused"
     );
+    // The password changed in the Secret: the operator authenticates with the one etcd still
+    // has, changes it, and from then on the new one works and the old one is refused.
+    let new_password = format!("{ROOT_PASSWORD}-rotated");
+    // ByteString serializes as base64, as Secret data wants.
+    let encoded =
+        serde_json::to_value(k8s_openapi::ByteString(new_password.clone().into_bytes())).unwrap();
+    let encoded = encoded.as_str().unwrap();
+    tokio::task::block_in_place(|| {
+        kubectl_retrying_blocking(
+            &cluster,
+            &[
+                "-n",
+                namespace,
+                "patch",
+                "secret",
+                "etcd-root",
+                "--type",
+                "merge",
+                "-p",
+                &format!(r#"{{"data":{{"password":"{encoded}"}}}}"#),
+            ],
+        )
+    });
+    let new_root = format!("--user=root:{new_password}");
+    eventually(
+        &format!("{namespace}: the new root password applied"),
+        LIMIT,
+        || async {
+            tls.etcdctl(&tls.service(), &[&new_root, "user", "list"])
+                .map(|_| ())
+        },
+    )
+    .await;
+    assert!(
+        tls.etcdctl(&tls.service(), &[&root, "user", "list"])
+            .is_err(),
+        "{namespace}: the old root password is refused"
+    );
     let events = cluster.events(namespace).await;
     assert!(
-        events.iter().all(|(_, m)| !m.contains(ROOT_PASSWORD)),
-        "{namespace}: no Event carries the password"
+        events
+            .iter()
+            .any(|(reason, _)| reason == "RootPasswordChanged"),
+        "{namespace}: an Event says the password changed: {events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|(_, m)| !m.contains(ROOT_PASSWORD) && !m.contains(&new_password)),
+        "{namespace}: no Event carries a password"
     );
     let put = tls
         .etcdctl(&tls.service(), &["put", "sentinel", "present"])

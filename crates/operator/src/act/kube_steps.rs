@@ -161,7 +161,8 @@ pub async fn perform(
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. }
-        | Step::EnableAuth => Ok(None),
+        | Step::EnableAuth
+        | Step::ChangeRootPassword => Ok(None),
     }
 }
 

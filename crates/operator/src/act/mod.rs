@@ -110,6 +110,17 @@ async fn perform(
             .await?;
             Ok(None)
         }
+        Step::ChangeRootPassword => {
+            etcd_steps::perform(
+                ctx,
+                &plan.step,
+                &plan.etcd_endpoints,
+                &observed.security.access,
+                observed.security.root_password.as_ref(),
+            )
+            .await?;
+            Ok(None)
+        }
         Step::EnableAuth => {
             etcd_steps::perform(
                 ctx,

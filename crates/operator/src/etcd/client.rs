@@ -203,6 +203,17 @@ impl EtcdClient {
         }
     }
 
+    /// UserChangePassword of `root` to `password` (the client authenticated with the old one).
+    pub async fn change_root_password(&self, password: &str) -> Result<(), EtcdError> {
+        let mut auth = self.client.auth_client();
+        self.call(
+            "UserChangePassword",
+            auth.user_change_password("root", password),
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// MemberRemove. [`EtcdErrorKind::MemberNotFound`] when it is already gone (callers that
     /// finish a leave sequence treat that as done).
     ///

@@ -13,6 +13,9 @@ mod stores;
 pub use endpoints::EtcdUrlMap;
 pub use stores::{Scope, Stores, cluster_of, owned_objects, reflect};
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use etcd_operator_api::labels::CLUSTER;
 use etcd_operator_api::shared::StorageMedium;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
@@ -37,6 +40,10 @@ pub struct Observer {
     pub stores: Stores,
     pub settings: OperatorSettings,
     pub etcd_urls: EtcdUrlMap,
+    /// The root password each cluster's etcd last took (`namespace/name`), in memory only: when
+    /// a user changes the Secret's password, the operator authenticates with this one to apply
+    /// the new one.
+    pub root_passwords: Arc<Mutex<HashMap<String, String>>>,
 }
 
 /// A read of the Kubernetes API failed (a cache miss read directly).
@@ -80,8 +87,57 @@ impl Observer {
             .await?;
 
         let mut security = self.observe_security(cluster, &members).await;
-        self.observe_auth(cluster, &mut security).await;
+        let previous = self.observe_auth(cluster, &mut security).await;
         let mut etcd = self.observe_etcd(&members, &security.access).await;
+        let key = format!(
+            "{}/{}",
+            cluster.metadata.namespace.as_deref().unwrap_or_default(),
+            cluster.metadata.name.as_deref().unwrap_or_default()
+        );
+        // The Secret's password refused while authentication is on: a changed password. Try
+        // the one etcd still has (the Secret's previousPassword, or the last that worked).
+        if security.access.credentials.is_some() && refuses_anonymous(&etcd) {
+            let remembered = self
+                .root_passwords
+                .lock()
+                .expect("passwords")
+                .get(&key)
+                .cloned();
+            let mut recovered = false;
+            for earlier in [previous, remembered].into_iter().flatten() {
+                let mut access = security.access.clone();
+                access.credentials = Some(("root".to_string(), earlier));
+                let again = self.observe_etcd(&members, &access).await;
+                if !refuses_anonymous(&again) {
+                    security.access = access;
+                    security.root_password_outdated = true;
+                    etcd = again;
+                    recovered = true;
+                    break;
+                }
+            }
+            if !recovered {
+                let secret = cluster
+                    .spec
+                    .auth
+                    .as_ref()
+                    .and_then(|a| a.root_credentials_secret_ref.as_ref())
+                    .map(|r| r.name.clone())
+                    .unwrap_or_default();
+                security.problems.push(format!(
+                    "etcd refuses the root password of Secret {secret}; if you changed it, add the password etcd still has to the Secret under the key {} and the operator changes etcd's password to the new one",
+                    crate::security::PREVIOUS_PASSWORD_KEY
+                ));
+            }
+        } else if let Some((_, password)) = &security.access.credentials
+            && !refuses_anonymous(&etcd)
+            && etcd.members.is_ok()
+        {
+            self.root_passwords
+                .lock()
+                .expect("passwords")
+                .insert(key, password.clone());
+        }
         // Authentication on in etcd but not yet recorded (the operator stopped between
         // `auth enable` and the status): etcd refuses anonymous calls; ask again as root.
         if auth_wanted(cluster)
@@ -113,9 +169,14 @@ impl Observer {
     /// `spec.auth`: the root password from its Secret (type `kubernetes.io/basic-auth`, a
     /// non-empty `password`, `username` root if present); the operator authenticates with it
     /// once `status.authEnabled` is latched.
-    async fn observe_auth(&self, cluster: &EtcdCluster, facts: &mut SecurityFacts) {
+    /// Returns the Secret's `previousPassword`, if it has one.
+    async fn observe_auth(
+        &self,
+        cluster: &EtcdCluster,
+        facts: &mut SecurityFacts,
+    ) -> Option<String> {
         if !auth_wanted(cluster) {
-            return;
+            return None;
         }
         let Some(reference) = cluster
             .spec
@@ -126,7 +187,7 @@ impl Observer {
             facts
                 .problems
                 .push("spec.auth.enabled needs spec.auth.rootCredentialsSecretRef".to_string());
-            return;
+            return None;
         };
         let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
@@ -137,13 +198,13 @@ impl Observer {
                 facts
                     .problems
                     .push(format!("Secret {name} (root credentials) not found"));
-                return;
+                return None;
             }
             Err(e) => {
                 facts.problems.push(format!(
                     "Secret {name} (root credentials) cannot be read: {e}"
                 ));
-                return;
+                return None;
             }
         };
         match crate::security::root_password(name, &secret) {
@@ -155,6 +216,7 @@ impl Observer {
             }
             Err(problem) => facts.problems.push(problem),
         }
+        crate::security::previous_password(&secret)
     }
 
     /// The Secrets `spec.tls` names, each checked (`security::check_tls_secret`), and what the
@@ -211,29 +273,24 @@ impl Observer {
                 }
                 _ => None,
             };
-            match server_secret {
-                Some(server) => {
-                    match checked(server.clone(), Purpose::Server, None, &names).await {
-                        Ok(material) => {
-                            let ca_pem = material.ca_pem.unwrap_or_default();
-                            let mut identity = None;
-                            if let Some(operator) = operator_secret {
-                                let purpose = Purpose::OperatorClient;
-                                match checked(operator.clone(), purpose, Some(ca_pem.clone()), &[])
-                                    .await
-                                {
-                                    Ok(m) => identity = Some((m.cert_pem, m.key_pem)),
-                                    Err(problem) => {
-                                        facts.problems.push(explain(&operator, problem))
-                                    }
-                                }
+            if let Some(server) = server_secret {
+                match checked(server.clone(), Purpose::Server, None, &names).await {
+                    Ok(material) => {
+                        let ca_pem = material.ca_pem.unwrap_or_default();
+                        let mut identity = None;
+                        if let Some(operator) = operator_secret {
+                            let purpose = Purpose::OperatorClient;
+                            match checked(operator.clone(), purpose, Some(ca_pem.clone()), &[])
+                                .await
+                            {
+                                Ok(m) => identity = Some((m.cert_pem, m.key_pem)),
+                                Err(problem) => facts.problems.push(explain(&operator, problem)),
                             }
-                            facts.access.tls = Some(ClientTls { ca_pem, identity });
                         }
-                        Err(problem) => facts.problems.push(explain(&server, problem)),
+                        facts.access.tls = Some(ClientTls { ca_pem, identity });
                     }
+                    Err(problem) => facts.problems.push(explain(&server, problem)),
                 }
-                None => {}
             }
         }
         if let Some(peer) = &tls.peer {

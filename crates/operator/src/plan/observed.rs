@@ -48,6 +48,10 @@ pub struct SecurityFacts {
     /// etcd asked for credentials although `status.authEnabled` is not latched (authentication
     /// was enabled and the operator stopped before it recorded so): the status latches it.
     pub auth_found_enabled: bool,
+    /// etcd refuses the Secret's root password but took an earlier one (the Secret's
+    /// `previousPassword`, or the last one that worked): `access` carries the earlier one, and
+    /// the password is to be changed to the Secret's.
+    pub root_password_outdated: bool,
     /// The cert-manager Certificates `spec.tls` asks for, as observed.
     pub certificates: Vec<CertificateFacts>,
 }

@@ -120,6 +120,9 @@ pub enum Step {
     /// part of a step), grant it the role `root`, `auth enable`. Each part that is already
     /// done counts as done. `act` then latches `status.authEnabled`.
     EnableAuth,
+    /// etcd UserChangePassword of `root` to the password of `spec.auth.rootCredentialsSecretRef`
+    /// (`act` reads it from the observation), authenticated with the one etcd still has.
+    ChangeRootPassword,
     /// etcd MoveLeader to `to`, sent to the current leader (`EtcdClient::move_leader` finds it).
     MoveLeader {
         from: Option<String>,
@@ -155,6 +158,7 @@ pub enum StepKind {
     RemoveEtcdMember,
     MoveLeader,
     EnableAuth,
+    ChangeRootPassword,
 }
 
 impl Step {
@@ -184,6 +188,7 @@ impl Step {
             Step::RemoveEtcdMember { .. } => StepKind::RemoveEtcdMember,
             Step::MoveLeader { .. } => StepKind::MoveLeader,
             Step::EnableAuth => StepKind::EnableAuth,
+            Step::ChangeRootPassword => StepKind::ChangeRootPassword,
         }
     }
 
@@ -267,6 +272,7 @@ impl Step {
             Step::RemoveEtcdMember { .. } => "MemberRemoved",
             Step::MoveLeader { .. } => "LeaderMoved",
             Step::EnableAuth => "AuthEnabled",
+            Step::ChangeRootPassword => "RootPasswordChanged",
         }
     }
 
@@ -345,6 +351,9 @@ impl Step {
             },
             Step::EnableAuth => {
                 "authentication enabled: user root (role root) added, auth enable".to_string()
+            }
+            Step::ChangeRootPassword => {
+                "etcd's root password changed to the one in the root credentials Secret".to_string()
             }
             Step::MoveLeader { from, to, .. } => match from {
                 Some(from) => format!("leadership moved from {from} to {to}"),

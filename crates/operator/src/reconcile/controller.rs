@@ -65,6 +65,7 @@ pub async fn run_controller(
             stores: stores.clone(),
             settings: options.settings.clone(),
             etcd_urls: options.etcd_urls.clone(),
+            root_passwords: Default::default(),
         },
         act: ActContext {
             client: client.clone(),

@@ -43,6 +43,20 @@ pub fn root_password(name: &str, secret: &Secret) -> Result<String, String> {
     }
 }
 
+/// The key under which a user may keep the password etcd still has while `password` holds the
+/// new one: the operator authenticates with it once to change etcd's password.
+pub const PREVIOUS_PASSWORD_KEY: &str = "previousPassword";
+
+/// The Secret's `previousPassword`, when it has a non-empty one.
+pub fn previous_password(secret: &Secret) -> Option<String> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(PREVIOUS_PASSWORD_KEY))
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .filter(|p| !p.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -186,7 +186,7 @@ pub fn spec_patch(current: &Value, wanted: &Value) -> Option<Value> {
             patch.insert(key.clone(), want.clone());
         }
     }
-    (!patch.is_empty()).then(|| Value::Object(patch))
+    (!patch.is_empty()).then_some(Value::Object(patch))
 }
 
 /// Whether `have` carries `want`: objects field by field (extra fields allowed), lists as

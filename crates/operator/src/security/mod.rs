@@ -4,5 +4,5 @@ mod auth;
 pub mod certmanager;
 mod tls;
 
-pub use auth::root_password;
+pub use auth::{PREVIOUS_PASSWORD_KEY, previous_password, root_password};
 pub use tls::{Purpose, TLS_SECRET_TYPE, TlsMaterial, check_tls_secret};

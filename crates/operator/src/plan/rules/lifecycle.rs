@@ -236,6 +236,15 @@ pub fn certificates(ctx: &Context<'_>) -> Option<Decision> {
     })
 }
 
+/// The root password in its Secret changed and etcd still has the earlier one: change it, so
+/// the operator (and every client given the new one) authenticates again. Right after the
+/// Secret problems: every later etcd step needs working credentials.
+pub fn root_password_change(ctx: &Context<'_>) -> Option<Decision> {
+    let security = &ctx.observed.security;
+    (security.root_password_outdated && security.root_password.is_some())
+        .then(|| Decision::act(Step::ChangeRootPassword))
+}
+
 pub fn security_problems(ctx: &Context<'_>) -> Option<Decision> {
     let problems = &ctx.observed.security.problems;
     if problems.is_empty() {

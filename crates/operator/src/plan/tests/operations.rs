@@ -496,3 +496,29 @@ fn cert_manager_certificates_are_created_and_kept_before_secret_problems() {
         "deletion first"
     );
 }
+
+/// A changed root password (etcd took the earlier one) is applied before anything else that
+/// talks to etcd, and only then; without the Secret's password there is nothing to apply.
+#[test]
+fn a_changed_root_password_is_applied_first() {
+    let mut fx = Fx::healthy(3);
+    fx.status_mut().auth_enabled = Some(true);
+    fx.obs.security.root_password = Some(crate::plan::Password("new".into()));
+    fx.obs.security.root_password_outdated = true;
+    fx.without_pod("etcd-2");
+    assert_eq!(fx.step(), Step::ChangeRootPassword);
+    let message = fx.step().message();
+    assert!(
+        !message.contains("new"),
+        "the password is never in a message: {message}"
+    );
+    fx.obs.security.root_password_outdated = false;
+    assert_eq!(fx.step().kind(), StepKind::CreatePod, "then the rest");
+    fx.obs.security.root_password_outdated = true;
+    fx.obs.security.root_password = None;
+    assert_ne!(fx.step(), Step::ChangeRootPassword);
+    // Paused: nothing, not even this.
+    fx.obs.security.root_password = Some(crate::plan::Password("new".into()));
+    fx.obs.cluster.spec.paused = Some(true);
+    assert_ne!(fx.step(), Step::ChangeRootPassword);
+}

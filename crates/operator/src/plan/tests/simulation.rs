@@ -183,6 +183,7 @@ impl Sim {
             Step::EnableAuth => {
                 fx.status_mut().auth_enabled = Some(true);
             }
+            Step::ChangeRootPassword => fx.obs.security.root_password_outdated = false,
             Step::ApplyCertificate { name, .. } => {
                 let certificates = &mut fx.obs.security.certificates;
                 if let Some(c) = certificates.iter_mut().find(|c| c.wanted.name == name) {
