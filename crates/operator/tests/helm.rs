@@ -452,6 +452,7 @@ watchNamespace: team-a
 concurrency: 4
 metricsPort: 9090
 etcdImageRepository: registry.example.com/mirror/etcd
+clusterDomain: k8s.example.internal
 repair: {notReadyGraceSeconds: 60, backoffSeconds: 5}
 logFormat: text
 logLevel: etcd_operator=debug,info
@@ -548,6 +549,7 @@ crds: {install: true, keep: false}
         ("repair-backoff-seconds", "5"),
         ("concurrency", "4"),
         ("log-format", "text"),
+        ("cluster-domain", "k8s.example.internal"),
     ] {
         assert_eq!(set.get(flag).map(String::as_str), Some(value), "--{flag}");
     }
