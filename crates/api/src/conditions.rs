@@ -8,6 +8,9 @@ pub mod cluster {
     pub const PROGRESSING: &str = "Progressing";
     /// Some members are unhealthy but quorum holds.
     pub const DEGRADED: &str = "Degraded";
+    /// Extension: with `spec.tls`, whether every certificate the cluster runs on is outside its
+    /// last third of validity (False names each one that is not, soonest first).
+    pub const CERTIFICATES_VALID: &str = "CertificatesValid";
 }
 
 /// Condition types of an EtcdMember.

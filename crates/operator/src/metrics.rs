@@ -37,6 +37,13 @@ struct ClusterLabels {
     cluster: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CertificateLabels {
+    namespace: String,
+    cluster: String,
+    secret: String,
+}
+
 /// Every metric, registered once; shared by the reconciler and the HTTP server.
 pub struct Metrics {
     registry: Registry,
@@ -51,6 +58,9 @@ pub struct Metrics {
     ready_members: Family<ClusterLabels, Gauge>,
     has_quorum: Family<ClusterLabels, Gauge>,
     has_leader: Family<ClusterLabels, Gauge>,
+    certificate_expiry: Family<CertificateLabels, Gauge>,
+    /// The Secrets with a `certificate_expiry` series, per cluster, to drop them with it.
+    certificate_secrets: std::sync::Mutex<std::collections::HashMap<(String, String), Vec<String>>>,
 }
 
 impl Default for Metrics {
@@ -129,8 +139,17 @@ impl Metrics {
             "1 when etcd reported a leader in the last pass",
             has_leader.clone(),
         );
+        let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
+        registry.register_with_unit(
+            "certificate_expiry",
+            "Seconds until the certificate in a cluster's TLS Secret expires (negative once it has)",
+            prometheus_client::registry::Unit::Seconds,
+            certificate_expiry.clone(),
+        );
         Metrics {
             registry,
+            certificate_expiry,
+            certificate_secrets: Default::default(),
             reconciles,
             reconcile_duration,
             errors,
@@ -219,6 +238,36 @@ impl Metrics {
         self.has_leader
             .get_or_create(&labels)
             .set(i64::from(observed.etcd.leader().is_some()));
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let key = (labels.namespace.clone(), labels.cluster.clone());
+        let secrets: Vec<String> = observed
+            .security
+            .validity
+            .iter()
+            .map(|c| c.secret.clone())
+            .collect();
+        let previous = self
+            .certificate_secrets
+            .lock()
+            .expect("certificate secrets")
+            .insert(key, secrets.clone())
+            .unwrap_or_default();
+        for gone in previous.iter().filter(|s| !secrets.contains(s)) {
+            self.certificate_expiry.remove(&CertificateLabels {
+                namespace: labels.namespace.clone(),
+                cluster: labels.cluster.clone(),
+                secret: gone.clone(),
+            });
+        }
+        for certificate in &observed.security.validity {
+            self.certificate_expiry
+                .get_or_create(&CertificateLabels {
+                    namespace: labels.namespace.clone(),
+                    cluster: labels.cluster.clone(),
+                    secret: certificate.secret.clone(),
+                })
+                .set(certificate.seconds_left(now));
+        }
     }
 
     /// Drops the series of a cluster that is gone.
@@ -232,6 +281,19 @@ impl Metrics {
         self.ready_members.remove(&labels);
         self.has_quorum.remove(&labels);
         self.has_leader.remove(&labels);
+        let secrets = self
+            .certificate_secrets
+            .lock()
+            .expect("certificate secrets")
+            .remove(&(namespace.to_string(), cluster.to_string()))
+            .unwrap_or_default();
+        for secret in secrets {
+            self.certificate_expiry.remove(&CertificateLabels {
+                namespace: namespace.to_string(),
+                cluster: cluster.to_string(),
+                secret,
+            });
+        }
     }
 }
 

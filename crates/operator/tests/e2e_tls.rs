@@ -416,6 +416,32 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
     assert!(ok, "{stderr}");
     tokio::task::block_in_place(|| cluster.apply(&auth_cluster_yaml(namespace, 3, version)));
     tls.wait_converged(3).await;
+    let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+    assert_eq!(
+        condition(&c, "CertificatesValid").as_deref(),
+        Some("True"),
+        "{namespace}: certificates far from expiry: {:?}",
+        c.status.map(|s| s.conditions)
+    );
+    // The operator's metrics say how long each certificate has left.
+    let pods = cluster.operator_pods().await;
+    let metrics = operator_metrics(&cluster, &pods[0])
+        .await
+        .expect("/metrics answers");
+    let line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("etcd_operator_certificate_expiry_seconds{")
+                && l.contains(&format!("namespace=\"{namespace}\""))
+                && l.contains("secret=\"etcd-peer\"")
+        })
+        .unwrap_or_else(|| panic!("{namespace}: no expiry series for etcd-peer in\n{metrics}"));
+    let seconds: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    // openssl made the leaves for 30 days (`certificates` above): about that much is left.
+    assert!(
+        (29.0 * 86_400.0..=30.0 * 86_400.0).contains(&seconds),
+        "{namespace}: {line}"
+    );
     eventually(
         &format!("{namespace}: authentication enabled"),
         LIMIT,
@@ -846,6 +872,26 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
         .unwrap();
     assert_eq!(got.trim(), "kept");
     println!("{namespace}: cert-manager certificates: bootstrap 3, 3 -> 5 -> 3, hand edit undone");
+}
+
+/// `GET /metrics` of an operator Pod, through the cluster network.
+async fn operator_metrics(
+    cluster: &Cluster,
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ip = pod.status.as_ref()?.pod_ip.clone()?;
+    let mut stream = cluster.network.connect_host(&ip, 8080).await.ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: operator\r\n\r\n")
+        .await
+        .ok()?;
+    let mut response = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
+        .await
+        .ok()?
+        .ok()?;
+    Some(response)
 }
 
 /// The reason and message of the cluster's Progressing condition.

@@ -31,7 +31,7 @@ use crate::build::{
 };
 use crate::etcd::{ClientTls, EtcdAccess, EtcdView, Timeouts, observe_cluster};
 use crate::plan::{CertificateFacts, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
-use crate::security::{Purpose, certmanager, check_tls_secret};
+use crate::security::{CertificateValidity, Purpose, certmanager, check_tls_secret};
 
 /// What `observe` reads with.
 #[derive(Clone)]
@@ -276,6 +276,11 @@ impl Observer {
             if let Some(server) = server_secret {
                 match checked(server.clone(), Purpose::Server, None, &names).await {
                     Ok(material) => {
+                        facts.validity.push(CertificateValidity::of(
+                            &server,
+                            Purpose::Server,
+                            &material,
+                        ));
                         let ca_pem = material.ca_pem.unwrap_or_default();
                         let mut identity = None;
                         if let Some(operator) = operator_secret {
@@ -283,7 +288,12 @@ impl Observer {
                             match checked(operator.clone(), purpose, Some(ca_pem.clone()), &[])
                                 .await
                             {
-                                Ok(m) => identity = Some((m.cert_pem, m.key_pem)),
+                                Ok(m) => {
+                                    facts
+                                        .validity
+                                        .push(CertificateValidity::of(&operator, purpose, &m));
+                                    identity = Some((m.cert_pem, m.key_pem));
+                                }
                                 Err(problem) => facts.problems.push(explain(&operator, problem)),
                             }
                         }
@@ -299,10 +309,15 @@ impl Observer {
                 (None, Some(_)) => Some(format!("{name}-peer-tls")),
                 (None, None) => None,
             };
-            if let Some(secret) = secret
-                && let Err(problem) = checked(secret.clone(), Purpose::Peer, None, &names).await
-            {
-                facts.problems.push(explain(&secret, problem));
+            if let Some(secret) = secret {
+                match checked(secret.clone(), Purpose::Peer, None, &names).await {
+                    Ok(m) => {
+                        facts
+                            .validity
+                            .push(CertificateValidity::of(&secret, Purpose::Peer, &m))
+                    }
+                    Err(problem) => facts.problems.push(explain(&secret, problem)),
+                }
             }
         }
         facts.certificates = certificates;

@@ -153,8 +153,36 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
     for wanted in cluster_conditions(ctx, decision, ready, reached) {
         conditions::set(&mut list, wanted, generation, now);
     }
+    if let Some(wanted) = certificates_condition(ctx) {
+        conditions::set(&mut list, wanted, generation, now);
+    }
     status.conditions = Some(list);
     status
+}
+
+/// `CertificatesValid`, with `spec.tls` and at least one usable certificate observed.
+fn certificates_condition(ctx: &Context<'_>) -> Option<Wanted> {
+    let validity = &ctx.observed.security.validity;
+    if ctx.observed.cluster.spec.tls.is_none() || validity.is_empty() {
+        return None;
+    }
+    let expiring = crate::security::expiring_certificates(validity, ctx.now);
+    Some(if expiring.is_empty() {
+        let soonest = validity.iter().map(|c| c.not_after).min()?;
+        Wanted::new(
+            cond::CERTIFICATES_VALID,
+            true,
+            "NotExpiring",
+            format!("every certificate is valid until at least {soonest}"),
+        )
+    } else {
+        Wanted::new(
+            cond::CERTIFICATES_VALID,
+            false,
+            "ExpiringSoon",
+            expiring.join("; "),
+        )
+    })
 }
 
 fn cluster_conditions(

@@ -79,6 +79,32 @@ pub struct Plan {
 impl Plan {
     /// The Event to record for this plan, if any: every mutation, and a wait that needs
     /// attention when the conditions just changed (not on every pass it lasts).
+    /// A Warning Event when `CertificatesValid` turns False (once per turn, not every pass).
+    pub fn certificates_event(
+        &self,
+        observed: &Observed,
+        now: Timestamp,
+    ) -> Option<Result<Event, BuildError>> {
+        use etcd_operator_api::conditions::cluster::CERTIFICATES_VALID;
+        let new = self.cluster_status.as_ref()?.conditions.as_ref()?;
+        let new = new.iter().find(|c| c.type_ == CERTIFICATES_VALID)?;
+        let old = observed
+            .cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|l| l.iter().find(|c| c.type_ == CERTIFICATES_VALID));
+        (new.status == "False" && old.is_none_or(|o| o.status != "False")).then(|| {
+            event(
+                &observed.cluster,
+                crate::build::EventType::Warning,
+                "CertificateExpiring",
+                &new.message,
+                now,
+            )
+        })
+    }
+
     pub fn event(&self, observed: &Observed, now: Timestamp) -> Option<Result<Event, BuildError>> {
         let worth_it = match &self.step {
             Step::Idle => false,

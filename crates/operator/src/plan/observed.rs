@@ -52,6 +52,8 @@ pub struct SecurityFacts {
     /// `previousPassword`, or the last one that worked): `access` carries the earlier one, and
     /// the password is to be changed to the Secret's.
     pub root_password_outdated: bool,
+    /// The validity of each usable certificate the cluster runs on.
+    pub validity: Vec<crate::security::CertificateValidity>,
     /// The cert-manager Certificates `spec.tls` asks for, as observed.
     pub certificates: Vec<CertificateFacts>,
 }

@@ -110,4 +110,20 @@ mod tests {
             assert!(!problem.contains("s3cret"), "never the password: {problem}");
         }
     }
+
+    #[test]
+    fn the_previous_password_is_read_only_when_it_is_not_empty() {
+        let with = secret(
+            BASIC_AUTH_SECRET_TYPE,
+            &[("password", "new"), ("previousPassword", "old")],
+        );
+        assert_eq!(previous_password(&with).as_deref(), Some("old"));
+        let empty = secret(
+            BASIC_AUTH_SECRET_TYPE,
+            &[("password", "new"), ("previousPassword", "")],
+        );
+        assert_eq!(previous_password(&empty), None);
+        let without = secret(BASIC_AUTH_SECRET_TYPE, &[("password", "new")]);
+        assert_eq!(previous_password(&without), None);
+    }
 }

@@ -5,4 +5,7 @@ pub mod certmanager;
 mod tls;
 
 pub use auth::{PREVIOUS_PASSWORD_KEY, previous_password, root_password};
-pub use tls::{Purpose, TLS_SECRET_TYPE, TlsMaterial, check_tls_secret};
+pub use tls::{
+    CertificateValidity, Purpose, TLS_SECRET_TYPE, TlsMaterial, check_tls_secret,
+    expiring_certificates,
+};

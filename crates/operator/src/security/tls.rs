@@ -27,7 +27,7 @@ pub enum Purpose {
 }
 
 impl Purpose {
-    fn what(self) -> &'static str {
+    pub fn what(self) -> &'static str {
         match self {
             Purpose::Server => "client-API server certificate",
             Purpose::Peer => "peer certificate",
@@ -44,7 +44,8 @@ pub struct TlsMaterial {
     pub key_pem: Vec<u8>,
     /// `ca.crt` (absent for an operator client Secret that has none).
     pub ca_pem: Option<Vec<u8>>,
-    /// The leaf's end of validity.
+    /// The leaf's validity.
+    pub not_before: Timestamp,
     pub not_after: Timestamp,
 }
 
@@ -117,6 +118,8 @@ pub fn check_tls_secret(
         .map_err(|e| format!("Secret {name} ({what}): tls.crt is not an X.509 certificate: {e}"))?;
     let not_after = Timestamp::from_second(parsed.validity().not_after.timestamp())
         .map_err(|e| format!("Secret {name} ({what}): unreadable notAfter: {e}"))?;
+    let not_before = Timestamp::from_second(parsed.validity().not_before.timestamp())
+        .map_err(|e| format!("Secret {name} ({what}): unreadable notBefore: {e}"))?;
 
     keys_match(leaf, &key).map_err(|e| format!("Secret {name} ({what}): {e}"))?;
 
@@ -177,8 +180,67 @@ pub fn check_tls_secret(
         cert_pem,
         key_pem,
         ca_pem: own_ca,
+        not_before,
         not_after,
     })
+}
+
+/// A certificate the cluster runs on and its validity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertificateValidity {
+    /// The Secret that holds it.
+    pub secret: String,
+    /// What it is for ("client-API server certificate", ...).
+    pub what: &'static str,
+    pub not_before: Timestamp,
+    pub not_after: Timestamp,
+}
+
+impl CertificateValidity {
+    pub fn of(secret: &str, purpose: Purpose, material: &TlsMaterial) -> Self {
+        CertificateValidity {
+            secret: secret.to_string(),
+            what: purpose.what(),
+            not_before: material.not_before,
+            not_after: material.not_after,
+        }
+    }
+
+    /// Seconds until it expires (negative once it has).
+    pub fn seconds_left(&self, now: Timestamp) -> i64 {
+        self.not_after.as_second() - now.as_second()
+    }
+
+    /// In its last third of validity: past the point where cert-manager (and the operator's
+    /// own renewal) renews, so a certificate still here at that point was not renewed.
+    pub fn expiring(&self, now: Timestamp) -> bool {
+        let lifetime = self.not_after.as_second() - self.not_before.as_second();
+        self.seconds_left(now) < lifetime / 3
+    }
+}
+
+/// One sentence per certificate in its last third of validity, soonest first.
+pub fn expiring_certificates(certificates: &[CertificateValidity], now: Timestamp) -> Vec<String> {
+    let mut expiring: Vec<&CertificateValidity> =
+        certificates.iter().filter(|c| c.expiring(now)).collect();
+    expiring.sort_by_key(|c| c.not_after);
+    expiring
+        .iter()
+        .map(|c| {
+            let left = c.seconds_left(now);
+            let when = if left >= 2 * 86_400 {
+                format!("in {} days", left / 86_400)
+            } else if left >= 2 * 3_600 {
+                format!("in {} hours", left / 3_600)
+            } else {
+                format!("in {} minutes", (left / 60).max(0))
+            };
+            format!(
+                "Secret {} ({}) expires at {} ({when}) and has not been renewed; renew it (a new certificate from the same CA is picked up without a restart)",
+                c.secret, c.what, c.not_after
+            )
+        })
+        .collect()
 }
 
 fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
@@ -529,6 +591,43 @@ mod tests {
             )
             .unwrap_err()
             .contains("lacks the client auth")
+        );
+    }
+
+    #[test]
+    fn a_certificate_in_its_last_third_is_expiring_and_said_so_soonest_first() {
+        let at = |days: i64| Timestamp::from_second(1_800_000_000 + days * 86_400).unwrap();
+        let cert = |secret: &str, from: i64, to: i64| CertificateValidity {
+            secret: secret.into(),
+            what: Purpose::Peer.what(),
+            not_before: at(from),
+            not_after: at(to),
+        };
+        // 90 days of validity: renewed at 60 (cert-manager's two thirds) is fine.
+        let peer = cert("peer", 0, 90);
+        assert!(!peer.expiring(at(59)));
+        assert!(peer.expiring(at(61)), "past two thirds and not renewed");
+        assert_eq!(peer.seconds_left(at(89)), 86_400);
+        assert!(peer.seconds_left(at(91)) < 0);
+        let server = cert("server", 0, 30);
+        let messages = expiring_certificates(&[peer.clone(), server], at(25));
+        assert_eq!(
+            messages.len(),
+            1,
+            "only the server is in its last third: {messages:?}"
+        );
+        assert!(messages[0].starts_with("Secret server (peer certificate) expires at"));
+        assert!(messages[0].contains("(in 5 days)"), "{}", messages[0]);
+        let both = expiring_certificates(&[peer, cert("server", 0, 30)], at(89));
+        assert_eq!(both.len(), 2);
+        assert!(
+            both[0].starts_with("Secret server"),
+            "the expired one first: {both:?}"
+        );
+        assert!(
+            both[1].contains("in 24 hours") || both[1].contains("hours"),
+            "{}",
+            both[1]
         );
     }
 }

@@ -522,3 +522,82 @@ fn a_changed_root_password_is_applied_first() {
     fx.obs.cluster.spec.paused = Some(true);
     assert_ne!(fx.step(), Step::ChangeRootPassword);
 }
+
+/// A certificate in its last third of validity turns `CertificatesValid` False with the
+/// Secret named, and a Warning Event is made once, when it turns; renewed, it is True again.
+#[test]
+fn an_expiring_certificate_is_a_false_condition_and_one_warning() {
+    use crate::security::{CertificateValidity, Purpose};
+    use etcd_operator_api::conditions::cluster::CERTIFICATES_VALID;
+    use k8s_openapi::jiff::SignedDuration;
+
+    let mut fx = Fx::healthy(3);
+    fx.obs.cluster.metadata.uid = Some("uid".into());
+    fx.obs.cluster.spec.tls = Some(Default::default());
+    let days = |d: i64| {
+        now()
+            .saturating_add(SignedDuration::from_hours(24 * d))
+            .unwrap()
+    };
+    fx.obs.security.validity = vec![CertificateValidity {
+        secret: "etcd-peer".into(),
+        what: Purpose::Peer.what(),
+        not_before: days(-80),
+        not_after: days(10),
+    }];
+    let plan = fx.plan();
+    let status = plan.cluster_status.clone().expect("the status changes");
+    let condition = status
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == CERTIFICATES_VALID)
+        .expect("the condition")
+        .clone();
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "ExpiringSoon")
+    );
+    assert!(
+        condition
+            .message
+            .contains("Secret etcd-peer (peer certificate) expires at")
+    );
+    let event = plan
+        .certificates_event(&fx.obs, now())
+        .expect("a Warning when it turns")
+        .unwrap();
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.reason.as_deref(), Some("CertificateExpiring"));
+
+    // Already False: no new Event.
+    fx.obs.cluster.status = Some(status);
+    assert!(fx.plan().certificates_event(&fx.obs, now()).is_none());
+
+    // Renewed: True again, no Event.
+    fx.obs.security.validity[0].not_before = days(0);
+    fx.obs.security.validity[0].not_after = days(90);
+    let plan = fx.plan();
+    let renewed = plan.cluster_status.clone().expect("the status changes");
+    let condition = renewed
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == CERTIFICATES_VALID)
+        .unwrap();
+    assert_eq!(condition.status, "True");
+    assert!(plan.certificates_event(&fx.obs, now()).is_none());
+
+    // Without TLS, no such condition at all.
+    fx.obs.cluster.spec.tls = None;
+    fx.obs.cluster.status = None;
+    let none = fx.plan().cluster_status.unwrap_or_default();
+    assert!(
+        none.conditions
+            .unwrap_or_default()
+            .iter()
+            .all(|c| c.type_ != CERTIFICATES_VALID)
+    );
+}
