@@ -19,7 +19,106 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdmembers", ".status.phase"),
     ("etcdmembers", ".status.recreateCount"),
     ("etcdmembers", ".status.lastPhaseTransitionTime"),
+    ("etcdclusters", ".spec.tls.client.operatorIssued"),
+    ("etcdclusters", ".spec.tls.peer.operatorIssued"),
 ];
+
+/// The reference CEL rules an extension guards: at `(crd, path)`, the reference's `rule` reads
+/// `has(self.<field>) || (<rule>)` in ours, with the same message. For every object without
+/// the extension's field (every object the reference accepts) the rule says what the
+/// reference's says.
+const GUARDED_RULES: &[(&str, &str, &str, &str)] = &[
+    (
+        "etcdclusters",
+        ".spec.tls.client",
+        "operatorIssued",
+        "has(self.serverSecretRef) != has(self.certManager)",
+    ),
+    (
+        "etcdclusters",
+        ".spec.tls.peer",
+        "operatorIssued",
+        "has(self.secretRef) != has(self.certManager)",
+    ),
+];
+
+/// The CEL rules ours adds beside the reference's, by `(crd, path, message)`: each one is about
+/// an extension's field only (see docs/api.md).
+const ADDED_RULES: &[(&str, &str, &str)] = &[
+    (
+        "etcdclusters",
+        ".spec.tls",
+        "spec.tls.client.operatorIssued and spec.tls.peer.operatorIssued must have the same caDuration, certificateDuration and renewBefore: one CA and one certificate per member serve both",
+    ),
+    (
+        "etcdclusters",
+        ".spec.tls.client",
+        "spec.tls.client.operatorIssued cannot be combined with serverSecretRef, operatorClientSecretRef or certManager",
+    ),
+    (
+        "etcdclusters",
+        ".spec.tls.peer",
+        "spec.tls.peer.operatorIssued cannot be combined with secretRef or certManager",
+    ),
+];
+
+/// The schema node at `path` (`.spec.tls.client`) under the root `schema`.
+fn node_at<'a>(schema: &'a mut Value, path: &str) -> Option<&'a mut Value> {
+    path.split('.')
+        .filter(|name| !name.is_empty())
+        .try_fold(schema, |node, name| {
+            node.get_mut("properties")?.get_mut(name)
+        })
+}
+
+/// Takes the listed rule extensions out of our `schema` (a version's `openAPIV3Schema`): a
+/// guarded rule gets the reference's text back, an added rule goes. Whatever is left must then
+/// equal the reference exactly; a listed extension that is not there is a difference too.
+fn undo_rule_extensions(plural: &str, schema: &mut Value, diffs: &mut Vec<String>) {
+    for (_, path, field, reference) in GUARDED_RULES.iter().filter(|(crd, ..)| *crd == plural) {
+        let guarded = format!("has(self.{field}) || ({reference})");
+        let rule = node_at(schema, path)
+            .and_then(|node| node.get_mut("x-kubernetes-validations"))
+            .and_then(Value::as_array_mut)
+            .and_then(|rules| {
+                rules
+                    .iter_mut()
+                    .find(|rule| rule["rule"] == guarded.as_str())
+            });
+        match rule {
+            Some(rule) => rule["rule"] = Value::from(*reference),
+            None => diffs.push(format!(
+                "{path}: the guarded rule `{guarded}` is not in ours"
+            )),
+        }
+    }
+    for (_, path, message) in ADDED_RULES.iter().filter(|(crd, ..)| *crd == plural) {
+        let Some(node) = node_at(schema, path).and_then(Value::as_object_mut) else {
+            diffs.push(format!(
+                "{path}: no such node for the added rule {message:?}"
+            ));
+            continue;
+        };
+        let rules = node
+            .get_mut("x-kubernetes-validations")
+            .and_then(Value::as_array_mut);
+        let Some(rules) = rules else {
+            diffs.push(format!("{path}: the added rule {message:?} is not in ours"));
+            continue;
+        };
+        let before = rules.len();
+        rules.retain(|rule| rule["message"] != *message);
+        if rules.len() + 1 != before {
+            diffs.push(format!(
+                "{path}: the added rule {message:?} is in ours {} times, not once",
+                before - rules.len()
+            ));
+        }
+        if rules.is_empty() {
+            node.remove("x-kubernetes-validations");
+        }
+    }
+}
 
 fn reference_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/cozystack-v1alpha2")
@@ -129,8 +228,17 @@ fn without_descriptions(value: &Value) -> Value {
 
 fn check(plural: &str) {
     let reference = reference_crd(plural);
-    let ours = our_crd(plural);
+    let mut ours = our_crd(plural);
     let mut diffs = Vec::new();
+    if let Some(versions) = ours["spec"]["versions"].as_array_mut() {
+        for version in versions {
+            undo_rule_extensions(
+                plural,
+                &mut version["schema"]["openAPIV3Schema"],
+                &mut diffs,
+            );
+        }
+    }
 
     for pointer in [
         "/metadata/name",
@@ -255,4 +363,65 @@ fn the_comparison_notices_differences() {
     assert!(text.contains(": missing `required`"), "{text}");
     assert!(!text.contains("description"), "{text}");
     assert_eq!(extra, BTreeSet::from([".c".to_owned()]));
+}
+
+/// Undoing the listed rule extensions gives back the reference's rules, and nothing else is
+/// forgiven: a changed message, an unlisted rule or a missing extension are differences.
+#[test]
+fn only_the_listed_rule_extensions_are_undone() {
+    let reference = reference_crd("etcdclusters");
+    let reference_tls = &reference["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+        ["spec"]["properties"]["tls"];
+    let mut ours = our_crd("etcdclusters");
+    let schema = &mut ours["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let mut diffs = Vec::new();
+    undo_rule_extensions("etcdclusters", schema, &mut diffs);
+    assert!(diffs.is_empty(), "{diffs:?}");
+    let tls = &node_at(schema, ".spec.tls").unwrap().clone();
+    assert_eq!(tls.get("x-kubernetes-validations"), None);
+    for side in ["client", "peer"] {
+        assert_eq!(
+            without_descriptions(&tls["properties"][side]["x-kubernetes-validations"]),
+            without_descriptions(&reference_tls["properties"][side]["x-kubernetes-validations"]),
+            "{side}"
+        );
+    }
+
+    // A guarded rule whose message changed is not undone, and the comparison sees it.
+    let mut changed = our_crd("etcdclusters");
+    let schema = &mut changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let rules = node_at(schema, ".spec.tls.peer").unwrap()["x-kubernetes-validations"]
+        .as_array_mut()
+        .unwrap();
+    rules[0]["message"] = Value::from("another message");
+    rules.push(serde_json::json!({"rule": "true", "message": "unlisted"}));
+    let mut diffs = Vec::new();
+    undo_rule_extensions("etcdclusters", schema, &mut diffs);
+    let (mut compared, mut extra) = (Vec::new(), BTreeSet::new());
+    compare_schema(
+        &reference["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+        schema,
+        "",
+        &mut compared,
+        &mut extra,
+    );
+    let text = compared.join("\n");
+    assert!(
+        text.contains(".spec.tls.peer: `x-kubernetes-validations` differs"),
+        "{text}"
+    );
+    assert!(text.contains("unlisted"), "{text}");
+
+    // A listed extension that is missing is a difference.
+    let mut missing = our_crd("etcdclusters");
+    let schema = &mut missing["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    node_at(schema, ".spec.tls")
+        .unwrap()
+        .as_object_mut()
+        .unwrap()
+        .remove("x-kubernetes-validations");
+    let mut diffs = Vec::new();
+    undo_rule_extensions("etcdclusters", schema, &mut diffs);
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert!(diffs[0].contains("is not in ours"), "{diffs:?}");
 }

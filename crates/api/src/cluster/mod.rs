@@ -4,8 +4,10 @@ mod security;
 mod status;
 
 pub use security::{
-    AuthSpec, BootstrapSpec, ClientCertManagerTls, ClientTls, EtcdClusterTls, IssuerKind,
-    IssuerReference, PeerCertManagerTls, PeerTls,
+    AuthSpec, BootstrapSpec, CertificateLifetimes, ClientCertManagerTls, ClientOperatorIssuedTls,
+    ClientTls, DEFAULT_CA_DURATION, DEFAULT_CERTIFICATE_DURATION, DURATION_PATTERN, EtcdClusterTls,
+    IssuerKind, IssuerReference, PeerCertManagerTls, PeerOperatorIssuedTls, PeerTls,
+    parse_duration,
 };
 pub use status::{ClusterMemberStatus, EtcdClusterStatus, ObservedClusterSpec};
 
