@@ -122,6 +122,37 @@ async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
         "no Pod without certificates"
     );
 
+    // Operator-issued certificates: accepted by the API, reported as not built yet.
+    create_namespace(&client, "issued").await;
+    cluster.apply(&cluster_yaml(
+        "etcd",
+        "issued",
+        1,
+        "  tls:\n    peer:\n      operatorIssued: {}\n",
+    ));
+    eventually(
+        "operator-issued reported as not built yet",
+        LIMIT,
+        || async {
+            let c = get_cluster(&client, "issued", "etcd").await;
+            let progressing = c
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|l| l.iter().find(|c| c.type_ == "Progressing"))
+                .map(|c| (c.reason.clone(), c.message.clone()))
+                .unwrap_or_default();
+            (progressing.0 == "InvalidSecret"
+                && progressing.1.contains(
+                    "operatorIssued: operator-issued certificates are not implemented yet",
+                ))
+            .then_some(())
+            .ok_or(format!("{progressing:?}"))
+        },
+    )
+    .await;
+    assert_eq!(count::<Pod>(&client, "issued").await, 0);
+
     create_namespace(&client, "life").await;
     cluster.apply(&cluster_yaml("etcd", "life", 3, ""));
     cluster.wait_converged("life", "etcd", 3, LIMIT).await;

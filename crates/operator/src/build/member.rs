@@ -205,10 +205,12 @@ mod tests {
                 server_secret_ref: Some(LocalObjectReference { name: "srv".into() }),
                 operator_client_secret_ref: Some(LocalObjectReference { name: "op".into() }),
                 cert_manager: None,
+                operator_issued: None,
             }),
             peer: Some(PeerTls {
                 secret_ref: None,
                 cert_manager: Some(PeerCertManagerTls::default()),
+                operator_issued: None,
             }),
         });
         let tls = new_member(&cluster, "etcd-0", true)

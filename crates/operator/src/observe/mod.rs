@@ -247,6 +247,27 @@ impl Observer {
                 check_tls_secret(&secret, found.as_ref(), purpose, ca.as_deref(), &names, now)
             }
         };
+        // Operator-issued certificates: the API takes them, the issuing is not built yet.
+        for (side, asked) in [
+            (
+                "client",
+                tls.client
+                    .as_ref()
+                    .is_some_and(|c| c.operator_issued.is_some()),
+            ),
+            (
+                "peer",
+                tls.peer
+                    .as_ref()
+                    .is_some_and(|p| p.operator_issued.is_some()),
+            ),
+        ] {
+            if asked {
+                facts.problems.push(format!(
+                    "spec.tls.{side}.operatorIssued: operator-issued certificates are not implemented yet; use your own Secrets or certManager"
+                ));
+            }
+        }
         // cert-manager's Certificates first: their Secrets are then checked like a user's.
         let certificates = self.observe_certificates(cluster, &mut facts).await;
         // A Secret problem of a Certificate that is not Ready is explained by the Certificate.
