@@ -2,6 +2,7 @@
 
 mod auth;
 pub mod certmanager;
+pub mod issuer;
 mod tls;
 
 pub use auth::{PREVIOUS_PASSWORD_KEY, previous_password, root_password};
