@@ -119,11 +119,13 @@ async fn learner_joins_is_promoted_leader_moves_and_member_leaves_v3_4() {
 async fn membership_refusals_are_typed(version: EtcdVersion) {
     let mut m0 = EtcdProcess::new(version, "m0");
     let mut m1 = EtcdProcess::new(version, "m1");
-    let cluster = initial_cluster(&[&m0, &m1]);
+    let mut m2 = EtcdProcess::new(version, "m2");
+    let cluster = initial_cluster(&[&m0, &m1, &m2]);
     m0.start(&cluster, "new", &[]);
     m1.start(&cluster, "new", &[]);
-    wait_healthy(&[&m0, &m1]).await;
-    let client = client_for(&[&m0, &m1]).await;
+    m2.start(&cluster, "new", &[]);
+    wait_healthy(&[&m0, &m1, &m2]).await;
+    let client = client_for(&[&m0, &m1, &m2]).await;
 
     // A learner that never starts: a second learner is refused, and it can never be promoted.
     let absent = EtcdProcess::new(version, "absent");
@@ -169,19 +171,39 @@ async fn membership_refusals_are_typed(version: EtcdVersion) {
         .unwrap_err();
     assert_eq!(err.kind, EtcdErrorKind::NotLeader, "{err}");
 
-    // With a voter down, the leader refuses MemberAdd: "unhealthy cluster", to be retried.
-    // (The follower goes down: without the leader, two voters cannot elect a new one.)
-    let m0_status = client
+    // With a voter down, the leader refuses MemberAdd: "unhealthy cluster" (not every voter
+    // connected for etcd's 5 s health interval), to be retried. Three voters, a follower
+    // down: the leader keeps its quorum, so the refusal cannot race the leader stepping down
+    // (with two voters it did, under load: the call then timed out with no leader).
+    let leader = client
         .endpoint_status(&m0.client_url())
         .await
-        .expect("status");
-    let (survivor, lost) = if m0_status.leader == m0_status.member_id {
-        (&m0, &mut m1)
-    } else {
-        (&m1, &mut m0)
-    };
-    lost.kill();
-    let client = client_for(&[survivor]).await;
+        .expect("status")
+        .leader;
+    let mut members = [m0, m1, m2];
+    let mut statuses = Vec::new();
+    for m in &members {
+        statuses.push(
+            client
+                .endpoint_status(&m.client_url())
+                .await
+                .expect("status"),
+        );
+    }
+    let lost = statuses
+        .iter()
+        .position(|s| s.member_id != leader)
+        .expect("a follower");
+    members[lost].kill();
+    let survivors: Vec<&EtcdProcess> = members
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != lost)
+        .map(|(_, m)| m)
+        .collect();
+    let client = client_for(&survivors).await;
+    // The leader sees the follower's streams break within milliseconds.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let third = EtcdProcess::new(version, "third");
     let err = client
         .member_add_learner(&[third.peer_url()])
