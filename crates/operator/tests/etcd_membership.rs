@@ -9,7 +9,7 @@ use etcd_harness::{
     EtcdProcess, EtcdVersion, add_learner_retrying, client_for, eventually, initial_cluster,
     initial_cluster_from, promote_retrying, remove_retrying, wait_healthy,
 };
-use etcd_operator::etcd::{EtcdClient, EtcdErrorKind, Timeouts};
+use etcd_operator::etcd::{EtcdClient, EtcdError, EtcdErrorKind, Timeouts};
 
 /// Adds `joining` as a learner through `client`, starts it with `existing` and the initial
 /// cluster from etcd's own member list, and promotes it once it has caught up.
@@ -116,6 +116,24 @@ async fn learner_joins_is_promoted_leader_moves_and_member_leaves_v3_4() {
 }
 
 /// The refusals the planner and `act` branch on come back typed.
+/// MemberAdd of a learner at `peer_url`, expected to be refused: the refusal other than
+/// `unhealthy cluster`. etcd checks that first, at the member the call reaches, and in a
+/// cluster just started a follower may have been connected to a peer for less than etcd's 5 s
+/// health interval; that refusal is transient, so it is waited out (as the operator does).
+async fn add_refused(client: &EtcdClient, peer_url: &str) -> EtcdError {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let err = client
+            .member_add_learner(&[peer_url.to_string()])
+            .await
+            .expect_err("MemberAdd is refused");
+        if err.kind != EtcdErrorKind::UnhealthyCluster || std::time::Instant::now() > deadline {
+            return err;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn membership_refusals_are_typed(version: EtcdVersion) {
     let mut m0 = EtcdProcess::new(version, "m0");
     let mut m1 = EtcdProcess::new(version, "m1");
@@ -131,18 +149,12 @@ async fn membership_refusals_are_typed(version: EtcdVersion) {
     let absent = EtcdProcess::new(version, "absent");
     let (absent_id, _, _) = add_learner_retrying(&client, &absent).await;
     let second = EtcdProcess::new(version, "second");
-    let err = client
-        .member_add_learner(&[second.peer_url()])
-        .await
-        .unwrap_err();
+    let err = add_refused(&client, &second.peer_url()).await;
     assert_eq!(err.kind, EtcdErrorKind::TooManyLearners, "{err}");
     let err = client.member_promote(absent_id).await.unwrap_err();
     assert_eq!(err.kind, EtcdErrorKind::LearnerNotInSync, "{err}");
     assert!(err.kind.is_transient());
-    let err = client
-        .member_add_learner(&[absent.peer_url()])
-        .await
-        .unwrap_err();
+    let err = add_refused(&client, &absent.peer_url()).await;
     assert_eq!(err.kind, EtcdErrorKind::PeerUrlExists, "{err}");
 
     client
