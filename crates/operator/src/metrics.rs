@@ -239,34 +239,40 @@ impl Metrics {
             .get_or_create(&labels)
             .set(i64::from(observed.etcd.leader().is_some()));
         let now = k8s_openapi::jiff::Timestamp::now();
-        let key = (labels.namespace.clone(), labels.cluster.clone());
-        let secrets: Vec<String> = observed
+        let certificates = observed
             .security
             .validity
             .iter()
-            .map(|c| c.secret.clone())
+            .map(|c| (c.secret.clone(), c.seconds_left(now)))
             .collect();
+        self.set_certificate_expiry(&labels, certificates);
+    }
+
+    /// The `certificate_expiry` series of a cluster become `certificates` (Secret, seconds
+    /// left); the series of Secrets no longer among them are dropped.
+    fn set_certificate_expiry(&self, cluster: &ClusterLabels, certificates: Vec<(String, i64)>) {
+        let series = |secret: String| CertificateLabels {
+            namespace: cluster.namespace.clone(),
+            cluster: cluster.cluster.clone(),
+            secret,
+        };
+        let secrets: Vec<String> = certificates.iter().map(|(s, _)| s.clone()).collect();
         let previous = self
             .certificate_secrets
             .lock()
             .expect("certificate secrets")
-            .insert(key, secrets.clone())
+            .insert(
+                (cluster.namespace.clone(), cluster.cluster.clone()),
+                secrets.clone(),
+            )
             .unwrap_or_default();
-        for gone in previous.iter().filter(|s| !secrets.contains(s)) {
-            self.certificate_expiry.remove(&CertificateLabels {
-                namespace: labels.namespace.clone(),
-                cluster: labels.cluster.clone(),
-                secret: gone.clone(),
-            });
+        for gone in previous.into_iter().filter(|s| !secrets.contains(s)) {
+            self.certificate_expiry.remove(&series(gone));
         }
-        for certificate in &observed.security.validity {
+        for (secret, seconds) in certificates {
             self.certificate_expiry
-                .get_or_create(&CertificateLabels {
-                    namespace: labels.namespace.clone(),
-                    cluster: labels.cluster.clone(),
-                    secret: certificate.secret.clone(),
-                })
-                .set(certificate.seconds_left(now));
+                .get_or_create(&series(secret))
+                .set(seconds);
         }
     }
 
@@ -281,19 +287,11 @@ impl Metrics {
         self.ready_members.remove(&labels);
         self.has_quorum.remove(&labels);
         self.has_leader.remove(&labels);
-        let secrets = self
-            .certificate_secrets
+        self.set_certificate_expiry(&labels, Vec::new());
+        self.certificate_secrets
             .lock()
             .expect("certificate secrets")
-            .remove(&(namespace.to_string(), cluster.to_string()))
-            .unwrap_or_default();
-        for secret in secrets {
-            self.certificate_expiry.remove(&CertificateLabels {
-                namespace: namespace.to_string(),
-                cluster: cluster.to_string(),
-                secret,
-            });
-        }
+            .remove(&(namespace.to_string(), cluster.to_string()));
     }
 }
 

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use support::cluster::{Cluster, ETCDCTL};
 use support::healing::{OperatorDeployment, start_healing_cluster_with_cert_manager};
-use support::{condition, create_namespace, eventually, get_cluster, kubectl, members};
+use support::{
+    condition, create_namespace, eventually, get_cluster, kubectl, members, progressing,
+};
 
 const LIMIT: Duration = Duration::from_secs(240);
 
@@ -764,7 +766,7 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
     create_namespace(&cluster.client(), namespace).await;
     tokio::task::block_in_place(|| cluster.apply(&cert_manager_cluster_yaml(namespace, 3)));
     eventually("the missing Issuer reported", LIMIT, || async {
-        let (reason, message) = progressing(&cluster, namespace).await;
+        let (reason, message) = progressing(&cluster.client(), namespace, "etcd").await;
         (reason == "InvalidSecret" && message.contains("Issuer ca not found in namespace tls-cm"))
             .then_some(())
             .ok_or(format!("{reason}: {message}"))
@@ -894,18 +896,6 @@ async fn operator_metrics(
     Some(response)
 }
 
-/// The reason and message of the cluster's Progressing condition.
-async fn progressing(cluster: &Cluster, namespace: &str) -> (String, String) {
-    let c = get_cluster(&cluster.client(), namespace, "etcd").await;
-    c.status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.type_ == "Progressing")
-        .map(|c| (c.reason, c.message))
-        .unwrap_or_default()
-}
-
 /// Each bad Secret is reported by name with its problem while no Pod starts; fixed, the
 /// cluster bootstraps by itself.
 async fn bad_secrets(cluster: Arc<Cluster>) {
@@ -918,7 +908,7 @@ async fn bad_secrets(cluster: Arc<Cluster>) {
         let cluster = cluster.clone();
         async move {
             eventually(&format!("the status says {needle:?}"), LIMIT, || async {
-                let (reason, message) = progressing(&cluster, namespace).await;
+                let (reason, message) = progressing(&cluster.client(), namespace, "etcd").await;
                 (reason == "InvalidSecret" && message.contains(&needle))
                     .then_some(())
                     .ok_or(format!("{reason}: {message}"))

@@ -44,22 +44,18 @@ pub async fn perform(
         Step::PromoteLearner { id, .. } => client.member_promote(*id).await.map(|_| ()),
         Step::RemoveEtcdMember { id, .. } => client.member_remove(*id).await.map(|_| ()),
         Step::MoveLeader { to_id, .. } => client.move_leader(*to_id).await,
-        Step::ChangeRootPassword => match password {
-            Some(password) => client.change_root_password(&password.0).await,
-            None => {
+        Step::ChangeRootPassword | Step::EnableAuth => {
+            let Some(password) = password else {
                 return Err(ActError::NotObserved {
                     what: "the root password (spec.auth.rootCredentialsSecretRef)".to_string(),
                 });
+            };
+            if *step == Step::EnableAuth {
+                client.enable_auth(&password.0).await
+            } else {
+                client.change_root_password(&password.0).await
             }
-        },
-        Step::EnableAuth => match password {
-            Some(password) => client.enable_auth(&password.0).await,
-            None => {
-                return Err(ActError::NotObserved {
-                    what: "the root password (spec.auth.rootCredentialsSecretRef)".to_string(),
-                });
-            }
-        },
+        }
         _ => Ok(()),
     };
     match result {

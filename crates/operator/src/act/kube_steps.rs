@@ -132,7 +132,7 @@ pub async fn perform(
             let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
                 ctx.client.clone(),
                 &ns,
-                &crate::observe::cert_manager_resource("Certificate"),
+                &crate::security::certmanager::resource("Certificate"),
             );
             ctx.count_write("Certificate");
             let what = format!("cert-manager Certificate {ns}/{name}");

@@ -110,7 +110,7 @@ async fn perform(
             .await?;
             Ok(None)
         }
-        Step::ChangeRootPassword => {
+        Step::ChangeRootPassword | Step::EnableAuth => {
             etcd_steps::perform(
                 ctx,
                 &plan.step,
@@ -119,17 +119,9 @@ async fn perform(
                 observed.security.root_password.as_ref(),
             )
             .await?;
-            Ok(None)
-        }
-        Step::EnableAuth => {
-            etcd_steps::perform(
-                ctx,
-                &plan.step,
-                &plan.etcd_endpoints,
-                &observed.security.access,
-                observed.security.root_password.as_ref(),
-            )
-            .await?;
+            if plan.step != Step::EnableAuth {
+                return Ok(None);
+            }
             // Recorded at once: from now on the operator authenticates (a crash before this
             // write is found by the next observation, which etcd refuses anonymously).
             Ok(Some(status::latch_auth_enabled(ctx, observed).await?))

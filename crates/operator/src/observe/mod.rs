@@ -21,7 +21,7 @@ use etcd_operator_api::shared::StorageMedium;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -94,43 +94,37 @@ impl Observer {
             cluster.metadata.namespace.as_deref().unwrap_or_default(),
             cluster.metadata.name.as_deref().unwrap_or_default()
         );
-        // The Secret's password refused while authentication is on: a changed password. Try
-        // the one etcd still has (the Secret's previousPassword, or the last that worked).
         if security.access.credentials.is_some() && refuses_anonymous(&etcd) {
+            // The Secret's password refused while authentication is on: a changed password.
+            // Try the one etcd still has (the Secret's previousPassword, or the last that
+            // worked).
             let remembered = self
                 .root_passwords
                 .lock()
                 .expect("passwords")
                 .get(&key)
                 .cloned();
-            let mut recovered = false;
+            let mut recovered = None;
             for earlier in [previous, remembered].into_iter().flatten() {
-                let mut access = security.access.clone();
-                access.credentials = Some(("root".to_string(), earlier));
-                let again = self.observe_etcd(&members, &access).await;
-                if !refuses_anonymous(&again) {
-                    security.access = access;
-                    security.root_password_outdated = true;
-                    etcd = again;
-                    recovered = true;
+                recovered = self
+                    .observe_as_root(&members, &security.access, &earlier)
+                    .await;
+                if recovered.is_some() {
                     break;
                 }
             }
-            if !recovered {
-                let secret = cluster
-                    .spec
-                    .auth
-                    .as_ref()
-                    .and_then(|a| a.root_credentials_secret_ref.as_ref())
-                    .map(|r| r.name.clone())
-                    .unwrap_or_default();
-                security.problems.push(format!(
-                    "etcd refuses the root password of Secret {secret}; if you changed it, add the password etcd still has to the Secret under the key {} and the operator changes etcd's password to the new one",
+            match recovered {
+                Some((access, view)) => {
+                    (security.access, etcd) = (access, view);
+                    security.root_password_outdated = true;
+                }
+                None => security.problems.push(format!(
+                    "etcd refuses the root password of Secret {}; if you changed it, add the password etcd still has to the Secret under the key {} and the operator changes etcd's password to the new one",
+                    root_credentials_secret(cluster),
                     crate::security::PREVIOUS_PASSWORD_KEY
-                ));
+                )),
             }
         } else if let Some((_, password)) = &security.access.credentials
-            && !refuses_anonymous(&etcd)
             && etcd.members.is_ok()
         {
             self.root_passwords
@@ -144,15 +138,12 @@ impl Observer {
             && security.access.credentials.is_none()
             && let Some(password) = &security.root_password
             && refuses_anonymous(&etcd)
+            && let Some((access, view)) = self
+                .observe_as_root(&members, &security.access, &password.0)
+                .await
         {
-            let mut access = security.access.clone();
-            access.credentials = Some(("root".to_string(), password.0.clone()));
-            let again = self.observe_etcd(&members, &access).await;
-            if !refuses_anonymous(&again) {
-                security.access = access;
-                security.auth_found_enabled = true;
-                etcd = again;
-            }
+            (security.access, etcd) = (access, view);
+            security.auth_found_enabled = true;
         }
         Ok(Observed {
             cluster: cluster.clone(),
@@ -374,7 +365,7 @@ impl Observer {
         let certificates: Api<DynamicObject> = Api::namespaced_with(
             self.client.clone(),
             &namespace,
-            &cert_manager_resource("Certificate"),
+            &certmanager::resource("Certificate"),
         );
         let mut observed = Vec::new();
         for wanted in wanted {
@@ -427,7 +418,7 @@ impl Observer {
         issuer: &etcd_operator_api::cluster::IssuerReference,
     ) -> Option<String> {
         let kind = certmanager::issuer_kind(issuer);
-        let resource = cert_manager_resource(kind);
+        let resource = certmanager::resource(kind);
         let api: Api<DynamicObject> = if kind == "ClusterIssuer" {
             Api::all_with(self.client.clone(), &resource)
         } else {
@@ -518,6 +509,20 @@ impl Observer {
         })
     }
 
+    /// etcd observed again as `root` with `password`: the access and the view, when etcd takes
+    /// the password.
+    async fn observe_as_root(
+        &self,
+        members: &[ObservedMember],
+        access: &EtcdAccess,
+        password: &str,
+    ) -> Option<(EtcdAccess, EtcdView)> {
+        let mut access = access.clone();
+        access.credentials = Some(("root".to_string(), password.to_string()));
+        let view = self.observe_etcd(members, &access).await;
+        (!refuses_anonymous(&view)).then_some((access, view))
+    }
+
     /// What etcd says, asked at the client URLs of the members that have a Pod. The view keeps
     /// those URLs as the planner knows them, whatever address [`EtcdUrlMap`] dialled.
     async fn observe_etcd(&self, members: &[ObservedMember], access: &EtcdAccess) -> EtcdView {
@@ -538,15 +543,6 @@ impl Observer {
         }
         view
     }
-}
-
-/// A cert-manager kind (`Certificate`, `Issuer`, `ClusterIssuer`) as a dynamic resource.
-pub fn cert_manager_resource(kind: &str) -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk(
-        certmanager::GROUP,
-        certmanager::VERSION,
-        kind,
-    ))
 }
 
 /// The DNS names a member certificate must be valid for: `<member>.<cluster>.<ns>.svc` of
@@ -579,6 +575,17 @@ fn auth_wanted(cluster: &EtcdCluster) -> bool {
 }
 
 /// Every endpoint that answered at all refused for want of credentials.
+/// The name of `spec.auth.rootCredentialsSecretRef`.
+fn root_credentials_secret(cluster: &EtcdCluster) -> String {
+    cluster
+        .spec
+        .auth
+        .as_ref()
+        .and_then(|a| a.root_credentials_secret_ref.as_ref())
+        .map(|r| r.name.clone())
+        .unwrap_or_default()
+}
+
 fn refuses_anonymous(view: &EtcdView) -> bool {
     let denied =
         |e: &crate::etcd::EtcdError| e.kind == crate::etcd::EtcdErrorKind::PermissionDenied;

@@ -23,6 +23,11 @@ use crate::build::{client_service_name, headless_service_name};
 pub const GROUP: &str = "cert-manager.io";
 pub const VERSION: &str = "v1";
 
+/// A cert-manager kind (`Certificate`, `Issuer`, `ClusterIssuer`) as a dynamic resource.
+pub fn resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, VERSION, kind))
+}
+
 /// What a Certificate is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CertificateRole {
@@ -137,8 +142,7 @@ pub fn certificate_object(
 ) -> Result<DynamicObject, crate::build::BuildError> {
     let owner = crate::build::cluster_owner_reference(cluster)?;
     let name = cluster.metadata.name.clone().unwrap_or_default();
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, VERSION, "Certificate"));
-    let mut object = DynamicObject::new(&wanted.name, &resource)
+    let mut object = DynamicObject::new(&wanted.name, &resource("Certificate"))
         .within(cluster.metadata.namespace.as_deref().unwrap_or_default())
         .data(json!({"spec": wanted.spec}));
     object.metadata.labels = Some([(CLUSTER.to_string(), name)].into_iter().collect());

@@ -131,6 +131,20 @@ pub fn condition(cluster: &EtcdCluster, kind: &str) -> Option<String> {
         .map(|c| c.status.clone())
 }
 
+/// The reason and message of the cluster's Progressing condition, read now.
+#[allow(dead_code)]
+pub async fn progressing(client: &Client, namespace: &str, name: &str) -> (String, String) {
+    get_cluster(client, namespace, name)
+        .await
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Progressing")
+        .map(|c| (c.reason, c.message))
+        .unwrap_or_default()
+}
+
 /// kubectl against the sandbox; returns (success, stdout, stderr).
 pub fn kubectl(sandbox: &TestSandbox, args: &[&str]) -> (bool, String, String) {
     kubectl_with_stdin(sandbox, args, None)
