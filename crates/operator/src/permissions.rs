@@ -85,8 +85,8 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
     Permission {
         group: "",
         resource: "secrets",
-        verbs: &["get"],
-        used_by: "observe reads (only) the TLS Secrets named in spec.tls, by name, at every pass",
+        verbs: &["get", "create", "update"],
+        used_by: "observe reads the TLS Secrets of spec.tls by name at every pass; with operatorIssued, act writes the cluster's CA, each member's and the operator's certificate Secrets",
     },
     Permission {
         group: "cert-manager.io",

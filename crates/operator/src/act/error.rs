@@ -63,6 +63,10 @@ pub enum ActError {
     /// An object could not be built.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// An operator-issued certificate could not be made (its CA unusable, a name that is no
+    /// DNS name).
+    #[error("issuing a certificate: {why}")]
+    Certificate { why: String },
 }
 
 impl ActError {
@@ -92,6 +96,7 @@ impl ActError {
             ActError::NoEndpoint { .. } => "no_endpoint",
             ActError::NotObserved { .. } => "not_observed",
             ActError::Build(_) => "build",
+            ActError::Certificate { .. } => "certificate",
         }
     }
 

@@ -162,7 +162,8 @@ pub async fn perform(
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. }
         | Step::EnableAuth
-        | Step::ChangeRootPassword => Ok(None),
+        | Step::ChangeRootPassword
+        | Step::IssueCertificate { .. } => Ok(None),
     }
 }
 

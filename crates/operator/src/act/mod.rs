@@ -13,6 +13,7 @@
 
 mod error;
 mod etcd_steps;
+mod issue;
 mod kube_steps;
 mod status;
 mod written;
@@ -125,6 +126,11 @@ async fn perform(
             // Recorded at once: from now on the operator authenticates (a crash before this
             // write is found by the next observation, which etcd refuses anonymously).
             Ok(Some(status::latch_auth_enabled(ctx, observed).await?))
+        }
+        Step::IssueCertificate { secret, what, .. } => {
+            issue::perform(ctx, secret, what, observed).await?;
+            // Secrets are not in the caches: the next pass reads them again.
+            Ok(None)
         }
         step => kube_steps::perform(ctx, step, observed).await,
     }

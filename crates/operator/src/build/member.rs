@@ -85,7 +85,7 @@ pub fn new_member(
             cluster_token: token,
             replicas: Some(1),
             dormant: None,
-            tls: member_tls(cluster, &cluster_name),
+            tls: member_tls(cluster, &cluster_name, name),
             restore,
         },
         status: None,
@@ -102,30 +102,40 @@ pub fn seed_initial_cluster(cluster: &EtcdCluster, seed: &str) -> String {
     )
 }
 
-/// What a member's Pod needs of the cluster's TLS: the Secret names (user-provided, or the
-/// ones cert-manager fills, `<cluster>-server-tls` and `<cluster>-peer-tls`) and whether
-/// clients must present certificates.
-fn member_tls(cluster: &EtcdCluster, name: &str) -> Option<EtcdMemberTls> {
+/// What a member's Pod needs of the cluster's TLS: the Secret names (user-provided, the ones
+/// cert-manager fills, `<cluster>-server-tls` and `<cluster>-peer-tls`, or the member's own
+/// operator-issued `<member>-tls`, which serves both listeners) and whether clients must
+/// present certificates.
+fn member_tls(cluster: &EtcdCluster, name: &str, member_name: &str) -> Option<EtcdMemberTls> {
     let tls = cluster.spec.tls.as_ref()?;
     let reference = |n: String| Some(LocalObjectReference { name: n });
     let mut member = EtcdMemberTls::default();
     if let Some(client) = &tls.client {
+        let own = crate::security::issuer::member_secret_name(member_name);
         member.client_server_secret_ref = match (&client.server_secret_ref, &client.cert_manager) {
             (Some(secret), _) => Some(secret.clone()),
             (None, Some(_)) => reference(format!("{name}-server-tls")),
+            (None, None) if client.operator_issued.is_some() => reference(own),
             (None, None) => None,
         };
         let mutual = client.operator_client_secret_ref.is_some()
             || client
                 .cert_manager
                 .as_ref()
-                .is_some_and(|c| c.operator_client_issuer_ref.is_some());
+                .is_some_and(|c| c.operator_client_issuer_ref.is_some())
+            || client
+                .operator_issued
+                .as_ref()
+                .is_some_and(|o| o.is_mutual());
         member.client_mtls = mutual.then_some(true);
     }
     if let Some(peer) = &tls.peer {
         member.peer_secret_ref = match (&peer.secret_ref, &peer.cert_manager) {
             (Some(secret), _) => Some(secret.clone()),
             (None, Some(_)) => reference(format!("{name}-peer-tls")),
+            (None, None) if peer.operator_issued.is_some() => {
+                reference(crate::security::issuer::member_secret_name(member_name))
+            }
             (None, None) => None,
         };
     }

@@ -31,7 +31,9 @@ use crate::build::{
 };
 use crate::etcd::{ClientTls, EtcdAccess, EtcdView, Timeouts, observe_cluster};
 use crate::plan::{CertificateFacts, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
-use crate::security::{CertificateValidity, Purpose, certmanager, check_tls_secret};
+use crate::security::{
+    CertificateValidity, Purpose, TlsMaterial, certmanager, check_tls_secret,
+};
 
 /// What `observe` reads with.
 #[derive(Clone)]
@@ -238,27 +240,8 @@ impl Observer {
                 check_tls_secret(&secret, found.as_ref(), purpose, ca.as_deref(), &names, now)
             }
         };
-        // Operator-issued certificates: the API takes them, the issuing is not built yet.
-        for (side, asked) in [
-            (
-                "client",
-                tls.client
-                    .as_ref()
-                    .is_some_and(|c| c.operator_issued.is_some()),
-            ),
-            (
-                "peer",
-                tls.peer
-                    .as_ref()
-                    .is_some_and(|p| p.operator_issued.is_some()),
-            ),
-        ] {
-            if asked {
-                facts.problems.push(format!(
-                    "spec.tls.{side}.operatorIssued: operator-issued certificates are not implemented yet; use your own Secrets or certManager"
-                ));
-            }
-        }
+        // Operator-issued certificates: the CA, each member's, the operator's.
+        self.observe_issued(cluster, members, &mut facts).await;
         // cert-manager's Certificates first: their Secrets are then checked like a user's.
         let certificates = self.observe_certificates(cluster, &mut facts).await;
         // A Secret problem of a Certificate that is not Ready is explained by the Certificate.
@@ -334,6 +317,192 @@ impl Observer {
         }
         facts.certificates = certificates;
         facts
+    }
+
+    /// Operator-issued certificates (`spec.tls.*.operatorIssued`): the CA Secret, each
+    /// member's Secret and the operator's client Secret, each judged current, missing or due
+    /// (the planner issues what is missing or due). With the client side operator-issued, the
+    /// operator dials etcd with the CA and, under mutual TLS, its own certificate.
+    async fn observe_issued(
+        &self,
+        cluster: &EtcdCluster,
+        members: &[ObservedMember],
+        facts: &mut SecurityFacts,
+    ) {
+        use crate::plan::{IssuedFacts, IssuedMember, IssuedState};
+        use crate::security::issuer;
+        let Some(tls) = cluster.spec.tls.as_ref() else {
+            return;
+        };
+        let Some(lifetimes) = tls.operator_issued_lifetimes() else {
+            return;
+        };
+        let lifetimes = match lifetimes {
+            Ok(lifetimes) => lifetimes,
+            Err(problem) => {
+                facts.problems.push(format!("spec.tls: {problem}"));
+                return;
+            }
+        };
+        let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+        let name = cluster.metadata.name.clone().unwrap_or_default();
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let mut issued = IssuedFacts::default();
+        let ca_name = issuer::ca_secret_name(&name);
+        let read = |secret: String| {
+            let api = api.clone();
+            async move {
+                api.get_opt(&secret)
+                    .await
+                    .map_err(|e| format!("Secret {secret} cannot be read: {e}"))
+            }
+        };
+        let ca = match read(ca_name.clone()).await {
+            Err(problem) => {
+                facts.problems.push(problem);
+                issued.ca = IssuedState::Blocked;
+                None
+            }
+            Ok(None) => {
+                issued.ca = IssuedState::Missing;
+                None
+            }
+            Ok(Some(secret)) => match issuer::ca_from_secret(&ca_name, &secret) {
+                Ok(ca) => {
+                    facts.validity.push(CertificateValidity {
+                        secret: ca_name.clone(),
+                        what: "operator-issued CA",
+                        not_before: ca.not_before,
+                        not_after: ca.not_after,
+                        renew_at: None,
+                    });
+                    Some(ca)
+                }
+                Err(problem) => {
+                    facts.problems.push(format!(
+                        "{problem}; the operator made this Secret and signs every member's certificate with it: restore it from a backup"
+                    ));
+                    issued.ca = IssuedState::Blocked;
+                    None
+                }
+            },
+        };
+        let ca_pem = ca.as_ref().map(|c| c.cert_pem.clone().into_bytes());
+        // A leaf Secret judged against the CA: current, missing, or due (and why); with its
+        // material and validity when it is usable.
+        let judge = |secret_name: &str,
+                     secret: Option<&Secret>,
+                     purpose: Purpose,
+                     names: &[String],
+                     owner: Option<&str>|
+         -> (IssuedState, Option<(TlsMaterial, CertificateValidity)>) {
+            let Some(secret) = secret else {
+                return (IssuedState::Missing, None);
+            };
+            let Some(ca_pem) = ca_pem.as_deref() else {
+                return (IssuedState::Blocked, None);
+            };
+            if let Some(uid) = owner
+                && !owned_by(secret, uid)
+            {
+                return (
+                    IssuedState::Due(
+                        "the Secret belonged to an earlier member of the same name".to_string(),
+                    ),
+                    None,
+                );
+            }
+            let ca_for_check = (purpose == Purpose::OperatorClient).then_some(ca_pem);
+            match check_tls_secret(secret_name, Some(secret), purpose, ca_for_check, names, now) {
+                Err(problem) => (IssuedState::Due(problem), None),
+                Ok(m)
+                    if purpose != Purpose::OperatorClient
+                        && m.ca_pem.as_deref() != Some(ca_pem) =>
+                {
+                    (
+                        IssuedState::Due("its ca.crt is not the cluster's CA".to_string()),
+                        None,
+                    )
+                }
+                Ok(m) => {
+                    let due_at =
+                        issuer::renewal_time(m.not_before, m.not_after, lifetimes.renew_before);
+                    let mut validity = CertificateValidity::of(secret_name, purpose, &m);
+                    // Expiring only when a renewal that was due has not happened.
+                    validity.renew_at = Some(due_at + RENEWAL_GRACE);
+                    let state = if now >= due_at {
+                        IssuedState::Due(format!("renewal due: it expires at {}", m.not_after))
+                    } else {
+                        IssuedState::Current
+                    };
+                    (state, Some((m, validity)))
+                }
+            }
+        };
+        let headless = headless_service_name(&name);
+        let mut signed_by_lost_ca = false;
+        for m in members {
+            if m.member.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let member = m.member.metadata.name.clone().unwrap_or_default();
+            let uid = m.member.metadata.uid.clone().unwrap_or_default();
+            let secret_name = issuer::member_secret_name(&member);
+            let secret = match read(secret_name.clone()).await {
+                Ok(secret) => secret,
+                Err(problem) => {
+                    facts.problems.push(problem);
+                    continue;
+                }
+            };
+            if ca.is_none() && secret.as_ref().is_some_and(|s| owned_by(s, &uid)) {
+                signed_by_lost_ca = true;
+            }
+            let names = [format!("{member}.{headless}.{namespace}.svc")];
+            let (state, usable) =
+                judge(&secret_name, secret.as_ref(), Purpose::Server, &names, Some(&uid));
+            facts.validity.extend(usable.map(|(_, validity)| validity));
+            issued.members.push(IssuedMember { member, uid, state });
+        }
+        if signed_by_lost_ca && issued.ca == IssuedState::Missing {
+            facts.problems.push(format!(
+                "Secret {ca_name} (operator-issued CA) is gone, but the members run on certificates it signed; restore it from a backup (a new CA would need a CA rotation, which is not implemented yet)"
+            ));
+            issued.ca = IssuedState::Blocked;
+        }
+        let client_issued = tls.client.as_ref().and_then(|c| c.operator_issued.as_ref());
+        let mut identity = None;
+        if client_issued.is_some_and(|c| c.is_mutual()) {
+            let secret_name = issuer::operator_client_secret_name(&name);
+            let state = match read(secret_name.clone()).await {
+                Err(problem) => {
+                    facts.problems.push(problem);
+                    IssuedState::Blocked
+                }
+                Ok(secret) => {
+                    let (state, usable) = judge(
+                        &secret_name,
+                        secret.as_ref(),
+                        Purpose::OperatorClient,
+                        &[],
+                        None,
+                    );
+                    if let Some((m, validity)) = usable {
+                        facts.validity.push(validity);
+                        identity = Some((m.cert_pem, m.key_pem));
+                    }
+                    state
+                }
+            };
+            issued.operator_client = Some(state);
+        }
+        if client_issued.is_some()
+            && let Some(ca_pem) = ca_pem
+        {
+            facts.access.tls = Some(ClientTls { ca_pem, identity });
+        }
+        facts.issued = Some(issued);
     }
 
     /// The cert-manager Certificates the spec asks for: each as it is in the API (or missing),
@@ -543,6 +712,20 @@ impl Observer {
         }
         view
     }
+}
+
+/// How long past its renewal time an operator-issued certificate may stay before it counts as
+/// expiring (the renewal runs at the next pass; only one that did not happen is reported).
+const RENEWAL_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether `secret` is owned by the object with `uid`.
+fn owned_by(secret: &Secret, uid: &str) -> bool {
+    secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == uid)
 }
 
 /// The DNS names a member certificate must be valid for: `<member>.<cluster>.<ns>.svc` of

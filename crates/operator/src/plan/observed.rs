@@ -56,6 +56,44 @@ pub struct SecurityFacts {
     pub validity: Vec<crate::security::CertificateValidity>,
     /// The cert-manager Certificates `spec.tls` asks for, as observed.
     pub certificates: Vec<CertificateFacts>,
+    /// Operator-issued certificates (`spec.tls.*.operatorIssued`), as observed; `None` without.
+    pub issued: Option<IssuedFacts>,
+}
+
+/// The operator-issued certificates of a cluster: its CA, each member's, the operator's own.
+#[derive(Clone, Debug, Default)]
+pub struct IssuedFacts {
+    /// The CA Secret `<cluster>-ca`.
+    pub ca: IssuedState,
+    /// Each EtcdMember that is not being deleted, in member order.
+    pub members: Vec<IssuedMember>,
+    /// The operator's client certificate; `None` when the client API is not mutual TLS.
+    pub operator_client: Option<IssuedState>,
+}
+
+/// One member's operator-issued certificate.
+#[derive(Clone, Debug)]
+pub struct IssuedMember {
+    pub member: String,
+    /// The EtcdMember's UID, which owns the Secret.
+    pub uid: String,
+    pub state: IssuedState,
+}
+
+/// An operator-issued Secret as observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum IssuedState {
+    /// Usable, signed by the current CA, not yet due for renewal.
+    #[default]
+    Current,
+    /// Not there yet.
+    Missing,
+    /// To be issued again, and why (renewal due, signed by another CA, owned by an earlier
+    /// member of the same name, names or usages not right, unusable).
+    Due(String),
+    /// Cannot be issued: the reason is among the security problems (for the CA: gone while
+    /// members run on certificates it signed).
+    Blocked,
 }
 
 /// One cert-manager Certificate the operator wants, as the API has it.

@@ -96,6 +96,16 @@ pub enum Step {
         patch: Option<Box<serde_json::Value>>,
     },
 
+    /// Operator-issued certificates (`spec.tls.*.operatorIssued`): make the cluster's CA, a
+    /// member's certificate, or the operator's client certificate, and write it to its Secret
+    /// (`secret`), created or replaced. `act` generates the key and signs with the CA read from
+    /// its Secret; no key material is part of a step. `why` says what made it due.
+    IssueCertificate {
+        secret: String,
+        what: IssuedCertificate,
+        why: String,
+    },
+
     /// etcd MemberAdd as a learner with the member's peer URL. `act` may record the returned
     /// ID in `status.memberID`; if it does not (or crashes first), the next pass adopts the
     /// learner by its peer URL. `UnhealthyCluster` and `TooManyLearners` are retried after
@@ -131,6 +141,28 @@ pub enum Step {
     },
 }
 
+/// What [`Step::IssueCertificate`] makes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IssuedCertificate {
+    /// The cluster's CA (Secret `<cluster>-ca`, owned by the EtcdCluster).
+    Ca,
+    /// A member's certificate for both listeners (Secret `<member>-tls`, owned by that
+    /// EtcdMember, whose UID is `uid`).
+    Member { member: String, uid: String },
+    /// The operator's client certificate (Secret `<cluster>-operator-client-tls`).
+    OperatorClient,
+}
+
+impl IssuedCertificate {
+    pub fn describe(&self) -> String {
+        match self {
+            IssuedCertificate::Ca => "the cluster's CA".to_string(),
+            IssuedCertificate::Member { member, .. } => format!("the certificate of member {member}"),
+            IssuedCertificate::OperatorClient => "the operator's client certificate".to_string(),
+        }
+    }
+}
+
 /// The kind of a [`Step`], without its payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StepKind {
@@ -153,6 +185,7 @@ pub enum StepKind {
     LabelPod,
     SetPodStart,
     ApplyCertificate,
+    IssueCertificate,
     AddLearner,
     PromoteLearner,
     RemoveEtcdMember,
@@ -183,6 +216,7 @@ impl Step {
             Step::LabelPod { .. } => StepKind::LabelPod,
             Step::SetPodStart { .. } => StepKind::SetPodStart,
             Step::ApplyCertificate { .. } => StepKind::ApplyCertificate,
+            Step::IssueCertificate { .. } => StepKind::IssueCertificate,
             Step::AddLearner { .. } => StepKind::AddLearner,
             Step::PromoteLearner { .. } => StepKind::PromoteLearner,
             Step::RemoveEtcdMember { .. } => StepKind::RemoveEtcdMember,
@@ -267,6 +301,7 @@ impl Step {
                 object: Some(_), ..
             } => "CertificateCreated",
             Step::ApplyCertificate { .. } => "CertificateUpdated",
+            Step::IssueCertificate { .. } => "CertificateIssued",
             Step::AddLearner { .. } => "LearnerAdded",
             Step::PromoteLearner { .. } => "LearnerPromoted",
             Step::RemoveEtcdMember { .. } => "MemberRemoved",
@@ -341,6 +376,9 @@ impl Step {
                 ),
                 (None, None) => format!("cert-manager Certificate {name} left as it is"),
             },
+            Step::IssueCertificate { secret, what, why } => {
+                format!("{} issued into Secret {secret} ({why})", what.describe())
+            }
             Step::AddLearner { member, peer_url } => {
                 format!("member {member} added to etcd as a learner at {peer_url}")
             }

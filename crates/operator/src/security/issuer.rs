@@ -16,10 +16,6 @@
 //!
 //! Each Secret has the type `kubernetes.io/tls` and passes [`crate::security::check_tls_secret`]
 //! for its purpose.
-// Built with the tests only until rcgen is a normal dependency of this crate: it is in
-// [dev-dependencies] of crates/operator/Cargo.toml today. Move it to [dependencies] and delete
-// this line to use the module from the reconciler.
-#![cfg(test)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -221,6 +217,21 @@ pub fn renewal_due(
         i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
     });
     now.as_second() >= not_after.as_second().saturating_sub(before)
+}
+
+/// When a leaf valid from `not_before` to `not_after` is due for renewal (see
+/// [`renewal_due`]).
+pub fn renewal_time(
+    not_before: Timestamp,
+    not_after: Timestamp,
+    renew_before: Option<Duration>,
+) -> Timestamp {
+    let lifetime = (not_after.as_second() - not_before.as_second()).max(0);
+    let before = renew_before.map_or(lifetime / 3, |d| {
+        i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+    });
+    Timestamp::from_second(not_after.as_second().saturating_sub(before).max(0))
+        .unwrap_or(not_after)
 }
 
 /// Whether the CA is due for renewal at `now`: when a third of its lifetime is left. (A new

@@ -194,6 +194,9 @@ pub struct CertificateValidity {
     pub what: &'static str,
     pub not_before: Timestamp,
     pub not_after: Timestamp,
+    /// When it counts as expiring, for certificates the operator renews itself (a little past
+    /// their renewal time); `None` means in its last third of validity.
+    pub renew_at: Option<Timestamp>,
 }
 
 impl CertificateValidity {
@@ -203,6 +206,7 @@ impl CertificateValidity {
             what: purpose.what(),
             not_before: material.not_before,
             not_after: material.not_after,
+            renew_at: None,
         }
     }
 
@@ -214,6 +218,9 @@ impl CertificateValidity {
     /// In its last third of validity: past the point where cert-manager (and the operator's
     /// own renewal) renews, so a certificate still here at that point was not renewed.
     pub fn expiring(&self, now: Timestamp) -> bool {
+        if let Some(renew_at) = self.renew_at {
+            return now >= renew_at;
+        }
         let lifetime = self.not_after.as_second() - self.not_before.as_second();
         self.seconds_left(now) < lifetime / 3
     }
@@ -602,6 +609,7 @@ mod tests {
             what: Purpose::Peer.what(),
             not_before: at(from),
             not_after: at(to),
+            renew_at: None,
         };
         // 90 days of validity: renewed at 60 (cert-manager's two thirds) is fine.
         let peer = cert("peer", 0, 90);

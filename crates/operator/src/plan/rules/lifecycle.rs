@@ -236,6 +236,62 @@ pub fn certificates(ctx: &Context<'_>) -> Option<Decision> {
     })
 }
 
+/// Operator-issued certificates (`spec.tls.*.operatorIssued`): the CA first when it is
+/// missing, then each member's certificate that is missing or due (in member order), then the
+/// operator's client certificate. Before the Secret problems and everything else: a member's
+/// Pod mounts its certificate, so it exists before the Pod is created, and a renewal is never
+/// held back by a step that waits.
+pub fn issued_certificates(ctx: &Context<'_>) -> Option<Decision> {
+    use crate::plan::{IssuedCertificate, IssuedState};
+    use crate::security::issuer;
+    let issued = ctx.observed.security.issued.as_ref()?;
+    let cluster = ctx.observed.cluster.metadata.name.as_deref().unwrap_or_default();
+    let issue = |secret: String, what: IssuedCertificate, why: &str| {
+        Some(Decision::act(Step::IssueCertificate {
+            secret,
+            what,
+            why: why.to_string(),
+        }))
+    };
+    match &issued.ca {
+        IssuedState::Missing => {
+            return issue(
+                issuer::ca_secret_name(cluster),
+                IssuedCertificate::Ca,
+                "the cluster has no CA yet",
+            );
+        }
+        IssuedState::Current => {}
+        // A CA that cannot sign is among the security problems (rule below).
+        IssuedState::Due(_) | IssuedState::Blocked => return None,
+    }
+    for m in &issued.members {
+        let why = match &m.state {
+            IssuedState::Missing => "the member has no certificate yet",
+            IssuedState::Due(why) => why.as_str(),
+            IssuedState::Current | IssuedState::Blocked => continue,
+        };
+        return issue(
+            issuer::member_secret_name(&m.member),
+            IssuedCertificate::Member {
+                member: m.member.clone(),
+                uid: m.uid.clone(),
+            },
+            why,
+        );
+    }
+    let why = match issued.operator_client.as_ref()? {
+        IssuedState::Missing => "the operator has no client certificate yet",
+        IssuedState::Due(why) => why.as_str(),
+        IssuedState::Current | IssuedState::Blocked => return None,
+    };
+    issue(
+        issuer::operator_client_secret_name(cluster),
+        IssuedCertificate::OperatorClient,
+        why,
+    )
+}
+
 /// The root password in its Secret changed and etcd still has the earlier one: change it, so
 /// the operator (and every client given the new one) authenticates again. Right after the
 /// Secret problems: every later etcd step needs working credentials.

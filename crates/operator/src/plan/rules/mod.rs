@@ -12,7 +12,8 @@
 //! 10. cluster operations behind the readiness gate.
 //!
 //! Between 2 and 3 sit cert-manager's Certificates (created, and patched back when they
-//! differ from what the operator sets), the TLS Secrets (unusable ones stop everything but
+//! differ from what the operator sets), operator-issued certificates (the CA, each member's,
+//! the operator's, issued when missing or due), the TLS Secrets (unusable ones stop everything but
 //! deletion, with the reason), a changed root password applied, a safety stop: etcd answering with a cluster ID other than the one
 //! latched means our members talk to another cluster, and nothing may act on it; and the
 //! start instructions of the Pods (`start`): a member that has started restarts only on its
@@ -35,10 +36,11 @@ pub use lifecycle::QUORUM_RECOVERY_CONDITION;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {
-    let rules: [fn(&Context<'_>) -> Option<Decision>; 15] = [
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 16] = [
         lifecycle::cluster_deletion,
         lifecycle::paused,
         lifecycle::certificates,
+        lifecycle::issued_certificates,
         lifecycle::security_problems,
         lifecycle::root_password_change,
         lifecycle::foreign_cluster_id,

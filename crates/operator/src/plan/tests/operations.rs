@@ -544,6 +544,7 @@ fn an_expiring_certificate_is_a_false_condition_and_one_warning() {
         what: Purpose::Peer.what(),
         not_before: days(-80),
         not_after: days(10),
+        renew_at: None,
     }];
     let plan = fx.plan();
     let status = plan.cluster_status.clone().expect("the status changes");
@@ -600,4 +601,83 @@ fn an_expiring_certificate_is_a_false_condition_and_one_warning() {
             .iter()
             .all(|c| c.type_ != CERTIFICATES_VALID)
     );
+}
+
+/// Operator-issued certificates: the CA first, then each member's missing or due certificate in
+/// member order, then the operator's; before the Secret problems and Pod creation (a Pod mounts
+/// its member's certificate); nothing while the CA is blocked (its reason is a problem), and
+/// deletion and pause still come first.
+#[test]
+fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operator() {
+    use crate::plan::{IssuedCertificate, IssuedFacts, IssuedMember, IssuedState};
+
+    let issued_step = |fx: &Fx| match fx.step() {
+        Step::IssueCertificate { secret, what, why } => Some((secret, what, why)),
+        _ => None,
+    };
+    let mut fx = Fx::empty(3);
+    let member = |name: &str, state: IssuedState| IssuedMember {
+        member: name.into(),
+        uid: format!("uid-{name}"),
+        state,
+    };
+    fx.obs.security.issued = Some(IssuedFacts {
+        ca: IssuedState::Missing,
+        members: vec![],
+        operator_client: Some(IssuedState::Missing),
+    });
+    let (secret, what, _) = issued_step(&fx).expect("the CA is issued");
+    assert_eq!((secret.as_str(), what), ("etcd-ca", IssuedCertificate::Ca));
+
+    // The CA there, a member without its certificate and one due: the first in member order.
+    let issued = fx.obs.security.issued.as_mut().unwrap();
+    issued.ca = IssuedState::Current;
+    issued.members = vec![
+        member("etcd-0", IssuedState::Current),
+        member("etcd-1", IssuedState::Due("renewal due".into())),
+        member("etcd-2", IssuedState::Missing),
+    ];
+    let (secret, what, why) = issued_step(&fx).expect("a member's certificate is issued");
+    assert_eq!(secret, "etcd-1-tls");
+    assert_eq!(
+        what,
+        IssuedCertificate::Member {
+            member: "etcd-1".into(),
+            uid: "uid-etcd-1".into()
+        }
+    );
+    assert_eq!(why, "renewal due");
+    // Before a Secret problem of another side, which would hold everything else back.
+    fx.obs.security.problems = vec!["Secret peer not found".into()];
+    assert_eq!(issued_step(&fx).unwrap().0, "etcd-1-tls");
+    fx.obs.security.problems.clear();
+
+    let issued = fx.obs.security.issued.as_mut().unwrap();
+    issued.members[1].state = IssuedState::Current;
+    assert_eq!(issued_step(&fx).unwrap().0, "etcd-2-tls");
+    let issued = fx.obs.security.issued.as_mut().unwrap();
+    issued.members[2].state = IssuedState::Current;
+    let (secret, what, _) = issued_step(&fx).expect("the operator's certificate");
+    assert_eq!(
+        (secret.as_str(), what),
+        ("etcd-operator-client-tls", IssuedCertificate::OperatorClient)
+    );
+    let issued = fx.obs.security.issued.as_mut().unwrap();
+    issued.operator_client = Some(IssuedState::Current);
+    assert!(issued_step(&fx).is_none(), "all current: the cluster carries on");
+    assert_eq!(fx.step().kind(), StepKind::CreateMember);
+
+    // A blocked CA issues nothing, whatever the members need; its problem is what waits.
+    let issued = fx.obs.security.issued.as_mut().unwrap();
+    issued.ca = IssuedState::Blocked;
+    issued.members[0].state = IssuedState::Missing;
+    fx.obs.security.problems = vec!["Secret etcd-ca (operator-issued CA) is gone".into()];
+    assert!(issued_step(&fx).is_none());
+    assert_eq!(wait_reason(&fx.step()), WaitReason::InvalidSecret);
+
+    // Paused: nothing is issued.
+    fx.obs.security.problems.clear();
+    fx.obs.security.issued.as_mut().unwrap().ca = IssuedState::Missing;
+    fx.obs.cluster.spec.paused = Some(true);
+    assert!(issued_step(&fx).is_none(), "pause first");
 }

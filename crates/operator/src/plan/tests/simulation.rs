@@ -21,6 +21,8 @@ struct Sim {
     fx: Fx,
     t: i64,
     steps: Vec<StepKind>,
+    /// Operator-issued certificates: the Secrets issued so far (`None`: the cluster has none).
+    issued: Option<std::collections::BTreeSet<String>>,
 }
 
 impl Sim {
@@ -29,12 +31,49 @@ impl Sim {
             fx,
             t: 100_000,
             steps: Vec::new(),
+            issued: None,
         }
+    }
+
+    /// What `observe` reads of the operator-issued Secrets in the simulated world.
+    fn observe_issued(&mut self) {
+        use crate::plan::{IssuedFacts, IssuedMember, IssuedState};
+        let Some(secrets) = &self.issued else {
+            return;
+        };
+        let state = |secret: String| {
+            if secrets.contains(&secret) {
+                IssuedState::Current
+            } else {
+                IssuedState::Missing
+            }
+        };
+        let members = self
+            .fx
+            .obs
+            .members
+            .iter()
+            .filter(|m| m.member.metadata.deletion_timestamp.is_none())
+            .map(|m| {
+                let name = m.member.metadata.name.clone().unwrap();
+                IssuedMember {
+                    uid: format!("uid-{name}"),
+                    state: state(format!("{name}-tls")),
+                    member: name,
+                }
+            })
+            .collect();
+        self.fx.obs.security.issued = Some(IssuedFacts {
+            ca: state(format!("{CLUSTER}-ca")),
+            members,
+            operator_client: Some(state(format!("{CLUSTER}-operator-client-tls"))),
+        });
     }
 
     /// Runs passes until the planner is idle; panics after `limit`.
     fn run(&mut self, limit: usize, crash: Crash) {
         for pass in 0..limit {
+            self.observe_issued();
             let plan = plan_next_step(&self.fx.obs, at(self.t));
             self.t += 1;
             if plan.step == Step::Idle {
@@ -105,6 +144,13 @@ impl Sim {
             Step::DeletePvc { member, .. } => fx.observed_member(&member).pvc = None,
             Step::CreatePod(pod) => {
                 let name = pod.metadata.name.clone().unwrap();
+                if let Some(secrets) = &self.issued {
+                    assert!(
+                        secrets.contains(&format!("{name}-tls"))
+                            && secrets.contains(&format!("{CLUSTER}-operator-client-tls")),
+                        "Pod {name} created before its certificate: {secrets:?}"
+                    );
+                }
                 let voter_label = pod
                     .metadata
                     .labels
@@ -184,6 +230,10 @@ impl Sim {
                 fx.status_mut().auth_enabled = Some(true);
             }
             Step::ChangeRootPassword => fx.obs.security.root_password_outdated = false,
+            Step::IssueCertificate { secret, .. } => {
+                let secrets = self.issued.as_mut().expect("issued only when asked for");
+                assert!(secrets.insert(secret.clone()), "{secret} issued twice");
+            }
             Step::ApplyCertificate { name, .. } => {
                 let certificates = &mut fx.obs.security.certificates;
                 if let Some(c) = certificates.iter_mut().find(|c| c.wanted.name == name) {
@@ -356,4 +406,37 @@ fn memory_member_loss_is_replaced_by_a_fresh_learner() {
         .position(|k| *k == StepKind::AddLearner)
         .expect("re-added");
     assert!(removed < added, "{steps:?}");
+}
+
+/// Operator-issued certificates through bootstrap and a scale 3→5→3 with crashes between steps:
+/// the CA, each member's certificate and the operator's are issued once each, always before the
+/// Pod that mounts them (asserted at every `CreatePod`), and the cluster converges as without.
+#[test]
+fn operator_issued_certificates_come_before_every_pod_through_bootstrap_and_scaling() {
+    for crash in [Crash::Never, Crash::Every(3), Crash::Every(4)] {
+        let mut sim = Sim::new(Fx::empty(3));
+        sim.issued = Some(Default::default());
+        sim.run(400, crash);
+        sim.assert_converged(3);
+        sim.fx.obs.cluster.spec.replicas = Some(5);
+        sim.run(400, crash);
+        sim.assert_converged(5);
+        sim.fx.obs.cluster.spec.replicas = Some(3);
+        sim.run(400, crash);
+        sim.assert_converged(3);
+        let secrets = sim.issued.as_ref().unwrap();
+        assert_eq!(
+            secrets.iter().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "etcd-0-tls",
+                "etcd-1-tls",
+                "etcd-2-tls",
+                "etcd-3-tls",
+                "etcd-4-tls",
+                "etcd-ca",
+                "etcd-operator-client-tls"
+            ]
+        );
+        assert_eq!(kinds_count(&sim.steps, StepKind::IssueCertificate), 7);
+    }
 }
