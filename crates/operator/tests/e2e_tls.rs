@@ -5,7 +5,9 @@
 //! certificate from another CA are refused by etcd. And bad Secrets: missing, of the wrong
 //! type, a key that is not the certificate's, a certificate from another CA, names that do not
 //! cover the members: each is reported with the Secret's name and the problem, no Pod starts,
-//! and the cluster proceeds by itself once the Secret is fixed.
+//! and the cluster proceeds by itself once the Secret is fixed. cert-manager's Certificates
+//! (through the sandbox's stand-in), and operator-issued certificates renewed every minute and a
+//! half with a TLS client workload writing throughout, past the first certificates' end.
 
 mod support;
 
@@ -740,6 +742,383 @@ async fn renew_server_leaf(tls: &TlsCluster) {
     println!("{namespace}: renewed server leaf served without a restart");
 }
 
+/// An operator-issued cluster: both listeners `operatorIssued`, mutual TLS, auth on, leaves of
+/// four minutes renewed after one and a half (two and a half before they end).
+fn issued_cluster_yaml(namespace: &str, replicas: i32, version: &str) -> String {
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n  tls:\n    client:\n      operatorIssued:\n        certificateDuration: 4m\n        renewBefore: 2m30s\n    peer:\n      operatorIssued:\n        certificateDuration: 4m\n        renewBefore: 2m30s\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n"
+    )
+}
+
+/// A Secret's data as bytes, by key, if the Secret exists.
+fn secret_data(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+) -> Option<(
+    serde_json::Value,
+    std::collections::BTreeMap<String, Vec<u8>>,
+)> {
+    let (ok, out, _) = tokio::task::block_in_place(|| {
+        kubectl(
+            cluster,
+            &["-n", namespace, "get", "secret", name, "-o", "json"],
+        )
+    });
+    if !ok {
+        return None;
+    }
+    let secret: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let data = secret["data"]
+        .as_object()?
+        .iter()
+        .filter_map(|(k, v)| {
+            serde_json::from_value::<k8s_openapi::ByteString>(v.clone())
+                .ok()
+                .map(|b| (k.clone(), b.0))
+        })
+        .collect();
+    Some((secret, data))
+}
+
+/// `openssl x509 -noout <args>` of a PEM certificate.
+fn x509(pem: &[u8], args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cert.pem");
+    std::fs::write(&path, pem).unwrap();
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-in"])
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Operator-issued certificates (the extension): the operator makes the cluster's CA and one
+/// certificate per member (owned by its EtcdMember) and its own; checked with openssl, not
+/// with the code under test. Bootstrap 3 with mutual TLS on both ports and auth, plaintext and
+/// a foreign certificate refused, scale 3 → 5 → 3 (new members get their own certificates, the
+/// removed members' go with them), a member's Pod lost and healed, and short-lived leaves
+/// renewed again and again without a Pod restart while a TLS client with credentials writes
+/// throughout, past the first leaves' expiry, losing nothing.
+async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'static str) {
+    create_namespace(&cluster.client(), namespace).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let password = d.join("password");
+    std::fs::write(&password, ROOT_PASSWORD).unwrap();
+    kubectl_retrying(
+        &cluster,
+        &[
+            "-n",
+            namespace,
+            "create",
+            "secret",
+            "generic",
+            "etcd-root",
+            "--type=kubernetes.io/basic-auth",
+            "--from-literal=username=root",
+            &format!("--from-file=password={}", password.display()),
+        ],
+    );
+    tokio::task::block_in_place(|| cluster.apply(&issued_cluster_yaml(namespace, 3, version)));
+    let ca = {
+        let mut found = None;
+        eventually(&format!("{namespace}: the CA Secret"), LIMIT, || {
+            let got = secret_data(&cluster, namespace, "etcd-ca");
+            let ok = got.is_some();
+            found = got;
+            async move { ok.then_some(()).ok_or("no Secret etcd-ca".to_string()) }
+        })
+        .await;
+        found.unwrap()
+    };
+    let (ca_object, ca_data) = ca;
+    assert_eq!(ca_object["type"], "kubernetes.io/tls");
+    assert_eq!(
+        ca_object["metadata"]["ownerReferences"][0]["kind"], "EtcdCluster",
+        "the CA goes with the cluster"
+    );
+    let ca_text = x509(&ca_data["tls.crt"], &["-text"]);
+    assert!(
+        ca_text.contains("CA:TRUE") && ca_text.contains("prime256v1"),
+        "{namespace}: an ECDSA P-256 CA: {ca_text}"
+    );
+    // The test's own client certificate (CN root), signed with openssl by the cluster's CA,
+    // and a stranger from another CA.
+    std::fs::write(d.join("ca.crt"), &ca_data["tls.crt"]).unwrap();
+    std::fs::write(d.join("ca.key"), &ca_data["tls.key"]).unwrap();
+    make_leaf(d, "ca", "client", "root", None, "clientAuth");
+    make_ca(d, "other-ca");
+    make_leaf(d, "other-ca", "stranger", "root", None, "clientAuth");
+    let tls = TlsCluster {
+        cluster: cluster.clone(),
+        namespace,
+        dir,
+    };
+    let d = tls.dir.path();
+    tls.wait_converged(3).await;
+
+    // Each member has its own certificate, owned by its EtcdMember, valid for its own name
+    // only (and the client Service), chaining to the CA; etcd serves it.
+    let check_member_secrets = |names: &'static [&'static str]| {
+        let (cluster, tls) = (cluster.clone(), &tls);
+        async move {
+            let recorded = members(&cluster.client(), namespace, "etcd").await;
+            for m in names {
+                let (object, data) = secret_data(&cluster, namespace, &format!("{m}-tls"))
+                    .unwrap_or_else(|| panic!("{namespace}: Secret {m}-tls"));
+                let owner = &object["metadata"]["ownerReferences"][0];
+                let uid = recorded
+                    .iter()
+                    .find(|r| r.metadata.name.as_deref() == Some(m))
+                    .and_then(|r| r.metadata.uid.clone());
+                assert_eq!(owner["kind"], "EtcdMember", "{m}");
+                assert_eq!(
+                    owner["uid"].as_str(),
+                    uid.as_deref(),
+                    "{m}: owned by its member"
+                );
+                let sans = x509(&data["tls.crt"], &["-ext", "subjectAltName"]);
+                assert!(
+                    sans.contains(&format!("DNS:{m}.etcd.{namespace}.svc,"))
+                        && sans.contains(&format!("DNS:etcd-client.{namespace}.svc"))
+                        && !sans.contains('*'),
+                    "{m}: {sans}"
+                );
+                let other = if *m == "etcd-0" { "etcd-1" } else { "etcd-0" };
+                assert!(!sans.contains(&format!("DNS:{other}.")), "{m}: {sans}");
+                let leaf = tls.dir.path().join(format!("{m}-leaf.crt"));
+                std::fs::write(&leaf, &data["tls.crt"]).unwrap();
+                let verify = Command::new("openssl")
+                    .arg("verify")
+                    .arg("-CAfile")
+                    .arg(tls.dir.path().join("ca.crt"))
+                    .arg(&leaf)
+                    .output()
+                    .unwrap();
+                assert!(
+                    verify.status.success(),
+                    "{m}: {}",
+                    String::from_utf8_lossy(&verify.stdout)
+                );
+            }
+        }
+    };
+    check_member_secrets(&["etcd-0", "etcd-1", "etcd-2"]).await;
+
+    eventually(
+        &format!("{namespace}: authentication enabled"),
+        LIMIT,
+        || async {
+            let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+            (c.status.and_then(|s| s.auth_enabled) == Some(true))
+                .then_some(())
+                .ok_or_else(|| "status.authEnabled not yet true".to_string())
+        },
+    )
+    .await;
+    let put = tls
+        .etcdctl(&tls.service(), &["put", "sentinel", "present"])
+        .unwrap();
+    assert!(put.contains("OK"), "{put}");
+    let plaintext = format!("http://etcd-client.{namespace}.svc:2379");
+    assert!(
+        etcdctl_tls(&cluster, &plaintext, d, None, None, &["get", "sentinel"]).is_err(),
+        "plaintext refused"
+    );
+    assert!(
+        etcdctl_tls(
+            &cluster,
+            &tls.service(),
+            d,
+            Some("ca"),
+            None,
+            &["get", "sentinel"]
+        )
+        .is_err(),
+        "no client certificate: refused"
+    );
+    assert!(
+        etcdctl_tls(
+            &cluster,
+            &tls.service(),
+            d,
+            Some("ca"),
+            Some("stranger"),
+            &["get", "sentinel"]
+        )
+        .is_err(),
+        "a client certificate from another CA: refused"
+    );
+
+    // The client workload (TLS, the test's certificate, root's password) from here to the end.
+    let secure = support::workload::Secure {
+        ca_pem: std::fs::read(d.join("ca.crt")).unwrap(),
+        identity: Some((
+            std::fs::read(d.join("client.crt")).unwrap(),
+            std::fs::read(d.join("client.key")).unwrap(),
+        )),
+        credentials: Some(("root".to_string(), ROOT_PASSWORD.to_string())),
+    };
+    let workload = support::workload::Workload::start_with(
+        cluster.network.clone(),
+        namespace,
+        "etcd",
+        "issued",
+        Some(secure),
+    );
+    let first_serial = served_serial(&cluster, &format!("etcd-0.etcd.{namespace}.svc:2379"), d)
+        .expect("etcd-0 serves its certificate");
+    let first_expiry = x509(
+        &secret_data(&cluster, namespace, "etcd-0-tls").unwrap().1["tls.crt"],
+        &["-enddate"],
+    );
+
+    tls.scale(5);
+    tls.wait_converged(5).await;
+    check_member_secrets(&["etcd-3", "etcd-4"]).await;
+    tls.scale(3);
+    tls.wait_converged(3).await;
+    for m in ["etcd-3", "etcd-4"] {
+        eventually(
+            &format!("{namespace}: Secret {m}-tls goes with its member"),
+            LIMIT,
+            || async {
+                secret_data(&cluster, namespace, &format!("{m}-tls"))
+                    .is_none()
+                    .then_some(())
+                    .ok_or("still there".to_string())
+            },
+        )
+        .await;
+    }
+    let lost = cluster
+        .member_pod(namespace, "etcd-1")
+        .await
+        .and_then(|p| p.metadata.uid);
+    cluster.delete_member_pod(namespace, "etcd-1").await;
+    eventually(&format!("{namespace}: etcd-1 back"), LIMIT, || async {
+        let pod = cluster
+            .member_pod(namespace, "etcd-1")
+            .await
+            .ok_or("no Pod")?;
+        (pod.metadata.uid != lost
+            && pod.metadata.deletion_timestamp.is_none()
+            && support::cluster::pod_ready(&pod))
+        .then_some(())
+        .ok_or("the new Pod is not there and Ready yet".to_string())
+    })
+    .await;
+    tls.wait_converged(3).await;
+
+    // Renewals: the leaves are renewed every minute and a half. From here, no Pod restarts;
+    // etcd-0 serves a newer certificate than at the start, and the cluster runs past the
+    // first certificates' end.
+    let snapshot_pods = || async {
+        let mut pods = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            let pod = cluster.member_pod(namespace, m).await.expect("a Pod");
+            let restarts: i32 = pod
+                .status
+                .clone()
+                .unwrap_or_default()
+                .container_statuses
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.restart_count)
+                .sum();
+            pods.push((m, pod.metadata.uid.clone(), restarts));
+        }
+        pods
+    };
+    let before = snapshot_pods().await;
+    let not_after = |text: &str| {
+        let date = text.trim().trim_start_matches("notAfter=").to_string();
+        let out = Command::new("date")
+            .args(["-u", "-d", &date, "+%s"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let first_end = not_after(&first_expiry);
+    eventually(
+        &format!("{namespace}: past the first certificates' end, served renewed"),
+        Duration::from_secs(420),
+        || async {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let serial = served_serial(&cluster, &format!("etcd-0.etcd.{namespace}.svc:2379"), d)?;
+            if serial == first_serial {
+                return Err(format!("etcd-0 still serves {serial}"));
+            }
+            (now > first_end + 10).then_some(()).ok_or(format!(
+                "{} s until the first leaves end",
+                first_end + 10 - now.min(first_end + 10)
+            ))
+        },
+    )
+    .await;
+    tls.wait_converged(3).await;
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+    let after = snapshot_pods().await;
+    if after != before {
+        // What ended the containers: their last state and the end of their previous run.
+        let mut why = String::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            let pod = cluster.member_pod(namespace, m).await;
+            let last = pod
+                .and_then(|p| p.status)
+                .and_then(|s| s.container_statuses)
+                .map(|c| format!("{:?}", c.iter().map(|c| &c.last_state).collect::<Vec<_>>()));
+            let (_, log, _) = tokio::task::block_in_place(|| {
+                kubectl(
+                    &cluster,
+                    &["-n", namespace, "logs", m, "--previous", "--tail=25"],
+                )
+            });
+            why.push_str(&format!("--- {m}: {last:?}\n{log}\n"));
+        }
+        let events = cluster.events(namespace).await;
+        panic!(
+            "{namespace}: Pods restarted or replaced through the renewals: before {before:?}, after {after:?}\n{why}\nevents: {events:#?}"
+        );
+    }
+    let events = cluster.events(namespace).await;
+    let renewals = events
+        .iter()
+        .filter(|(reason, m)| reason == "CertificateIssued" && m.contains("renewal due"))
+        .count();
+    assert!(renewals >= 3, "{namespace}: renewals recorded: {events:?}");
+    let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+    assert_eq!(
+        condition(&c, "CertificatesValid").as_deref(),
+        Some("True"),
+        "{namespace}: renewed in time, nothing expiring: {:?}",
+        c.status.map(|s| s.conditions)
+    );
+    let value = tls
+        .etcdctl(&tls.service(), &["get", "sentinel", "--print-value-only"])
+        .unwrap();
+    assert_eq!(value.trim(), "present");
+    println!(
+        "{namespace}: operator-issued certificates renewed {renewals} times without a restart"
+    );
+}
+
 fn cert_manager_cluster_yaml(namespace: &str, replicas: i32) -> String {
     format!(
         "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"3.5.1\"\n  tls:\n    client:\n      certManager:\n        serverIssuerRef:\n          name: ca\n        operatorClientIssuerRef:\n          name: ca\n    peer:\n      certManager:\n        issuerRef:\n          name: ca\n"
@@ -1026,9 +1405,11 @@ async fn e2e_tls_from_user_secrets() {
     let v34 = tokio::spawn(lifecycle(cluster.clone(), "tls-34", "3.4.23"));
     let bad = tokio::spawn(bad_secrets(cluster.clone()));
     let cm = tokio::spawn(cert_manager_lifecycle(cluster.clone()));
+    let issued = tokio::spawn(issued_lifecycle(cluster.clone(), "tls-issued", "3.4.23"));
     v35.await.unwrap();
     v34.await.unwrap();
     bad.await.unwrap();
     cm.await.unwrap();
+    issued.await.unwrap();
     println!("tls: {:.0} s in all", started.elapsed().as_secs_f64());
 }

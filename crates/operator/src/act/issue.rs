@@ -37,8 +37,7 @@ pub async fn perform(
         })?;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let now = Timestamp::now();
-    let cluster_owner = crate::build::cluster_owner_reference(cluster)
-        .map_err(ActError::Build)?;
+    let cluster_owner = crate::build::cluster_owner_reference(cluster).map_err(ActError::Build)?;
     let invalid = |why: String| ActError::Certificate { why };
 
     if *what == IssuedCertificate::Ca {

@@ -31,9 +31,7 @@ use crate::build::{
 };
 use crate::etcd::{ClientTls, EtcdAccess, EtcdView, Timeouts, observe_cluster};
 use crate::plan::{CertificateFacts, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
-use crate::security::{
-    CertificateValidity, Purpose, TlsMaterial, certmanager, check_tls_secret,
-};
+use crate::security::{CertificateValidity, Purpose, TlsMaterial, certmanager, check_tls_secret};
 
 /// What `observe` reads with.
 #[derive(Clone)]
@@ -460,8 +458,13 @@ impl Observer {
                 signed_by_lost_ca = true;
             }
             let names = [format!("{member}.{headless}.{namespace}.svc")];
-            let (state, usable) =
-                judge(&secret_name, secret.as_ref(), Purpose::Server, &names, Some(&uid));
+            let (state, usable) = judge(
+                &secret_name,
+                secret.as_ref(),
+                Purpose::Server,
+                &names,
+                Some(&uid),
+            );
             facts.validity.extend(usable.map(|(_, validity)| validity));
             issued.members.push(IssuedMember { member, uid, state });
         }

@@ -157,7 +157,9 @@ impl IssuedCertificate {
     pub fn describe(&self) -> String {
         match self {
             IssuedCertificate::Ca => "the cluster's CA".to_string(),
-            IssuedCertificate::Member { member, .. } => format!("the certificate of member {member}"),
+            IssuedCertificate::Member { member, .. } => {
+                format!("the certificate of member {member}")
+            }
             IssuedCertificate::OperatorClient => "the operator's client certificate".to_string(),
         }
     }

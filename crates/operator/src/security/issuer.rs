@@ -230,8 +230,7 @@ pub fn renewal_time(
     let before = renew_before.map_or(lifetime / 3, |d| {
         i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
     });
-    Timestamp::from_second(not_after.as_second().saturating_sub(before).max(0))
-        .unwrap_or(not_after)
+    Timestamp::from_second(not_after.as_second().saturating_sub(before).max(0)).unwrap_or(not_after)
 }
 
 /// Whether the CA is due for renewal at `now`: when a third of its lifetime is left. (A new

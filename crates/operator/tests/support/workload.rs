@@ -107,8 +107,18 @@ pub struct Workload {
     label: String,
     network: Arc<ClusterNetwork>,
     endpoint: String,
+    secure: Option<Secure>,
     stop: CancellationToken,
     task: JoinHandle<Journal>,
+}
+
+/// TLS and credentials for a workload on a secured cluster: the CA its server certificates
+/// chain to, the client certificate and key (under mutual TLS), and a user and password.
+#[derive(Clone, Default)]
+pub struct Secure {
+    pub ca_pem: Vec<u8>,
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    pub credentials: Option<(String, String)>,
 }
 
 /// The client URL of the `<cluster>-client` Service.
@@ -125,18 +135,35 @@ impl Workload {
         cluster: &str,
         label: &str,
     ) -> Workload {
-        let endpoint = client_service_url(namespace, cluster);
+        Workload::start_with(network, namespace, cluster, label, None)
+    }
+
+    /// As [`Workload::start`], over TLS (`https`) with `secure`'s CA, certificate and
+    /// credentials when given.
+    pub fn start_with(
+        network: Arc<ClusterNetwork>,
+        namespace: &str,
+        cluster: &str,
+        label: &str,
+        secure: Option<Secure>,
+    ) -> Workload {
+        let mut endpoint = client_service_url(namespace, cluster);
+        if secure.is_some() {
+            endpoint = endpoint.replacen("http://", "https://", 1);
+        }
         let stop = CancellationToken::new();
         let task = tokio::spawn(run(
             network.clone(),
             endpoint.clone(),
             label.to_string(),
             stop.clone(),
+            secure.clone(),
         ));
         Workload {
             label: label.to_string(),
             network,
             endpoint,
+            secure,
             stop,
             task,
         }
@@ -147,7 +174,13 @@ impl Workload {
     pub async fn stop(self) -> WorkloadReport {
         self.stop.cancel();
         let journal = self.task.await.expect("the workload task does not panic");
-        let stored = read_back(&self.network, &self.endpoint, &self.label).await;
+        let stored = read_back(
+            &self.network,
+            &self.endpoint,
+            &self.label,
+            self.secure.as_ref(),
+        )
+        .await;
         let lost = journal
             .acknowledged
             .iter()
@@ -184,6 +217,7 @@ fn key(label: &str, n: u64) -> String {
 pub async fn cluster_client(
     network: &Arc<ClusterNetwork>,
     endpoint: &str,
+    secure: Option<&Secure>,
 ) -> Result<Client, String> {
     let network = network.clone();
     let connector = tower::service_fn(move |uri: http::Uri| {
@@ -195,12 +229,28 @@ pub async fn cluster_client(
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
         }
     });
-    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+    let mut target = tonic::transport::Endpoint::from_shared(endpoint.to_string())
         .map_err(|e| e.to_string())?
         .connect_timeout(REQUEST_TIMEOUT)
-        .timeout(REQUEST_TIMEOUT)
-        .connect_with_connector_lazy(connector);
-    Client::from_channel(etcd_client::Channel::Tonic(channel), None)
+        .timeout(REQUEST_TIMEOUT);
+    let mut options = None;
+    if let Some(secure) = secure {
+        let mut tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(&secure.ca_pem));
+        if let Some((cert, key)) = &secure.identity {
+            tls = tls.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
+        target = target.tls_config(tls).map_err(|e| e.to_string())?;
+        if let Some((user, password)) = &secure.credentials {
+            options = Some(
+                etcd_client::ConnectOptions::new()
+                    .with_timeout(REQUEST_TIMEOUT)
+                    .with_user(user.clone(), password.clone()),
+            );
+        }
+    }
+    let channel = target.connect_with_connector_lazy(connector);
+    Client::from_channel(etcd_client::Channel::Tonic(channel), options)
         .await
         .map_err(|e| e.to_string())
 }
@@ -213,6 +263,7 @@ async fn run(
     endpoint: String,
     label: String,
     stop: CancellationToken,
+    secure: Option<Secure>,
 ) -> Journal {
     let started = Instant::now();
     let mut journal = Journal::default();
@@ -222,7 +273,7 @@ async fn run(
     while !stop.is_cancelled() {
         let current = match client.take() {
             Some(c) => c,
-            None => match cluster_client(&network, &endpoint).await {
+            None => match cluster_client(&network, &endpoint, secure.as_ref()).await {
                 Ok(c) => c,
                 Err(e) => {
                     journal.failed.push(FailedRequest {
@@ -316,13 +367,14 @@ async fn read_back(
     network: &Arc<ClusterNetwork>,
     endpoint: &str,
     label: &str,
+    secure: Option<&Secure>,
 ) -> std::collections::HashMap<u64, String> {
     let prefix = format!("{label}/key-");
     let started = Instant::now();
     let mut last_error = String::new();
     while started.elapsed() < READ_BACK_LIMIT {
         let attempt = async {
-            let client = cluster_client(network, endpoint).await?;
+            let client = cluster_client(network, endpoint, secure).await?;
             let mut kv = client.kv_client();
             let response = tokio::time::timeout(
                 Duration::from_secs(5),

@@ -245,7 +245,13 @@ pub fn issued_certificates(ctx: &Context<'_>) -> Option<Decision> {
     use crate::plan::{IssuedCertificate, IssuedState};
     use crate::security::issuer;
     let issued = ctx.observed.security.issued.as_ref()?;
-    let cluster = ctx.observed.cluster.metadata.name.as_deref().unwrap_or_default();
+    let cluster = ctx
+        .observed
+        .cluster
+        .metadata
+        .name
+        .as_deref()
+        .unwrap_or_default();
     let issue = |secret: String, what: IssuedCertificate, why: &str| {
         Some(Decision::act(Step::IssueCertificate {
             secret,

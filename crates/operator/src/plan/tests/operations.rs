@@ -660,11 +660,17 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
     let (secret, what, _) = issued_step(&fx).expect("the operator's certificate");
     assert_eq!(
         (secret.as_str(), what),
-        ("etcd-operator-client-tls", IssuedCertificate::OperatorClient)
+        (
+            "etcd-operator-client-tls",
+            IssuedCertificate::OperatorClient
+        )
     );
     let issued = fx.obs.security.issued.as_mut().unwrap();
     issued.operator_client = Some(IssuedState::Current);
-    assert!(issued_step(&fx).is_none(), "all current: the cluster carries on");
+    assert!(
+        issued_step(&fx).is_none(),
+        "all current: the cluster carries on"
+    );
     assert_eq!(fx.step().kind(), StepKind::CreateMember);
 
     // A blocked CA issues nothing, whatever the members need; its problem is what waits.
