@@ -95,8 +95,8 @@ async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
     let client = cluster.client();
 
     // TLS sources this operator cannot serve here are said so, and nothing starts: cert-manager
-    // where cert-manager is not installed, and operator-issued certificates (accepted by the
-    // API, not built yet).
+    // where cert-manager is not installed, and operator-issued certificates whose CA Secret
+    // name is taken by a Secret that is no CA (the operator never overwrites it).
     let unservable = [
         (
             "no-cm",
@@ -106,11 +106,16 @@ async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
         (
             "issued",
             "  tls:\n    peer:\n      operatorIssued: {}\n",
-            "operatorIssued: operator-issued certificates are not implemented yet",
+            "Secret etcd-ca (operator-issued CA) has type Opaque; it must be of type kubernetes.io/tls",
         ),
     ];
     for (namespace, tls, said) in unservable {
         create_namespace(&client, namespace).await;
+        if namespace == "issued" {
+            cluster.apply(&format!(
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: etcd-ca\n  namespace: {namespace}\ntype: Opaque\nstringData:\n  note: not a CA\n"
+            ));
+        }
         cluster.apply(&cluster_yaml("etcd", namespace, 1, tls));
         eventually(&format!("{namespace}: {said}"), LIMIT, || async {
             let (reason, message) = progressing(&client, namespace, "etcd").await;
