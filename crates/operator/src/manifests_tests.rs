@@ -183,7 +183,10 @@ fn the_chart_carries_the_cluster_role_rules_unchanged() {
 fn the_chart_carries_the_alert_rules_and_the_dashboard_unchanged() {
     for (plain, charted) in [
         ("prometheus/alerts.yaml", "files/prometheus/alerts.yaml"),
-        ("grafana/etcd-operator.json", "files/grafana/etcd-operator.json"),
+        (
+            "grafana/etcd-operator.json",
+            "files/grafana/etcd-operator.json",
+        ),
     ] {
         assert_eq!(
             read(&chart_dir().join(charted)),

@@ -211,9 +211,12 @@ fn encode(text: &str) -> String {
         .collect()
 }
 
+/// (panel title, query) or (metric, label) pairs.
+type Pairs = Vec<(String, String)>;
+
 /// Every query of the dashboard, with Grafana's variables given values Prometheus accepts; and
 /// the metric and label of each `label_values(...)` variable.
-fn dashboard_queries(path: &Path) -> (Vec<(String, String)>, Vec<(String, String)>) {
+fn dashboard_queries(path: &Path) -> (Pairs, Pairs) {
     let text = std::fs::read_to_string(path).expect("the dashboard");
     let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
     let substitute = |expr: &str| {

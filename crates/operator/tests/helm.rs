@@ -629,8 +629,16 @@ fn crds_and_the_leader_role_can_be_left_out() {
 fn monitoring_objects_render_when_enabled() {
     let helm = Helm::new(None);
     let defaults: Vec<(String, String)> = helm.template(&[]).iter().map(kind_name).collect();
-    for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"] {
-        assert!(!defaults.iter().any(|(k, _)| k == kind), "{kind} rendered by default");
+    for kind in [
+        "ServiceMonitor",
+        "PodMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+    ] {
+        assert!(
+            !defaults.iter().any(|(k, _)| k == kind),
+            "{kind} rendered by default"
+        );
     }
     let values = helm.values(
         "monitoring.yaml",
@@ -654,17 +662,28 @@ fn monitoring_objects_render_when_enabled() {
             }
         }
     }
-    assert!(rule["spec"] == expected, "the PrometheusRule's spec: {:?}", rule["spec"]);
+    assert!(
+        rule["spec"] == expected,
+        "the PrometheusRule's spec: {:?}",
+        rule["spec"]
+    );
     // As rendered, the rules pass promtool and (with the default grace) their unit tests.
     let dir = tempfile::tempdir().unwrap();
     let default_rule = helm.template(&["--set", "prometheusRule.enabled=true"]);
     let default_rule = find(&default_rule, "PrometheusRule", "etcd-operator").unwrap();
     let rendered = dir.path().join("rendered.yaml");
-    std::fs::write(&rendered, serde_yaml::to_string(&default_rule["spec"]).unwrap()).unwrap();
+    std::fs::write(
+        &rendered,
+        serde_yaml::to_string(&default_rule["spec"]).unwrap(),
+    )
+    .unwrap();
     let tests = read(&repo_root().join("deploy/prometheus/tests/alerts_test.yaml"))
         .replace("  - ../alerts.yaml", "  - rendered.yaml");
     std::fs::write(dir.path().join("tests.yaml"), tests).unwrap();
-    for args in [&["check", "rules", "rendered.yaml"][..], &["test", "rules", "tests.yaml"]] {
+    for args in [
+        &["check", "rules", "rendered.yaml"][..],
+        &["test", "rules", "tests.yaml"],
+    ] {
         let output = Command::new("promtool")
             .args(args)
             .current_dir(dir.path())
@@ -682,15 +701,26 @@ fn monitoring_objects_render_when_enabled() {
     let monitor = find(&objects, "ServiceMonitor", "etcd-operator").expect("a ServiceMonitor");
     let service: Service = typed(find(&objects, "Service", "etcd-operator-metrics").unwrap());
     let service_labels = service.metadata.labels.clone().unwrap_or_default();
-    for (key, value) in monitor["spec"]["selector"]["matchLabels"].as_mapping().unwrap() {
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .unwrap()
+    {
         assert_eq!(
-            service_labels.get(key.as_str().unwrap()).map(String::as_str),
+            service_labels
+                .get(key.as_str().unwrap())
+                .map(String::as_str),
             value.as_str()
         );
     }
     let port = monitor["spec"]["endpoints"][0]["port"].as_str().unwrap();
     assert!(
-        service.spec.unwrap().ports.unwrap().iter().any(|p| p.name.as_deref() == Some(port)),
+        service
+            .spec
+            .unwrap()
+            .ports
+            .unwrap()
+            .iter()
+            .any(|p| p.name.as_deref() == Some(port)),
         "the Service has no port {port}"
     );
     assert_eq!(monitor["spec"]["endpoints"][0]["interval"], "15s");
@@ -699,7 +729,10 @@ fn monitoring_objects_render_when_enabled() {
     // The PodMonitor selects etcd member Pods (their labels as the operator builds them).
     let pods = find(&objects, "PodMonitor", "etcd-members").expect("a PodMonitor");
     let member_labels = etcd_operator_api::labels::member_labels("etcd", "etcd-0");
-    for (key, value) in pods["spec"]["selector"]["matchLabels"].as_mapping().unwrap() {
+    for (key, value) in pods["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .unwrap()
+    {
         assert_eq!(
             member_labels.get(key.as_str().unwrap()).map(String::as_str),
             value.as_str(),
@@ -728,8 +761,10 @@ fn monitoring_objects_render_when_enabled() {
     assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
     let json: serde_json::Value =
         serde_json::from_str(dashboard["data"]["etcd-operator.json"].as_str().unwrap()).unwrap();
-    let plain: serde_json::Value =
-        serde_json::from_str(&read(&repo_root().join("deploy/grafana/etcd-operator.json"))).unwrap();
+    let plain: serde_json::Value = serde_json::from_str(&read(
+        &repo_root().join("deploy/grafana/etcd-operator.json"),
+    ))
+    .unwrap();
     assert_eq!(json, plain);
 }
 

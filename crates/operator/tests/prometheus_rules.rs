@@ -29,8 +29,8 @@ fn promtool(args: &[&str], dir: &Path) -> (bool, String) {
 }
 
 fn yaml(path: &Path) -> serde_yaml::Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -38,7 +38,10 @@ fn yaml(path: &Path) -> serde_yaml::Value {
 fn the_rules_pass_promtool_check() {
     let dir = repo_root().join("deploy/prometheus");
     let (ok, output) = promtool(&["check", "rules", "alerts.yaml"], &dir);
-    assert!(ok, "promtool check rules deploy/prometheus/alerts.yaml:\n{output}");
+    assert!(
+        ok,
+        "promtool check rules deploy/prometheus/alerts.yaml:\n{output}"
+    );
     assert!(output.contains("SUCCESS: 10 rules found"), "{output}");
 }
 
