@@ -8,10 +8,10 @@
 //!   every etcd Pod's metrics port 2381, with the rules of `deploy/prometheus/alerts.yaml`;
 //! - every query of `deploy/grafana/etcd-operator.json` (and its variables) asked of that
 //!   Prometheus: each must parse and evaluate (`/api/v1/query` answers `success`);
-//! - a member's etcd frozen (SIGSTOP: a hung member; a SIGKILLed etcd is restarted by the
+//! - the leader's etcd frozen (SIGSTOP: a hung member; a SIGKILLed etcd is restarted by the
 //!   kubelet within a second, before any alert could fire): `EtcdMemberDown` fires in
 //!   `/api/v1/alerts`; the operator recreates the member after its grace, and the alert
-//!   resolves. The test's copy of the rules shortens that one rule's `for:` from 3m (the
+//!   resolves; the repair and the leader change are counted, no cluster-wide alert fires. The test's copy of the rules shortens that one rule's `for:` from 3m (the
 //!   production grace) to 5 s, shorter than the test operator's 20 s grace;
 //! - the cluster deleted: the operator drops its series.
 
@@ -29,6 +29,7 @@ use support::cluster::OPERATOR_NAMESPACE;
 use support::healing::{OperatorDeployment, start_healing_cluster};
 use support::{cluster_yaml, create_namespace, eventually, repo_root};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::block_in_place;
 
 const NS: &str = "obs";
 const LIMIT: Duration = Duration::from_secs(180);
@@ -41,7 +42,7 @@ struct Prometheus {
     child: Child,
     port: u16,
     network: Arc<ClusterNetwork>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Prometheus {
@@ -121,12 +122,12 @@ impl Prometheus {
             child,
             port,
             network,
-            _dir: dir,
+            dir,
         }
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
     }
 
     /// GET `path_and_query` of the HTTP API; the JSON body, or why not.
@@ -259,8 +260,10 @@ async fn e2e_prometheus_alerts_fire_and_resolve_and_the_dashboard_queries_evalua
         .await;
     let client = cluster.client();
     create_namespace(&client, NS).await;
-    cluster.apply(&cluster_yaml("etcd", NS, 3, ""));
-    cluster.apply(&cluster_yaml("etcd34", NS, 1, "").replace("3.5.1", "3.4.23"));
+    block_in_place(|| {
+        cluster.apply(&cluster_yaml("etcd", NS, 3, ""));
+        cluster.apply(&cluster_yaml("etcd34", NS, 1, "").replace("3.5.1", "3.4.23"));
+    });
     cluster.wait_converged(NS, "etcd", 3, LIMIT).await;
     cluster.wait_converged(NS, "etcd34", 1, LIMIT).await;
     println!(
@@ -272,7 +275,7 @@ async fn e2e_prometheus_alerts_fire_and_resolve_and_the_dashboard_queries_evalua
         .map(|i| (NS, "etcd", format!("etcd-{i}.etcd.{NS}.svc:2381")))
         .collect();
     targets.push((NS, "etcd34", format!("etcd34-0.etcd34.{NS}.svc:2381")));
-    let prometheus = Prometheus::start(cluster.network.clone(), &targets);
+    let prometheus = block_in_place(|| Prometheus::start(cluster.network.clone(), &targets));
 
     // Every target up: the operator through its Service, each etcd Pod on port 2381.
     eventually("Prometheus to scrape every target", LIMIT, || async {
@@ -379,10 +382,14 @@ async fn e2e_prometheus_alerts_fire_and_resolve_and_the_dashboard_queries_evalua
             .is_empty()
     );
 
-    // A member hangs: the alert fires, the operator recreates the member, the alert resolves.
-    let victim = "etcd-1";
+    // The leader hangs: etcd elects another, the alert fires, the operator recreates the
+    // member, the alert resolves.
+    let victim = block_in_place(|| cluster.leader(NS, "etcd")).expect("etcd's leader");
+    let victim = victim.as_str();
     let repairs = format!("etcd_operator_cluster_member_repairs_total{{{cluster_series}}}");
     let repairs_before = prometheus.value(&repairs).await.unwrap();
+    let changes = format!("etcd_operator_cluster_leader_changes_total{{{cluster_series}}}");
+    let changes_before = prometheus.value(&changes).await.unwrap();
     let frozen_at = Instant::now();
     cluster.kubelet.freeze_container(NS, victim, None).unwrap();
     eventually("EtcdMemberDown to fire", LIMIT, || async {
@@ -428,6 +435,11 @@ async fn e2e_prometheus_alerts_fire_and_resolve_and_the_dashboard_queries_evalua
         repairs_after > repairs_before,
         "the repair is counted: {repairs_before} then {repairs_after}"
     );
+    let changes_after = prometheus.value(&changes).await.unwrap();
+    assert!(
+        changes_after > changes_before,
+        "the leader change is counted: {changes_before} then {changes_after}"
+    );
     // etcd's own port went silent too while it hung.
     let victim_up = prometheus
         .value(&format!(
@@ -452,10 +464,12 @@ async fn e2e_prometheus_alerts_fire_and_resolve_and_the_dashboard_queries_evalua
     }
 
     // The 3.4.23 cluster deleted: the operator drops its series (Prometheus marks them stale).
-    let (ok, _, stderr) = support::kubectl(
-        &cluster,
-        &["-n", NS, "delete", "etcdcluster", "etcd34", "--wait=false"],
-    );
+    let (ok, _, stderr) = block_in_place(|| {
+        support::kubectl(
+            &cluster,
+            &["-n", NS, "delete", "etcdcluster", "etcd34", "--wait=false"],
+        )
+    });
     assert!(ok, "kubectl delete: {stderr}");
     eventually("the deleted cluster's series to go", LIMIT, || async {
         let left = prometheus
