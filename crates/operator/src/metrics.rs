@@ -297,7 +297,7 @@ impl Metrics {
         let leader = Gauge::default();
         registry.register(
             "leader",
-            "1 while this replica holds the leader Lease and reconciles",
+            "1 while this replica reconciles: it holds the leader Lease, or leader election is off",
             leader.clone(),
         );
         let members = Family::<ClusterLabels, Gauge>::default();
