@@ -63,6 +63,10 @@ command -v cc >/dev/null 2>&1 || want gcc
 # openssl: the TLS tests make their certificates with it (independently of the operator's own
 # code), and the sandbox's cert-manager stand-in makes RSA keys with it.
 command -v openssl >/dev/null 2>&1 || want openssl
+# Prometheus and promtool (one Debian package): the alert rules' unit tests (promtool test rules)
+# and the observability end-to-end test, which runs a real Prometheus against the sandbox.
+reports "prometheus, version" /usr/bin/prometheus --version || want prometheus
+reports "promtool, version" /usr/bin/promtool --version || want prometheus
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   mapfile -t need_apt < <(printf '%s\n' "${need_apt[@]}" | sort -u)
@@ -72,7 +76,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
   # Debian starts the packaged etcd as a service on install; the tests run their own.
-  if command -v systemctl >/dev/null 2>&1; then systemctl disable --now etcd >/dev/null 2>&1 || true; fi
+  # So does it Prometheus; the tests start their own on ports of their choosing.
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now etcd >/dev/null 2>&1 || true
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
   pkill -x etcd 2>/dev/null || true
 fi
 
@@ -85,6 +93,10 @@ reports "etcd Version: ${ETCD34_VERSION}" /usr/bin/etcd --version ||
   fail "/usr/bin/etcd is not etcd ${ETCD34_VERSION} ($(/usr/bin/etcd --version 2>&1 | head -1)); run: apt-get install -y etcd-server"
 reports "etcdctl version: ${ETCD34_VERSION}" env ETCDCTL_API=3 /usr/bin/etcdctl version ||
   fail "/usr/bin/etcdctl is not etcdctl ${ETCD34_VERSION}; run: apt-get install -y etcd-client"
+reports "prometheus, version" /usr/bin/prometheus --version ||
+  fail "/usr/bin/prometheus does not run; run: apt-get install -y prometheus"
+reports "promtool, version" /usr/bin/promtool --version ||
+  fail "/usr/bin/promtool does not run; run: apt-get install -y prometheus"
 for tool in ip tc unshare timeout kill python3 openssl; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is still missing"
 done

@@ -178,3 +178,20 @@ fn the_chart_carries_the_cluster_role_rules_unchanged() {
         "the chart's files/cluster-role-rules.yaml differs from deploy/rbac/cluster_role.yaml"
     );
 }
+
+#[test]
+fn the_chart_carries_the_alert_rules_and_the_dashboard_unchanged() {
+    for (plain, charted) in [
+        ("prometheus/alerts.yaml", "files/prometheus/alerts.yaml"),
+        (
+            "grafana/etcd-operator.json",
+            "files/grafana/etcd-operator.json",
+        ),
+    ] {
+        assert_eq!(
+            read(&chart_dir().join(charted)),
+            read(&deploy_dir().join(plain)),
+            "the chart's {charted} differs from deploy/{plain}: copy it into the chart"
+        );
+    }
+}

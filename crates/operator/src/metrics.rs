@@ -1,6 +1,11 @@
 //! The operator's Prometheus metrics: reconciles and their durations, errors by kind, steps
 //! taken, writes to the Kubernetes API, leadership, and per cluster what etcd reports
-//! (members, learners, quorum, leader).
+//! (members desired, ready, learners, voters, quorum, leader and its changes, alarms, database
+//! size against quota per member, repairs and replacements, reconcile errors by kind).
+//!
+//! What a pass says about a cluster is computed by pure functions ([`cluster_figures`],
+//! [`repair_of`], [`leader_changed`]) from the pass's `Observed` and `Plan`; [`Metrics`] only
+//! records the figures. `docs/observability.md` lists every series.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,7 +14,148 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::plan::Observed;
+use etcd_operator_api::MemberPhase;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::etcd::AlarmKind;
+use crate::plan::{Observed, PassFacts, Plan, Step};
+
+/// etcd's `--quota-backend-bytes` when a member's spec leaves it unset or 0.
+pub const DEFAULT_QUOTA_BACKEND_BYTES: i64 = 2 * 1024 * 1024 * 1024;
+
+/// The alarm types etcd raises, each with a series (0 when not active).
+const ALARM_KINDS: [AlarmKind; 2] = [AlarmKind::NoSpace, AlarmKind::Corrupt];
+
+/// What one pass says about a cluster: computed from the observation and the plan, recorded by
+/// [`Metrics::observed_cluster`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterFigures {
+    pub namespace: String,
+    pub cluster: String,
+    /// `spec.replicas` (0 for a dormant cluster).
+    pub desired: i64,
+    /// EtcdMembers of the cluster.
+    pub members: i64,
+    /// Members that are Ready healthy voters (the status's `readyMembers`).
+    pub ready: i64,
+    /// Learners and voters in etcd's member list.
+    pub learners: i64,
+    pub voters: i64,
+    /// A voter served a linearizable read.
+    pub quorum: bool,
+    /// The leader's member ID, when etcd reported one.
+    pub leader: Option<u64>,
+    /// Active alarms per type (every type in [`ALARM_KINDS`]); `None` when etcd could not
+    /// list them (listing goes through raft: no quorum, no list).
+    pub alarms: Option<Vec<(AlarmKind, i64)>>,
+    /// Per running member (not leaving, not dormant).
+    pub member_figures: Vec<MemberFigures>,
+}
+
+/// What one pass says about one running member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberFigures {
+    pub member: String,
+    /// Phase Ready and a healthy voter.
+    pub ready: bool,
+    /// `dbSize` and `dbSizeInUse` from the member's Status; `None` when it did not answer.
+    pub db_size: Option<i64>,
+    pub db_size_in_use: Option<i64>,
+    /// The member's `--quota-backend-bytes` (its spec, else etcd's default of 2 GiB).
+    pub quota: i64,
+}
+
+/// The repairs a step starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// Level 1: the member's Pod is created again on its data.
+    Recreate,
+    /// Level 2: the member is removed from etcd, its data deleted, and added again.
+    Replace,
+}
+
+/// The figures of one pass over a cluster.
+pub fn cluster_figures(observed: &Observed, plan: &Plan, now: Timestamp) -> ClusterFigures {
+    let meta = &observed.cluster.metadata;
+    let facts = PassFacts::new(observed, now);
+    let list = observed.etcd.member_list();
+    let learners = list.iter().filter(|m| m.is_learner).count() as i64;
+    let ready = plan
+        .cluster_status
+        .as_ref()
+        .or(observed.cluster.status.as_ref())
+        .and_then(|s| s.ready_members)
+        .unwrap_or(0);
+    let alarms = observed.etcd.alarms.as_ref().ok().map(|active| {
+        ALARM_KINDS
+            .iter()
+            .map(|kind| {
+                (
+                    *kind,
+                    active.iter().filter(|a| a.kind == *kind).count() as i64,
+                )
+            })
+            .collect()
+    });
+    let member_figures = facts
+        .running()
+        .map(|m| {
+            let status = m.id.and_then(|id| observed.etcd.status_of(id));
+            let quota = m
+                .observed
+                .member
+                .spec
+                .options
+                .as_ref()
+                .and_then(|o| o.quota_backend_bytes)
+                .filter(|bytes| *bytes > 0)
+                .unwrap_or(DEFAULT_QUOTA_BACKEND_BYTES);
+            MemberFigures {
+                member: m.name.to_string(),
+                ready: m.is_ready(),
+                db_size: status.map(|s| s.db_size),
+                db_size_in_use: status.map(|s| s.db_size_in_use),
+                quota,
+            }
+        })
+        .collect();
+    ClusterFigures {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        cluster: meta.name.clone().unwrap_or_default(),
+        desired: i64::from(observed.cluster.spec.replicas_or_default()),
+        members: observed.members.len() as i64,
+        ready: i64::from(ready),
+        learners,
+        voters: list.len() as i64 - learners,
+        quorum: observed.etcd.is_healthy(),
+        leader: observed.etcd.leader(),
+        alarms,
+        member_figures,
+    }
+}
+
+/// The repair `step` starts, if it starts one: the operator announces each repair by writing
+/// the member's phase first (`SetPhase` to Recreating or Replacing).
+pub fn repair_of(step: &Step) -> Option<Repair> {
+    match step {
+        Step::SetPhase {
+            phase: MemberPhase::Recreating,
+            ..
+        } => Some(Repair::Recreate),
+        Step::SetPhase {
+            phase: MemberPhase::Replacing,
+            ..
+        } => Some(Repair::Replace),
+        _ => None,
+    }
+}
+
+/// Whether etcd's leader changed: a leader is reported that differs from the last one known
+/// (a pass without a leader in between does not count as a change by itself; the first
+/// leader seen is not a change).
+pub fn leader_changed(last_known: Option<u64>, now: Option<u64>) -> bool {
+    matches!((last_known, now), (Some(last), Some(now)) if last != now)
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
@@ -38,6 +184,40 @@ struct ClusterLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabels {
+    namespace: String,
+    cluster: String,
+    member: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlarmLabels {
+    namespace: String,
+    cluster: String,
+    alarm: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterKindLabels {
+    namespace: String,
+    cluster: String,
+    kind: String,
+}
+
+/// What the series of one cluster were last set from, to drop those that no longer apply.
+#[derive(Default)]
+struct ClusterSeries {
+    /// The Secrets with a `certificate_expiry` series.
+    secrets: Vec<String>,
+    /// The members with per-member series.
+    members: Vec<String>,
+    /// The last leader etcd reported.
+    leader: Option<u64>,
+    /// The error kinds with a `cluster_reconcile_errors` series.
+    error_kinds: Vec<String>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CertificateLabels {
     namespace: String,
     cluster: String,
@@ -58,9 +238,20 @@ pub struct Metrics {
     ready_members: Family<ClusterLabels, Gauge>,
     has_quorum: Family<ClusterLabels, Gauge>,
     has_leader: Family<ClusterLabels, Gauge>,
+    desired_members: Family<ClusterLabels, Gauge>,
+    voters: Family<ClusterLabels, Gauge>,
+    leader_changes: Family<ClusterLabels, Counter>,
+    alarms: Family<AlarmLabels, Gauge>,
+    repairs: Family<ClusterLabels, Counter>,
+    replacements: Family<ClusterLabels, Counter>,
+    cluster_errors: Family<ClusterKindLabels, Counter>,
+    member_ready: Family<MemberLabels, Gauge>,
+    member_db_size: Family<MemberLabels, Gauge>,
+    member_db_size_in_use: Family<MemberLabels, Gauge>,
+    member_db_quota: Family<MemberLabels, Gauge>,
     certificate_expiry: Family<CertificateLabels, Gauge>,
-    /// The Secrets with a `certificate_expiry` series, per cluster, to drop them with it.
-    certificate_secrets: std::sync::Mutex<std::collections::HashMap<(String, String), Vec<String>>>,
+    /// Per cluster, what its series were last set from.
+    series: std::sync::Mutex<std::collections::HashMap<(String, String), ClusterSeries>>,
 }
 
 impl Default for Metrics {
@@ -106,7 +297,7 @@ impl Metrics {
         let leader = Gauge::default();
         registry.register(
             "leader",
-            "1 while this replica holds the leader Lease and reconciles",
+            "1 while this replica reconciles: it holds the leader Lease, or leader election is off",
             leader.clone(),
         );
         let members = Family::<ClusterLabels, Gauge>::default();
@@ -146,10 +337,90 @@ impl Metrics {
             prometheus_client::registry::Unit::Seconds,
             certificate_expiry.clone(),
         );
+        let desired_members = Family::<ClusterLabels, Gauge>::default();
+        registry.register(
+            "cluster_desired_members",
+            "spec.replicas of the cluster (0 while it is dormant)",
+            desired_members.clone(),
+        );
+        let voters = Family::<ClusterLabels, Gauge>::default();
+        registry.register(
+            "cluster_voters",
+            "Voting members in etcd's member list",
+            voters.clone(),
+        );
+        let leader_changes = Family::<ClusterLabels, Counter>::default();
+        registry.register(
+            "cluster_leader_changes",
+            "Times the operator saw etcd report a different leader than the last one it knew",
+            leader_changes.clone(),
+        );
+        let alarms = Family::<AlarmLabels, Gauge>::default();
+        registry.register(
+            "cluster_alarms",
+            "Active etcd alarms by type (NOSPACE, CORRUPT); last known value while etcd cannot list them",
+            alarms.clone(),
+        );
+        let repairs = Family::<ClusterLabels, Counter>::default();
+        registry.register(
+            "cluster_member_repairs",
+            "Member repairs started: a member's Pod created again on its data (phase Recreating)",
+            repairs.clone(),
+        );
+        let replacements = Family::<ClusterLabels, Counter>::default();
+        registry.register(
+            "cluster_member_replacements",
+            "Member replacements started: removed from etcd, data deleted, added again (phase Replacing)",
+            replacements.clone(),
+        );
+        let cluster_errors = Family::<ClusterKindLabels, Counter>::default();
+        registry.register(
+            "cluster_reconcile_errors",
+            "Failed reconcile passes of the cluster, by error kind",
+            cluster_errors.clone(),
+        );
+        let member_ready = Family::<MemberLabels, Gauge>::default();
+        registry.register(
+            "member_ready",
+            "1 when the member is Ready: phase Ready and a healthy voter",
+            member_ready.clone(),
+        );
+        let member_db_size = Family::<MemberLabels, Gauge>::default();
+        registry.register_with_unit(
+            "member_db_size",
+            "Physical size of the member's backend database (etcd Status dbSize)",
+            prometheus_client::registry::Unit::Bytes,
+            member_db_size.clone(),
+        );
+        let member_db_size_in_use = Family::<MemberLabels, Gauge>::default();
+        registry.register_with_unit(
+            "member_db_size_in_use",
+            "Bytes of the member's backend in use (etcd Status dbSizeInUse); the rest is reclaimed by defragmentation",
+            prometheus_client::registry::Unit::Bytes,
+            member_db_size_in_use.clone(),
+        );
+        let member_db_quota = Family::<MemberLabels, Gauge>::default();
+        registry.register_with_unit(
+            "member_db_quota",
+            "The member's --quota-backend-bytes: at this database size etcd raises NOSPACE",
+            prometheus_client::registry::Unit::Bytes,
+            member_db_quota.clone(),
+        );
         Metrics {
             registry,
             certificate_expiry,
-            certificate_secrets: Default::default(),
+            series: Default::default(),
+            desired_members,
+            voters,
+            leader_changes,
+            alarms,
+            repairs,
+            replacements,
+            cluster_errors,
+            member_ready,
+            member_db_size,
+            member_db_size_in_use,
+            member_db_quota,
             reconciles,
             reconcile_duration,
             errors,
@@ -218,26 +489,89 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
-    /// Records what one observation says about a cluster.
-    pub fn observed_cluster(&self, observed: &Observed, ready_members: i64) {
-        let labels = cluster_labels(observed);
-        let learners = observed
-            .etcd
-            .member_list()
-            .iter()
-            .filter(|m| m.is_learner)
-            .count();
-        self.members
+    /// Records what one pass says about a cluster (the gauges, and a leader change); the
+    /// certificate expiry comes from the observation.
+    pub fn observed_cluster(&self, figures: &ClusterFigures, observed: &Observed) {
+        let labels = ClusterLabels {
+            namespace: figures.namespace.clone(),
+            cluster: figures.cluster.clone(),
+        };
+        self.desired_members
             .get_or_create(&labels)
-            .set(observed.members.len() as i64);
-        self.learners.get_or_create(&labels).set(learners as i64);
-        self.ready_members.get_or_create(&labels).set(ready_members);
+            .set(figures.desired);
+        self.members.get_or_create(&labels).set(figures.members);
+        self.learners.get_or_create(&labels).set(figures.learners);
+        self.voters.get_or_create(&labels).set(figures.voters);
+        self.ready_members.get_or_create(&labels).set(figures.ready);
         self.has_quorum
             .get_or_create(&labels)
-            .set(i64::from(observed.etcd.is_healthy()));
+            .set(i64::from(figures.quorum));
         self.has_leader
             .get_or_create(&labels)
-            .set(i64::from(observed.etcd.leader().is_some()));
+            .set(i64::from(figures.leader.is_some()));
+        // Counters exist from the first pass on, so a new cluster shows 0 (and `increase()`
+        // sees its first change).
+        let _ = self.leader_changes.get_or_create(&labels);
+        if let Some(alarms) = &figures.alarms {
+            for (kind, count) in alarms {
+                self.alarms
+                    .get_or_create(&alarm_labels(&labels, *kind))
+                    .set(*count);
+            }
+        }
+        let _ = self.repairs.get_or_create(&labels);
+        let _ = self.replacements.get_or_create(&labels);
+
+        let names: Vec<String> = figures
+            .member_figures
+            .iter()
+            .map(|m| m.member.clone())
+            .collect();
+        let (gone, changed) = {
+            let mut series = self.series.lock().expect("cluster series");
+            let record = series
+                .entry((labels.namespace.clone(), labels.cluster.clone()))
+                .or_default();
+            let gone: Vec<String> = record
+                .members
+                .iter()
+                .filter(|m| !names.contains(m))
+                .cloned()
+                .collect();
+            record.members = names;
+            let changed = leader_changed(record.leader, figures.leader);
+            if figures.leader.is_some() {
+                record.leader = figures.leader;
+            }
+            (gone, changed)
+        };
+        if changed {
+            self.leader_changes.get_or_create(&labels).inc();
+        }
+        for member in gone {
+            self.forget_member(&member_labels(&labels, &member));
+        }
+        for m in &figures.member_figures {
+            let series = member_labels(&labels, &m.member);
+            self.member_ready
+                .get_or_create(&series)
+                .set(i64::from(m.ready));
+            self.member_db_quota.get_or_create(&series).set(m.quota);
+            // A member that did not answer keeps no size: the last one would be stale.
+            match (m.db_size, m.db_size_in_use) {
+                (Some(size), Some(in_use)) => {
+                    self.member_db_size.get_or_create(&series).set(size);
+                    self.member_db_size_in_use
+                        .get_or_create(&series)
+                        .set(in_use);
+                }
+                _ => {
+                    self.member_db_size.remove(&series);
+                    self.member_db_size_in_use.remove(&series);
+                }
+            }
+        }
+
         let now = k8s_openapi::jiff::Timestamp::now();
         let certificates = observed
             .security
@@ -246,6 +580,45 @@ impl Metrics {
             .map(|c| (c.secret.clone(), c.seconds_left(now)))
             .collect();
         self.set_certificate_expiry(&labels, certificates);
+    }
+
+    /// Counts the repair a performed step started.
+    pub fn repair_started(&self, namespace: &str, cluster: &str, repair: Repair) {
+        let labels = ClusterLabels {
+            namespace: namespace.to_string(),
+            cluster: cluster.to_string(),
+        };
+        match repair {
+            Repair::Recreate => self.repairs.get_or_create(&labels).inc(),
+            Repair::Replace => self.replacements.get_or_create(&labels).inc(),
+        };
+    }
+
+    /// Counts a failed pass over a cluster by the error's kind.
+    pub fn cluster_failed(&self, namespace: &str, cluster: &str, kind: &str) {
+        {
+            let mut series = self.series.lock().expect("cluster series");
+            let record = series
+                .entry((namespace.to_string(), cluster.to_string()))
+                .or_default();
+            if !record.error_kinds.iter().any(|k| k == kind) {
+                record.error_kinds.push(kind.to_string());
+            }
+        }
+        self.cluster_errors
+            .get_or_create(&ClusterKindLabels {
+                namespace: namespace.to_string(),
+                cluster: cluster.to_string(),
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    fn forget_member(&self, series: &MemberLabels) {
+        self.member_ready.remove(series);
+        self.member_db_size.remove(series);
+        self.member_db_size_in_use.remove(series);
+        self.member_db_quota.remove(series);
     }
 
     /// The `certificate_expiry` series of a cluster become `certificates` (Secret, seconds
@@ -257,15 +630,13 @@ impl Metrics {
             secret,
         };
         let secrets: Vec<String> = certificates.iter().map(|(s, _)| s.clone()).collect();
-        let previous = self
-            .certificate_secrets
-            .lock()
-            .expect("certificate secrets")
-            .insert(
-                (cluster.namespace.clone(), cluster.cluster.clone()),
-                secrets.clone(),
-            )
-            .unwrap_or_default();
+        let previous = {
+            let mut all = self.series.lock().expect("cluster series");
+            let record = all
+                .entry((cluster.namespace.clone(), cluster.cluster.clone()))
+                .or_default();
+            std::mem::replace(&mut record.secrets, secrets.clone())
+        };
         for gone in previous.into_iter().filter(|s| !secrets.contains(s)) {
             self.certificate_expiry.remove(&series(gone));
         }
@@ -282,28 +653,56 @@ impl Metrics {
             namespace: namespace.to_string(),
             cluster: cluster.to_string(),
         };
-        self.members.remove(&labels);
-        self.learners.remove(&labels);
-        self.ready_members.remove(&labels);
-        self.has_quorum.remove(&labels);
-        self.has_leader.remove(&labels);
         self.set_certificate_expiry(&labels, Vec::new());
-        self.certificate_secrets
+        let record = self
+            .series
             .lock()
-            .expect("certificate secrets")
-            .remove(&(namespace.to_string(), cluster.to_string()));
+            .expect("cluster series")
+            .remove(&(namespace.to_string(), cluster.to_string()))
+            .unwrap_or_default();
+        for family in [
+            &self.members,
+            &self.learners,
+            &self.ready_members,
+            &self.has_quorum,
+            &self.has_leader,
+            &self.desired_members,
+            &self.voters,
+        ] {
+            family.remove(&labels);
+        }
+        for family in [&self.leader_changes, &self.repairs, &self.replacements] {
+            family.remove(&labels);
+        }
+        for kind in ALARM_KINDS {
+            self.alarms.remove(&alarm_labels(&labels, kind));
+        }
+        for member in &record.members {
+            self.forget_member(&member_labels(&labels, member));
+        }
+        for kind in record.error_kinds {
+            self.cluster_errors.remove(&ClusterKindLabels {
+                namespace: namespace.to_string(),
+                cluster: cluster.to_string(),
+                kind,
+            });
+        }
     }
 }
 
-fn cluster_labels(observed: &Observed) -> ClusterLabels {
-    ClusterLabels {
-        namespace: observed
-            .cluster
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default(),
-        cluster: observed.cluster.metadata.name.clone().unwrap_or_default(),
+fn alarm_labels(cluster: &ClusterLabels, kind: AlarmKind) -> AlarmLabels {
+    AlarmLabels {
+        namespace: cluster.namespace.clone(),
+        cluster: cluster.cluster.clone(),
+        alarm: kind.to_string(),
+    }
+}
+
+fn member_labels(cluster: &ClusterLabels, member: &str) -> MemberLabels {
+    MemberLabels {
+        namespace: cluster.namespace.clone(),
+        cluster: cluster.cluster.clone(),
+        member: member.to_string(),
     }
 }
 
@@ -332,5 +731,179 @@ mod tests {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }
         assert_eq!(metrics.kubernetes_writes_total(), 2);
+    }
+
+    use crate::etcd::AlarmKind;
+    use crate::plan::tests::fixtures::{Answer, Fx, name, now};
+
+    fn figures(fx: &Fx) -> ClusterFigures {
+        cluster_figures(&fx.obs, &fx.plan(), now())
+    }
+
+    fn member<'a>(figures: &'a ClusterFigures, member: &str) -> &'a MemberFigures {
+        figures
+            .member_figures
+            .iter()
+            .find(|m| m.member == member)
+            .unwrap_or_else(|| panic!("no figures for {member}: {figures:?}"))
+    }
+
+    #[test]
+    fn a_healthy_cluster_counts_every_member_ready() {
+        let mut fx = Fx::healthy(3);
+        fx.member_mut(&name(2)).spec.options = Some(etcd_operator_api::shared::EtcdOptions {
+            quota_backend_bytes: Some(8 << 30),
+            ..Default::default()
+        });
+        let f = figures(&fx);
+        assert_eq!((f.namespace.as_str(), f.cluster.as_str()), ("prod", "etcd"));
+        assert_eq!((f.desired, f.members, f.ready), (3, 3, 3));
+        assert_eq!((f.voters, f.learners), (3, 0));
+        assert!(f.quorum);
+        assert_eq!(
+            f.leader,
+            Some(crate::plan::tests::fixtures::id_of(&name(0)))
+        );
+        assert_eq!(
+            f.alarms,
+            Some(vec![(AlarmKind::NoSpace, 0), (AlarmKind::Corrupt, 0)])
+        );
+        assert_eq!(f.member_figures.len(), 3);
+        let first = member(&f, &name(0));
+        assert!(first.ready);
+        assert_eq!(
+            (first.db_size, first.db_size_in_use),
+            (Some(1 << 20), Some(1 << 19))
+        );
+        assert_eq!(first.quota, DEFAULT_QUOTA_BACKEND_BYTES);
+        assert_eq!(member(&f, &name(2)).quota, 8 << 30);
+    }
+
+    #[test]
+    fn a_member_down_is_not_ready_and_has_no_size() {
+        let mut fx = Fx::healthy(3);
+        fx.answer(&name(1), Answer::Down);
+        fx.alarm(&name(0), AlarmKind::NoSpace);
+        let f = figures(&fx);
+        assert!(f.quorum);
+        let down = member(&f, &name(1));
+        assert!(!down.ready);
+        assert_eq!((down.db_size, down.db_size_in_use), (None, None));
+        assert!(member(&f, &name(0)).ready);
+        assert_eq!(
+            f.alarms,
+            Some(vec![(AlarmKind::NoSpace, 1), (AlarmKind::Corrupt, 0)])
+        );
+    }
+
+    #[test]
+    fn without_quorum_alarms_are_unknown() {
+        let mut fx = Fx::healthy(3);
+        for i in 0..3 {
+            fx.answer(&name(i), Answer::NoQuorum);
+        }
+        let f = figures(&fx);
+        assert!(!f.quorum);
+        assert_eq!(f.leader, None);
+        assert_eq!(f.alarms, None);
+        assert!(f.member_figures.iter().all(|m| !m.ready));
+    }
+
+    #[test]
+    fn learners_and_voters_come_from_the_member_list() {
+        let mut fx = Fx::healthy(3);
+        fx.obs.cluster.spec.replicas = Some(4);
+        fx.add_member(&name(3), etcd_operator_api::MemberPhase::Provisioning);
+        fx.with_pod(
+            &name(3),
+            crate::plan::tests::fixtures::running_pod(&name(3)),
+        );
+        fx.etcd_add(&name(3), true, true);
+        fx.answer(&name(3), Answer::Learner);
+        let f = figures(&fx);
+        assert_eq!((f.desired, f.members, f.voters, f.learners), (4, 4, 3, 1));
+        assert!(!member(&f, &name(3)).ready);
+    }
+
+    #[test]
+    fn repairs_are_the_phases_announcing_them() {
+        let set = |phase| Step::SetPhase {
+            member: "etcd-1".into(),
+            phase,
+        };
+        assert_eq!(
+            repair_of(&set(MemberPhase::Recreating)),
+            Some(Repair::Recreate)
+        );
+        assert_eq!(
+            repair_of(&set(MemberPhase::Replacing)),
+            Some(Repair::Replace)
+        );
+        assert_eq!(repair_of(&set(MemberPhase::Ready)), None);
+        assert_eq!(repair_of(&Step::Idle), None);
+    }
+
+    #[test]
+    fn a_leader_change_is_a_different_leader_than_the_last_known() {
+        assert!(!leader_changed(None, Some(1)), "the first leader seen");
+        assert!(!leader_changed(Some(1), Some(1)));
+        assert!(
+            !leader_changed(Some(1), None),
+            "no leader is not a change yet"
+        );
+        assert!(leader_changed(Some(1), Some(2)));
+    }
+
+    fn lines_of(text: &str, cluster: &str) -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains(&format!("cluster=\"{cluster}\"")))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn recorded_series_follow_members_leaders_and_deletion() {
+        let metrics = Metrics::new();
+        let mut fx = Fx::healthy(3);
+        metrics.observed_cluster(&figures(&fx), &fx.obs);
+        metrics.repair_started("prod", "etcd", Repair::Recreate);
+        metrics.cluster_failed("prod", "etcd", "etcd_unreachable");
+        let text = metrics.encode();
+        for line in [
+            "etcd_operator_cluster_desired_members{namespace=\"prod\",cluster=\"etcd\"} 3",
+            "etcd_operator_cluster_voters{namespace=\"prod\",cluster=\"etcd\"} 3",
+            "etcd_operator_cluster_ready_members{namespace=\"prod\",cluster=\"etcd\"} 3",
+            "etcd_operator_cluster_has_quorum{namespace=\"prod\",cluster=\"etcd\"} 1",
+            "etcd_operator_cluster_leader_changes_total{namespace=\"prod\",cluster=\"etcd\"} 0",
+            "etcd_operator_cluster_alarms{namespace=\"prod\",cluster=\"etcd\",alarm=\"NOSPACE\"} 0",
+            "etcd_operator_cluster_member_repairs_total{namespace=\"prod\",cluster=\"etcd\"} 1",
+            "etcd_operator_cluster_member_replacements_total{namespace=\"prod\",cluster=\"etcd\"} 0",
+            "etcd_operator_cluster_reconcile_errors_total{namespace=\"prod\",cluster=\"etcd\",kind=\"etcd_unreachable\"} 1",
+            "etcd_operator_member_ready{namespace=\"prod\",cluster=\"etcd\",member=\"etcd-2\"} 1",
+            "etcd_operator_member_db_size_bytes{namespace=\"prod\",cluster=\"etcd\",member=\"etcd-0\"} 1048576",
+            "etcd_operator_member_db_size_in_use_bytes{namespace=\"prod\",cluster=\"etcd\",member=\"etcd-0\"} 524288",
+            "etcd_operator_member_db_quota_bytes{namespace=\"prod\",cluster=\"etcd\",member=\"etcd-0\"} 2147483648",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+
+        // Leadership moves to etcd-1 and etcd-2 leaves: one change, etcd-2's series go.
+        fx.set_leader(&name(1));
+        fx.obs
+            .members
+            .retain(|m| m.member.metadata.name.as_deref() != Some("etcd-2"));
+        metrics.observed_cluster(&figures(&fx), &fx.obs);
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "etcd_operator_cluster_leader_changes_total{namespace=\"prod\",cluster=\"etcd\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("member=\"etcd-2\""), "{text}");
+        assert!(text.contains("member=\"etcd-1\""), "{text}");
+
+        metrics.forget_cluster("prod", "etcd");
+        assert_eq!(lines_of(&metrics.encode(), "etcd"), Vec::<String>::new());
     }
 }

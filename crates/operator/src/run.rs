@@ -52,7 +52,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let outcome = if args.leader_elect {
         lead_then_reconcile(&args, client, options, metrics, probes.clone(), &shutdown).await
     } else {
-        reconcile_until(client, options, metrics, probes.clone(), shutdown.clone()).await;
+        // Without an election this replica is the one that reconciles.
+        metrics.set_leader(true);
+        reconcile_until(
+            client,
+            options,
+            metrics.clone(),
+            probes.clone(),
+            shutdown.clone(),
+        )
+        .await;
+        metrics.set_leader(false);
         Ok(())
     };
     shutdown.cancel();

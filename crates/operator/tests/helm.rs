@@ -283,6 +283,21 @@ fn the_schema_refuses_wrong_values_with_a_clear_message() {
         ),
         (&["--set", "logFormat=xml"], "at '/logFormat'", schema),
         (
+            &["--set", "serviceMonitor.interval=often"],
+            "at '/serviceMonitor/interval'",
+            schema,
+        ),
+        (
+            &["--set", "prometheusRule.enabled=yes"],
+            "at '/prometheusRule/enabled': got string, want boolean",
+            schema,
+        ),
+        (
+            &["--set", "dashboard.labels=x"],
+            "at '/dashboard/labels'",
+            schema,
+        ),
+        (
             &["--set", "crds.keep=maybe"],
             "at '/crds/keep': got string, want boolean",
             schema,
@@ -603,6 +618,154 @@ fn crds_and_the_leader_role_can_be_left_out() {
     let defaults: Vec<String> = helm.template(&[]).iter().map(|o| kind_name(o).0).collect();
     assert!(defaults.iter().any(|k| k == "CustomResourceDefinition"));
     assert!(defaults.iter().any(|k| k == "Role"));
+}
+
+/// The monitoring objects: none by default (the default render is `deploy/`, checked above);
+/// enabled, a PrometheusRule carrying the rules of `deploy/prometheus/alerts.yaml` with
+/// EtcdMemberDown waiting the repair grace (and passing `promtool check` and the rules' unit
+/// tests as rendered), a ServiceMonitor and a PodMonitor whose selectors match the metrics
+/// Service and the etcd Pods, the dashboard ConfigMap carrying `deploy/grafana/`'s JSON.
+#[test]
+fn monitoring_objects_render_when_enabled() {
+    let helm = Helm::new(None);
+    let defaults: Vec<(String, String)> = helm.template(&[]).iter().map(kind_name).collect();
+    for kind in [
+        "ServiceMonitor",
+        "PodMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+    ] {
+        assert!(
+            !defaults.iter().any(|(k, _)| k == kind),
+            "{kind} rendered by default"
+        );
+    }
+    let values = helm.values(
+        "monitoring.yaml",
+        "serviceMonitor: {enabled: true, labels: {release: kps}, interval: 15s}\n\
+         prometheusRule: {enabled: true, labels: {release: kps}}\n\
+         dashboard: {enabled: true, namespace: grafana}\n\
+         repair: {notReadyGraceSeconds: 45, backoffSeconds: 10}\n",
+    );
+    let objects = helm.template(&["--values", &values]);
+
+    // The PrometheusRule: deploy/prometheus/alerts.yaml but EtcdMemberDown's `for`.
+    let rule = find(&objects, "PrometheusRule", "etcd-operator").expect("a PrometheusRule");
+    assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(rule["metadata"]["labels"]["release"], "kps");
+    let plain_path = repo_root().join("deploy/prometheus/alerts.yaml");
+    let mut expected: Value = serde_yaml::from_str(&read(&plain_path)).unwrap();
+    for group in expected["groups"].as_sequence_mut().unwrap() {
+        for r in group["rules"].as_sequence_mut().unwrap() {
+            if r["alert"] == "EtcdMemberDown" {
+                r["for"] = Value::from("45s");
+            }
+        }
+    }
+    assert!(
+        rule["spec"] == expected,
+        "the PrometheusRule's spec: {:?}",
+        rule["spec"]
+    );
+    // As rendered, the rules pass promtool and (with the default grace) their unit tests.
+    let dir = tempfile::tempdir().unwrap();
+    let default_rule = helm.template(&["--set", "prometheusRule.enabled=true"]);
+    let default_rule = find(&default_rule, "PrometheusRule", "etcd-operator").unwrap();
+    let rendered = dir.path().join("rendered.yaml");
+    std::fs::write(
+        &rendered,
+        serde_yaml::to_string(&default_rule["spec"]).unwrap(),
+    )
+    .unwrap();
+    let tests = read(&repo_root().join("deploy/prometheus/tests/alerts_test.yaml"))
+        .replace("  - ../alerts.yaml", "  - rendered.yaml");
+    std::fs::write(dir.path().join("tests.yaml"), tests).unwrap();
+    for args in [
+        &["check", "rules", "rendered.yaml"][..],
+        &["test", "rules", "tests.yaml"],
+    ] {
+        let output = Command::new("promtool")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("running promtool (scripts/install-deps.sh installs prometheus)");
+        assert!(
+            output.status.success(),
+            "promtool {args:?} on the chart's rules:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    // The ServiceMonitor selects the metrics Service by its labels and port name.
+    let monitor = find(&objects, "ServiceMonitor", "etcd-operator").expect("a ServiceMonitor");
+    let service: Service = typed(find(&objects, "Service", "etcd-operator-metrics").unwrap());
+    let service_labels = service.metadata.labels.clone().unwrap_or_default();
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .unwrap()
+    {
+        assert_eq!(
+            service_labels
+                .get(key.as_str().unwrap())
+                .map(String::as_str),
+            value.as_str()
+        );
+    }
+    let port = monitor["spec"]["endpoints"][0]["port"].as_str().unwrap();
+    assert!(
+        service
+            .spec
+            .unwrap()
+            .ports
+            .unwrap()
+            .iter()
+            .any(|p| p.name.as_deref() == Some(port)),
+        "the Service has no port {port}"
+    );
+    assert_eq!(monitor["spec"]["endpoints"][0]["interval"], "15s");
+    assert_eq!(monitor["metadata"]["labels"]["release"], "kps");
+
+    // The PodMonitor selects etcd member Pods (their labels as the operator builds them).
+    let pods = find(&objects, "PodMonitor", "etcd-members").expect("a PodMonitor");
+    let member_labels = etcd_operator_api::labels::member_labels("etcd", "etcd-0");
+    for (key, value) in pods["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .unwrap()
+    {
+        assert_eq!(
+            member_labels.get(key.as_str().unwrap()).map(String::as_str),
+            value.as_str(),
+            "{key:?}"
+        );
+    }
+    let cluster_label = format!(
+        "__meta_kubernetes_pod_label_{}",
+        etcd_operator_api::labels::CLUSTER.replace(['.', '/', '-'], "_")
+    );
+    assert_eq!(
+        pods["spec"]["podMetricsEndpoints"][0]["relabelings"][0]["sourceLabels"][0],
+        cluster_label.as_str()
+    );
+    let no_pods = helm.template(&[
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--set",
+        "serviceMonitor.etcdPods=false",
+    ]);
+    assert!(find(&no_pods, "PodMonitor", "etcd-members").is_none());
+
+    // The dashboard ConfigMap, in the namespace asked for, with Grafana's sidecar label.
+    let dashboard = find(&objects, "ConfigMap", "etcd-operator-dashboard").expect("a ConfigMap");
+    assert_eq!(dashboard["metadata"]["namespace"], "grafana");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json: serde_json::Value =
+        serde_json::from_str(dashboard["data"]["etcd-operator.json"].as_str().unwrap()).unwrap();
+    let plain: serde_json::Value = serde_json::from_str(&read(
+        &repo_root().join("deploy/grafana/etcd-operator.json"),
+    ))
+    .unwrap();
+    assert_eq!(json, plain);
 }
 
 // --- Against a sandbox. --------------------------------------------------------------------

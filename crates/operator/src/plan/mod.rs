@@ -25,7 +25,7 @@ mod step;
 mod timing;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 
@@ -33,6 +33,9 @@ use etcd_operator_api::{EtcdClusterStatus, EtcdMemberStatus};
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 
+/// The facts one pass derives from its observation (members matched to etcd, health), for the
+/// metrics.
+pub(crate) use context::Context as PassFacts;
 pub use context::Health;
 pub use observed::{
     CertificateFacts, IssuedFacts, IssuedMember, IssuedState, Observed, ObservedMember, Password,

@@ -83,9 +83,10 @@ pub async fn reconcile(
     let error_kind = result.as_ref().err().map(ReconcileError::kind);
     ctx.metrics
         .reconciled(started.elapsed().as_secs_f64(), error_kind);
-    if result.is_ok() {
-        let (namespace, name) = key(&cluster);
-        ctx.backoff.succeeded(&namespace, &name);
+    let (namespace, name) = key(&cluster);
+    match error_kind {
+        None => ctx.backoff.succeeded(&namespace, &name),
+        Some(kind) => ctx.metrics.cluster_failed(&namespace, &name, kind),
     }
     result
 }
@@ -142,13 +143,8 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     let observed = ctx.observer.observe(cluster).await?;
     let now = Timestamp::now();
     let plan = plan_next_step(&observed, now);
-    let ready = plan
-        .cluster_status
-        .as_ref()
-        .or(observed.cluster.status.as_ref())
-        .and_then(|s| s.ready_members)
-        .unwrap_or(0);
-    ctx.metrics.observed_cluster(&observed, i64::from(ready));
+    let figures = crate::metrics::cluster_figures(&observed, &plan, now);
+    ctx.metrics.observed_cluster(&figures, &observed);
 
     if deleting && observed.members.is_empty() && has_finalizer(cluster) {
         // Every member is gone: garbage collection takes the rest once the cluster goes.
@@ -163,6 +159,9 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     if plan.step.mutates() || matches!(plan.step, Step::SetPhase { .. }) {
         ctx.metrics
             .step_performed(&format!("{:?}", plan.step.kind()));
+    }
+    if let Some(repair) = crate::metrics::repair_of(&plan.step) {
+        ctx.metrics.repair_started(&namespace, &name, repair);
     }
     if let Some(event) = plan.event(&observed, now) {
         events::record(&ctx.act, event).await;
