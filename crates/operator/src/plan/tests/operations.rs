@@ -620,11 +620,14 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
         member: name.into(),
         uid: format!("uid-{name}"),
         state,
+        by_previous: false,
+        has_bundle: true,
     };
     fx.obs.security.issued = Some(IssuedFacts {
         ca: IssuedState::Missing,
         members: vec![],
         operator_client: Some(IssuedState::Missing),
+        ..Default::default()
     });
     let (secret, what, _) = issued_step(&fx).expect("the CA is issued");
     assert_eq!((secret.as_str(), what), ("etcd-ca", IssuedCertificate::Ca));
@@ -643,7 +646,8 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
         what,
         IssuedCertificate::Member {
             member: "etcd-1".into(),
-            uid: "uid-etcd-1".into()
+            uid: "uid-etcd-1".into(),
+            signer: crate::plan::Signer::Current,
         }
     );
     assert_eq!(why, "renewal due");
@@ -662,7 +666,9 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
         (secret.as_str(), what),
         (
             "etcd-operator-client-tls",
-            IssuedCertificate::OperatorClient
+            IssuedCertificate::OperatorClient {
+                signer: crate::plan::Signer::Current
+            }
         )
     );
     let issued = fx.obs.security.issued.as_mut().unwrap();
@@ -686,4 +692,67 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
     fx.obs.security.issued.as_mut().unwrap().ca = IssuedState::Missing;
     fx.obs.cluster.spec.paused = Some(true);
     assert!(issued_step(&fx).is_none(), "pause first");
+}
+
+/// A Pod whose trusted CAs differ from what its Secrets hold now is restarted on its data: one
+/// at a time, only behind the readiness gate, followers first, the leader last with its
+/// leadership moved away first; a Pod that recorded nothing (made by an older operator) is left
+/// alone.
+#[test]
+fn changed_trust_restarts_pods_one_at_a_time_followers_first_leader_last() {
+    let mut fx = Fx::healthy(3);
+    fx.set_leader("etcd-0");
+    for m in ["etcd-0", "etcd-1", "etcd-2"] {
+        fx.pod_mut(m).trusted_ca = Some("old".into());
+        fx.obs.security.trust.insert(m.into(), "old".into());
+    }
+    assert_eq!(fx.step(), Step::Idle, "nothing changed: nothing restarts");
+
+    for m in ["etcd-0", "etcd-1", "etcd-2"] {
+        fx.obs.security.trust.insert(m.into(), "new".into());
+    }
+    let plan = fx.plan();
+    match &plan.step {
+        Step::DeletePod { member, .. } => assert_eq!(member, "etcd-1", "a follower first"),
+        other => panic!("{other:?}"),
+    }
+    let status = planned_member_status(&fx, &plan, "etcd-1");
+    let ready = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "TrustChanged"),
+        "Ready=False is written before the Pod goes"
+    );
+
+    // etcd-1 restarted (trusting the new CAs) but not yet Ready: the gate holds the next.
+    fx.pod_mut("etcd-1").trusted_ca = Some("new".into());
+    fx.pod_mut("etcd-1").ready = false;
+    fx.set_phase("etcd-1", MemberPhase::Provisioning, at(0));
+    assert_ne!(fx.step().kind(), StepKind::DeletePod, "one at a time");
+
+    fx.pod_mut("etcd-1").ready = true;
+    fx.set_phase("etcd-1", MemberPhase::Ready, at(0));
+    match fx.step() {
+        Step::DeletePod { member, .. } => assert_eq!(member, "etcd-2"),
+        other => panic!("{other:?}"),
+    }
+    fx.pod_mut("etcd-2").trusted_ca = Some("new".into());
+    // The leader last, its leadership moved away first.
+    match fx.step() {
+        Step::MoveLeader { from, .. } => assert_eq!(from.as_deref(), Some("etcd-0")),
+        other => panic!("{other:?}"),
+    }
+    fx.set_leader("etcd-1");
+    match fx.step() {
+        Step::DeletePod { member, .. } => assert_eq!(member, "etcd-0"),
+        other => panic!("{other:?}"),
+    }
+    // A Pod that recorded nothing is left alone.
+    fx.pod_mut("etcd-0").trusted_ca = None;
+    assert_eq!(fx.step(), Step::Idle);
 }
