@@ -967,12 +967,13 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
         )),
         credentials: Some(("root".to_string(), ROOT_PASSWORD.to_string())),
     };
-    let workload = support::workload::Workload::start_with(
+    let shared = Arc::new(std::sync::Mutex::new(secure));
+    let workload = support::workload::Workload::start_shared(
         cluster.network.clone(),
         namespace,
         "etcd",
         "issued",
-        Some(secure),
+        Some(shared.clone()),
     );
     let first_serial = served_serial(&cluster, &format!("etcd-0.etcd.{namespace}.svc:2379"), d)
         .expect("etcd-0 serves its certificate");
@@ -1071,9 +1072,6 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
     )
     .await;
     tls.wait_converged(3).await;
-    let report = workload.stop().await;
-    println!("{namespace}: {}", report.summary());
-    report.assert_no_loss();
     let after = snapshot_pods().await;
     if after != before {
         // What ended the containers: their last state and the end of their previous run.
@@ -1117,6 +1115,190 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
     println!(
         "{namespace}: operator-issued certificates renewed {renewals} times without a restart"
     );
+
+    rotate_issued_ca(&tls, &shared, &ca_data["tls.crt"]).await;
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+}
+
+/// CA rotation on request (the `rotate-ca` annotation) with the workload running: the new CA
+/// beside the old, every Pod restarted to trust both (one at a time), the leaves issued again
+/// from the new CA, the old CA dropped and the Pods restarted again; the members keep their IDs
+/// and data. The workload follows the CA Secret as a client re-reading its files would: it
+/// trusts the bundle as soon as it changes, and takes a client certificate from the new CA once
+/// the members' certificates come from it. At the end a client certificate of the old CA is
+/// refused.
+async fn rotate_issued_ca(
+    tls: &TlsCluster,
+    shared: &support::workload::SharedSecure,
+    old_ca: &[u8],
+) {
+    let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path().to_path_buf());
+    let started = std::time::Instant::now();
+    let ids_before = tls.etcd_members().expect("etcd answers");
+    let uids = |cluster: Arc<Cluster>| async move {
+        let mut uids = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            uids.push(
+                cluster
+                    .member_pod(namespace, m)
+                    .await
+                    .and_then(|p| p.metadata.uid),
+            );
+        }
+        uids
+    };
+    let uids_before = uids(cluster.clone()).await;
+    kubectl_retrying(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "annotate",
+            "etcdcluster",
+            "etcd",
+            "etcd-operator.cozystack.io/rotate-ca=first",
+        ],
+    );
+    // The client side of the rotation, as a user's client would do it.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let refresher = tokio::spawn({
+        let (cluster, shared, stop, d) = (cluster.clone(), shared.clone(), stop.clone(), d.clone());
+        let old_ca = old_ca.to_vec();
+        async move {
+            let mut switched = false;
+            while !stop.is_cancelled() {
+                if let Some((_, ca)) = secret_data(&cluster, namespace, "etcd-ca") {
+                    shared.lock().unwrap().ca_pem = ca["ca.crt"].clone();
+                    let new_ca = ca["tls.crt"].clone();
+                    let member = secret_data(&cluster, namespace, "etcd-0-tls").map(|(_, m)| m);
+                    if !switched
+                        && new_ca != old_ca
+                        && member.is_some_and(|m| verifies(&m["tls.crt"], &new_ca, &d))
+                    {
+                        std::fs::write(d.join("newca.crt"), &new_ca).unwrap();
+                        std::fs::write(d.join("newca.key"), &ca["tls.key"]).unwrap();
+                        make_leaf(&d, "newca", "client2", "root", None, "clientAuth");
+                        shared.lock().unwrap().identity = Some((
+                            std::fs::read(d.join("client2.crt")).unwrap(),
+                            std::fs::read(d.join("client2.key")).unwrap(),
+                        ));
+                        switched = true;
+                        println!(
+                            "{namespace}: the workload takes a client certificate from the new CA"
+                        );
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    });
+    eventually(
+        &format!("{namespace}: the CA rotated, the old one dropped, every Pod restarted"),
+        Duration::from_secs(600),
+        || async {
+            let (_, ca) = secret_data(cluster, namespace, "etcd-ca").ok_or("no CA Secret")?;
+            if ca["tls.crt"] == old_ca {
+                return Err("not started".to_string());
+            }
+            if ca.contains_key("previous.crt") || ca["ca.crt"] != ca["tls.crt"] {
+                return Err("rotation in progress".to_string());
+            }
+            for m in ["etcd-0", "etcd-1", "etcd-2"] {
+                let (_, data) = secret_data(cluster, namespace, &format!("{m}-tls"))
+                    .ok_or(format!("no Secret {m}-tls"))?;
+                if data["ca.crt"] != ca["tls.crt"]
+                    || !verifies(&data["tls.crt"], &ca["tls.crt"], &d)
+                {
+                    return Err(format!("{m}-tls not yet from the new CA alone"));
+                }
+            }
+            let now = uids(cluster.clone()).await;
+            if now.iter().zip(&uids_before).any(|(a, b)| a == b) {
+                return Err(format!("Pods not all restarted: {now:?}"));
+            }
+            let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+            (c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
+                && condition(&c, "Available").as_deref() == Some("True"))
+            .then_some(())
+            .ok_or("not all Ready".to_string())
+        },
+    )
+    .await;
+    stop.cancel();
+    refresher.await.unwrap();
+    println!(
+        "{namespace}: CA rotation of 3 members took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    // From here etcdctl uses the new CA and a client certificate from it; one from the old CA
+    // is refused.
+    for (from, to) in [
+        ("client.crt", "oldclient.crt"),
+        ("client.key", "oldclient.key"),
+        ("newca.crt", "ca.crt"),
+        ("client2.crt", "client.crt"),
+        ("client2.key", "client.key"),
+    ] {
+        std::fs::copy(d.join(from), d.join(to)).unwrap();
+    }
+    tls.wait_converged(3).await;
+    assert_eq!(
+        tls.etcd_members().unwrap(),
+        ids_before,
+        "{namespace}: the same members, restarted on their data"
+    );
+    assert!(
+        etcdctl_tls(
+            cluster,
+            &tls.service(),
+            &d,
+            Some("ca"),
+            Some("oldclient"),
+            &["get", "sentinel"]
+        )
+        .is_err(),
+        "{namespace}: a client certificate of the dropped CA is refused"
+    );
+    let value = tls
+        .etcdctl(&tls.service(), &["get", "sentinel", "--print-value-only"])
+        .unwrap();
+    assert_eq!(
+        value.trim(),
+        "present",
+        "{namespace}: data kept through the rotation"
+    );
+    let events = cluster.events(namespace).await;
+    for said in [
+        "a new CA (the rotation starts",
+        "the CA alone (the rotation ends",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(r, m)| r == "CertificateIssued" && m.contains(said)),
+            "{namespace}: an Event says {said:?}: {events:?}"
+        );
+    }
+}
+
+/// `openssl verify` of a leaf against one CA (files in a directory of their own, so two
+/// callers at once do not mix).
+fn verifies(leaf: &[u8], ca: &[u8], _dir: &Path) -> bool {
+    let own = tempfile::tempdir().unwrap();
+    let (leaf_path, ca_path) = (own.path().join("leaf.pem"), own.path().join("ca.pem"));
+    std::fs::write(&leaf_path, leaf).unwrap();
+    std::fs::write(&ca_path, ca).unwrap();
+    tokio::task::block_in_place(|| {
+        Command::new("openssl")
+            .arg("verify")
+            .arg("-CAfile")
+            .arg(&ca_path)
+            .arg(&leaf_path)
+            .output()
+    })
+    .is_ok_and(|o| o.status.success())
 }
 
 fn cert_manager_cluster_yaml(namespace: &str, replicas: i32) -> String {
