@@ -612,6 +612,236 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
     }
 
     renew_server_leaf(&tls).await;
+    if version == "3.5.1" {
+        rotate_user_ca(&tls).await;
+    }
+}
+
+/// Replaces the Secret `name` (type kubernetes.io/tls) with the files of `dir`: `leaf`.crt and
+/// .key, and `ca` as ca.crt (`kubectl apply` of a client-side dry run, as a user would).
+fn apply_tls_secret(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    dir: &Path,
+    leaf: &str,
+    ca: &str,
+) {
+    let mut args: Vec<String> = vec![
+        "-n".into(),
+        namespace.into(),
+        "create".into(),
+        "secret".into(),
+        "generic".into(),
+        name.into(),
+        "--type=kubernetes.io/tls".into(),
+        "--dry-run=client".into(),
+        "-o".into(),
+        "yaml".into(),
+    ];
+    for (key, path) in tls_files(dir, leaf, ca) {
+        args.push(format!("--from-file={key}={}", path.display()));
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, manifest, stderr) = tokio::task::block_in_place(|| kubectl(cluster, &refs));
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = tokio::task::block_in_place(|| {
+        support::kubectl_with_stdin(cluster, &["apply", "-f", "-"], Some(&manifest))
+    });
+    assert!(ok, "{stderr}");
+}
+
+/// CA rotation of user Secrets, done the way docs/security.md tells a user, with a TLS client
+/// workload running: (1) both CAs in `ca.crt` of the server and peer Secrets, leaves unchanged:
+/// the operator restarts every Pod, one at a time, so etcd trusts both; (2) leaves (and the
+/// operator's and the client's certificates) from the new CA: no restart; (3) the old CA out of
+/// `ca.crt`: every Pod restarted again. Same member IDs, nothing lost, a certificate of the old
+/// CA refused at the end.
+async fn rotate_user_ca(tls: &TlsCluster) {
+    let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path());
+    let started = std::time::Instant::now();
+    let ids_before = tls.etcd_members().expect("etcd answers");
+    let uids = || async {
+        let mut uids = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            uids.push(
+                cluster
+                    .member_pod(namespace, m)
+                    .await
+                    .and_then(|p| p.metadata.uid),
+            );
+        }
+        uids
+    };
+    let all_restarted = |before: Vec<Option<String>>, phase: &'static str| {
+        let uids = &uids;
+        async move {
+            eventually(
+                &format!("{namespace}: {phase}: every Pod restarted"),
+                Duration::from_secs(420),
+                || async {
+                    let now = uids().await;
+                    if now.iter().zip(&before).any(|(a, b)| a == b) {
+                        return Err(format!("not all restarted: {now:?}"));
+                    }
+                    let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+                    (c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
+                        && condition(&c, "Available").as_deref() == Some("True"))
+                    .then_some(())
+                    .ok_or("not all Ready".to_string())
+                },
+            )
+            .await;
+        }
+    };
+    let secure = support::workload::Secure {
+        ca_pem: std::fs::read(d.join("ca.crt")).unwrap(),
+        identity: Some((
+            std::fs::read(d.join("client.crt")).unwrap(),
+            std::fs::read(d.join("client.key")).unwrap(),
+        )),
+        credentials: None,
+    };
+    let shared = Arc::new(std::sync::Mutex::new(secure));
+    let workload = support::workload::Workload::start_shared(
+        cluster.network.clone(),
+        namespace,
+        "etcd",
+        "user-ca",
+        Some(shared.clone()),
+    );
+    let root = format!("--user=root:{ROOT_PASSWORD}-rotated");
+    shared.lock().unwrap().credentials =
+        Some(("root".to_string(), format!("{ROOT_PASSWORD}-rotated")));
+
+    // (1) Trust both.
+    make_ca(d, "ca2");
+    let bundle = [
+        std::fs::read(d.join("ca.crt")).unwrap(),
+        std::fs::read(d.join("ca2.crt")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(d.join("bundle.crt"), &bundle).unwrap();
+    shared.lock().unwrap().ca_pem = bundle.clone();
+    let before = uids().await;
+    apply_tls_secret(cluster, namespace, "etcd-server", d, "server2", "bundle");
+    apply_tls_secret(cluster, namespace, "etcd-peer", d, "peer", "bundle");
+    all_restarted(before, "both CAs trusted").await;
+
+    // (2) Leaves from the new CA; no restart.
+    let sans = member_sans(namespace);
+    make_leaf(
+        d,
+        "ca2",
+        "server3",
+        "etcd",
+        Some(&sans),
+        "serverAuth,clientAuth",
+    );
+    make_leaf(
+        d,
+        "ca2",
+        "peer3",
+        "etcd-peer",
+        Some(&sans),
+        "serverAuth,clientAuth",
+    );
+    make_leaf(d, "ca2", "client3", "root", None, "clientAuth");
+    let before = uids().await;
+    shared.lock().unwrap().identity = Some((
+        std::fs::read(d.join("client3.crt")).unwrap(),
+        std::fs::read(d.join("client3.key")).unwrap(),
+    ));
+    apply_tls_secret(
+        cluster,
+        namespace,
+        "etcd-operator-client",
+        d,
+        "client3",
+        "bundle",
+    );
+    apply_tls_secret(cluster, namespace, "etcd-server", d, "server3", "bundle");
+    apply_tls_secret(cluster, namespace, "etcd-peer", d, "peer3", "bundle");
+    let host = format!("etcd-0.etcd.{namespace}.svc:2379");
+    let new = file_serial(d, "server3");
+    eventually(
+        &format!("{namespace}: the new CA's leaf served"),
+        LIMIT,
+        || async {
+            let mut command = cluster.network.command("sh").map_err(|e| e.to_string())?;
+            command.args([
+                "-c",
+                "openssl s_client -connect \"$0\" -cert \"$1/client3.crt\" -key \"$1/client3.key\" -CAfile \"$1/bundle.crt\" </dev/null 2>/dev/null | openssl x509 -noout -serial",
+                &host,
+            ]);
+            command.arg(d);
+            let out = tokio::task::block_in_place(|| command.output()).map_err(|e| e.to_string())?;
+            let serial = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (serial == new).then_some(()).ok_or(format!("still {serial}"))
+        },
+    )
+    .await;
+    assert_eq!(
+        uids().await,
+        before,
+        "{namespace}: leaves switched without a restart"
+    );
+
+    // (3) The old CA out.
+    shared.lock().unwrap().ca_pem = std::fs::read(d.join("ca2.crt")).unwrap();
+    apply_tls_secret(
+        cluster,
+        namespace,
+        "etcd-operator-client",
+        d,
+        "client3",
+        "ca2",
+    );
+    apply_tls_secret(cluster, namespace, "etcd-server", d, "server3", "ca2");
+    apply_tls_secret(cluster, namespace, "etcd-peer", d, "peer3", "ca2");
+    all_restarted(before, "the old CA dropped").await;
+    println!(
+        "{namespace}: user-Secret CA rotation of 3 members (both restarts) took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+
+    for (from, to) in [
+        ("client.crt", "oldclient.crt"),
+        ("client.key", "oldclient.key"),
+        ("ca2.crt", "ca.crt"),
+        ("client3.crt", "client.crt"),
+        ("client3.key", "client.key"),
+    ] {
+        std::fs::copy(d.join(from), d.join(to)).unwrap();
+    }
+    tls.wait_converged(3).await;
+    assert_eq!(
+        tls.etcd_members().unwrap(),
+        ids_before,
+        "{namespace}: same members"
+    );
+    assert!(
+        etcdctl_tls(
+            cluster,
+            &tls.service(),
+            d,
+            Some("ca"),
+            Some("oldclient"),
+            &[&root, "get", "sentinel"]
+        )
+        .is_err(),
+        "{namespace}: a client certificate of the old CA is refused"
+    );
+    let value = tls
+        .etcdctl(
+            &tls.service(),
+            &[&root, "get", "sentinel", "--print-value-only"],
+        )
+        .unwrap();
+    assert_eq!(value.trim(), "present", "{namespace}: data kept");
 }
 
 /// The serial of the certificate `endpoint` (host:port) serves, asked with openssl from inside
