@@ -16,6 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use support::certs::{make_ca, make_leaf, member_sans, secret_data, verifies};
 use support::cluster::{Cluster, ETCDCTL};
 use support::healing::{OperatorDeployment, start_healing_cluster_with_cert_manager};
 use support::{
@@ -23,94 +24,6 @@ use support::{
 };
 
 const LIMIT: Duration = Duration::from_secs(240);
-
-/// A certificate authority made with openssl in `dir`.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = tokio::task::block_in_place(|| {
-        Command::new("openssl").current_dir(dir).args(args).output()
-    })
-    .expect("openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn make_ca(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-            "-subj",
-            &format!("/CN={name}"),
-            "-days",
-            "30",
-        ],
-    );
-}
-
-/// A leaf `name` signed by `ca`, with `sans` (openssl syntax) and `usage`.
-fn make_leaf(dir: &Path, ca: &str, name: &str, cn: &str, sans: Option<&str>, usage: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-            "-subj",
-            &format!("/CN={cn}"),
-        ],
-    );
-    let mut ext = format!("extendedKeyUsage={usage}\nkeyUsage=digitalSignature,keyEncipherment\n");
-    if let Some(sans) = sans {
-        ext.push_str(&format!("subjectAltName={sans}\n"));
-    }
-    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{ca}.crt"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-out",
-            &format!("{name}.crt"),
-            "-days",
-            "30",
-            "-extfile",
-            &format!("{name}.ext"),
-        ],
-    );
-}
-
-fn member_sans(namespace: &str) -> String {
-    format!(
-        "DNS:*.etcd.{namespace}.svc,DNS:*.etcd.{namespace}.svc.cluster.local,DNS:etcd-client.{namespace}.svc,DNS:localhost,IP:127.0.0.1"
-    )
-}
 
 /// `kubectl create secret generic NAME --type=TYPE --from-file=...`.
 fn create_secret(
@@ -980,37 +893,6 @@ fn issued_cluster_yaml(namespace: &str, replicas: i32, version: &str) -> String 
     )
 }
 
-/// A Secret's data as bytes, by key, if the Secret exists.
-fn secret_data(
-    cluster: &Cluster,
-    namespace: &str,
-    name: &str,
-) -> Option<(
-    serde_json::Value,
-    std::collections::BTreeMap<String, Vec<u8>>,
-)> {
-    let (ok, out, _) = tokio::task::block_in_place(|| {
-        kubectl(
-            cluster,
-            &["-n", namespace, "get", "secret", name, "-o", "json"],
-        )
-    });
-    if !ok {
-        return None;
-    }
-    let secret: serde_json::Value = serde_json::from_str(&out).ok()?;
-    let data = secret["data"]
-        .as_object()?
-        .iter()
-        .filter_map(|(k, v)| {
-            serde_json::from_value::<k8s_openapi::ByteString>(v.clone())
-                .ok()
-                .map(|b| (k.clone(), b.0))
-        })
-        .collect();
-    Some((secret, data))
-}
-
 /// `openssl x509 -noout <args>` of a PEM certificate.
 fn x509(pem: &[u8], args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -1393,37 +1275,14 @@ async fn rotate_issued_ca(
     );
     // The client side of the rotation, as a user's client would do it.
     let stop = tokio_util::sync::CancellationToken::new();
-    let refresher = tokio::spawn({
-        let (cluster, shared, stop, d) = (cluster.clone(), shared.clone(), stop.clone(), d.clone());
-        let old_ca = old_ca.to_vec();
-        async move {
-            let mut switched = false;
-            while !stop.is_cancelled() {
-                if let Some((_, ca)) = secret_data(&cluster, namespace, "etcd-ca") {
-                    shared.lock().unwrap().ca_pem = ca["ca.crt"].clone();
-                    let new_ca = ca["tls.crt"].clone();
-                    let member = secret_data(&cluster, namespace, "etcd-0-tls").map(|(_, m)| m);
-                    if !switched
-                        && new_ca != old_ca
-                        && member.is_some_and(|m| verifies(&m["tls.crt"], &new_ca, &d))
-                    {
-                        std::fs::write(d.join("newca.crt"), &new_ca).unwrap();
-                        std::fs::write(d.join("newca.key"), &ca["tls.key"]).unwrap();
-                        make_leaf(&d, "newca", "client2", "root", None, "clientAuth");
-                        shared.lock().unwrap().identity = Some((
-                            std::fs::read(d.join("client2.crt")).unwrap(),
-                            std::fs::read(d.join("client2.key")).unwrap(),
-                        ));
-                        switched = true;
-                        println!(
-                            "{namespace}: the workload takes a client certificate from the new CA"
-                        );
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    });
+    let refresher = tokio::spawn(support::certs::follow_ca_secret(
+        cluster.clone(),
+        namespace,
+        shared.clone(),
+        d.clone(),
+        old_ca.to_vec(),
+        stop.clone(),
+    ));
     eventually(
         &format!("{namespace}: the CA rotated, the old one dropped, every Pod restarted"),
         Duration::from_secs(600),
@@ -1511,24 +1370,6 @@ async fn rotate_issued_ca(
             "{namespace}: an Event says {said:?}: {events:?}"
         );
     }
-}
-
-/// `openssl verify` of a leaf against one CA (files in a directory of their own, so two
-/// callers at once do not mix).
-fn verifies(leaf: &[u8], ca: &[u8], _dir: &Path) -> bool {
-    let own = tempfile::tempdir().unwrap();
-    let (leaf_path, ca_path) = (own.path().join("leaf.pem"), own.path().join("ca.pem"));
-    std::fs::write(&leaf_path, leaf).unwrap();
-    std::fs::write(&ca_path, ca).unwrap();
-    tokio::task::block_in_place(|| {
-        Command::new("openssl")
-            .arg("verify")
-            .arg("-CAfile")
-            .arg(&ca_path)
-            .arg(&leaf_path)
-            .output()
-    })
-    .is_ok_and(|o| o.status.success())
 }
 
 fn cert_manager_cluster_yaml(namespace: &str, replicas: i32) -> String {
