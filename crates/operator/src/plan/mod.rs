@@ -101,7 +101,11 @@ impl Plan {
             event(
                 &observed.cluster,
                 crate::build::EventType::Warning,
-                "CertificateExpiring",
+                if new.reason == "CertificateNotReady" {
+                    "CertificateNotReady"
+                } else {
+                    "CertificateExpiring"
+                },
                 &new.message,
                 now,
             )

@@ -756,3 +756,99 @@ fn changed_trust_restarts_pods_one_at_a_time_followers_first_leader_last() {
     fx.pod_mut("etcd-0").trusted_ca = None;
     assert_eq!(fx.step(), Step::Idle);
 }
+
+/// A cert-manager Certificate that is not Ready while its Secret still holds a usable
+/// certificate (renewal failing, e.g. its Issuer deleted) does not stop the cluster, but turns
+/// `CertificatesValid` False with the Certificate's reason and when the certificate ends, with a
+/// Warning Event `CertificateNotReady`.
+#[test]
+fn a_certificate_not_ready_over_a_usable_secret_is_reported_without_stopping() {
+    use crate::plan::CertificateFacts;
+    use crate::security::certmanager::wanted_certificates;
+    use crate::security::{CertificateValidity, Purpose};
+    use etcd_operator_api::cluster::{
+        EtcdClusterTls, IssuerReference, PeerCertManagerTls, PeerTls,
+    };
+    use etcd_operator_api::conditions::cluster::CERTIFICATES_VALID;
+    use k8s_openapi::jiff::SignedDuration;
+
+    let mut fx = Fx::healthy(3);
+    fx.obs.cluster.metadata.uid = Some("uid".into());
+    fx.obs.cluster.spec.tls = Some(EtcdClusterTls {
+        client: None,
+        peer: Some(PeerTls {
+            cert_manager: Some(PeerCertManagerTls {
+                issuer_ref: IssuerReference {
+                    name: "ca".into(),
+                    kind: None,
+                },
+            }),
+            ..Default::default()
+        }),
+    });
+    let wanted = wanted_certificates(&fx.obs.cluster, "cluster.local").remove(0);
+    let days = |d: i64| {
+        now()
+            .saturating_add(SignedDuration::from_hours(24 * d))
+            .unwrap()
+    };
+    fx.obs.security.validity = vec![CertificateValidity {
+        secret: wanted.secret_name.clone(),
+        what: Purpose::Peer.what(),
+        not_before: days(-10),
+        not_after: days(80),
+        renew_at: None,
+    }];
+    fx.obs.security.certificates = vec![CertificateFacts {
+        wanted,
+        exists: true,
+        patch: None,
+        not_ready: Some(
+            "Certificate etcd-peer is not Ready (IssuerNotFound: ...); Issuer ca not found in namespace default: create it"
+                .into(),
+        ),
+    }];
+    let plan = fx.plan();
+    assert_eq!(
+        plan.step,
+        Step::Idle,
+        "nothing stops: the Secret still serves"
+    );
+    let status = plan.cluster_status.clone().expect("the status changes");
+    let condition = status
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == CERTIFICATES_VALID)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "CertificateNotReady")
+    );
+    assert!(
+        condition.message.contains("Issuer ca not found"),
+        "{}",
+        condition.message
+    );
+    assert!(
+        condition.message.contains("etcd-peer-tls still holds"),
+        "{}",
+        condition.message
+    );
+    let event = plan.certificates_event(&fx.obs, now()).unwrap().unwrap();
+    assert_eq!(event.reason.as_deref(), Some("CertificateNotReady"));
+
+    // Ready again: True.
+    fx.obs.security.certificates[0].not_ready = None;
+    fx.obs.cluster.status = Some(status);
+    let status = fx.plan().cluster_status.expect("the status changes");
+    let condition = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == CERTIFICATES_VALID)
+        .unwrap();
+    assert_eq!(condition.status, "True");
+}
