@@ -1506,6 +1506,144 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
         .unwrap();
     assert_eq!(got.trim(), "kept");
     println!("{namespace}: cert-manager certificates: bootstrap 3, 3 -> 5 -> 3, hand edit undone");
+    cert_manager_renewals(&tls).await;
+}
+
+/// cert-manager renewals: the three Certificates get a lifetime of four minutes, renewed two and
+/// a half minutes before their end (fields the operator leaves alone); with a TLS client
+/// workload running (re-reading the operator client Secret it presents, as a client that reloads
+/// its files would), the cluster runs past the first short certificates' end on renewed ones, no
+/// Pod restarted, nothing lost.
+async fn cert_manager_renewals(tls: &TlsCluster) {
+    let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path().to_path_buf());
+    for name in ["etcd-server", "etcd-peer", "etcd-operator-client"] {
+        kubectl_retrying(
+            cluster,
+            &[
+                "-n",
+                namespace,
+                "patch",
+                "certificate",
+                name,
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"duration":"4m","renewBefore":"2m30s"}}"#,
+            ],
+        );
+    }
+    let lifetime = |pem: &[u8]| {
+        let start = not_after_seconds(&x509(pem, &["-startdate"]).replace("notBefore=", ""));
+        let end = not_after_seconds(&x509(pem, &["-enddate"]).replace("notAfter=", ""));
+        (start, end)
+    };
+    let mut first_end = 0;
+    eventually(
+        &format!("{namespace}: short certificates issued"),
+        LIMIT,
+        || {
+            let got = secret_data(cluster, namespace, "etcd-server-tls");
+            let (start, end) = got
+                .as_ref()
+                .map(|(_, data)| lifetime(&data["tls.crt"]))
+                .unwrap_or((0, u64::MAX));
+            first_end = end;
+            async move {
+                (end - start <= 300)
+                    .then_some(())
+                    .ok_or(format!("still {} s", end.saturating_sub(start)))
+            }
+        },
+    )
+    .await;
+    let refresh = |shared: &support::workload::SharedSecure| {
+        if let Some((_, data)) = secret_data(cluster, namespace, "etcd-operator-client-tls") {
+            std::fs::write(d.join("client.crt"), &data["tls.crt"]).unwrap();
+            std::fs::write(d.join("client.key"), &data["tls.key"]).unwrap();
+            shared.lock().unwrap().identity =
+                Some((data["tls.crt"].clone(), data["tls.key"].clone()));
+        }
+    };
+    let shared = Arc::new(std::sync::Mutex::new(support::workload::Secure {
+        ca_pem: std::fs::read(d.join("ca.crt")).unwrap(),
+        identity: None,
+        credentials: None,
+    }));
+    refresh(&shared);
+    let workload = support::workload::Workload::start_shared(
+        cluster.network.clone(),
+        namespace,
+        "etcd",
+        "cm-renewals",
+        Some(shared.clone()),
+    );
+    let host = format!("etcd-0.etcd.{namespace}.svc:2379");
+    let first_serial = served_serial(cluster, &host, &d).expect("etcd-0 serves");
+    let pods = || async {
+        let mut pods = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            let pod = cluster.member_pod(namespace, m).await.expect("a Pod");
+            let restarts: i32 = pod
+                .status
+                .clone()
+                .unwrap_or_default()
+                .container_statuses
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.restart_count)
+                .sum();
+            pods.push((pod.metadata.uid.clone(), restarts));
+        }
+        pods
+    };
+    let before = pods().await;
+    eventually(
+        &format!("{namespace}: past the first short certificates' end, served renewed"),
+        Duration::from_secs(420),
+        || async {
+            refresh(&shared);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let serial = served_serial(cluster, &host, &d)?;
+            if serial == first_serial {
+                return Err(format!("etcd-0 still serves {serial}"));
+            }
+            (now > first_end + 10)
+                .then_some(())
+                .ok_or(format!("{} s to go", (first_end + 10).saturating_sub(now)))
+        },
+    )
+    .await;
+    tls.wait_converged(3).await;
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+    assert_eq!(
+        pods().await,
+        before,
+        "{namespace}: no Pod restarted for cert-manager's renewals"
+    );
+    let got = tls
+        .etcdctl(&tls.service(), &["get", "cm-key", "--print-value-only"])
+        .unwrap();
+    assert_eq!(got.trim(), "kept");
+    println!(
+        "{namespace}: cert-manager renewals served past the first certificates' end without a restart"
+    );
+}
+
+/// Seconds since the epoch of an openssl date (`Dec  2 03:04:05 2026 GMT`).
+fn not_after_seconds(date: &str) -> u64 {
+    let out = Command::new("date")
+        .args(["-u", "-d", date.trim(), "+%s"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("a date: {date:?}"))
 }
 
 /// `GET /metrics` of an operator Pod, through the cluster network.
