@@ -2,10 +2,12 @@
 //! against it, waiting for a condition, and cluster manifests.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod cluster;
 pub mod healing;
 pub mod loopback;
 pub mod manual_node;
+pub mod moto;
 pub mod timeline;
 pub mod workload;
 
