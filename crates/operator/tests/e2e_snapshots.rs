@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use support::certs::{make_ca, make_leaf, member_sans, tls_files};
-use support::cluster::{Cluster, start_cluster};
+use support::cluster::{Cluster, ETCDCTL, start_cluster};
 use support::moto::Moto;
 use support::workload::Workload;
 use support::{condition, create_namespace, eventually, get_cluster, kubectl};
@@ -57,14 +57,14 @@ fn snapshot_yaml(
     namespace: &str,
     name: &str,
     of: &str,
-    moto: &Moto,
+    endpoint: &str,
     bucket: &str,
     key: &str,
     secret: &str,
 ) -> String {
     format!(
         "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  clusterRef:\n    name: {of}\n  destination:\n    s3:\n      endpoint: {}\n      bucket: {bucket}\n      key: {key}\n      region: us-east-1\n      forcePathStyle: true\n      credentialsSecretRef:\n        name: {secret}\n",
-        moto.url
+        endpoint
     )
 }
 
@@ -95,7 +95,10 @@ async fn wait_available(cluster: &Cluster, namespace: &str, name: &str, replicas
             if ready == Some(replicas) && condition(&c, "Available").as_deref() == Some("True") {
                 Ok(())
             } else {
-                Err(format!("ready {ready:?}, {:?}", c.status.and_then(|s| s.conditions)))
+                Err(format!(
+                    "ready {ready:?}, {:?}",
+                    c.status.and_then(|s| s.conditions)
+                ))
             }
         },
     )
@@ -108,10 +111,7 @@ async fn wait_phase(cluster: &Cluster, namespace: &str, name: &str, phase: &str)
     eventually(&format!("{namespace}/{name} {phase}"), LIMIT, || async {
         let s = api.get(name).await.map_err(|e| e.to_string())?;
         let status = s.status.clone().unwrap_or_default();
-        let now = status
-            .phase
-            .map(|p| format!("{p:?}"))
-            .unwrap_or_default();
+        let now = status.phase.map(|p| format!("{p:?}")).unwrap_or_default();
         if now == phase {
             return Ok(s);
         }
@@ -185,12 +185,21 @@ async fn check_complete(
     let started = Instant::now();
     let s = wait_phase(cluster, namespace, name, "Complete").await;
     let status = s.status.clone().unwrap();
-    let artifact = status.artifact.clone().expect("a Complete snapshot has an artifact");
+    let artifact = status
+        .artifact
+        .clone()
+        .expect("a Complete snapshot has an artifact");
     let key = format!("{namespace}/{name}.db");
     assert_eq!(artifact.uri, format!("s3://{BUCKET}/{key}"));
     assert_eq!(status.verified, Some(true), "{status:?}");
     assert_eq!(ready_condition(&s).0, "True");
-    assert!(status.member.as_deref().is_some_and(|m| m.starts_with("etcd-")), "{status:?}");
+    assert!(
+        status
+            .member
+            .as_deref()
+            .is_some_and(|m| m.starts_with("etcd-")),
+        "{status:?}"
+    );
     assert_eq!(status.etcd_version.as_deref(), Some(version));
     assert!(status.start_time.is_some() && status.completion_time.is_some());
 
@@ -220,11 +229,16 @@ async fn check_complete(
         summary["totalKey"].as_u64().unwrap_or_default() as usize >= keys,
         "{namespace}: {keys} keys written, the snapshot holds {summary}"
     );
+    // Exactly one of each: the snapshot was taken once.
     let events = events_of(cluster, namespace, name).await;
     for reason in ["SnapshotStarted", "SnapshotComplete"] {
-        assert!(
-            events.contains(&("Normal".to_string(), reason.to_string())),
-            "{namespace}/{name}: no {reason} Event in {events:?}"
+        let count = events
+            .iter()
+            .filter(|e| **e == ("Normal".to_string(), reason.to_string()))
+            .count();
+        assert_eq!(
+            count, 1,
+            "{namespace}/{name}: {reason} Events in {events:?}"
         );
     }
     println!(
@@ -247,20 +261,97 @@ async fn snapshot_of_plain_cluster(
     replicas: i32,
 ) {
     create_namespace(&cluster.client(), namespace).await;
-    apply(&cluster, &cluster_yaml(namespace, "etcd", replicas, version, ""));
+    apply(
+        &cluster,
+        &cluster_yaml(namespace, "etcd", replicas, version, ""),
+    );
     wait_available(&cluster, namespace, "etcd", replicas).await;
-    let workload = Workload::start(cluster.network.clone(), namespace, "etcd", "before-snapshot");
+    let workload = Workload::start(
+        cluster.network.clone(),
+        namespace,
+        "etcd",
+        "before-snapshot",
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let report = workload.stop().await;
     println!("{namespace}: {}", report.summary());
     report.assert_no_loss();
-    assert!(report.acknowledged > 0, "{namespace}: the workload wrote nothing");
-    credentials_secret(&cluster, namespace, "s3-credentials", &moto.key_id, &moto.secret);
+    assert!(
+        report.acknowledged > 0,
+        "{namespace}: the workload wrote nothing"
+    );
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
     apply(
         &cluster,
-        &snapshot_yaml(namespace, "first", "etcd", &moto, BUCKET, namespace, "s3-credentials"),
+        &snapshot_yaml(
+            namespace,
+            "first",
+            "etcd",
+            &moto.url,
+            BUCKET,
+            namespace,
+            "s3-credentials",
+        ),
     );
-    let s = check_complete(&cluster, &moto, namespace, "first", version, report.acknowledged).await;
+    let s = check_complete(
+        &cluster,
+        &moto,
+        namespace,
+        "first",
+        version,
+        report.acknowledged,
+    )
+    .await;
+    if replicas == 1 {
+        // Over 12 MiB: a multipart upload of three parts (5 MiB each but the last).
+        let mut client = support::workload::cluster_client(
+            &cluster.network,
+            &support::workload::client_service_url(namespace, "etcd"),
+        )
+        .await
+        .expect("an etcd client");
+        for i in 0..24u32 {
+            let value: Vec<u8> = (0..512 * 1024u32)
+                .map(|j| (j.wrapping_mul(2654435761) >> (i % 24)) as u8)
+                .collect();
+            client
+                .put(format!("large/{i:02}"), value, None)
+                .await
+                .expect("a large put");
+        }
+        apply(
+            &cluster,
+            &snapshot_yaml(
+                namespace,
+                "large",
+                "etcd",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
+        );
+        let large = check_complete(
+            &cluster,
+            &moto,
+            namespace,
+            "large",
+            version,
+            report.acknowledged + 24,
+        )
+        .await;
+        let size = large.status.unwrap().artifact.unwrap().size_bytes.unwrap();
+        assert!(
+            size > 12 * 1024 * 1024,
+            "{namespace}: {size} bytes is not a multipart upload"
+        );
+    }
     if replicas > 1 {
         // From a follower: the leader keeps its disk and network for raft.
         let leader = blocking(|| {
@@ -277,48 +368,118 @@ async fn snapshot_of_plain_cluster(
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["Endpoint"].as_str().unwrap_or_default().contains(&format!("{member}.")))
+            .find(|e| {
+                e["Endpoint"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(&format!("{member}."))
+            })
             .and_then(|e| e["Status"]["header"]["member_id"].as_u64());
-        assert!(from.is_some() && from != leader_id, "{namespace}: taken from the leader {member}: {leader}");
+        assert!(
+            from.is_some() && from != leader_id,
+            "{namespace}: taken from the leader {member}: {leader}"
+        );
     }
 }
 
 /// Every bad input against the healthy 3.5.1 cluster in `namespace`, at once.
 async fn bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &'static str) {
-    credentials_secret(&cluster, namespace, "s3-wrong", "AKIAWRONGWRONGWRONG", "not-the-secret");
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-wrong",
+        "AKIAWRONGWRONGWRONG",
+        "not-the-secret",
+    );
     // An object another EtcdSnapshot wrote, where "guarded" would write.
     let guarded_key = format!("{namespace}/guarded.db");
     blocking(|| moto.put_foreign(BUCKET, &guarded_key, "uid-of-another-snapshot"));
     let before = blocking(|| moto.head(BUCKET, &guarded_key)).unwrap();
 
-    let cases: [(&str, String, &str, &str); 5] = [
+    // Nothing listens on port 9 of the bridge.
+    let closed = moto.url.replace(":9000", ":9");
+    let cases: [(&str, String, &str, &str); 6] = [
+        (
+            "unreachable",
+            snapshot_yaml(
+                namespace,
+                "unreachable",
+                "etcd",
+                &closed,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
+            "EndpointUnreachable",
+            "is unreachable",
+        ),
         (
             "wrong-credentials",
-            snapshot_yaml(namespace, "wrong-credentials", "etcd", &moto, BUCKET, namespace, "s3-wrong"),
+            snapshot_yaml(
+                namespace,
+                "wrong-credentials",
+                "etcd",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-wrong",
+            ),
             "Unauthorized",
             "the S3 credentials were refused",
         ),
         (
             "unknown-bucket",
-            snapshot_yaml(namespace, "unknown-bucket", "etcd", &moto, "no-such-bucket", namespace, "s3-credentials"),
+            snapshot_yaml(
+                namespace,
+                "unknown-bucket",
+                "etcd",
+                &moto.url,
+                "no-such-bucket",
+                namespace,
+                "s3-credentials",
+            ),
             "BucketNotFound",
             "bucket not found",
         ),
         (
             "missing-secret",
-            snapshot_yaml(namespace, "missing-secret", "etcd", &moto, BUCKET, namespace, "no-such-secret"),
+            snapshot_yaml(
+                namespace,
+                "missing-secret",
+                "etcd",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "no-such-secret",
+            ),
             "CredentialsSecretInvalid",
             "does not exist",
         ),
         (
             "guarded",
-            snapshot_yaml(namespace, "guarded", "etcd", &moto, BUCKET, namespace, "s3-credentials"),
+            snapshot_yaml(
+                namespace,
+                "guarded",
+                "etcd",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
             "ObjectExists",
             "never replaced",
         ),
         (
             "no-cluster",
-            snapshot_yaml(namespace, "no-cluster", "missing", &moto, BUCKET, namespace, "s3-credentials"),
+            snapshot_yaml(
+                namespace,
+                "no-cluster",
+                "missing",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
             "ClusterNotFound",
             "cluster not found",
         ),
@@ -333,17 +494,30 @@ async fn bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &'static 
             "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: to-pvc\n  namespace: {namespace}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    pvc:\n      claimName: backups\n"
         ),
     );
-    for (name, reason, words) in cases
-        .iter()
-        .map(|(n, _, r, w)| (*n, *r, *w))
-        .chain([("to-pvc", "NotImplemented", "destination.pvc is not implemented yet")])
-    {
+    for (name, reason, words) in cases.iter().map(|(n, _, r, w)| (*n, *r, *w)).chain([(
+        "to-pvc",
+        "NotImplemented",
+        "destination.pvc is not implemented yet",
+    )]) {
         let s = wait_phase(&cluster, namespace, name, "Failed").await;
         let (status, got, message) = ready_condition(&s);
-        assert_eq!((status.as_str(), got.as_str()), ("False", reason), "{name}: {message}");
-        assert!(message.contains(words), "{name}: {message:?} lacks {words:?}");
-        assert_eq!(s.status.as_ref().unwrap().failure_reason.as_deref(), Some(message.as_str()));
-        assert!(s.status.as_ref().unwrap().artifact.is_none(), "{name}: no artifact");
+        assert_eq!(
+            (status.as_str(), got.as_str()),
+            ("False", reason),
+            "{name}: {message}"
+        );
+        assert!(
+            message.contains(words),
+            "{name}: {message:?} lacks {words:?}"
+        );
+        assert_eq!(
+            s.status.as_ref().unwrap().failure_reason.as_deref(),
+            Some(message.as_str())
+        );
+        assert!(
+            s.status.as_ref().unwrap().artifact.is_none(),
+            "{name}: no artifact"
+        );
         assert!(!message.contains(&moto.secret) && !message.contains("not-the-secret"));
         let events = events_of(&cluster, namespace, name).await;
         assert!(
@@ -352,26 +526,50 @@ async fn bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &'static 
         );
         println!("{namespace}/{name}: Failed, {reason}: {message}");
     }
-    println!("bad inputs: all Failed with their reasons {:.1} s after creation", started.elapsed().as_secs_f64());
+    println!(
+        "bad inputs: all Failed with their reasons {:.1} s after creation",
+        started.elapsed().as_secs_f64()
+    );
     let after = blocking(|| moto.head(BUCKET, &guarded_key)).unwrap();
     assert_eq!(before, after, "the other snapshot's object is untouched");
-    assert_eq!(blocking(|| moto.unfinished_uploads(BUCKET)), 0, "no multipart upload left");
+    assert_eq!(
+        blocking(|| moto.unfinished_uploads(BUCKET)),
+        0,
+        "no multipart upload left"
+    );
 }
 
 /// Snapshots of a paused and of a parked (0 replicas) cluster fail at once with that reason.
 async fn idle_clusters(cluster: Arc<Cluster>, moto: Arc<Moto>) {
     let namespace = "snap-idle";
     create_namespace(&cluster.client(), namespace).await;
-    credentials_secret(&cluster, namespace, "s3-credentials", &moto.key_id, &moto.secret);
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
     apply(&cluster, &cluster_yaml(namespace, "parked", 0, "3.5.1", ""));
-    apply(&cluster, &cluster_yaml(namespace, "paused", 1, "3.5.1", "  paused: true\n"));
+    apply(
+        &cluster,
+        &cluster_yaml(namespace, "paused", 1, "3.5.1", "  paused: true\n"),
+    );
     for (of, reason, words) in [
         ("parked", "ClusterParked", "cluster has 0 replicas"),
         ("paused", "ClusterPaused", "cluster is paused"),
     ] {
         apply(
             &cluster,
-            &snapshot_yaml(namespace, of, of, &moto, BUCKET, namespace, "s3-credentials"),
+            &snapshot_yaml(
+                namespace,
+                of,
+                of,
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
         );
         let s = wait_phase(&cluster, namespace, of, "Failed").await;
         let (_, got, message) = ready_condition(&s);
@@ -391,11 +589,29 @@ async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
     blocking(|| {
         make_ca(d, "ca");
         let sans = member_sans("etcd", namespace);
-        make_leaf(d, "ca", "server", "etcd", Some(&sans), "serverAuth,clientAuth");
-        make_leaf(d, "ca", "peer", "etcd-peer", Some(&sans), "serverAuth,clientAuth");
+        make_leaf(
+            d,
+            "ca",
+            "server",
+            "etcd",
+            Some(&sans),
+            "serverAuth,clientAuth",
+        );
+        make_leaf(
+            d,
+            "ca",
+            "peer",
+            "etcd-peer",
+            Some(&sans),
+            "serverAuth,clientAuth",
+        );
         make_leaf(d, "ca", "client", "root", None, "clientAuth");
     });
-    for (secret, leaf) in [("etcd-server", "server"), ("etcd-peer", "peer"), ("etcd-operator-client", "client")] {
+    for (secret, leaf) in [
+        ("etcd-server", "server"),
+        ("etcd-peer", "peer"),
+        ("etcd-operator-client", "client"),
+    ] {
         let mut args = vec![
             "-n".to_string(),
             namespace.to_string(),
@@ -426,7 +642,10 @@ async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
         ],
     );
     let extra = "  tls:\n    client:\n      serverSecretRef:\n        name: etcd-server\n      operatorClientSecretRef:\n        name: etcd-operator-client\n    peer:\n      secretRef:\n        name: etcd-peer\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n";
-    apply(&cluster, &cluster_yaml(namespace, "etcd", 1, "3.5.1", extra));
+    apply(
+        &cluster,
+        &cluster_yaml(namespace, "etcd", 1, "3.5.1", extra),
+    );
     wait_available(&cluster, namespace, "etcd", 1).await;
     let client = cluster.client();
     eventually("authentication enabled", LIMIT, || async {
@@ -436,13 +655,53 @@ async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
             .ok_or_else(|| format!("{:?}", c.status))
     })
     .await;
-    credentials_secret(&cluster, namespace, "s3-credentials", &moto.key_id, &moto.secret);
+    // A key, written over mutual TLS as root.
+    let out = blocking(|| {
+        cluster
+            .network
+            .command(ETCDCTL)
+            .unwrap()
+            .arg(format!(
+                "--endpoints=https://etcd-client.{namespace}.svc:2379"
+            ))
+            .arg(format!("--cacert={}", d.join("ca.crt").display()))
+            .arg(format!("--cert={}", d.join("client.crt").display()))
+            .arg(format!("--key={}", d.join("client.key").display()))
+            .args([
+                "--user=root:snapshot-root-password",
+                "--command-timeout=10s",
+                "put",
+                "secured-key",
+                "secured-value",
+            ])
+            .output()
+            .expect("etcdctl runs")
+    });
+    assert!(
+        out.status.success(),
+        "put over TLS: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
     apply(
         &cluster,
-        &snapshot_yaml(namespace, "secured", "etcd", &moto, BUCKET, namespace, "s3-credentials"),
+        &snapshot_yaml(
+            namespace,
+            "secured",
+            "etcd",
+            &moto.url,
+            BUCKET,
+            namespace,
+            "s3-credentials",
+        ),
     );
-    // The operator's own writes (auth enabling) are in it: at least the root user's keys.
-    check_complete(&cluster, &moto, namespace, "secured", "3.5.1", 0).await;
+    check_complete(&cluster, &moto, namespace, "secured", "3.5.1", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -452,10 +711,26 @@ async fn e2e_snapshots_to_s3() {
     cluster.deploy_operator(1).await;
     let dir = tempfile::tempdir().unwrap();
     let moto = Arc::new(blocking(|| Moto::start(&cluster, dir.path(), BUCKET)));
-    println!("moto_server at {} ({:.1} s)", moto.url, started.elapsed().as_secs_f64());
+    println!(
+        "moto_server at {} ({:.1} s)",
+        moto.url,
+        started.elapsed().as_secs_f64()
+    );
 
-    let v35 = tokio::spawn(snapshot_of_plain_cluster(cluster.clone(), moto.clone(), "snap-35", "3.5.1", 3));
-    let v34 = tokio::spawn(snapshot_of_plain_cluster(cluster.clone(), moto.clone(), "snap-34", "3.4.23", 1));
+    let v35 = tokio::spawn(snapshot_of_plain_cluster(
+        cluster.clone(),
+        moto.clone(),
+        "snap-35",
+        "3.5.1",
+        3,
+    ));
+    let v34 = tokio::spawn(snapshot_of_plain_cluster(
+        cluster.clone(),
+        moto.clone(),
+        "snap-34",
+        "3.4.23",
+        1,
+    ));
     let idle = tokio::spawn(idle_clusters(cluster.clone(), moto.clone()));
     let tls = tokio::spawn(tls_auth_cluster(cluster.clone(), moto.clone()));
     v35.await.unwrap();

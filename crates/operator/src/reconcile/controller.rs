@@ -94,10 +94,10 @@ pub async fn run_controller(
 
     let snapshots = crate::snapshot::run_snapshot_controller(
         scope.clone(),
-        Arc::new(crate::snapshot::SnapshotContext {
-            observer: ctx.observer.clone(),
-            act: ctx.act.clone(),
-        }),
+        Arc::new(crate::snapshot::SnapshotContext::new(
+            ctx.observer.clone(),
+            ctx.act.clone(),
+        )),
         shutdown.clone(),
     );
     let clusters = controller

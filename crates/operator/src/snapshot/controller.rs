@@ -23,8 +23,8 @@ use super::decide::{self, ClusterFacts, Failure, Next, Source, Stored, Voter};
 use super::digest::SnapshotDigest;
 use super::store::{self, PARTS_IN_FLIGHT, S3Credentials};
 use crate::act::{ActContext, post_params};
-use crate::build::member_client_url;
 use crate::build::REPORTING_COMPONENT;
+use crate::build::member_client_url;
 use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
 use crate::observe::{Observer, Scope};
 
@@ -32,6 +32,30 @@ use crate::observe::{Observer, Scope};
 pub struct SnapshotContext {
     pub observer: Observer,
     pub act: ActContext,
+    /// UIDs of the snapshots this process finished (Complete or Failed). The watch cache
+    /// shows a status write a moment later; the pass that the write itself triggers must not
+    /// read the old `Started` from it and take the snapshot again.
+    pub finished: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl SnapshotContext {
+    pub fn new(observer: Observer, act: ActContext) -> SnapshotContext {
+        SnapshotContext {
+            observer,
+            act,
+            finished: Default::default(),
+        }
+    }
+
+    fn is_finished(&self, snapshot: &EtcdSnapshot) -> bool {
+        let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+        self.finished.lock().expect("finished set").contains(&uid)
+    }
+
+    fn mark_finished(&self, snapshot: &EtcdSnapshot) {
+        let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+        self.finished.lock().expect("finished set").insert(uid);
+    }
 }
 
 /// A pass that could not record its outcome (a status write or a read of the API failed).
@@ -52,17 +76,20 @@ pub async fn run_snapshot_controller(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.act.client.clone();
-    Controller::new(scope.api::<EtcdSnapshot>(&client), watcher::Config::default())
-        // Snapshots stream for as long as the database takes: two at a time at most.
-        .with_config(Config::default().concurrency(2))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile_snapshot, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                debug!(error = %e, "snapshot controller event");
-            }
-        })
-        .await;
+    Controller::new(
+        scope.api::<EtcdSnapshot>(&client),
+        watcher::Config::default(),
+    )
+    // Snapshots stream for as long as the database takes: two at a time at most.
+    .with_config(Config::default().concurrency(2))
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile_snapshot, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            debug!(error = %e, "snapshot controller event");
+        }
+    })
+    .await;
 }
 
 fn error_policy(
@@ -87,6 +114,10 @@ async fn reconcile_snapshot(
     if decide::next(phase, &snapshot.spec.destination, "", None) == Next::Nothing {
         return Ok(Action::await_change());
     }
+    if ctx.is_finished(&snapshot) {
+        // Finished by this process; the cache has not caught up with the status yet.
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
     if !ctx
         .observer
         .stores
@@ -109,7 +140,12 @@ async fn reconcile_snapshot(
     };
     let previous = snapshot.status.clone().unwrap_or_default();
     let generation = snapshot.metadata.generation;
-    match decide::next(phase, &snapshot.spec.destination, &cluster_name, facts.as_ref()) {
+    match decide::next(
+        phase,
+        &snapshot.spec.destination,
+        &cluster_name,
+        facts.as_ref(),
+    ) {
         Next::Nothing => Ok(Action::await_change()),
         Next::Fail(failure) => {
             record_failure(&ctx, &snapshot, &previous, &failure, None).await?;
@@ -139,7 +175,12 @@ async fn reconcile_snapshot(
                         generation,
                     );
                     write_status(&ctx, &snapshot, &status).await?;
-                    let message = status.conditions.as_ref().map(|c| c[0].message.clone()).unwrap_or_default();
+                    ctx.mark_finished(&snapshot);
+                    let message = status
+                        .conditions
+                        .as_ref()
+                        .map(|c| c[0].message.clone())
+                        .unwrap_or_default();
                     info!(namespace = %namespace, snapshot = %name(&snapshot), uri = %uri, size = stored.size, "snapshot complete");
                     event(&ctx, &snapshot, "Normal", "SnapshotComplete", &message).await;
                 }
@@ -193,11 +234,18 @@ async fn cluster_facts(
     if facts.deleting || facts.paused || facts.replicas == 0 {
         return Ok((facts, EtcdAccess::plaintext()));
     }
-    let observed = ctx.observer.observe(cluster).await.map_err(|e| {
-        SnapshotError::Read(format!("{}/{}", e.namespace, e.name), e.source)
-    })?;
+    let observed = ctx
+        .observer
+        .observe(cluster)
+        .await
+        .map_err(|e| SnapshotError::Read(format!("{}/{}", e.namespace, e.name), e.source))?;
     facts.security_problems = observed.security.problems.clone();
-    facts.unhealthy = observed.etcd.health.as_ref().err().map(|e| e.detail.clone());
+    facts.unhealthy = observed
+        .etcd
+        .health
+        .as_ref()
+        .err()
+        .map(|e| e.detail.clone());
     facts.voters = observed
         .etcd
         .endpoints
@@ -377,6 +425,7 @@ async fn record_failure(
         snapshot.metadata.generation,
     );
     write_status(ctx, snapshot, &status).await?;
+    ctx.mark_finished(snapshot);
     warn!(
         namespace = snapshot.metadata.namespace.as_deref().unwrap_or_default(),
         snapshot = %name(snapshot),
@@ -384,7 +433,14 @@ async fn record_failure(
         detail = %failure.message(),
         "snapshot failed"
     );
-    event(ctx, snapshot, "Warning", failure.reason(), &failure.message()).await;
+    event(
+        ctx,
+        snapshot,
+        "Warning",
+        failure.reason(),
+        &failure.message(),
+    )
+    .await;
     Ok(())
 }
 
@@ -407,7 +463,13 @@ async fn write_status(
 }
 
 /// An Event about `snapshot`; a failure to record it is logged, never fails the pass.
-async fn event(ctx: &SnapshotContext, snapshot: &EtcdSnapshot, kind: &str, reason: &str, message: &str) {
+async fn event(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    kind: &str,
+    reason: &str,
+    message: &str,
+) {
     let event = snapshot_event(snapshot, kind, reason, message, Timestamp::now());
     let namespace = event.metadata.namespace.clone().unwrap_or_default();
     ctx.act.count_write("Event");

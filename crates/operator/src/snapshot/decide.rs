@@ -20,34 +20,71 @@ pub const NAME_METADATA: &str = "etcd-snapshot";
 pub enum Failure {
     /// `destination.pvc`: not built yet.
     PvcNotImplemented,
-    ClusterNotFound { cluster: String },
-    ClusterDeleting { cluster: String },
-    ClusterPaused { cluster: String },
-    ClusterParked { cluster: String },
+    ClusterNotFound {
+        cluster: String,
+    },
+    ClusterDeleting {
+        cluster: String,
+    },
+    ClusterPaused {
+        cluster: String,
+    },
+    ClusterParked {
+        cluster: String,
+    },
     /// No voter served a linearizable read.
-    ClusterUnavailable { cluster: String, detail: String },
+    ClusterUnavailable {
+        cluster: String,
+        detail: String,
+    },
     /// The cluster's TLS or auth Secrets are unusable, so the operator cannot dial it.
-    ClusterSecrets { cluster: String, problems: String },
+    ClusterSecrets {
+        cluster: String,
+        problems: String,
+    },
     /// The credentials Secret is missing or lacks a key.
-    CredentialsSecret { detail: String },
+    CredentialsSecret {
+        detail: String,
+    },
     /// The store refused the credentials (unknown key, wrong secret).
     Unauthorized,
     /// The credentials are known but may not write (or read) the bucket.
-    AccessDenied { detail: String },
-    BucketNotFound { bucket: String },
-    EndpointUnreachable { endpoint: String, detail: String },
+    AccessDenied {
+        detail: String,
+    },
+    BucketNotFound {
+        bucket: String,
+    },
+    EndpointUnreachable {
+        endpoint: String,
+        detail: String,
+    },
     /// The destination fields cannot make a store (a malformed endpoint, say).
-    InvalidDestination { detail: String },
+    InvalidDestination {
+        detail: String,
+    },
     /// The object exists and another EtcdSnapshot (or something else) wrote it.
-    ObjectExists { uri: String, writer: Option<String> },
+    ObjectExists {
+        uri: String,
+        writer: Option<String>,
+    },
     /// Any other answer of the store.
-    Store { detail: String },
+    Store {
+        detail: String,
+    },
     /// etcd failed the snapshot stream.
-    Etcd { member: String, detail: String },
+    Etcd {
+        member: String,
+        detail: String,
+    },
     /// etcd's trailing SHA-256 does not match the bytes received.
-    Corrupt { member: String },
+    Corrupt {
+        member: String,
+    },
     /// The stored object, read back, differs from what was written.
-    VerificationFailed { detail: String },
+    VerificationFailed {
+        detail: String,
+    },
 }
 
 impl Failure {
@@ -79,7 +116,9 @@ impl Failure {
     pub fn message(&self) -> String {
         const RETRY: &str = "then create a new EtcdSnapshot";
         match self {
-            Failure::PvcNotImplemented => "destination.pvc is not implemented yet: use destination.s3".to_string(),
+            Failure::PvcNotImplemented => {
+                "destination.pvc is not implemented yet: use destination.s3".to_string()
+            }
             Failure::ClusterNotFound { cluster } => format!(
                 "cluster not found: no EtcdCluster {cluster} in this namespace; fix spec.clusterRef.name, {RETRY}"
             ),
@@ -122,7 +161,9 @@ impl Failure {
                     "{uri} already exists and no EtcdSnapshot wrote it; it is never replaced: choose another destination.s3.key or snapshot name"
                 ),
             },
-            Failure::Store { detail } => format!("the S3 store failed the upload: {detail}; {RETRY}"),
+            Failure::Store { detail } => {
+                format!("the S3 store failed the upload: {detail}; {RETRY}")
+            }
             Failure::Etcd { member, detail } => {
                 format!("etcd member {member} failed the snapshot stream: {detail}; {RETRY}")
             }
@@ -170,7 +211,10 @@ pub enum Next {
     /// Record the failure.
     Fail(Failure),
     /// Take the snapshot from this voter to this S3 location.
-    Take { voter: Voter, s3: S3SnapshotLocation },
+    Take {
+        voter: Voter,
+        s3: S3SnapshotLocation,
+    },
 }
 
 /// The phase first: a finished snapshot stays as it is. Then the destination, then the
@@ -253,7 +297,9 @@ pub fn object_uri(bucket: &str, key: &str) -> String {
 pub enum Existing {
     Absent,
     /// An object, with the uid metadata it carries (None: not written by an EtcdSnapshot).
-    Present { writer: Option<String> },
+    Present {
+        writer: Option<String>,
+    },
 }
 
 /// The overwrite guard: only an absent object, or one this same EtcdSnapshot wrote (an
@@ -281,10 +327,7 @@ pub struct Stored {
 pub fn verify(written: &Stored, read_size: u64, read_sha256: &str) -> Result<(), Failure> {
     if read_size != written.size {
         return Err(Failure::VerificationFailed {
-            detail: format!(
-                "has {read_size} bytes where {} were written",
-                written.size
-            ),
+            detail: format!("has {read_size} bytes where {} were written", written.size),
         });
     }
     if read_sha256 != written.sha256 {
@@ -298,7 +341,13 @@ pub fn verify(written: &Stored, read_size: u64, read_sha256: &str) -> Result<(),
     Ok(())
 }
 
-fn condition(status: &str, reason: &str, message: String, now: Timestamp, generation: Option<i64>) -> Condition {
+fn condition(
+    status: &str,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+    generation: Option<i64>,
+) -> Condition {
     Condition {
         type_: READY.to_string(),
         status: status.to_string(),
@@ -489,7 +538,11 @@ mod tests {
 
     #[test]
     fn new_and_interrupted_snapshots_are_taken_from_a_follower() {
-        for phase in [None, Some(SnapshotPhase::Pending), Some(SnapshotPhase::Started)] {
+        for phase in [
+            None,
+            Some(SnapshotPhase::Pending),
+            Some(SnapshotPhase::Started),
+        ] {
             match next(phase, &to_s3(), "etcd", Some(&healthy())) {
                 Next::Take { voter, s3: to } => {
                     assert_eq!(voter.member, "etcd-1");
@@ -511,22 +564,39 @@ mod tests {
         };
         let outcome = next(None, &pvc, "etcd", Some(&healthy()));
         assert_eq!(failure(outcome.clone()), "NotImplemented");
-        let Next::Fail(f) = outcome else { unreachable!() };
-        assert!(f.message().contains("destination.pvc is not implemented yet"));
+        let Next::Fail(f) = outcome else {
+            unreachable!()
+        };
+        assert!(
+            f.message()
+                .contains("destination.pvc is not implemented yet")
+        );
     }
 
     #[test]
     fn the_cluster_decides_in_order() {
-        assert_eq!(failure(next(None, &to_s3(), "gone", None)), "ClusterNotFound");
+        assert_eq!(
+            failure(next(None, &to_s3(), "gone", None)),
+            "ClusterNotFound"
+        );
         let mut c = healthy();
         c.deleting = true;
         c.paused = true;
-        assert_eq!(failure(next(None, &to_s3(), "etcd", Some(&c))), "ClusterDeleting");
+        assert_eq!(
+            failure(next(None, &to_s3(), "etcd", Some(&c))),
+            "ClusterDeleting"
+        );
         c.deleting = false;
-        assert_eq!(failure(next(None, &to_s3(), "etcd", Some(&c))), "ClusterPaused");
+        assert_eq!(
+            failure(next(None, &to_s3(), "etcd", Some(&c))),
+            "ClusterPaused"
+        );
         c.paused = false;
         c.replicas = 0;
-        assert_eq!(failure(next(None, &to_s3(), "etcd", Some(&c))), "ClusterParked");
+        assert_eq!(
+            failure(next(None, &to_s3(), "etcd", Some(&c))),
+            "ClusterParked"
+        );
         c.replicas = 3;
         c.security_problems = vec!["Secret etcd-server is missing".into()];
         assert_eq!(
@@ -568,16 +638,24 @@ mod tests {
                 "cluster not available",
             ),
             (
-                Failure::ClusterPaused { cluster: "etcd".into() },
+                Failure::ClusterPaused {
+                    cluster: "etcd".into(),
+                },
                 "cluster is paused",
             ),
             (
-                Failure::ClusterParked { cluster: "etcd".into() },
+                Failure::ClusterParked {
+                    cluster: "etcd".into(),
+                },
                 "cluster has 0 replicas",
             ),
         ];
         for (failure, words) in cases {
-            assert!(failure.message().contains(words), "{failure:?}: {}", failure.message());
+            assert!(
+                failure.message().contains(words),
+                "{failure:?}: {}",
+                failure.message()
+            );
         }
     }
 
@@ -601,7 +679,10 @@ mod tests {
     #[test]
     fn objects_are_named_like_the_reference() {
         assert_eq!(object_key(Some("etcd/prod"), "daily"), "etcd/prod/daily.db");
-        assert_eq!(object_key(Some("/etcd/prod/"), "daily"), "etcd/prod/daily.db");
+        assert_eq!(
+            object_key(Some("/etcd/prod/"), "daily"),
+            "etcd/prod/daily.db"
+        );
         assert_eq!(object_key(Some(""), "daily"), "daily.db");
         assert_eq!(object_key(Some("/"), "daily"), "daily.db");
         assert_eq!(object_key(None, "daily"), "daily.db");
@@ -613,10 +694,22 @@ mod tests {
         let uri = "s3://b/k.db";
         assert_eq!(may_write(&Existing::Absent, "u1", uri), Ok(()));
         assert_eq!(
-            may_write(&Existing::Present { writer: Some("u1".into()) }, "u1", uri),
+            may_write(
+                &Existing::Present {
+                    writer: Some("u1".into())
+                },
+                "u1",
+                uri
+            ),
             Ok(())
         );
-        let other = may_write(&Existing::Present { writer: Some("u2".into()) }, "u1", uri);
+        let other = may_write(
+            &Existing::Present {
+                writer: Some("u2".into()),
+            },
+            "u1",
+            uri,
+        );
         assert_eq!(
             other,
             Err(Failure::ObjectExists {
@@ -624,7 +717,12 @@ mod tests {
                 writer: Some("u2".into())
             })
         );
-        assert!(other.unwrap_err().message().contains("another EtcdSnapshot"));
+        assert!(
+            other
+                .unwrap_err()
+                .message()
+                .contains("another EtcdSnapshot")
+        );
         let foreign = may_write(&Existing::Present { writer: None }, "u1", uri).unwrap_err();
         assert_eq!(foreign.reason(), "ObjectExists");
         assert!(foreign.message().contains("no EtcdSnapshot wrote it"));
@@ -639,7 +737,11 @@ mod tests {
         };
         assert_eq!(verify(&stored, 10, "ab"), Ok(()));
         let short = verify(&stored, 9, "ab").unwrap_err();
-        assert!(short.message().contains("has 9 bytes where 10 were written"));
+        assert!(
+            short
+                .message()
+                .contains("has 9 bytes where 10 were written")
+        );
         let other = verify(&stored, 10, "cd").unwrap_err();
         assert_eq!(other.reason(), "VerificationFailed");
         assert!(other.message().contains("cd"));
@@ -674,9 +776,15 @@ mod tests {
         assert_eq!(done.revision, Some(42));
         assert_eq!(done.verified, Some(true));
         assert_eq!(done.start_time.as_deref(), Some("2026-01-02T03:04:05Z"));
-        assert_eq!(done.completion_time.as_deref(), Some("2026-01-02T03:04:09Z"));
+        assert_eq!(
+            done.completion_time.as_deref(),
+            Some("2026-01-02T03:04:09Z")
+        );
         let ready = &done.conditions.as_ref().unwrap()[0];
-        assert_eq!((ready.type_.as_str(), ready.status.as_str()), ("Ready", "True"));
+        assert_eq!(
+            (ready.type_.as_str(), ready.status.as_str()),
+            ("Ready", "True")
+        );
         assert!(ready.message.contains("revision 42"));
 
         let failed = failed_status(&started, &Failure::Unauthorized, None, later, Some(1));
@@ -685,8 +793,14 @@ mod tests {
         assert_eq!(failed.verified, None);
         assert_eq!(failed.member.as_deref(), Some("etcd-1"));
         let ready = &failed.conditions.as_ref().unwrap()[0];
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "Unauthorized"));
-        assert_eq!(failed.failure_reason.as_deref(), Some(ready.message.as_str()));
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "Unauthorized")
+        );
+        assert_eq!(
+            failed.failure_reason.as_deref(),
+            Some(ready.message.as_str())
+        );
 
         let mismatch = Failure::VerificationFailed { detail: "x".into() };
         let unverified = failed_status(&started, &mismatch, Some(&stored), later, Some(1));

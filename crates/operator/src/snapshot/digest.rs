@@ -149,7 +149,10 @@ mod tests {
             let mut bad = good.clone();
             bad[at] ^= 1;
             for chunk in [7, 32, 4096] {
-                assert!(!digest_in_chunks(&bad, chunk).trailer_matches, "at {at}, chunk {chunk}");
+                assert!(
+                    !digest_in_chunks(&bad, chunk).trailer_matches,
+                    "at {at}, chunk {chunk}"
+                );
             }
         }
     }

@@ -36,7 +36,10 @@ impl std::fmt::Debug for S3Credentials {
 /// The S3 store for `location`: path-style addressing with `forcePathStyle`, plain HTTP
 /// allowed only for an `http://` endpoint, the region "us-east-1" when none is given (stores
 /// that ignore it accept any). Retries are short so that a wrong endpoint fails in seconds.
-pub fn s3_store(location: &S3SnapshotLocation, credentials: &S3Credentials) -> Result<AmazonS3, Failure> {
+pub fn s3_store(
+    location: &S3SnapshotLocation,
+    credentials: &S3Credentials,
+) -> Result<AmazonS3, Failure> {
     // reqwest is built without a crypto provider of its own: use the process's (ring).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let endpoint = location.endpoint.trim_end_matches('/');
@@ -48,13 +51,23 @@ pub fn s3_store(location: &S3SnapshotLocation, credentials: &S3Credentials) -> R
     AmazonS3Builder::new()
         .with_endpoint(endpoint)
         .with_bucket_name(&location.bucket)
-        .with_region(location.region.as_deref().filter(|r| !r.is_empty()).unwrap_or("us-east-1"))
+        .with_region(
+            location
+                .region
+                .as_deref()
+                .filter(|r| !r.is_empty())
+                .unwrap_or("us-east-1"),
+        )
         .with_access_key_id(&credentials.access_key_id)
         .with_secret_access_key(&credentials.secret_access_key)
         .with_virtual_hosted_style_request(!location.force_path_style.unwrap_or(false))
-        .with_allow_http(endpoint.starts_with("http://"))
+        // Client options replace the builder's allow_http: set it in them.
         .with_client_options(
             ClientOptions::new()
+                .with_allow_http(endpoint.starts_with("http://"))
+                // Plain HTTP needs no roots, and an image without system CA certificates
+                // could not build the client otherwise; https verifies against the system's.
+                .with_no_system_certificates(endpoint.starts_with("http://"))
                 .with_connect_timeout(Duration::from_secs(5))
                 .with_timeout(Duration::from_secs(60)),
         )
@@ -64,9 +77,7 @@ pub fn s3_store(location: &S3SnapshotLocation, credentials: &S3Credentials) -> R
             ..Default::default()
         })
         .build()
-        .map_err(|e| Failure::InvalidDestination {
-            detail: e.to_string(),
-        })
+        .map_err(|e| Failure::InvalidDestination { detail: chain(&e) })
 }
 
 /// The text of an error and all its sources, for matching the store's error codes.
@@ -79,6 +90,15 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
         source = inner.source();
     }
     text
+}
+
+/// The deepest source of an error.
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut deepest = error;
+    while let Some(inner) = deepest.source() {
+        deepest = inner;
+    }
+    deepest.to_string()
 }
 
 /// An object_store error as the user's problem. S3 error codes in the response body decide
@@ -109,7 +129,8 @@ pub fn classify(error: &object_store::Error, location: &S3SnapshotLocation) -> F
         {
             Failure::EndpointUnreachable {
                 endpoint: location.endpoint.clone(),
-                detail,
+                // The innermost cause ("tcp connect error: Connection refused") says it best.
+                detail: innermost(error).chars().take(200).collect(),
             }
         }
         _ => Failure::Store { detail },
@@ -221,7 +242,9 @@ mod tests {
             (
                 object_store::Error::NotFound {
                     path: "k".into(),
-                    source: "<Error><Code>NoSuchBucket</Code></Error>".to_string().into(),
+                    source: "<Error><Code>NoSuchBucket</Code></Error>"
+                        .to_string()
+                        .into(),
                 },
                 "BucketNotFound",
             ),
@@ -257,8 +280,18 @@ mod tests {
                 generic("error sending request for url (http://s3.example:9000/backups/k.db)"),
                 "EndpointUnreachable",
             ),
-            (generic("HTTP error: client error (Connect): Connection refused"), "EndpointUnreachable"),
-            (generic("Server returned 500 Internal Server Error"), "StoreError"),
+            (
+                generic("HTTP error: client error (Connect): Connection refused"),
+                "EndpointUnreachable",
+            ),
+            (
+                generic("Server returned 500 Internal Server Error"),
+                "StoreError",
+            ),
+            (
+                generic("HTTP error: builder error: URL scheme is not allowed"),
+                "StoreError",
+            ),
         ];
         for (error, reason) in cases {
             let failure = classify(&error, &l);

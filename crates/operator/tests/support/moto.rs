@@ -37,13 +37,22 @@ impl Moto {
             .network
             .command("python3")
             .expect("a command in the cluster network")
-            .args(["-m", "moto.server", "-H", &gateway.to_string(), "-p", &PORT.to_string()])
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                &gateway.to_string(),
+                "-p",
+                &PORT.to_string(),
+            ])
             .env("INITIAL_NO_AUTH_ACTION_COUNT", "3")
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log).expect("moto log"))
             .stderr(std::fs::File::create(dir.join("moto.err")).expect("moto log"))
             .spawn()
-            .expect("python3 -m moto.server starts (scripts/install-deps.sh installs moto[server])");
+            .expect(
+                "python3 -m moto.server starts (scripts/install-deps.sh installs moto[server])",
+            );
         let url = format!("http://{gateway}:{PORT}");
         let mut moto = Moto {
             child,
@@ -97,8 +106,16 @@ impl Moto {
 
     /// Writes a small object carrying `uid` as its etcd-snapshot-uid. Blocking.
     pub fn put_foreign(&self, bucket: &str, key: &str, uid: &str) {
-        self.python(&["put", &self.url, &self.key_id, &self.secret, bucket, key, uid])
-            .expect("putting an object");
+        self.python(&[
+            "put",
+            &self.url,
+            &self.key_id,
+            &self.secret,
+            bucket,
+            key,
+            uid,
+        ])
+        .expect("putting an object");
     }
 
     /// Downloads the object to `out`. Blocking.
