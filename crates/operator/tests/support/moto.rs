@@ -132,6 +132,26 @@ impl Moto {
         .expect("downloading the object");
     }
 
+    /// Uploads `file` to the object with boto3 (the benchmark's floor). Blocking.
+    pub fn upload(&self, bucket: &str, key: &str, file: &Path) {
+        self.python(&[
+            "upload",
+            &self.url,
+            &self.key_id,
+            &self.secret,
+            bucket,
+            key,
+            file.to_str().unwrap(),
+        ])
+        .expect("uploading the file");
+    }
+
+    /// Deletes the object. Blocking.
+    pub fn delete(&self, bucket: &str, key: &str) {
+        self.python(&["delete", &self.url, &self.key_id, &self.secret, bucket, key])
+            .expect("deleting the object");
+    }
+
     /// Multipart uploads started and neither completed nor aborted. Blocking.
     pub fn unfinished_uploads(&self, bucket: &str) -> usize {
         self.python(&["uploads", &self.url, &self.key_id, &self.secret, bucket])

@@ -6,6 +6,8 @@
   head URL ID SECRET BUCKET KEY     prints {"size", "sha256", "metadata"} (streamed read)
   get URL ID SECRET BUCKET KEY OUT  downloads the object to OUT
   uploads URL ID SECRET BUCKET      prints the number of unfinished multipart uploads
+  upload URL ID SECRET BUCKET KEY FILE   uploads FILE (boto3's managed multipart upload)
+  delete URL ID SECRET BUCKET KEY   deletes the object
 """
 import hashlib
 import json
@@ -67,6 +69,10 @@ def main(argv):
         print(json.dumps({"size": size, "sha256": digest.hexdigest(), "metadata": body["Metadata"]}))
     elif command == "get":
         client.download_file(bucket, key, argv[7])
+    elif command == "upload":
+        client.upload_file(argv[7], bucket, key)
+    elif command == "delete":
+        client.delete_object(Bucket=bucket, Key=key)
     elif command == "uploads":
         print(len(client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])))
 
