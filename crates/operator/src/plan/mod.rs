@@ -25,7 +25,7 @@ mod step;
 mod timing;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 

@@ -24,7 +24,6 @@ use super::digest::SnapshotDigest;
 use super::store::{self, PARTS_IN_FLIGHT, S3Credentials};
 use crate::act::{ActContext, post_params};
 use crate::build::REPORTING_COMPONENT;
-use crate::build::member_client_url;
 use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
 use crate::observe::{Observer, Scope};
 
@@ -230,7 +229,7 @@ async fn cluster_facts(
     ctx: &SnapshotContext,
     cluster: &EtcdCluster,
 ) -> Result<(ClusterFacts, EtcdAccess), SnapshotError> {
-    let mut facts = shallow_facts(cluster);
+    let facts = shallow_facts(cluster);
     if facts.deleting || facts.paused || facts.replicas == 0 {
         return Ok((facts, EtcdAccess::plaintext()));
     }
@@ -239,32 +238,7 @@ async fn cluster_facts(
         .observe(cluster)
         .await
         .map_err(|e| SnapshotError::Read(format!("{}/{}", e.namespace, e.name), e.source))?;
-    facts.security_problems = observed.security.problems.clone();
-    facts.unhealthy = observed
-        .etcd
-        .health
-        .as_ref()
-        .err()
-        .map(|e| e.detail.clone());
-    facts.voters = observed
-        .etcd
-        .endpoints
-        .iter()
-        .filter_map(|o| {
-            let status = o.status.as_ref().ok().filter(|s| !s.is_learner)?;
-            let member = observed
-                .members
-                .iter()
-                .find(|m| member_client_url(&m.member) == o.endpoint)
-                .and_then(|m| m.member.metadata.name.clone())?;
-            Some(Voter {
-                member,
-                endpoint: ctx.observer.etcd_urls.map(&o.endpoint),
-                healthy: o.is_healthy(),
-                leader: status.leader != 0 && status.leader == status.member_id,
-            })
-        })
-        .collect();
+    let facts = decide::cluster_facts(&observed, |url| ctx.observer.etcd_urls.map(url));
     Ok((facts, observed.security.access.clone()))
 }
 

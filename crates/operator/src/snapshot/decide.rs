@@ -8,6 +8,9 @@ use etcd_operator_api::snapshot::{EtcdSnapshotStatus, SnapshotArtifact, Snapshot
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
+use crate::build::member_client_url;
+use crate::plan::Observed;
+
 /// The user-defined object metadata (`x-amz-meta-etcd-snapshot-uid`) that records which
 /// EtcdSnapshot wrote an object: the overwrite guard reads it back.
 pub const UID_METADATA: &str = "etcd-snapshot-uid";
@@ -201,6 +204,44 @@ pub struct ClusterFacts {
     pub voters: Vec<Voter>,
     /// Why the cluster is not healthy, when it is not (etcd's own words).
     pub unhealthy: Option<String>,
+}
+
+/// The cluster facts of one observation: `dial` maps a member's client URL to the URL the
+/// operator dials (the identity in a Pod, a port map in tests).
+pub fn cluster_facts(observed: &Observed, dial: impl Fn(&str) -> String) -> ClusterFacts {
+    let cluster = &observed.cluster;
+    ClusterFacts {
+        name: cluster.metadata.name.clone().unwrap_or_default(),
+        deleting: cluster.metadata.deletion_timestamp.is_some(),
+        paused: cluster.spec.is_paused(),
+        replicas: cluster.spec.replicas_or_default(),
+        security_problems: observed.security.problems.clone(),
+        unhealthy: observed
+            .etcd
+            .health
+            .as_ref()
+            .err()
+            .map(|e| e.detail.clone()),
+        voters: observed
+            .etcd
+            .endpoints
+            .iter()
+            .filter_map(|o| {
+                let status = o.status.as_ref().ok().filter(|s| !s.is_learner)?;
+                let member = observed
+                    .members
+                    .iter()
+                    .find(|m| member_client_url(&m.member) == o.endpoint)
+                    .and_then(|m| m.member.metadata.name.clone())?;
+                Some(Voter {
+                    member,
+                    endpoint: dial(&o.endpoint),
+                    healthy: o.is_healthy(),
+                    leader: status.leader != 0 && status.leader == status.member_id,
+                })
+            })
+            .collect(),
+    }
 }
 
 /// The next thing to do for one EtcdSnapshot.
@@ -657,6 +698,72 @@ mod tests {
                 failure.message()
             );
         }
+    }
+
+    #[test]
+    fn facts_come_from_the_observation() {
+        use crate::plan::tests::fixtures::{Answer, Fx};
+        let mut fx = Fx::healthy(3);
+        let facts = cluster_facts(&fx.obs, |u| format!("{u}#dialled"));
+        assert_eq!(
+            (facts.replicas, facts.paused, facts.deleting),
+            (3, false, false)
+        );
+        assert_eq!(facts.unhealthy, None);
+        let mut members: Vec<_> = facts
+            .voters
+            .iter()
+            .map(|v| (v.member.as_str(), v.healthy, v.leader))
+            .collect();
+        members.sort();
+        assert_eq!(
+            members,
+            [
+                ("etcd-0", true, true),
+                ("etcd-1", true, false),
+                ("etcd-2", true, false)
+            ]
+        );
+        assert!(
+            facts
+                .voters
+                .iter()
+                .all(|v| v.endpoint.ends_with("#dialled"))
+        );
+        match next(None, &to_s3(), "etcd", Some(&facts)) {
+            Next::Take { voter, .. } => assert_eq!(voter.member, "etcd-1"),
+            other => panic!("{other:?}"),
+        }
+
+        // A member down, one a learner: neither is a voter to stream from.
+        fx.answer("etcd-1", Answer::Down);
+        fx.answer("etcd-2", Answer::Learner);
+        let facts = cluster_facts(&fx.obs, str::to_string);
+        let names: Vec<_> = facts.voters.iter().map(|v| v.member.as_str()).collect();
+        assert_eq!(names, ["etcd-0"]);
+
+        // Without quorum nobody serves a linearizable read: the cluster is unavailable.
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            fx.answer(m, Answer::NoQuorum);
+        }
+        fx.obs.etcd.health = Err(crate::etcd::EtcdError::new(
+            "Health",
+            &[],
+            crate::etcd::EtcdErrorKind::NoLeader,
+            "no voter served a linearizable read",
+        ));
+        let facts = cluster_facts(&fx.obs, str::to_string);
+        assert!(facts.voters.iter().all(|v| !v.healthy));
+        assert_eq!(
+            failure(next(None, &to_s3(), "etcd", Some(&facts))),
+            "ClusterUnavailable"
+        );
+
+        fx.obs.security.problems = vec!["Secret etcd-server is missing".into()];
+        fx.obs.cluster.spec.paused = Some(true);
+        let facts = cluster_facts(&fx.obs, str::to_string);
+        assert!(facts.paused);
+        assert_eq!(facts.security_problems.len(), 1);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! simulations of whole sequences (bootstrap, reboot, scale, crash between steps), and
 //! property tests of the safety invariants.
 
-mod fixtures;
+pub(crate) mod fixtures;
 mod healing;
 mod lifecycle;
 mod membership;
