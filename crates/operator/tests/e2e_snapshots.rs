@@ -9,7 +9,8 @@
 //! revision the status records and at least the keys written. Bad input: wrong credentials,
 //! an unknown bucket, a missing credentials Secret, an object another snapshot wrote, a PVC
 //! destination, a missing, a paused and a parked cluster: each Failed with its reason and a
-//! Warning Event, no multipart upload left behind, the other snapshot's object untouched.
+//! Warning Event, no multipart upload left behind, the other snapshot's object untouched. And
+//! a snapshot interrupted by an operator restart is taken again by the next operator.
 
 mod support;
 
@@ -704,6 +705,63 @@ async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
     check_complete(&cluster, &moto, namespace, "secured", "3.5.1", 1).await;
 }
 
+/// An operator that stopped in the middle of a snapshot (the status still says `Started`; here
+/// the upload had completed, the worst case for the overwrite guard): the next operator takes
+/// the snapshot again, replacing only its own object, and records it. Runs last: it restarts
+/// the operator.
+async fn interrupted_snapshot_resumes(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &str) {
+    let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), namespace);
+    let first = api.get("first").await.expect("the first snapshot");
+    let first_status = first.status.clone().unwrap();
+    api.patch_status(
+        "first",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"status": {"phase": "Started"}})),
+    )
+    .await
+    .expect("setting the phase back to Started");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(cluster.client(), support::cluster::OPERATOR_NAMESPACE);
+    for pod in cluster.operator_pods().await {
+        pods.delete(
+            pod.metadata.name.as_deref().unwrap(),
+            &kube::api::DeleteParams::default(),
+        )
+        .await
+        .expect("deleting the operator's Pod");
+    }
+    let started = Instant::now();
+    cluster.wait_operator_ready(1).await;
+    let ready_after = started.elapsed().as_secs_f64();
+    let again = wait_phase(&cluster, namespace, "first", "Complete").await;
+    let status = again.status.clone().unwrap();
+    assert_ne!(
+        status.completion_time, first_status.completion_time,
+        "the snapshot was taken again"
+    );
+    assert_eq!(status.verified, Some(true));
+    let key = format!("{namespace}/first.db");
+    let held = blocking(|| moto.head(BUCKET, &key)).expect("the object exists");
+    assert_eq!(
+        held["size"].as_i64(),
+        status.artifact.as_ref().unwrap().size_bytes
+    );
+    assert_eq!(
+        Some(format!("sha256:{}", held["sha256"].as_str().unwrap())),
+        status.artifact.unwrap().checksum
+    );
+    let started_events = events_of(&cluster, namespace, "first")
+        .await
+        .into_iter()
+        .filter(|(_, reason)| reason == "SnapshotStarted")
+        .count();
+    assert_eq!(started_events, 2, "taken once more, not more");
+    println!(
+        "{namespace}/first: interrupted, taken again by the restarted operator {:.1} s after its Pod was deleted (the new operator ready after {ready_after:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_snapshots_to_s3() {
     let started = Instant::now();
@@ -739,5 +797,6 @@ async fn e2e_snapshots_to_s3() {
     v34.await.unwrap();
     idle.await.unwrap();
     tls.await.unwrap();
+    interrupted_snapshot_resumes(cluster.clone(), moto.clone(), "snap-35").await;
     println!("snapshots: {:.0} s in all", started.elapsed().as_secs_f64());
 }
