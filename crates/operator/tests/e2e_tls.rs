@@ -16,7 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::certs::{make_ca, make_leaf, member_sans, secret_data, verifies};
+use support::certs::{make_ca, make_leaf, member_sans, secret_data, tls_files, verifies};
 use support::cluster::{Cluster, ETCDCTL};
 use support::healing::{OperatorDeployment, start_healing_cluster_with_cert_manager};
 use support::{
@@ -269,14 +269,6 @@ fn certificates(namespace: &str) -> tempfile::TempDir {
         "serverAuth,clientAuth",
     );
     dir
-}
-
-fn tls_files(dir: &Path, leaf: &str, ca: &str) -> Vec<(&'static str, PathBuf)> {
-    vec![
-        ("tls.crt", dir.join(format!("{leaf}.crt"))),
-        ("tls.key", dir.join(format!("{leaf}.key"))),
-        ("ca.crt", dir.join(format!("{ca}.crt"))),
-    ]
 }
 
 fn create_good_secrets(cluster: &Cluster, namespace: &str, dir: &Path) {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use etcd_operator_api::{EtcdCluster, EtcdMember};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
@@ -40,6 +40,9 @@ pub async fn run_controller(
     on_ready: impl FnOnce() + Send + 'static,
 ) {
     let scope = &options.scope;
+    // Both controllers stop on the same signal.
+    let shutdown: std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>> = Box::pin(shutdown);
+    let shutdown = shutdown.shared();
     let (members, members_changed) = reflect::<EtcdMember>(scope.api(&client));
     let (pods, pods_changed) = reflect::<Pod>(scope.api(&client));
     let (pvcs, pvcs_changed) = reflect::<PersistentVolumeClaim>(scope.api(&client));
@@ -89,7 +92,15 @@ pub async fn run_controller(
         })
     };
 
-    controller
+    let snapshots = crate::snapshot::run_snapshot_controller(
+        scope.clone(),
+        Arc::new(crate::snapshot::SnapshotContext::new(
+            ctx.observer.clone(),
+            ctx.act.clone(),
+        )),
+        shutdown.clone(),
+    );
+    let clusters = controller
         .owns_stream(members_changed)
         .owns_stream(services_changed)
         .owns_stream(pdbs_changed)
@@ -101,7 +112,7 @@ pub async fn run_controller(
             if let Err(e) = result {
                 debug!(error = %e, "controller event");
             }
-        })
-        .await;
+        });
+    futures::join!(clusters, snapshots);
     readiness.abort();
 }

@@ -93,6 +93,15 @@ pub fn make_leaf(dir: &Path, ca: &str, name: &str, cn: &str, sans: Option<&str>,
     );
 }
 
+/// The files of a `kubernetes.io/tls` Secret with a `ca.crt`.
+pub fn tls_files(dir: &Path, leaf: &str, ca: &str) -> Vec<(&'static str, PathBuf)> {
+    vec![
+        ("tls.crt", dir.join(format!("{leaf}.crt"))),
+        ("tls.key", dir.join(format!("{leaf}.key"))),
+        ("ca.crt", dir.join(format!("{ca}.crt"))),
+    ]
+}
+
 /// SANs (openssl syntax) covering every member of the cluster `etcd` in `namespace`, the client
 /// Service and loopback.
 pub fn member_sans(namespace: &str) -> String {

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod healing;
 pub mod loopback;
 pub mod manual_node;
+pub mod moto;
 pub mod timeline;
 pub mod workload;
 
