@@ -47,6 +47,18 @@ fn trust_rollout(ctx: &Context<'_>) -> Option<Decision> {
         })
         .min_by_key(|(m, _)| m.id.is_some() && m.id == leader);
     let (m, pod) = outdated?;
+    // A memory-backed member's data dies with its Pod: its restart is a replacement, which
+    // needs the others to keep quorum without it. Never delete the Pod when they cannot.
+    if m.memory && !ctx.others_have_quorum(m.id) {
+        return Some(Decision::wait(
+            WaitReason::QuorumAtRisk,
+            format!(
+                "the CA certificates of {}'s Secrets changed, so its etcd must restart to trust them; it is memory-backed, so a restart replaces it, and the others cannot keep quorum without it. Scale the cluster out first (3 members or more), or recreate it",
+                m.name
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
     leadership_first(ctx, m).or_else(|| {
         Some(
             Decision::act(delete_pod(m, pod)).with(MemberEdit::new(m.name).not_ready(

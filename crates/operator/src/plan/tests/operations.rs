@@ -852,3 +852,37 @@ fn a_certificate_not_ready_over_a_usable_secret_is_reported_without_stopping() {
         .unwrap();
     assert_eq!(condition.status, "True");
 }
+
+/// A memory-backed member whose trusted CAs changed is restarted (which replaces it) only when
+/// the others keep quorum without it; a one-member memory-backed cluster waits with the reason
+/// instead of losing its data.
+#[test]
+fn changed_trust_never_restarts_a_memory_member_the_others_cannot_do_without() {
+    let mut fx = Fx::healthy(1);
+    fx.make_memory_backed();
+    fx.set_leader("etcd-0");
+    fx.pod_mut("etcd-0").trusted_ca = Some("old".into());
+    fx.obs.security.trust.insert("etcd-0".into(), "new".into());
+    match fx.step() {
+        Step::Wait {
+            reason, message, ..
+        } => {
+            assert_eq!(reason, WaitReason::QuorumAtRisk);
+            assert!(message.contains("memory-backed"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let mut fx = Fx::healthy(3);
+    fx.make_memory_backed();
+    fx.set_leader("etcd-0");
+    for m in ["etcd-0", "etcd-1", "etcd-2"] {
+        fx.pod_mut(m).trusted_ca = Some("old".into());
+        fx.obs.security.trust.insert(m.into(), "new".into());
+    }
+    assert_eq!(
+        fx.step().kind(),
+        StepKind::DeletePod,
+        "three members: one at a time"
+    );
+}
