@@ -555,7 +555,7 @@ impl Observer {
         }
         if signed_by_lost_ca && issued.ca == IssuedState::Missing {
             facts.problems.push(format!(
-                "Secret {ca_name} (operator-issued CA) is gone, but the members run on certificates it signed; restore it from a backup (a new CA would need a CA rotation, which is not implemented yet)"
+                "Secret {ca_name} (operator-issued CA) is gone, but the members run on certificates it signed; restore it from a backup (a new CA cannot be phased in: the members trust only the lost one, and a rotation needs its key to keep their certificates valid meanwhile)"
             ));
             issued.ca = IssuedState::Blocked;
         }
