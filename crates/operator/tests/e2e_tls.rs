@@ -122,6 +122,8 @@ struct TlsCluster {
     cluster: Arc<Cluster>,
     namespace: &'static str,
     dir: tempfile::TempDir,
+    /// `--user` for etcdctl, when its client certificate names no etcd user.
+    user: Option<String>,
 }
 
 impl TlsCluster {
@@ -134,13 +136,19 @@ impl TlsCluster {
     }
 
     fn etcdctl(&self, endpoint: &str, args: &[&str]) -> Result<String, String> {
+        let user = self.user.as_ref().map(|u| format!("--user={u}"));
+        let args: Vec<&str> = user
+            .iter()
+            .map(String::as_str)
+            .chain(args.iter().copied())
+            .collect();
         etcdctl_tls(
             &self.cluster,
             endpoint,
             self.dir.path(),
             Some("ca"),
             Some("client"),
-            args,
+            &args,
         )
     }
 
@@ -302,6 +310,7 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
         cluster: cluster.clone(),
         namespace,
         dir: certificates(namespace),
+        user: None,
     };
     create_good_secrets(&cluster, namespace, tls.dir.path());
     let password = tls.dir.path().join("password");
@@ -965,6 +974,7 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
         cluster: cluster.clone(),
         namespace,
         dir,
+        user: None,
     };
     let d = tls.dir.path();
     tls.wait_converged(3).await;
@@ -1388,7 +1398,28 @@ fn certificate_json(cluster: &Cluster, namespace: &str, name: &str) -> Option<se
 async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
     let namespace = "tls-cm";
     create_namespace(&cluster.client(), namespace).await;
-    tokio::task::block_in_place(|| cluster.apply(&cert_manager_cluster_yaml(namespace, 3)));
+    // With authentication too: the operator's client certificate names no etcd user, so every
+    // call of the test's etcdctl and workload carries root's password.
+    tokio::task::block_in_place(|| {
+        kubectl_retrying_blocking(
+            &cluster,
+            &[
+                "-n",
+                namespace,
+                "create",
+                "secret",
+                "generic",
+                "etcd-root",
+                "--type=kubernetes.io/basic-auth",
+                "--from-literal=username=root",
+                &format!("--from-literal=password={ROOT_PASSWORD}"),
+            ],
+        );
+        cluster.apply(
+            &(cert_manager_cluster_yaml(namespace, 3)
+                + "  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n"),
+        )
+    });
     eventually("the missing Issuer reported", LIMIT, || async {
         let (reason, message) = progressing(&cluster.client(), namespace, "etcd").await;
         (reason == "InvalidSecret" && message.contains("Issuer ca not found in namespace tls-cm"))
@@ -1442,6 +1473,7 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
         cluster: cluster.clone(),
         namespace,
         dir,
+        user: Some(format!("root:{ROOT_PASSWORD}")),
     };
     tls.wait_converged(3).await;
     tls.etcdctl(&tls.service(), &["put", "cm-key", "kept"])
@@ -1497,7 +1529,57 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
         .etcdctl(&tls.service(), &["get", "cm-key", "--print-value-only"])
         .unwrap();
     assert_eq!(got.trim(), "kept");
-    println!("{namespace}: cert-manager certificates: bootstrap 3, 3 -> 5 -> 3, hand edit undone");
+    // A certificate from another CA is refused.
+    make_ca(tls.dir.path(), "other-ca");
+    make_leaf(
+        tls.dir.path(),
+        "other-ca",
+        "stranger",
+        "root",
+        None,
+        "clientAuth",
+    );
+    let root = format!("--user=root:{ROOT_PASSWORD}");
+    assert!(
+        etcdctl_tls(
+            &cluster,
+            &tls.service(),
+            tls.dir.path(),
+            Some("ca"),
+            Some("stranger"),
+            &[&root, "get", "cm-key"]
+        )
+        .is_err(),
+        "{namespace}: a client certificate from another CA is refused"
+    );
+    // A member's Pod lost and healed on its data, the same member.
+    let ids = tls.etcd_members().unwrap();
+    let lost = cluster
+        .member_pod(namespace, "etcd-1")
+        .await
+        .and_then(|p| p.metadata.uid);
+    cluster.delete_member_pod(namespace, "etcd-1").await;
+    eventually(&format!("{namespace}: etcd-1 back"), LIMIT, || async {
+        let pod = cluster
+            .member_pod(namespace, "etcd-1")
+            .await
+            .ok_or("no Pod")?;
+        (pod.metadata.uid != lost
+            && pod.metadata.deletion_timestamp.is_none()
+            && support::cluster::pod_ready(&pod))
+        .then_some(())
+        .ok_or("the new Pod is not there and Ready yet".to_string())
+    })
+    .await;
+    tls.wait_converged(3).await;
+    assert_eq!(
+        tls.etcd_members().unwrap(),
+        ids,
+        "{namespace}: healed as the same member"
+    );
+    println!(
+        "{namespace}: cert-manager certificates: bootstrap 3 with auth, 3 -> 5 -> 3, hand edit undone, a lost Pod healed"
+    );
     cert_manager_renewals(&tls).await;
 }
 
@@ -1559,7 +1641,11 @@ async fn cert_manager_renewals(tls: &TlsCluster) {
     let shared = Arc::new(std::sync::Mutex::new(support::workload::Secure {
         ca_pem: std::fs::read(d.join("ca.crt")).unwrap(),
         identity: None,
-        credentials: None,
+        credentials: tls
+            .user
+            .as_ref()
+            .and_then(|u| u.split_once(':'))
+            .map(|(u, p)| (u.to_string(), p.to_string())),
     }));
     refresh(&shared);
     let workload = support::workload::Workload::start_shared(
@@ -1766,6 +1852,7 @@ async fn bad_secrets(cluster: Arc<Cluster>) {
         cluster: cluster.clone(),
         namespace,
         dir,
+        user: None,
     };
     tls.wait_converged(1).await;
     let events = cluster.events(namespace).await;
