@@ -59,13 +59,29 @@ pub async fn run_controller(
         services,
         pdbs,
     };
+    let observer = Observer {
+        client: client.clone(),
+        stores: stores.clone(),
+        settings: options.settings.clone(),
+        etcd_urls: options.etcd_urls.clone(),
+        root_passwords: Default::default(),
+    };
+    // The EtcdDefrag and EtcdDefragPolicy controllers run beside this one, on the same caches
+    // and the same view of etcd, and stop with it.
+    let defrag_stop = tokio_util::sync::CancellationToken::new();
+    let defrags = tokio::spawn(crate::defrag::run_defrag_controllers(
+        client.clone(),
+        scope.clone(),
+        observer.clone(),
+        defrag_stop.clone(),
+    ));
     let ctx = Arc::new(Context {
         observer: Observer {
             client: client.clone(),
             stores: stores.clone(),
             settings: options.settings.clone(),
             etcd_urls: options.etcd_urls.clone(),
-            root_passwords: Default::default(),
+            root_passwords: observer.root_passwords.clone(),
         },
         act: ActContext {
             client: client.clone(),
@@ -103,5 +119,7 @@ pub async fn run_controller(
             }
         })
         .await;
+    defrag_stop.cancel();
+    let _ = defrags.await;
     readiness.abort();
 }
