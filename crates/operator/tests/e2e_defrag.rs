@@ -1,0 +1,255 @@
+//! EtcdDefrag and EtcdDefragPolicy end to end, with the operator deployed from `deploy/` and
+//! real etcd 3.4.23 and 3.5.1 clusters of three members in one sandbox: each is filled with
+//! overwritten keys and compacted so its backend has free pages, then
+//!
+//! - an EtcdDefrag with `freeSpaceAbove: 1Gi` skips every member (BelowThreshold), while a
+//!   second one with `all: true`, created with it, waits in the queue (Queued) and runs after
+//!   it: every member defragmented, the file smaller after than before, the followers first
+//!   and the leader last (as recorded in its status), and its `ttlSecondsAfterFinished`
+//!   deletes it once finished;
+//! - an EtcdDefragPolicy on a one-minute schedule creates an EtcdDefrag owned by it, which
+//!   completes, and the policy's status records it.
+
+mod support;
+
+use std::time::Duration;
+
+use etcd_operator_api::defrag::{DefragOutcome, DefragPhase, MemberRole};
+use etcd_operator_api::{EtcdDefrag, EtcdDefragPolicy};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use support::cluster::{Cluster, ETCDCTL, client_endpoint, start_cluster};
+use support::{cluster_yaml, create_namespace, eventually};
+
+const NS: &str = "defrag";
+const CONVERGE: Duration = Duration::from_secs(180);
+const RUN: Duration = Duration::from_secs(90);
+
+/// Overwrites five keys with 64 KiB values 150 times, then compacts to the current revision:
+/// about 9 MiB of the backend becomes free pages.
+fn fill_and_compact(cluster: &Cluster, name: &str) {
+    let endpoint = client_endpoint(NS, name);
+    let script = format!(
+        "V=$(head -c 65536 /dev/zero | tr '\\0' x); for i in $(seq 1 150); do {ETCDCTL} --endpoints={endpoint} put k$((i % 5)) \"$V\" >/dev/null || exit 1; done"
+    );
+    let output = tokio::task::block_in_place(|| {
+        cluster
+            .network
+            .command("/bin/sh")
+            .expect("the cluster network")
+            .args(["-c", &script])
+            .output()
+            .expect("running the fill script")
+    });
+    assert!(
+        output.status.success(),
+        "filling {name}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out =
+        tokio::task::block_in_place(|| cluster.etcdctl(&endpoint, &["get", "k0", "-w", "json"]))
+            .expect("reading the revision");
+    let revision = serde_json::from_str::<serde_json::Value>(&out).unwrap()["header"]["revision"]
+        .as_i64()
+        .expect("a revision");
+    tokio::task::block_in_place(|| {
+        cluster.etcdctl(&endpoint, &["compact", &revision.to_string(), "--physical"])
+    })
+    .expect("compacting");
+}
+
+fn defrag_yaml(name: &str, cluster: &str, rule: &str, ttl: Option<i32>) -> String {
+    let ttl = ttl
+        .map(|t| format!("  ttlSecondsAfterFinished: {t}\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdDefrag\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  clusterRef:\n    name: {cluster}\n{ttl}  rule:\n{rule}"
+    )
+}
+
+async fn finished(client: &Client, name: &str) -> EtcdDefrag {
+    let api: Api<EtcdDefrag> = Api::namespaced(client.clone(), NS);
+    eventually(&format!("EtcdDefrag {name} to finish"), RUN, || async {
+        let d = api.get(name).await.map_err(|e| e.to_string())?;
+        match d.status.as_ref().and_then(|s| s.phase) {
+            Some(DefragPhase::Complete | DefragPhase::Failed) => Ok(d),
+            _ => Err(format!("{:?}", d.status)),
+        }
+    })
+    .await
+}
+
+/// The reasons of the Events about object `name`.
+async fn event_reasons(client: &Client, name: &str) -> Vec<String> {
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("listing Events")
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+/// The skip run, the queued `all` run after it, and the TTL, on cluster `name`.
+async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
+    let client = cluster.client();
+    let skip = format!("{name}-a-skip");
+    let all = format!("{name}-b-all");
+    // One kubectl apply: both created in the same instant, the queue orders them by name.
+    cluster.apply(&format!(
+        "{}\n---\n{}",
+        defrag_yaml(&skip, name, "    freeSpaceAbove: 1Gi\n", None),
+        defrag_yaml(&all, name, "    all: true\n", Some(5))
+    ));
+
+    let skipped = finished(&client, &skip).await;
+    let status = skipped.status.clone().unwrap();
+    assert_eq!(status.phase, Some(DefragPhase::Complete), "{status:?}");
+    let rows = status.members.clone().unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row.outcome, Some(DefragOutcome::Skipped), "{row:?}");
+        assert_eq!(row.reason.as_deref(), Some("BelowThreshold"), "{row:?}");
+        assert!(row.db_size_before.unwrap() > 0, "{row:?}");
+    }
+    assert_eq!(status.defragmented.unwrap_or(0), 0);
+
+    let done = finished(&client, &all).await;
+    let status = done.status.clone().unwrap();
+    assert_eq!(status.phase, Some(DefragPhase::Complete), "{status:?}");
+    assert_eq!(status.defragmented, Some(3), "{status:?}");
+    let rows = status.members.clone().unwrap();
+    let roles: Vec<_> = rows.iter().map(|r| r.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Some(MemberRole::Follower),
+            Some(MemberRole::Follower),
+            Some(MemberRole::Leader)
+        ],
+        "followers first, the leader last: {rows:?}"
+    );
+    for pair in rows.windows(2) {
+        assert!(pair[0].finished_at <= pair[1].finished_at, "{rows:?}");
+    }
+    for row in &rows {
+        assert_eq!(row.outcome, Some(DefragOutcome::Defragmented), "{row:?}");
+        let (before, after) = (row.db_size_before.unwrap(), row.db_size_after.unwrap());
+        eprintln!(
+            "{name} {} ({:?}): {before} → {after} bytes",
+            row.name, row.role
+        );
+        assert!(after < before, "{}: {before} → {after}", row.name);
+        assert_eq!(row.reclaimed_bytes, Some(before - after));
+        // About 9 MiB of overwritten values were compacted away.
+        assert!(
+            before - after > 4 << 20,
+            "{}: reclaimed {}",
+            row.name,
+            before - after
+        );
+    }
+    // It waited for the first: queued, and started only once the first had finished.
+    assert!(
+        event_reasons(&client, &all)
+            .await
+            .contains(&"Queued".to_string()),
+        "the second run was never reported queued"
+    );
+    assert!(
+        status.started_at.unwrap() >= skipped.status.unwrap().completed_at.unwrap(),
+        "the queued run started before the first finished"
+    );
+    let reasons = event_reasons(&client, &all).await;
+    for reason in ["DefragStarted", "MemberDefragmented", "DefragComplete"] {
+        assert!(
+            reasons.contains(&reason.to_string()),
+            "{reason} in {reasons:?}"
+        );
+    }
+
+    // ttlSecondsAfterFinished: 5 deletes it; the first, without a TTL, stays.
+    let api: Api<EtcdDefrag> = Api::namespaced(client.clone(), NS);
+    eventually(
+        &format!("{all} to be deleted by its TTL"),
+        Duration::from_secs(30),
+        || async {
+            match api.get_opt(&all).await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(api.get_opt(&skip).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
+    let cluster = start_cluster(3).await;
+    cluster.deploy_operator(1).await;
+    let client = cluster.client();
+    create_namespace(&client, NS).await;
+    cluster.apply(&cluster_yaml("v34", NS, 3, "").replace("3.5.1", "3.4.23"));
+    cluster.apply(&cluster_yaml("v35", NS, 3, ""));
+    cluster.wait_converged(NS, "v34", 3, CONVERGE).await;
+    cluster.wait_converged(NS, "v35", 3, CONVERGE).await;
+    fill_and_compact(&cluster, "v34");
+    fill_and_compact(&cluster, "v35");
+
+    rules_queue_and_ttl(&cluster, "v34").await;
+
+    // The policy on 3.4.23 ticks while 3.5.1 runs its own.
+    cluster.apply(&format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdDefragPolicy\nmetadata:\n  name: every-minute\n  namespace: {NS}\nspec:\n  clusterRef:\n    name: v34\n  schedule: \"* * * * *\"\n  historyLimit: 2\n  rule:\n    all: true\n"
+    ));
+    rules_queue_and_ttl(&cluster, "v35").await;
+
+    let policies: Api<EtcdDefragPolicy> = Api::namespaced(client.clone(), NS);
+    let policy = eventually(
+        "the policy to record a successful run",
+        Duration::from_secs(150),
+        || async {
+            let p = policies
+                .get("every-minute")
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = p.status.clone().unwrap_or_default();
+            if status.last_schedule_time.is_some() && status.last_successful_time.is_some() {
+                Ok(p)
+            } else {
+                Err(format!("{status:?}"))
+            }
+        },
+    )
+    .await;
+    let uid = policy.metadata.uid.clone().unwrap();
+    let stamped: Vec<EtcdDefrag> = Api::<EtcdDefrag>::namespaced(client.clone(), NS)
+        .list(
+            &ListParams::default().labels("etcd-operator.cozystack.io/defrag-policy=every-minute"),
+        )
+        .await
+        .unwrap()
+        .items;
+    let complete: Vec<&EtcdDefrag> = stamped
+        .iter()
+        .filter(|d| d.status.as_ref().and_then(|s| s.phase) == Some(DefragPhase::Complete))
+        .collect();
+    assert!(!complete.is_empty(), "no complete run among {stamped:?}");
+    for run in &stamped {
+        let owner = &run.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.uid.as_str(), owner.controller),
+            (uid.as_str(), Some(true))
+        );
+        assert_eq!(run.spec.cluster_ref.name, "v34");
+        assert_eq!(run.spec.rule.as_ref().unwrap().all, Some(true));
+    }
+    let run = complete[0].status.clone().unwrap();
+    assert_eq!(run.members.unwrap().len(), 3);
+    let reasons = event_reasons(&client, "every-minute").await;
+    assert!(reasons.contains(&"RunCreated".to_string()), "{reasons:?}");
+}
