@@ -8,7 +8,10 @@
 //!   and the leader last (as recorded in its status), and its `ttlSecondsAfterFinished`
 //!   deletes it once finished;
 //! - an EtcdDefragPolicy on a one-minute schedule creates an EtcdDefrag owned by it, which
-//!   completes, and the policy's status records it.
+//!   completes, and the policy's status records it;
+//! - on a one-member 3.5.1 cluster with operator-issued certificates (mutual TLS) and
+//!   authentication, an `all` run defragments the member through the operator's TLS client
+//!   identity and root credentials.
 
 mod support;
 
@@ -20,7 +23,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use support::cluster::{Cluster, ETCDCTL, client_endpoint, start_cluster};
-use support::{cluster_yaml, create_namespace, eventually};
+use support::{cluster_yaml, create_namespace, eventually, kubectl};
 
 const NS: &str = "defrag";
 const CONVERGE: Duration = Duration::from_secs(180);
@@ -187,14 +190,41 @@ async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
     assert!(api.get_opt(&skip).await.unwrap().is_some());
 }
 
+/// A one-member cluster `tls` in `defrag-tls`: operator-issued certificates on both listeners
+/// (mutual TLS) and authentication with the root password of the Secret `tls-root`.
+fn start_tls_auth_cluster(cluster: &Cluster) {
+    let (ok, _, stderr) = kubectl(
+        cluster,
+        &[
+            "-n",
+            TLS_NS,
+            "create",
+            "secret",
+            "generic",
+            "tls-root",
+            "--type=kubernetes.io/basic-auth",
+            "--from-literal=username=root",
+            "--from-literal=password=defrag-test-password",
+        ],
+    );
+    assert!(ok, "creating the root Secret: {stderr}");
+    cluster.apply(&format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: tls\n  namespace: {TLS_NS}\nspec:\n  replicas: 1\n  version: \"3.5.1\"\n  tls:\n    client:\n      operatorIssued: {{}}\n    peer:\n      operatorIssued: {{}}\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: tls-root\n"
+    ));
+}
+
+const TLS_NS: &str = "defrag-tls";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     let cluster = start_cluster(3).await;
     cluster.deploy_operator(1).await;
     let client = cluster.client();
     create_namespace(&client, NS).await;
+    create_namespace(&client, TLS_NS).await;
     cluster.apply(&cluster_yaml("v34", NS, 3, "").replace("3.5.1", "3.4.23"));
     cluster.apply(&cluster_yaml("v35", NS, 3, ""));
+    start_tls_auth_cluster(&cluster);
     cluster.wait_converged(NS, "v34", 3, CONVERGE).await;
     cluster.wait_converged(NS, "v35", 3, CONVERGE).await;
     fill_and_compact(&cluster, "v34");
@@ -207,6 +237,8 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
         "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdDefragPolicy\nmetadata:\n  name: every-minute\n  namespace: {NS}\nspec:\n  clusterRef:\n    name: v34\n  schedule: \"* * * * *\"\n  historyLimit: 2\n  rule:\n    all: true\n"
     ));
     rules_queue_and_ttl(&cluster, "v35").await;
+
+    tls_auth_run(&cluster).await;
 
     let policies: Api<EtcdDefragPolicy> = Api::namespaced(client.clone(), NS);
     let policy = eventually(
@@ -252,4 +284,47 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     assert_eq!(run.members.unwrap().len(), 3);
     let reasons = event_reasons(&client, "every-minute").await;
     assert!(reasons.contains(&"RunCreated".to_string()), "{reasons:?}");
+}
+
+/// An `all` run on the TLS and authentication cluster.
+async fn tls_auth_run(cluster: &Cluster) {
+    cluster.wait_converged(TLS_NS, "tls", 1, CONVERGE).await;
+    let client = cluster.client();
+    cluster.apply(&format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdDefrag\nmetadata:\n  name: secure\n  namespace: {TLS_NS}\nspec:\n  clusterRef:\n    name: tls\n  rule:\n    all: true\n"
+    ));
+    let api: Api<EtcdDefrag> = Api::namespaced(client.clone(), TLS_NS);
+    let done = eventually("the TLS run to finish", RUN, || async {
+        let d = api.get("secure").await.map_err(|e| e.to_string())?;
+        match d.status.as_ref().and_then(|s| s.phase) {
+            Some(DefragPhase::Complete | DefragPhase::Failed) => Ok(d),
+            _ => Err(format!("{:?}", d.status)),
+        }
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!(status.phase, Some(DefragPhase::Complete), "{status:?}");
+    let rows = status.members.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].outcome,
+        Some(DefragOutcome::Defragmented),
+        "{rows:?}"
+    );
+    assert_eq!(rows[0].role, Some(MemberRole::Leader));
+    assert!(rows[0].db_size_after.is_some(), "{rows:?}");
+    // The password is in no Event of the run.
+    let events = Api::<Event>::namespaced(client, TLS_NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        events.iter().all(|e| !e
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("defrag-test-password")),
+        "a password in an Event"
+    );
 }

@@ -23,7 +23,7 @@ use super::decide::{self, ClusterFacts, Expiry, MemberFacts, MemberStatusFacts, 
 use super::policy::{self, POLICY_LABEL, PolicyFacts, RunFacts};
 use crate::act::post_params;
 use crate::build::{REPORTING_COMPONENT, member_client_url};
-use crate::etcd::{EtcdClient, Timeouts, parse_member_id};
+use crate::etcd::{EtcdAccess, EtcdClient, Timeouts, parse_member_id};
 use crate::observe::{ObserveError, Observer, Scope};
 
 /// How often a queued or waiting run looks again.
@@ -198,7 +198,7 @@ pub async fn reconcile_defrag(
     );
     let members = run.status.members.clone().unwrap_or_default();
     let Some(next) = decide::next_member(&members, facts.leader_name()).map(str::to_string) else {
-        return run.finish(&facts).await;
+        return run.finish(&facts, &observed.security.access).await;
     };
     let role = decide::current_role(&facts, &next);
     let Some(member) = facts.members.iter().find(|m| m.name == next) else {
@@ -430,7 +430,16 @@ impl<'a> Run<'a> {
         if self.status.started_at.is_none() {
             self.status.phase = Some(DefragPhase::Pending);
         }
-        if self.condition(false, reason, message) {
+        // One Event per reason, not one per changed detail of the message.
+        let before = self
+            .status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == decide::CONDITION)
+            .map(|c| c.reason.clone());
+        self.condition(false, reason, message);
+        if before.as_deref() != Some(reason) {
             self.event(warn, if warn { "DefragDeferred" } else { reason }, message);
         }
         self.write(Action::requeue(WAIT_REQUEUE)).await
@@ -456,7 +465,11 @@ impl<'a> Run<'a> {
     }
 
     /// Every member processed: the phase, NOSPACE disarmed where it is cured.
-    async fn finish(mut self, facts: &ClusterFacts) -> Result<Action, DefragError> {
+    async fn finish(
+        mut self,
+        facts: &ClusterFacts,
+        access: &EtcdAccess,
+    ) -> Result<Action, DefragError> {
         let members = self.status.members.clone().unwrap_or_default();
         let (phase, reason, message) = decide::sweep_result(&members);
         let ids: Vec<(String, u64)> = facts
@@ -467,15 +480,7 @@ impl<'a> Run<'a> {
         let disarm = decide::alarms_to_disarm(&facts.alarms, &members, &ids, facts.quota_bytes);
         if !disarm.is_empty() {
             let endpoints: Vec<String> = facts.members.iter().map(|m| m.endpoint.clone()).collect();
-            let access = self.ctx.observer.clone();
-            let cluster = Api::<EtcdCluster>::namespaced(
-                self.ctx.client.clone(),
-                &self.defrag.namespace().unwrap_or_default(),
-            )
-            .get(&self.defrag.spec.cluster_ref.name)
-            .await?;
-            let observed_access = access.observe(&cluster).await?.security.access;
-            match EtcdClient::connect(endpoints, Timeouts::MEMBERSHIP, &observed_access).await {
+            match EtcdClient::connect(endpoints, Timeouts::MEMBERSHIP, access).await {
                 Ok(client) => {
                     for alarm in disarm {
                         match client.disarm(alarm).await {
@@ -576,7 +581,8 @@ async fn record_event<K>(
     }
     let event = Event {
         metadata: ObjectMeta {
-            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+            // Named from the clock at the call, not the pass's `now`: a pass may record several.
+            name: Some(format!("{name}.{:x}", Timestamp::now().as_nanosecond())),
             namespace: Some(namespace.clone()),
             ..Default::default()
         },
