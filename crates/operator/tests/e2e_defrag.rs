@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use support::cluster::{Cluster, ETCDCTL, client_endpoint, start_cluster};
-use support::{cluster_yaml, create_namespace, eventually, kubectl};
+use support::{cluster_yaml, condition, create_namespace, eventually, get_cluster, kubectl};
 
 const NS: &str = "defrag";
 const CONVERGE: Duration = Duration::from_secs(180);
@@ -288,8 +288,18 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
 
 /// An `all` run on the TLS and authentication cluster.
 async fn tls_auth_run(cluster: &Cluster) {
-    cluster.wait_converged(TLS_NS, "tls", 1, CONVERGE).await;
     let client = cluster.client();
+    // wait_converged asks etcd in plaintext; the cluster's own status says it here.
+    eventually("the TLS cluster to be Available", CONVERGE, || async {
+        let c = get_cluster(&client, TLS_NS, "tls").await;
+        let ready = c.status.as_ref().and_then(|s| s.ready_members);
+        if condition(&c, "Available").as_deref() == Some("True") && ready == Some(1) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", c.status))
+        }
+    })
+    .await;
     cluster.apply(&format!(
         "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdDefrag\nmetadata:\n  name: secure\n  namespace: {TLS_NS}\nspec:\n  clusterRef:\n    name: tls\n  rule:\n    all: true\n"
     ));

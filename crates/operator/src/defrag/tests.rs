@@ -120,7 +120,8 @@ fn the_rule_table() {
         all: Some(true),
         ..Default::default()
     };
-    let cases: Vec<(&str, Option<DefragRule>, i64, i64, i64, Verdict)> = vec![
+    type Case = (&'static str, Option<DefragRule>, i64, i64, i64, Verdict);
+    let cases: Vec<Case> = vec![
         // No rule: the 200Mi default gate, strictly above.
         (
             "no rule, 201Mi free",
