@@ -11,7 +11,9 @@
 //!   completes, and the policy's status records it;
 //! - on a one-member 3.5.1 cluster with operator-issued certificates (mutual TLS) and
 //!   authentication, an `all` run defragments the member through the operator's TLS client
-//!   identity and root credentials.
+//!   identity and root credentials;
+//! - a run for a cluster that does not exist fails with ClusterNotFound and a Warning; a run
+//!   for a paused cluster waits (ClusterPaused) and proceeds once the pause is lifted.
 
 mod support;
 
@@ -239,6 +241,7 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     rules_queue_and_ttl(&cluster, "v35").await;
 
     tls_auth_run(&cluster).await;
+    missing_and_paused_clusters(&cluster).await;
 
     let policies: Api<EtcdDefragPolicy> = Api::namespaced(client.clone(), NS);
     let policy = eventually(
@@ -337,4 +340,84 @@ async fn tls_auth_run(cluster: &Cluster) {
             .contains("defrag-test-password")),
         "a password in an Event"
     );
+}
+
+/// The `DefragChecked` condition's reason and the phase of run `name`.
+async fn reason_and_phase(client: &Client, name: &str) -> (Option<String>, Option<DefragPhase>) {
+    let d = Api::<EtcdDefrag>::namespaced(client.clone(), NS)
+        .get(name)
+        .await
+        .expect("the EtcdDefrag");
+    let status = d.status.unwrap_or_default();
+    let reason = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "DefragChecked")
+        .map(|c| c.reason);
+    (reason, status.phase)
+}
+
+async fn missing_and_paused_clusters(cluster: &Cluster) {
+    let client = cluster.client();
+    cluster.apply(&defrag_yaml(
+        "ghost",
+        "no-such-cluster",
+        "    all: true\n",
+        None,
+    ));
+    let ghost = finished(&client, "ghost").await;
+    assert_eq!(
+        ghost.status.as_ref().unwrap().phase,
+        Some(DefragPhase::Failed)
+    );
+    assert_eq!(
+        reason_and_phase(&client, "ghost").await.0.as_deref(),
+        Some("ClusterNotFound")
+    );
+    assert!(
+        event_reasons(&client, "ghost")
+            .await
+            .contains(&"ClusterNotFound".to_string())
+    );
+
+    let pause = |paused: bool| {
+        let (ok, _, stderr) = kubectl(
+            cluster,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "etcdcluster",
+                "v35",
+                "--type=merge",
+                "-p",
+                &format!("{{\"spec\":{{\"paused\":{paused}}}}}"),
+            ],
+        );
+        assert!(ok, "pausing: {stderr}");
+    };
+    pause(true);
+    cluster.apply(&defrag_yaml("while-paused", "v35", "    all: true\n", None));
+    eventually("the run to wait for the paused cluster", RUN, || async {
+        match reason_and_phase(&client, "while-paused").await {
+            (Some(r), Some(DefragPhase::Pending)) if r == "ClusterPaused" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    // Still waiting a few passes later: nothing was defragmented meanwhile.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let waiting = Api::<EtcdDefrag>::namespaced(client.clone(), NS)
+        .get("while-paused")
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting.status.as_ref().unwrap().phase,
+        Some(DefragPhase::Pending)
+    );
+    assert!(waiting.status.as_ref().unwrap().members.is_none());
+    pause(false);
+    let done = finished(&client, "while-paused").await;
+    assert_eq!(done.status.unwrap().phase, Some(DefragPhase::Complete));
 }
