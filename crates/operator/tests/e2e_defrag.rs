@@ -13,7 +13,9 @@
 //!   authentication, an `all` run defragments the member through the operator's TLS client
 //!   identity and root credentials;
 //! - a run for a cluster that does not exist fails with ClusterNotFound and a Warning; a run
-//!   for a paused cluster waits (ClusterPaused) and proceeds once the pause is lifted.
+//!   for a paused cluster waits (ClusterPaused) and proceeds once the pause is lifted; a run
+//!   while a member is frozen waits (ClusterNotHealthy, a Warning) without touching any member,
+//!   and completes once the member answers again.
 
 mod support;
 
@@ -83,6 +85,24 @@ async fn finished(client: &Client, name: &str) -> EtcdDefrag {
         }
     })
     .await
+}
+
+/// Waits for an Event with `reason` about object `name` (Events are recorded after the status
+/// write, so a moment after the status shows the outcome).
+async fn wait_for_event(client: &Client, name: &str, reason: &str) {
+    eventually(
+        &format!("an Event {reason} about {name}"),
+        Duration::from_secs(10),
+        || async {
+            let reasons = event_reasons(client, name).await;
+            if reasons.iter().any(|r| r == reason) {
+                Ok(())
+            } else {
+                Err(format!("{reasons:?}"))
+            }
+        },
+    )
+    .await;
 }
 
 /// The reasons of the Events about object `name`.
@@ -158,22 +178,13 @@ async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
         );
     }
     // It waited for the first: queued, and started only once the first had finished.
-    assert!(
-        event_reasons(&client, &all)
-            .await
-            .contains(&"Queued".to_string()),
-        "the second run was never reported queued"
-    );
+    wait_for_event(&client, &all, "Queued").await;
     assert!(
         status.started_at.unwrap() >= skipped.status.unwrap().completed_at.unwrap(),
         "the queued run started before the first finished"
     );
-    let reasons = event_reasons(&client, &all).await;
     for reason in ["DefragStarted", "MemberDefragmented", "DefragComplete"] {
-        assert!(
-            reasons.contains(&reason.to_string()),
-            "{reason} in {reasons:?}"
-        );
+        wait_for_event(&client, &all, reason).await;
     }
 
     // ttlSecondsAfterFinished: 5 deletes it; the first, without a TTL, stays.
@@ -242,6 +253,7 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
 
     tls_auth_run(&cluster).await;
     missing_and_paused_clusters(&cluster).await;
+    gated_on_health(&cluster).await;
 
     let policies: Api<EtcdDefragPolicy> = Api::namespaced(client.clone(), NS);
     let policy = eventually(
@@ -285,8 +297,7 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     }
     let run = complete[0].status.clone().unwrap();
     assert_eq!(run.members.unwrap().len(), 3);
-    let reasons = event_reasons(&client, "every-minute").await;
-    assert!(reasons.contains(&"RunCreated".to_string()), "{reasons:?}");
+    wait_for_event(&client, "every-minute", "RunCreated").await;
 }
 
 /// An `all` run on the TLS and authentication cluster.
@@ -375,11 +386,7 @@ async fn missing_and_paused_clusters(cluster: &Cluster) {
         reason_and_phase(&client, "ghost").await.0.as_deref(),
         Some("ClusterNotFound")
     );
-    assert!(
-        event_reasons(&client, "ghost")
-            .await
-            .contains(&"ClusterNotFound".to_string())
-    );
+    wait_for_event(&client, "ghost", "ClusterNotFound").await;
 
     let pause = |paused: bool| {
         let (ok, _, stderr) = kubectl(
@@ -419,5 +426,28 @@ async fn missing_and_paused_clusters(cluster: &Cluster) {
     assert!(waiting.status.as_ref().unwrap().members.is_none());
     pause(false);
     let done = finished(&client, "while-paused").await;
+    assert_eq!(done.status.unwrap().phase, Some(DefragPhase::Complete));
+}
+
+async fn gated_on_health(cluster: &Cluster) {
+    let client = cluster.client();
+    cluster.kubelet.freeze_container(NS, "v35-1", None).unwrap();
+    cluster.apply(&defrag_yaml("while-frozen", "v35", "    all: true\n", None));
+    let waited = eventually("the run to wait for the frozen member", RUN, || async {
+        match reason_and_phase(&client, "while-frozen").await {
+            (Some(r), Some(DefragPhase::Pending)) if r == "ClusterNotHealthy" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let d = Api::<EtcdDefrag>::namespaced(client.clone(), NS)
+        .get("while-frozen")
+        .await
+        .unwrap();
+    cluster.kubelet.thaw_container(NS, "v35-1", None).unwrap();
+    let _: () = waited;
+    assert!(d.status.unwrap().members.is_none(), "no member was touched");
+    wait_for_event(&client, "while-frozen", "DefragDeferred").await;
+    let done = finished(&client, "while-frozen").await;
     assert_eq!(done.status.unwrap().phase, Some(DefragPhase::Complete));
 }
