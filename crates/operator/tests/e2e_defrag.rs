@@ -15,7 +15,10 @@
 //! - a run for a cluster that does not exist fails with ClusterNotFound and a Warning; a run
 //!   for a paused cluster waits (ClusterPaused) and proceeds once the pause is lifted; a run
 //!   while a member is frozen waits (ClusterNotHealthy, a Warning) without touching any member,
-//!   and completes once the member answers again.
+//!   and completes once the member answers again;
+//! - a one-member cluster with an 8 MiB quota filled until etcd raises NOSPACE and refuses
+//!   writes, then compacted: an `all` run defragments it below the quota and disarms the alarm,
+//!   and writes are accepted again.
 
 mod support;
 
@@ -228,6 +231,9 @@ fn start_tls_auth_cluster(cluster: &Cluster) {
 
 const TLS_NS: &str = "defrag-tls";
 
+/// The backend quota of the cluster `nospace`: 8 MiB.
+const SMALL_QUOTA: i64 = 8 << 20;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     let cluster = start_cluster(3).await;
@@ -238,6 +244,12 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     cluster.apply(&cluster_yaml("v34", NS, 3, "").replace("3.5.1", "3.4.23"));
     cluster.apply(&cluster_yaml("v35", NS, 3, ""));
     start_tls_auth_cluster(&cluster);
+    cluster.apply(&cluster_yaml(
+        "nospace",
+        NS,
+        1,
+        &format!("  options:\n    quotaBackendBytes: {SMALL_QUOTA}\n"),
+    ));
     cluster.wait_converged(NS, "v34", 3, CONVERGE).await;
     cluster.wait_converged(NS, "v35", 3, CONVERGE).await;
     fill_and_compact(&cluster, "v34");
@@ -254,6 +266,7 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     tls_auth_run(&cluster).await;
     missing_and_paused_clusters(&cluster).await;
     gated_on_health(&cluster).await;
+    nospace_disarmed(&cluster).await;
 
     let policies: Api<EtcdDefragPolicy> = Api::namespaced(client.clone(), NS);
     let policy = eventually(
@@ -450,4 +463,56 @@ async fn gated_on_health(cluster: &Cluster) {
     wait_for_event(&client, "while-frozen", "DefragDeferred").await;
     let done = finished(&client, "while-frozen").await;
     assert_eq!(done.status.unwrap().phase, Some(DefragPhase::Complete));
+}
+
+async fn nospace_disarmed(cluster: &Cluster) {
+    cluster.wait_converged(NS, "nospace", 1, CONVERGE).await;
+    let endpoint = client_endpoint(NS, "nospace");
+    // Until etcd refuses: 64 KiB values over five keys, at most 400 of them (25 MiB).
+    let script = format!(
+        "V=$(head -c 65536 /dev/zero | tr '\\0' x); for i in $(seq 1 400); do {ETCDCTL} --endpoints={endpoint} put k$((i % 5)) \"$V\" >/dev/null 2>&1 || exit 0; done; exit 1"
+    );
+    let output = tokio::task::block_in_place(|| {
+        cluster
+            .network
+            .command("/bin/sh")
+            .expect("the cluster network")
+            .args(["-c", &script])
+            .output()
+            .expect("running the fill script")
+    });
+    assert!(
+        output.status.success(),
+        "etcd never refused a write over its 8 MiB quota"
+    );
+    let etcdctl = |args: &[&str]| tokio::task::block_in_place(|| cluster.etcdctl(&endpoint, args));
+    let alarms = etcdctl(&["alarm", "list"]).expect("alarm list");
+    assert!(alarms.contains("NOSPACE"), "{alarms}");
+    assert!(
+        etcdctl(&["put", "after", "v"]).is_err(),
+        "a write under NOSPACE"
+    );
+    let out = etcdctl(&["get", "k0", "-w", "json"]).expect("reading the revision");
+    let revision = serde_json::from_str::<serde_json::Value>(&out).unwrap()["header"]["revision"]
+        .as_i64()
+        .expect("a revision");
+    etcdctl(&["compact", &revision.to_string(), "--physical"]).expect("compacting");
+
+    let client = cluster.client();
+    cluster.apply(&defrag_yaml(
+        "nospace-all",
+        "nospace",
+        "    all: true\n",
+        None,
+    ));
+    let done = finished(&client, "nospace-all").await;
+    let status = done.status.unwrap();
+    assert_eq!(status.phase, Some(DefragPhase::Complete), "{status:?}");
+    let row = &status.members.unwrap()[0];
+    assert!(row.db_size_before.unwrap() >= SMALL_QUOTA, "{row:?}");
+    assert!(row.db_size_after.unwrap() < SMALL_QUOTA, "{row:?}");
+    wait_for_event(&client, "nospace-all", "AlarmDisarmed").await;
+    let alarms = etcdctl(&["alarm", "list"]).expect("alarm list");
+    assert!(!alarms.contains("NOSPACE"), "still armed: {alarms}");
+    etcdctl(&["put", "after", "v"]).expect("a write after the alarm was disarmed");
 }
