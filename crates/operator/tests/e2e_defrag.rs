@@ -160,6 +160,10 @@ async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
         ],
         "followers first, the leader last: {rows:?}"
     );
+    // The member recorded as the leader is the one the cluster reports leading (leadership
+    // does not move on its own in a healthy sandbox).
+    let leader = get_cluster(&client, NS, name).await.status.unwrap().leader;
+    assert_eq!(leader.as_deref(), Some(rows[2].name.as_str()), "{rows:?}");
     for pair in rows.windows(2) {
         assert!(pair[0].finished_at <= pair[1].finished_at, "{rows:?}");
     }
