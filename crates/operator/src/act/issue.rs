@@ -12,7 +12,7 @@ use kube::Api;
 
 use super::status::post_params;
 use super::{ActContext, ActError};
-use crate::plan::{IssuedCertificate, Observed};
+use crate::plan::{IssuedCertificate, Observed, Signer};
 use crate::security::{TLS_SECRET_TYPE, issuer};
 
 /// Makes `what` and writes it to the Secret `secret`: created, or replaced when it exists.
@@ -66,10 +66,72 @@ pub async fn perform(
             what: format!("Secret {ns}/{ca_name} (the cluster's CA)"),
         })?;
     let ca = issuer::ca_from_secret(&ca_name, &ca_secret).map_err(invalid)?;
+    let previous = issuer::previous_ca_from_secret(&ca_name, &ca_secret)
+        .transpose()
+        .map_err(invalid)?;
+    let trusted = issuer::ca_bundle(&ca_secret).unwrap_or_else(|| ca.cert_pem.clone());
+    // The CA Secret itself: a rotation starts or ends. Replaced with its resourceVersion, so
+    // two operators (or a retry after a crash) cannot rotate twice.
+    let rewrite_ca = |data, annotations: Option<std::collections::BTreeMap<String, String>>| {
+        let mut object = ca_secret.clone();
+        object.data = Some(data);
+        if let Some(annotations) = annotations {
+            object
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .extend(annotations);
+        }
+        object
+    };
+    match what {
+        IssuedCertificate::RotateCa { token } => {
+            if previous.is_some() {
+                return Ok(()); // already rotating: the next pass sees it
+            }
+            let new = issuer::new_ca(&name, &ns, now, lifetimes.ca).map_err(invalid)?;
+            let annotations = token.as_ref().map(|t| {
+                std::collections::BTreeMap::from([(
+                    issuer::ROTATED_FOR_ANNOTATION.to_string(),
+                    t.clone(),
+                )])
+            });
+            let object = rewrite_ca(issuer::rotating_ca_secret_data(&new, &ca), annotations);
+            ctx.count_write("Secret");
+            api.replace(&ca_name, &post_params(), &object)
+                .await
+                .map_err(|e| ActError::from_kube(format!("updating Secret {ns}/{ca_name}"), e))?;
+            return Ok(());
+        }
+        IssuedCertificate::DropPreviousCa => {
+            if previous.is_none() {
+                return Ok(());
+            }
+            let object = rewrite_ca(issuer::ca_secret_data(&ca), None);
+            ctx.count_write("Secret");
+            api.replace(&ca_name, &post_params(), &object)
+                .await
+                .map_err(|e| ActError::from_kube(format!("updating Secret {ns}/{ca_name}"), e))?;
+            return Ok(());
+        }
+        _ => {}
+    }
+    let signer_of = |signer: &Signer| -> Result<&issuer::CaMaterial, ActError> {
+        match signer {
+            Signer::Current => Ok(&ca),
+            Signer::Previous => previous.as_ref().ok_or_else(|| ActError::Certificate {
+                why: format!("Secret {ca_name} holds no previous CA to sign with"),
+            }),
+        }
+    };
     let (labels, owner, data) = match what {
-        IssuedCertificate::Member { member, uid } => {
+        IssuedCertificate::Member {
+            member,
+            uid,
+            signer,
+        } => {
             let leaf = issuer::issue_member(
-                &ca,
+                signer_of(signer)?,
                 member,
                 &name,
                 &ns,
@@ -89,19 +151,26 @@ pub async fn perform(
             (
                 member_labels(&name, member),
                 owner,
-                issuer::member_secret_data(&ca, &leaf),
+                issuer::member_secret_data(&trusted, &leaf),
             )
         }
-        IssuedCertificate::OperatorClient => {
-            let leaf = issuer::issue_operator_client(&ca, &name, now, lifetimes.certificate)
-                .map_err(invalid)?;
+        IssuedCertificate::OperatorClient { signer } => {
+            let leaf = issuer::issue_operator_client(
+                signer_of(signer)?,
+                &name,
+                now,
+                lifetimes.certificate,
+            )
+            .map_err(invalid)?;
             (
                 cluster_labels(&name),
                 cluster_owner,
-                issuer::operator_client_secret_data(&ca, &leaf),
+                issuer::operator_client_secret_data(&trusted, &leaf),
             )
         }
-        IssuedCertificate::Ca => unreachable!("handled above"),
+        IssuedCertificate::Ca
+        | IssuedCertificate::RotateCa { .. }
+        | IssuedCertificate::DropPreviousCa => unreachable!("handled above"),
     };
     let mut object = tls_secret(secret, &ns, labels, owner, data);
     let current = api

@@ -169,6 +169,11 @@ pub fn cluster_client_scheme(cluster: &EtcdCluster) -> &'static str {
     }
 }
 
+/// Annotation on a member's Pod: a digest of the CA certificates its etcd was started to trust
+/// (its Secrets' `ca.crt`). etcd reads them only at start-up; a Pod whose digest differs from
+/// what its Secrets hold now is restarted, one member at a time (a CA rotation).
+pub const TRUSTED_CA_ANNOTATION: &str = "etcd-operator.cozystack.io/trusted-ca";
+
 /// Annotation the in-place migration tool puts on the EtcdMembers it adopts: the legacy
 /// headless Service their (immutable) Pod subdomain and persisted peer URLs use. Members the
 /// operator creates never carry it.

@@ -3,7 +3,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{AlarmAction, AlarmOptions, AlarmType, Client, ConnectOptions, MemberAddOptions};
+use etcd_client::{
+    AlarmAction, AlarmOptions, AlarmType, Client, ConnectOptions, GetOptions, MemberAddOptions,
+    SnapshotStreaming,
+};
 
 use super::access::EtcdAccess;
 use super::error::{EtcdError, EtcdErrorKind};
@@ -53,6 +56,13 @@ impl Timeouts {
     pub const DEFRAGMENT: Timeouts = Timeouts {
         connect: Duration::from_secs(2),
         request: Duration::from_secs(300),
+    };
+
+    /// For a snapshot stream: etcd enforces the request deadline (sent as `grpc-timeout`) on
+    /// the whole stream, so it is long; [`SnapshotStream::next_chunk`] bounds each chunk.
+    pub const SNAPSHOT: Timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(3600),
     };
 
     /// The hard deadline of one call: connecting plus the request.
@@ -299,6 +309,41 @@ impl EtcdClient {
         }
     }
 
+    /// The current revision as the answering member has applied it (a serializable,
+    /// count-only read: no keys are transferred).
+    pub async fn revision(&self) -> Result<i64, EtcdError> {
+        let mut kv = self.client.kv_client();
+        let reading = kv.get(
+            "\0",
+            Some(GetOptions::new().with_serializable().with_count_only()),
+        );
+        let response = self.call("Range", reading).await?;
+        Ok(response.header().map(|h| h.revision()).unwrap_or_default())
+    }
+
+    /// etcd's Maintenance.Snapshot from the answering member (use a client of one endpoint,
+    /// [`EtcdClient::connect_endpoint`] with [`Timeouts::SNAPSHOT`]): the backend database as a
+    /// stream of chunks, the last 32 bytes of which are the SHA-256 of everything before them.
+    pub async fn snapshot(&self) -> Result<SnapshotStream, EtcdError> {
+        let mut maintenance = self.client.maintenance_client();
+        let connect = Timeouts {
+            connect: self.timeouts.connect,
+            request: CHUNK_IDLE_LIMIT,
+        };
+        let stream = bounded(
+            "Snapshot",
+            &self.endpoints,
+            connect.deadline(),
+            maintenance.snapshot(),
+        )
+        .await?
+        .map_err(|e| EtcdError::from_client("Snapshot", &self.endpoints, e))?;
+        Ok(SnapshotStream {
+            stream,
+            endpoints: self.endpoints.clone(),
+        })
+    }
+
     /// The cluster's active alarms.
     pub async fn alarms(&self) -> Result<Vec<Alarm>, EtcdError> {
         let mut maintenance = self.client.maintenance_client();
@@ -478,6 +523,31 @@ impl EtcdClient {
     {
         let result = bounded(call, &self.endpoints, self.timeouts.deadline(), future).await?;
         result.map_err(|e| EtcdError::from_client(call, &self.endpoints, e))
+    }
+}
+
+/// How long a snapshot stream may go without a chunk before it counts as stalled.
+const CHUNK_IDLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// A snapshot being received (see [`EtcdClient::snapshot`]).
+pub struct SnapshotStream {
+    stream: SnapshotStreaming,
+    endpoints: Vec<String>,
+}
+
+impl SnapshotStream {
+    /// The next chunk, `None` at the end of the stream. Fails when etcd reports an error or
+    /// sends nothing for 30 s.
+    pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, EtcdError> {
+        let message = bounded(
+            "Snapshot",
+            &self.endpoints,
+            CHUNK_IDLE_LIMIT,
+            self.stream.message(),
+        )
+        .await?
+        .map_err(|e| EtcdError::from_client("Snapshot", &self.endpoints, e))?;
+        Ok(message.map(|m| m.blob().to_vec()))
     }
 }
 

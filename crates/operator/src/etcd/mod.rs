@@ -13,7 +13,7 @@ pub mod types;
 mod view;
 
 pub use access::{ClientTls, EtcdAccess};
-pub use client::{EtcdClient, Timeouts};
+pub use client::{EtcdClient, SnapshotStream, Timeouts};
 pub use error::{EtcdError, EtcdErrorKind};
 pub use types::{
     Alarm, AlarmKind, EndpointStatus, MemberAdded, MemberInfo, member_id_hex, parse_member_id,

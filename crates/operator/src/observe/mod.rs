@@ -13,7 +13,7 @@ mod stores;
 pub use endpoints::EtcdUrlMap;
 pub use stores::{Scope, Stores, cluster_of, owned_objects, reflect};
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use etcd_operator_api::labels::CLUSTER;
@@ -239,7 +239,9 @@ impl Observer {
             }
         };
         // Operator-issued certificates: the CA, each member's, the operator's.
-        self.observe_issued(cluster, members, &mut facts).await;
+        let issued_trust = self.observe_issued(cluster, members, &mut facts).await;
+        // The CAs of the Secrets every member shares (user Secrets, cert-manager).
+        let (mut client_ca, mut peer_ca): (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
         // cert-manager's Certificates first: their Secrets are then checked like a user's.
         let certificates = self.observe_certificates(cluster, &mut facts).await;
         // A Secret problem of a Certificate that is not Ready is explained by the Certificate.
@@ -275,6 +277,7 @@ impl Observer {
                             &material,
                         ));
                         let ca_pem = material.ca_pem.unwrap_or_default();
+                        client_ca = Some(ca_pem.clone());
                         let mut identity = None;
                         if let Some(operator) = operator_secret {
                             let purpose = Purpose::OperatorClient;
@@ -305,6 +308,7 @@ impl Observer {
             if let Some(secret) = secret {
                 match checked(secret.clone(), Purpose::Peer, None, &names).await {
                     Ok(m) => {
+                        peer_ca = m.ca_pem.clone();
                         facts
                             .validity
                             .push(CertificateValidity::of(&secret, Purpose::Peer, &m))
@@ -314,6 +318,7 @@ impl Observer {
             }
         }
         facts.certificates = certificates;
+        facts.trust = trust_digests(tls, members, client_ca, peer_ca, &issued_trust);
         facts
     }
 
@@ -321,25 +326,26 @@ impl Observer {
     /// member's Secret and the operator's client Secret, each judged current, missing or due
     /// (the planner issues what is missing or due). With the client side operator-issued, the
     /// operator dials etcd with the CA and, under mutual TLS, its own certificate.
+    /// Returns the `ca.crt` of each member's Secret, by member (what its etcd would trust).
     async fn observe_issued(
         &self,
         cluster: &EtcdCluster,
         members: &[ObservedMember],
         facts: &mut SecurityFacts,
-    ) {
-        use crate::plan::{IssuedFacts, IssuedMember, IssuedState};
+    ) -> BTreeMap<String, Vec<u8>> {
+        use crate::plan::{IssuedFacts, IssuedMember, IssuedState, RotationRequest};
         use crate::security::issuer;
         let Some(tls) = cluster.spec.tls.as_ref() else {
-            return;
+            return BTreeMap::new();
         };
         let Some(lifetimes) = tls.operator_issued_lifetimes() else {
-            return;
+            return BTreeMap::new();
         };
         let lifetimes = match lifetimes {
             Ok(lifetimes) => lifetimes,
             Err(problem) => {
                 facts.problems.push(format!("spec.tls: {problem}"));
-                return;
+                return BTreeMap::new();
             }
         };
         let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
@@ -356,6 +362,9 @@ impl Observer {
                     .map_err(|e| format!("Secret {secret} cannot be read: {e}"))
             }
         };
+        let mut previous = None;
+        let mut bundle_pem = None;
+        let mut rotated_for = None;
         let ca = match read(ca_name.clone()).await {
             Err(problem) => {
                 facts.problems.push(problem);
@@ -375,6 +384,24 @@ impl Observer {
                         not_after: ca.not_after,
                         renew_at: None,
                     });
+                    match issuer::previous_ca_from_secret(&ca_name, &secret) {
+                        None => {}
+                        Some(Ok(old)) => previous = Some(old),
+                        Some(Err(problem)) => {
+                            facts.problems.push(format!(
+                                "{problem} (the previous CA of a rotation in progress); restore the Secret from a backup"
+                            ));
+                            issued.ca = IssuedState::Blocked;
+                        }
+                    }
+                    bundle_pem =
+                        Some(issuer::ca_bundle(&secret).unwrap_or_else(|| ca.cert_pem.clone()));
+                    rotated_for = secret
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(issuer::ROTATED_FOR_ANNOTATION))
+                        .cloned();
                     Some(ca)
                 }
                 Err(problem) => {
@@ -386,7 +413,44 @@ impl Observer {
                 }
             },
         };
-        let ca_pem = ca.as_ref().map(|c| c.cert_pem.clone().into_bytes());
+        issued.rotating = previous.is_some();
+        if let Some(ca) = ca.as_ref()
+            && previous.is_none()
+        {
+            let asked = cluster
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(issuer::ROTATE_CA_ANNOTATION))
+                .filter(|token| !token.is_empty());
+            issued.rotation_wanted = match asked {
+                Some(token) if rotated_for.as_ref() != Some(token) => Some(RotationRequest {
+                    token: Some(token.clone()),
+                    why: format!(
+                        "asked for by the annotation {}={token}",
+                        issuer::ROTATE_CA_ANNOTATION
+                    ),
+                }),
+                _ if issuer::ca_renewal_due(ca, now) => Some(RotationRequest {
+                    token: asked.cloned(),
+                    why: format!("the CA expires at {}", ca.not_after),
+                }),
+                _ => None,
+            };
+        }
+        // What members and the operator trust: the bundle (the CA, and the previous one while a
+        // rotation runs).
+        let ca_pem = bundle_pem.clone().map(String::into_bytes);
+        let signing_pem = ca.as_ref().map(|c| c.cert_pem.clone().into_bytes());
+        let previous_pem = previous.as_ref().map(|c| c.cert_pem.clone().into_bytes());
+        // Signed by the previous CA and not the current one.
+        let by_previous = |cert_pem: &[u8]| match (&previous_pem, &signing_pem) {
+            (Some(old), Some(new)) => {
+                crate::security::chains_to(cert_pem, old, now)
+                    && !crate::security::chains_to(cert_pem, new, now)
+            }
+            _ => false,
+        };
         // A leaf Secret judged against the CA: current, missing, or due (and why); with its
         // material and validity when it is usable.
         let judge = |secret_name: &str,
@@ -419,7 +483,9 @@ impl Observer {
                         && m.ca_pem.as_deref() != Some(ca_pem) =>
                 {
                     (
-                        IssuedState::Due("its ca.crt is not the cluster's CA".to_string()),
+                        IssuedState::Due(format!(
+                            "its ca.crt is not the cluster's CA bundle (ca.crt of {ca_name})"
+                        )),
                         None,
                     )
                 }
@@ -440,6 +506,7 @@ impl Observer {
         };
         let headless = headless_service_name(&name);
         let mut signed_by_lost_ca = false;
+        let mut trust = BTreeMap::new();
         for m in members {
             if m.member.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -465,8 +532,26 @@ impl Observer {
                 &names,
                 Some(&uid),
             );
+            let trusted = secret
+                .as_ref()
+                .and_then(|s| s.data.as_ref())
+                .and_then(|d| d.get("ca.crt"))
+                .map(|v| v.0.clone());
+            let has_bundle = trusted.is_some() && trusted.as_deref() == ca_pem.as_deref();
+            if let Some(trusted) = trusted {
+                trust.insert(member.clone(), trusted);
+            }
+            let by_previous = usable
+                .as_ref()
+                .is_some_and(|(m, _)| by_previous(&m.cert_pem));
             facts.validity.extend(usable.map(|(_, validity)| validity));
-            issued.members.push(IssuedMember { member, uid, state });
+            issued.members.push(IssuedMember {
+                member,
+                uid,
+                state,
+                by_previous,
+                has_bundle,
+            });
         }
         if signed_by_lost_ca && issued.ca == IssuedState::Missing {
             facts.problems.push(format!(
@@ -493,6 +578,7 @@ impl Observer {
                     );
                     if let Some((m, validity)) = usable {
                         facts.validity.push(validity);
+                        issued.operator_client_by_previous = by_previous(&m.cert_pem);
                         identity = Some((m.cert_pem, m.key_pem));
                     }
                     state
@@ -506,6 +592,7 @@ impl Observer {
             facts.access.tls = Some(ClientTls { ca_pem, identity });
         }
         facts.issued = Some(issued);
+        trust
     }
 
     /// The cert-manager Certificates the spec asks for: each as it is in the API (or missing),
@@ -720,6 +807,43 @@ impl Observer {
 /// How long past its renewal time an operator-issued certificate may stay before it counts as
 /// expiring (the renewal runs at the next pass; only one that did not happen is reported).
 const RENEWAL_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// What each member's etcd would trust if it started now: a digest of its client and peer
+/// Secrets' `ca.crt` (the shared Secrets', or its own operator-issued one). A member whose
+/// Secrets are not all known has none.
+fn trust_digests(
+    tls: &etcd_operator_api::cluster::EtcdClusterTls,
+    members: &[ObservedMember],
+    client_ca: Option<Vec<u8>>,
+    peer_ca: Option<Vec<u8>>,
+    issued: &BTreeMap<String, Vec<u8>>,
+) -> BTreeMap<String, String> {
+    let client_issued = tls
+        .client
+        .as_ref()
+        .is_some_and(|c| c.operator_issued.is_some());
+    let peer_issued = tls
+        .peer
+        .as_ref()
+        .is_some_and(|p| p.operator_issued.is_some());
+    members
+        .iter()
+        .filter_map(|m| {
+            let name = m.member.metadata.name.clone()?;
+            let side = |wanted: bool, issued_side: bool, shared: &Option<Vec<u8>>| match (
+                wanted,
+                issued_side,
+            ) {
+                (false, _) => Some(Vec::new()),
+                (true, true) => issued.get(&name).cloned(),
+                (true, false) => shared.clone(),
+            };
+            let client = side(tls.client.is_some(), client_issued, &client_ca)?;
+            let peer = side(tls.peer.is_some(), peer_issued, &peer_ca)?;
+            Some((name, crate::security::trust_digest(&client, &peer)))
+        })
+        .collect()
+}
 
 /// Whether `secret` is owned by the object with `uid`.
 fn owned_by(secret: &Secret, uid: &str) -> bool {

@@ -167,6 +167,30 @@ fn certificates_condition(ctx: &Context<'_>) -> Option<Wanted> {
         return None;
     }
     let expiring = crate::security::expiring_certificates(validity, ctx.now);
+    // cert-manager Certificates that are not Ready while their Secret still serves: renewal is
+    // failing, and the certificate will run out unless someone acts.
+    let not_ready: Vec<String> = ctx
+        .observed
+        .security
+        .certificates
+        .iter()
+        .filter_map(|c| {
+            let why = c.not_ready.as_ref()?;
+            let usable = validity.iter().find(|v| v.secret == c.wanted.secret_name)?;
+            Some(format!(
+                "{why}; its Secret {} still holds a certificate valid until {}, but it will not be renewed until the Certificate is Ready again",
+                usable.secret, usable.not_after
+            ))
+        })
+        .collect();
+    if expiring.is_empty() && !not_ready.is_empty() {
+        return Some(Wanted::new(
+            cond::CERTIFICATES_VALID,
+            false,
+            "CertificateNotReady",
+            not_ready.join("; "),
+        ));
+    }
     Some(if expiring.is_empty() {
         let soonest = validity.iter().map(|c| c.not_after).min()?;
         Wanted::new(

@@ -39,11 +39,11 @@ pub(crate) use context::Context as PassFacts;
 pub use context::Health;
 pub use observed::{
     CertificateFacts, IssuedFacts, IssuedMember, IssuedState, Observed, ObservedMember, Password,
-    PodFacts, PodPhase, PvcFacts, SecurityFacts,
+    PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
 };
 pub use rules::QUORUM_RECOVERY_CONDITION;
 pub use rules::caught_up;
-pub use step::{IssuedCertificate, Step, StepKind, WaitReason};
+pub use step::{IssuedCertificate, Signer, Step, StepKind, WaitReason};
 pub use timing::{
     AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, IDLE_POLL, LEARNER_POLL, MAX_RECREATIONS, MEMBER_POLL,
     NOT_READY_GRACE, RepairTiming, START_GRACE, repair_backoff, retry_after,
@@ -101,7 +101,11 @@ impl Plan {
             event(
                 &observed.cluster,
                 crate::build::EventType::Warning,
-                "CertificateExpiring",
+                if new.reason == "CertificateNotReady" {
+                    "CertificateNotReady"
+                } else {
+                    "CertificateExpiring"
+                },
                 &new.message,
                 now,
             )

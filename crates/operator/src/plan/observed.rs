@@ -58,6 +58,12 @@ pub struct SecurityFacts {
     pub certificates: Vec<CertificateFacts>,
     /// Operator-issued certificates (`spec.tls.*.operatorIssued`), as observed; `None` without.
     pub issued: Option<IssuedFacts>,
+    /// What each member's etcd would trust if it started now: a digest of the CA certificates
+    /// its Secrets hold (`ca.crt` of the client and the peer Secret), by member. A Pod records
+    /// the digest it was created with ([`PodFacts::trusted_ca`]); etcd reads its trusted CAs
+    /// only at start-up, so a Pod whose digest differs is restarted to trust the new ones.
+    /// Absent for a member whose Secrets are not usable.
+    pub trust: std::collections::BTreeMap<String, String>,
 }
 
 /// The operator-issued certificates of a cluster: its CA, each member's, the operator's own.
@@ -69,6 +75,22 @@ pub struct IssuedFacts {
     pub members: Vec<IssuedMember>,
     /// The operator's client certificate; `None` when the client API is not mutual TLS.
     pub operator_client: Option<IssuedState>,
+    /// The operator's client certificate is signed by the previous CA (during a rotation).
+    pub operator_client_by_previous: bool,
+    /// A CA rotation runs: the CA Secret holds the previous CA beside the new one.
+    pub rotating: bool,
+    /// A CA rotation should start, and why (asked for by the annotation, or the CA is in its
+    /// last third); `None` while one runs or none is wanted.
+    pub rotation_wanted: Option<RotationRequest>,
+}
+
+/// Why a CA rotation starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RotationRequest {
+    /// The value of the `rotate-ca` annotation it answers (recorded on the CA Secret so it is
+    /// answered once), or `None` for a rotation because the CA nears its end.
+    pub token: Option<String>,
+    pub why: String,
 }
 
 /// One member's operator-issued certificate.
@@ -78,6 +100,10 @@ pub struct IssuedMember {
     /// The EtcdMember's UID, which owns the Secret.
     pub uid: String,
     pub state: IssuedState,
+    /// Its certificate is signed by the previous CA (during a rotation).
+    pub by_previous: bool,
+    /// Its Secret's `ca.crt` is the CA Secret's bundle (what the cluster trusts now).
+    pub has_bundle: bool,
 }
 
 /// An operator-issued Secret as observed.
@@ -189,6 +215,11 @@ pub struct PodFacts {
     /// The etcd container's termination message of its current or last ended run (the tail of
     /// its log: `terminationMessagePolicy: FallbackToLogsOnError`).
     pub termination_message: Option<String>,
+    /// The trust digest the Pod was created with ([`TRUSTED_CA_ANNOTATION`]); `None` for a Pod
+    /// without TLS or made by an older operator.
+    ///
+    /// [`TRUSTED_CA_ANNOTATION`]: crate::build::TRUSTED_CA_ANNOTATION
+    pub trusted_ca: Option<String>,
 }
 
 impl PodFacts {
@@ -237,6 +268,12 @@ impl PodFacts {
                 .is_some_and(|v| v == etcd_operator_api::labels::ROLE_VOTER),
             owner_uid: controller_uid(&pod.metadata),
             start: PodStart::from_annotations(pod.metadata.annotations.as_ref()),
+            trusted_ca: pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::build::TRUSTED_CA_ANNOTATION))
+                .cloned(),
             termination_message: etcd.and_then(|c| {
                 let ended = |s: Option<&k8s_openapi::api::core::v1::ContainerState>| {
                     s.and_then(|s| s.terminated.as_ref())

@@ -146,21 +146,53 @@ pub enum Step {
 pub enum IssuedCertificate {
     /// The cluster's CA (Secret `<cluster>-ca`, owned by the EtcdCluster).
     Ca,
+    /// The start of a CA rotation: a new CA in the CA Secret, the old one kept beside it as the
+    /// previous CA, and the bundle of both as what everyone trusts. `token` is the `rotate-ca`
+    /// annotation value it answers.
+    RotateCa { token: Option<String> },
+    /// The end of a CA rotation: the previous CA leaves the CA Secret and the bundle.
+    DropPreviousCa,
     /// A member's certificate for both listeners (Secret `<member>-tls`, owned by that
     /// EtcdMember, whose UID is `uid`).
-    Member { member: String, uid: String },
+    Member {
+        member: String,
+        uid: String,
+        signer: Signer,
+    },
     /// The operator's client certificate (Secret `<cluster>-operator-client-tls`).
-    OperatorClient,
+    OperatorClient { signer: Signer },
+}
+
+/// Which CA signs a leaf: during a rotation the previous one, until every member trusts the
+/// new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signer {
+    Current,
+    Previous,
 }
 
 impl IssuedCertificate {
     pub fn describe(&self) -> String {
+        let by = |signer: &Signer| match signer {
+            Signer::Current => "",
+            Signer::Previous => {
+                " (signed by the previous CA until every member trusts the new one)"
+            }
+        };
         match self {
             IssuedCertificate::Ca => "the cluster's CA".to_string(),
-            IssuedCertificate::Member { member, .. } => {
-                format!("the certificate of member {member}")
+            IssuedCertificate::RotateCa { .. } => {
+                "a new CA (the rotation starts: both CAs trusted)".to_string()
             }
-            IssuedCertificate::OperatorClient => "the operator's client certificate".to_string(),
+            IssuedCertificate::DropPreviousCa => {
+                "the CA alone (the rotation ends: the previous CA is no longer trusted)".to_string()
+            }
+            IssuedCertificate::Member { member, signer, .. } => {
+                format!("the certificate of member {member}{}", by(signer))
+            }
+            IssuedCertificate::OperatorClient { signer } => {
+                format!("the operator's client certificate{}", by(signer))
+            }
         }
     }
 }

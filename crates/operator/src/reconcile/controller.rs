@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use etcd_operator_api::{EtcdCluster, EtcdMember};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
@@ -40,6 +40,9 @@ pub async fn run_controller(
     on_ready: impl FnOnce() + Send + 'static,
 ) {
     let scope = &options.scope;
+    // Both controllers stop on the same signal.
+    let shutdown: std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>> = Box::pin(shutdown);
+    let shutdown = shutdown.shared();
     let (members, members_changed) = reflect::<EtcdMember>(scope.api(&client));
     let (pods, pods_changed) = reflect::<Pod>(scope.api(&client));
     let (pvcs, pvcs_changed) = reflect::<PersistentVolumeClaim>(scope.api(&client));
@@ -59,29 +62,13 @@ pub async fn run_controller(
         services,
         pdbs,
     };
-    let observer = Observer {
-        client: client.clone(),
-        stores: stores.clone(),
-        settings: options.settings.clone(),
-        etcd_urls: options.etcd_urls.clone(),
-        root_passwords: Default::default(),
-    };
-    // The EtcdDefrag and EtcdDefragPolicy controllers run beside this one, on the same caches
-    // and the same view of etcd, and stop with it.
-    let defrag_stop = tokio_util::sync::CancellationToken::new();
-    let defrags = tokio::spawn(crate::defrag::run_defrag_controllers(
-        client.clone(),
-        scope.clone(),
-        observer.clone(),
-        defrag_stop.clone(),
-    ));
     let ctx = Arc::new(Context {
         observer: Observer {
             client: client.clone(),
             stores: stores.clone(),
             settings: options.settings.clone(),
             etcd_urls: options.etcd_urls.clone(),
-            root_passwords: observer.root_passwords.clone(),
+            root_passwords: Default::default(),
         },
         act: ActContext {
             client: client.clone(),
@@ -105,7 +92,17 @@ pub async fn run_controller(
         })
     };
 
-    controller
+    let ctx_observer = ctx.observer.clone();
+    let defrag_shutdown = shutdown.clone();
+    let snapshots = crate::snapshot::run_snapshot_controller(
+        scope.clone(),
+        Arc::new(crate::snapshot::SnapshotContext::new(
+            ctx.observer.clone(),
+            ctx.act.clone(),
+        )),
+        shutdown.clone(),
+    );
+    let clusters = controller
         .owns_stream(members_changed)
         .owns_stream(services_changed)
         .owns_stream(pdbs_changed)
@@ -117,9 +114,20 @@ pub async fn run_controller(
             if let Err(e) = result {
                 debug!(error = %e, "controller event");
             }
-        })
-        .await;
-    defrag_stop.cancel();
-    let _ = defrags.await;
+        });
+    // The EtcdDefrag and EtcdDefragPolicy controllers too, on the same caches and the same
+    // view of etcd.
+    let defrag_stop = tokio_util::sync::CancellationToken::new();
+    let defrags = crate::defrag::run_defrag_controllers(
+        client.clone(),
+        scope.clone(),
+        ctx_observer,
+        defrag_stop.clone(),
+    );
+    let stop_defrags = async move {
+        defrag_shutdown.await;
+        defrag_stop.cancel();
+    };
+    futures::join!(clusters, snapshots, defrags, stop_defrags);
     readiness.abort();
 }

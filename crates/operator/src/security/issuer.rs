@@ -250,18 +250,82 @@ pub fn ca_secret_data(ca: &CaMaterial) -> BTreeMap<String, ByteString> {
     ])
 }
 
+/// Annotation on the EtcdCluster that asks for a CA rotation: set it to a new value (for example
+/// the date) and the CA is rotated once for that value.
+pub const ROTATE_CA_ANNOTATION: &str = "etcd-operator.cozystack.io/rotate-ca";
+/// Annotation on the CA Secret: the `rotate-ca` value its last rotation answered.
+pub const ROTATED_FOR_ANNOTATION: &str = "etcd-operator.cozystack.io/rotated-for";
+
+/// The key of the CA Secret that holds the previous CA's certificate during a rotation.
+pub const PREVIOUS_CERT_KEY: &str = "previous.crt";
+/// The key of the CA Secret that holds the previous CA's key during a rotation.
+pub const PREVIOUS_KEY_KEY: &str = "previous.key";
+
+/// The CA Secret during a rotation: `tls.crt`/`tls.key` the new CA (which signs from the moment
+/// every member trusts it), `previous.crt`/`previous.key` the old one (which signs until
+/// then), and `ca.crt` the bundle of both, new first: what every member and the operator trust
+/// while the rotation runs.
+pub fn rotating_ca_secret_data(new: &CaMaterial, old: &CaMaterial) -> BTreeMap<String, ByteString> {
+    BTreeMap::from([
+        ("tls.crt".to_string(), bytes(&new.cert_pem)),
+        ("tls.key".to_string(), bytes(&new.key_pem)),
+        (
+            "ca.crt".to_string(),
+            bytes(&bundle(&[&new.cert_pem, &old.cert_pem])),
+        ),
+        (PREVIOUS_CERT_KEY.to_string(), bytes(&old.cert_pem)),
+        (PREVIOUS_KEY_KEY.to_string(), bytes(&old.key_pem)),
+    ])
+}
+
+/// PEM certificates one after another, each ending in a newline.
+pub fn bundle(pems: &[&str]) -> String {
+    pems.iter()
+        .map(|p| {
+            let p = p.trim_end();
+            format!("{p}\n")
+        })
+        .collect()
+}
+
+/// The trust bundle of the CA Secret (`ca.crt`): the CA, and during a rotation the previous one.
+pub fn ca_bundle(secret: &Secret) -> Option<String> {
+    secret
+        .data
+        .as_ref()?
+        .get("ca.crt")
+        .filter(|v| !v.0.is_empty())
+        .and_then(|v| String::from_utf8(v.0.clone()).ok())
+}
+
+/// The previous CA kept during a rotation (`previous.crt`, `previous.key`); `None` when no
+/// rotation runs.
+pub fn previous_ca_from_secret(name: &str, secret: &Secret) -> Option<Result<CaMaterial, String>> {
+    secret
+        .data
+        .as_ref()?
+        .get(PREVIOUS_CERT_KEY)
+        .filter(|v| !v.0.is_empty())?;
+    Some(ca_from_keys(
+        name,
+        secret,
+        PREVIOUS_CERT_KEY,
+        PREVIOUS_KEY_KEY,
+    ))
+}
+
 /// The data of a member's Secret `<member>-tls` (type `kubernetes.io/tls`): `tls.crt`,
-/// `tls.key` and `ca.crt`.
-pub fn member_secret_data(ca: &CaMaterial, leaf: &LeafMaterial) -> BTreeMap<String, ByteString> {
-    leaf_secret_data(ca, leaf)
+/// `tls.key` and `ca.crt`, the trust bundle `trusted` (the CA Secret's `ca.crt`).
+pub fn member_secret_data(trusted: &str, leaf: &LeafMaterial) -> BTreeMap<String, ByteString> {
+    leaf_secret_data(trusted, leaf)
 }
 
 /// The data of the operator's client Secret `<cluster>-operator-client-tls`, the same keys.
 pub fn operator_client_secret_data(
-    ca: &CaMaterial,
+    trusted: &str,
     leaf: &LeafMaterial,
 ) -> BTreeMap<String, ByteString> {
-    leaf_secret_data(ca, leaf)
+    leaf_secret_data(trusted, leaf)
 }
 
 /// The CA kept in `secret` (its `tls.crt` and `tls.key`), ready to sign again. Refused: a
@@ -269,6 +333,15 @@ pub fn operator_client_secret_data(
 /// that is no CA, or a subject other than the one CN this module writes (leaves signed under
 /// another subject would not chain to the certificate).
 pub fn ca_from_secret(name: &str, secret: &Secret) -> Result<CaMaterial, String> {
+    ca_from_keys(name, secret, "tls.crt", "tls.key")
+}
+
+fn ca_from_keys(
+    name: &str,
+    secret: &Secret,
+    cert_key: &str,
+    key_key: &str,
+) -> Result<CaMaterial, String> {
     let what = "operator-issued CA";
     let kind = secret.type_.as_deref().unwrap_or("Opaque");
     if kind != TLS_SECRET_TYPE {
@@ -286,10 +359,10 @@ pub fn ca_from_secret(name: &str, secret: &Secret) -> Result<CaMaterial, String>
         String::from_utf8(value.0.clone())
             .map_err(|_| format!("Secret {name} ({what}): {key} is not PEM text"))
     };
-    let cert_pem = text("tls.crt")?;
-    let key_pem = text("tls.key")?;
+    let cert_pem = text(cert_key)?;
+    let key_pem = text(key_key)?;
     let der = CertificateDer::from_pem_slice(cert_pem.as_bytes())
-        .map_err(|e| format!("Secret {name} ({what}): tls.crt is not PEM: {e}"))?;
+        .map_err(|e| format!("Secret {name} ({what}): {cert_key} is not PEM: {e}"))?;
     let (_, parsed) = x509_parser::parse_x509_certificate(&der)
         .map_err(|e| format!("Secret {name} ({what}): tls.crt is not an X.509 certificate: {e}"))?;
     if !parsed.is_ca() {
@@ -401,11 +474,11 @@ fn distinguished_name(common_name: &str) -> DistinguishedName {
     name
 }
 
-fn leaf_secret_data(ca: &CaMaterial, leaf: &LeafMaterial) -> BTreeMap<String, ByteString> {
+fn leaf_secret_data(trusted: &str, leaf: &LeafMaterial) -> BTreeMap<String, ByteString> {
     BTreeMap::from([
         ("tls.crt".to_string(), bytes(&leaf.cert_pem)),
         ("tls.key".to_string(), bytes(&leaf.key_pem)),
-        ("ca.crt".to_string(), bytes(&ca.cert_pem)),
+        ("ca.crt".to_string(), bytes(trusted)),
     ])
 }
 
@@ -548,7 +621,7 @@ mod tests {
             days(90),
         )
         .unwrap();
-        let secret = tls_secret(member_secret_data(&ca, &leaf));
+        let secret = tls_secret(member_secret_data(&ca.cert_pem, &leaf));
         let names = vec![
             "etcd-1.etcd.prod.svc".to_string(),
             "etcd-1.etcd.prod.svc.cluster.local".to_string(),
@@ -647,7 +720,7 @@ mod tests {
     fn the_operator_client_certificate_is_for_client_auth_only() {
         let ca = ca();
         let leaf = issue_operator_client(&ca, "etcd", at(0), days(90)).unwrap();
-        let secret = tls_secret(operator_client_secret_data(&ca, &leaf));
+        let secret = tls_secret(operator_client_secret_data(&ca.cert_pem, &leaf));
         check_tls_secret(
             "etcd-operator-client-tls",
             Some(&secret),
@@ -692,7 +765,7 @@ mod tests {
             days(90),
         )
         .unwrap();
-        let secret = tls_secret(member_secret_data(&ca, &foreign));
+        let secret = tls_secret(member_secret_data(&ca.cert_pem, &foreign));
         let problem = check_tls_secret(
             "etcd-0-tls",
             Some(&secret),
@@ -704,7 +777,7 @@ mod tests {
         .unwrap_err();
         assert!(problem.contains("not signed by the CA"), "{problem}");
         let client = issue_operator_client(&other, "etcd", at(0), days(90)).unwrap();
-        let secret = tls_secret(operator_client_secret_data(&other, &client));
+        let secret = tls_secret(operator_client_secret_data(&other.cert_pem, &client));
         let problem = check_tls_secret(
             "etcd-operator-client-tls",
             Some(&secret),
@@ -779,7 +852,10 @@ mod tests {
         let client = issue_operator_client(&reloaded, "etcd", at(100), days(90)).unwrap();
         check_tls_secret(
             "etcd-operator-client-tls",
-            Some(&tls_secret(operator_client_secret_data(&original, &client))),
+            Some(&tls_secret(operator_client_secret_data(
+                &original.cert_pem,
+                &client,
+            ))),
             Purpose::OperatorClient,
             Some(original.cert_pem.as_bytes()),
             &[],
@@ -933,7 +1009,7 @@ mod tests {
             days(1),
         )
         .unwrap();
-        let member = member_secret_data(&ca, &leaf);
+        let member = member_secret_data(&ca.cert_pem, &leaf);
         assert_eq!(member["ca.crt"].0, ca.cert_pem.as_bytes());
         assert_eq!(member["tls.crt"].0, leaf.cert_pem.as_bytes());
         assert_eq!(member["tls.key"].0, leaf.key_pem.as_bytes());

@@ -7,6 +7,6 @@ mod tls;
 
 pub use auth::{PREVIOUS_PASSWORD_KEY, previous_password, root_password};
 pub use tls::{
-    CertificateValidity, Purpose, TLS_SECRET_TYPE, TlsMaterial, check_tls_secret,
-    expiring_certificates,
+    CertificateValidity, Purpose, TLS_SECRET_TYPE, TlsMaterial, chains_to, check_tls_secret,
+    expiring_certificates, trust_digest,
 };

@@ -185,6 +185,61 @@ pub fn check_tls_secret(
     })
 }
 
+/// Whether the leaf of `cert_pem` (with the intermediates after it) chains to one of the
+/// certificates of `ca_pem` at `now`, for server or client use. Used to tell which of two CAs
+/// signed a certificate during a CA rotation (both CAs have the same name).
+pub fn chains_to(cert_pem: &[u8], ca_pem: &[u8], now: Timestamp) -> bool {
+    let Ok(chain) = CertificateDer::pem_slice_iter(cert_pem).collect::<Result<Vec<_>, _>>() else {
+        return false;
+    };
+    let Ok(cas) = CertificateDer::pem_slice_iter(ca_pem).collect::<Result<Vec<_>, _>>() else {
+        return false;
+    };
+    let anchors: Vec<_> = cas
+        .iter()
+        .filter_map(|ca| webpki::anchor_from_trusted_cert(ca).ok())
+        .collect();
+    let Some(leaf) = chain.first() else {
+        return false;
+    };
+    let Ok(end_entity) = EndEntityCert::try_from(leaf) else {
+        return false;
+    };
+    let time =
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(now.as_second().max(0) as u64));
+    [KeyUsage::server_auth(), KeyUsage::client_auth()]
+        .iter()
+        .any(|usage| {
+            end_entity
+                .verify_for_usage(
+                    webpki::ALL_VERIFICATION_ALGS,
+                    &anchors,
+                    &chain[1..],
+                    time,
+                    usage,
+                    None,
+                    None,
+                )
+                .is_ok()
+        })
+}
+
+/// A short digest of the CAs a member trusts (its client and peer `ca.crt`): SHA-256, the
+/// first 16 bytes in hex.
+pub fn trust_digest(client_ca: &[u8], peer_ca: &[u8]) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(&(client_ca.len() as u64).to_be_bytes());
+    context.update(client_ca);
+    context.update(peer_ca);
+    context
+        .finish()
+        .as_ref()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A certificate the cluster runs on and its validity.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CertificateValidity {

@@ -2,10 +2,12 @@
 //! against it, waiting for a condition, and cluster manifests.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod cluster;
 pub mod healing;
 pub mod loopback;
 pub mod manual_node;
+pub mod moto;
 pub mod timeline;
 pub mod workload;
 
@@ -344,12 +346,18 @@ pub async fn operator_identity(sandbox: &TestSandbox) -> Client {
 /// Runs a benchmark's scripted floor (`benches/<script>` with `args`) and returns the lines it
 /// prints as `(what, seconds)`: each line is a label, a space, and a number of seconds.
 pub fn floor_script(script: &str, args: &[&str]) -> Vec<(String, f64)> {
+    floor_script_with(script, args, &[])
+}
+
+/// As [`floor_script`], with environment variables for the script (e.g. `FLOOR_TLS=1`).
+pub fn floor_script_with(script: &str, args: &[&str], envs: &[(&str, &str)]) -> Vec<(String, f64)> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("benches")
         .join(script);
     let output = Command::new("bash")
         .arg(&path)
         .args(args)
+        .envs(envs.iter().copied())
         .output()
         .expect("bash runs the floor script");
     assert!(

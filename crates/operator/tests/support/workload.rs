@@ -107,10 +107,15 @@ pub struct Workload {
     label: String,
     network: Arc<ClusterNetwork>,
     endpoint: String,
-    secure: Option<Secure>,
+    secure: Option<SharedSecure>,
     stop: CancellationToken,
     task: JoinHandle<Journal>,
 }
+
+/// [`Secure`] that a test may change while the workload runs (a rotated CA, a new client
+/// certificate): every new connection takes the current value, as a client that re-reads its
+/// files would.
+pub type SharedSecure = Arc<std::sync::Mutex<Secure>>;
 
 /// TLS and credentials for a workload on a secured cluster: the CA its server certificates
 /// chain to, the client certificate and key (under mutual TLS), and a user and password.
@@ -147,6 +152,23 @@ impl Workload {
         label: &str,
         secure: Option<Secure>,
     ) -> Workload {
+        Workload::start_shared(
+            network,
+            namespace,
+            cluster,
+            label,
+            secure.map(|s| Arc::new(std::sync::Mutex::new(s))),
+        )
+    }
+
+    /// As [`Workload::start_with`], with TLS material the test may change while it runs.
+    pub fn start_shared(
+        network: Arc<ClusterNetwork>,
+        namespace: &str,
+        cluster: &str,
+        label: &str,
+        secure: Option<SharedSecure>,
+    ) -> Workload {
         let mut endpoint = client_service_url(namespace, cluster);
         if secure.is_some() {
             endpoint = endpoint.replacen("http://", "https://", 1);
@@ -174,13 +196,8 @@ impl Workload {
     pub async fn stop(self) -> WorkloadReport {
         self.stop.cancel();
         let journal = self.task.await.expect("the workload task does not panic");
-        let stored = read_back(
-            &self.network,
-            &self.endpoint,
-            &self.label,
-            self.secure.as_ref(),
-        )
-        .await;
+        let secure = self.secure.as_ref().map(|s| s.lock().unwrap().clone());
+        let stored = read_back(&self.network, &self.endpoint, &self.label, secure.as_ref()).await;
         let lost = journal
             .acknowledged
             .iter()
@@ -263,7 +280,7 @@ async fn run(
     endpoint: String,
     label: String,
     stop: CancellationToken,
-    secure: Option<Secure>,
+    secure: Option<SharedSecure>,
 ) -> Journal {
     let started = Instant::now();
     let mut journal = Journal::default();
@@ -273,7 +290,13 @@ async fn run(
     while !stop.is_cancelled() {
         let current = match client.take() {
             Some(c) => c,
-            None => match cluster_client(&network, &endpoint, secure.as_ref()).await {
+            None => match cluster_client(
+                &network,
+                &endpoint,
+                secure.as_ref().map(|s| s.lock().unwrap().clone()).as_ref(),
+            )
+            .await
+            {
                 Ok(c) => c,
                 Err(e) => {
                     journal.failed.push(FailedRequest {

@@ -46,7 +46,16 @@ pub fn pod_start(ctx: &Context<'_>, m: &MemberView<'_>) -> PodStart {
 pub fn create_pod(ctx: &Context<'_>, m: &MemberView<'_>) -> Decision {
     let start = pod_start(ctx, m);
     match member_pod(&m.observed.member, &start, &ctx.observed.settings) {
-        Ok(pod) => Decision::act(Step::CreatePod(Box::new(pod))),
+        Ok(mut pod) => {
+            // What its etcd will trust: a later change of the CAs restarts it.
+            if let Some(trust) = ctx.observed.security.trust.get(m.name) {
+                pod.metadata.annotations.get_or_insert_default().insert(
+                    crate::build::TRUSTED_CA_ANNOTATION.to_string(),
+                    trust.clone(),
+                );
+            }
+            Decision::act(Step::CreatePod(Box::new(pod)))
+        }
         Err(e) => Decision::wait(
             WaitReason::InvalidObject,
             format!("cannot build the Pod of {}: {e}", m.name),

@@ -241,8 +241,19 @@ pub fn certificates(ctx: &Context<'_>) -> Option<Decision> {
 /// operator's client certificate. Before the Secret problems and everything else: a member's
 /// Pod mounts its certificate, so it exists before the Pod is created, and a renewal is never
 /// held back by a step that waits.
+///
+/// A CA rotation (asked for with the `rotate-ca` annotation, or the CA in its last third) runs
+/// through the same rule, each phase derived from what is observed, so a crash resumes it:
+/// 1. the new CA goes into the CA Secret beside the old one, and the bundle of both into every
+///    member's Secret (leaves still signed by the old CA, which every member trusts); the
+///    members' Pods are then restarted one at a time to trust both (`trust_rollout`, behind
+///    the readiness gate, the leader last);
+/// 2. once every member's Pod trusts both, each leaf is issued again from the new CA (no
+///    restart: etcd reads leaves at each handshake);
+/// 3. once no leaf is signed by the old CA, the old CA leaves the CA Secret and the bundle; the
+///    Pods are restarted once more, one at a time, to stop trusting it.
 pub fn issued_certificates(ctx: &Context<'_>) -> Option<Decision> {
-    use crate::plan::{IssuedCertificate, IssuedState};
+    use crate::plan::{IssuedCertificate, IssuedState, Signer};
     use crate::security::issuer;
     let issued = ctx.observed.security.issued.as_ref()?;
     let cluster = ctx
@@ -259,10 +270,11 @@ pub fn issued_certificates(ctx: &Context<'_>) -> Option<Decision> {
             why: why.to_string(),
         }))
     };
+    let ca_secret = issuer::ca_secret_name(cluster);
     match &issued.ca {
         IssuedState::Missing => {
             return issue(
-                issuer::ca_secret_name(cluster),
+                ca_secret,
                 IssuedCertificate::Ca,
                 "the cluster has no CA yet",
             );
@@ -271,6 +283,21 @@ pub fn issued_certificates(ctx: &Context<'_>) -> Option<Decision> {
         // A CA that cannot sign is among the security problems (rule below).
         IssuedState::Due(_) | IssuedState::Blocked => return None,
     }
+    if let Some(request) = issued.rotation_wanted.as_ref().filter(|_| !issued.rotating) {
+        return issue(
+            ca_secret,
+            IssuedCertificate::RotateCa {
+                token: request.token.clone(),
+            },
+            &request.why,
+        );
+    }
+    let all_trust = !issued.rotating || every_pod_trusts_the_bundle(ctx, issued);
+    let signer = if all_trust {
+        Signer::Current
+    } else {
+        Signer::Previous
+    };
     for m in &issued.members {
         let why = match &m.state {
             IssuedState::Missing => "the member has no certificate yet",
@@ -282,20 +309,71 @@ pub fn issued_certificates(ctx: &Context<'_>) -> Option<Decision> {
             IssuedCertificate::Member {
                 member: m.member.clone(),
                 uid: m.uid.clone(),
+                signer,
             },
             why,
         );
     }
-    let why = match issued.operator_client.as_ref()? {
-        IssuedState::Missing => "the operator has no client certificate yet",
-        IssuedState::Due(why) => why.as_str(),
-        IssuedState::Current | IssuedState::Blocked => return None,
-    };
+    let operator = issuer::operator_client_secret_name(cluster);
+    match issued.operator_client.as_ref() {
+        Some(IssuedState::Missing) => {
+            return issue(
+                operator,
+                IssuedCertificate::OperatorClient { signer },
+                "the operator has no client certificate yet",
+            );
+        }
+        Some(IssuedState::Due(why)) => {
+            return issue(operator, IssuedCertificate::OperatorClient { signer }, why);
+        }
+        _ => {}
+    }
+    if !issued.rotating || !all_trust {
+        return None;
+    }
+    let switched = "the CA is being rotated and every member trusts the new CA";
+    if let Some(m) = issued.members.iter().find(|m| m.by_previous) {
+        return issue(
+            issuer::member_secret_name(&m.member),
+            IssuedCertificate::Member {
+                member: m.member.clone(),
+                uid: m.uid.clone(),
+                signer: Signer::Current,
+            },
+            switched,
+        );
+    }
+    if issued.operator_client_by_previous {
+        return issue(
+            operator,
+            IssuedCertificate::OperatorClient {
+                signer: Signer::Current,
+            },
+            switched,
+        );
+    }
     issue(
-        issuer::operator_client_secret_name(cluster),
-        IssuedCertificate::OperatorClient,
-        why,
+        ca_secret,
+        IssuedCertificate::DropPreviousCa,
+        "every certificate is signed by the new CA",
     )
+}
+
+/// Every member that runs has the CA bundle in its Secret and a Pod created to trust it.
+fn every_pod_trusts_the_bundle(ctx: &Context<'_>, issued: &crate::plan::IssuedFacts) -> bool {
+    let trust = &ctx.observed.security.trust;
+    ctx.members.iter().filter(|m| m.is_running()).all(|m| {
+        let has_bundle = issued
+            .members
+            .iter()
+            .any(|i| i.member == m.name && i.has_bundle);
+        match (m.observed.pod.as_ref(), trust.get(m.name)) {
+            (Some(pod), Some(wanted)) => {
+                has_bundle && !pod.deleting && pod.trusted_ca.as_ref() == Some(wanted)
+            }
+            _ => false,
+        }
+    })
 }
 
 /// The root password in its Secret changed and etcd still has the earlier one: change it, so

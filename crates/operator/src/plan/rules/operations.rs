@@ -9,7 +9,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use super::helpers::{delete_pod, leadership_first};
 use crate::build::{member_name, member_ordinal, new_member, voter_pdb};
 use crate::plan::context::{Context, Health};
-use crate::plan::decision::Decision;
+use crate::plan::decision::{Decision, MemberEdit};
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
@@ -23,7 +23,41 @@ pub fn cluster_operations(ctx: &Context<'_>) -> Option<Decision> {
         .or_else(|| disruption_budget(ctx))
         .or_else(|| voter_labels(ctx))
         .or_else(|| enable_auth(ctx))
+        .or_else(|| trust_rollout(ctx))
         .or_else(|| upgrade(ctx))
+}
+
+/// The CAs a member's Secrets hold changed since its Pod was created (a CA rotation): etcd
+/// reads its trusted CAs only at start-up, so its Pod is deleted and created again on its own
+/// data, one member at a time behind the readiness gate (every member Ready before the next),
+/// followers first and the leader last, its leadership moved away first. A Pod made before
+/// the operator recorded what it trusts is left alone.
+fn trust_rollout(ctx: &Context<'_>) -> Option<Decision> {
+    let trust = &ctx.observed.security.trust;
+    let leader = ctx.observed.etcd.leader();
+    let outdated = ctx
+        .members
+        .iter()
+        .filter(|m| m.is_running())
+        .filter_map(|m| {
+            let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
+            let had = pod.trusted_ca.as_ref()?;
+            let wanted = trust.get(m.name)?;
+            (had != wanted).then_some((m, pod))
+        })
+        .min_by_key(|(m, _)| m.id.is_some() && m.id == leader);
+    let (m, pod) = outdated?;
+    leadership_first(ctx, m).or_else(|| {
+        Some(
+            Decision::act(delete_pod(m, pod)).with(MemberEdit::new(m.name).not_ready(
+                "TrustChanged",
+                format!(
+                    "the CA certificates of {}'s Secrets changed; its Pod is created again on its data so that etcd trusts them",
+                    m.name
+                ),
+            )),
+        )
+    })
 }
 
 /// `spec.auth.enabled`: once every member is Ready (behind the gate), authentication is turned

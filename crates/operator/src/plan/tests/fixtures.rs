@@ -69,6 +69,7 @@ pub fn running_pod(member: &str) -> PodFacts {
         owner_uid: Some(format!("uid-{member}")),
         start: Some(crate::build::PodStart::own_data(member, &peer(member))),
         termination_message: None,
+        trusted_ca: None,
     }
 }
 

@@ -620,11 +620,14 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
         member: name.into(),
         uid: format!("uid-{name}"),
         state,
+        by_previous: false,
+        has_bundle: true,
     };
     fx.obs.security.issued = Some(IssuedFacts {
         ca: IssuedState::Missing,
         members: vec![],
         operator_client: Some(IssuedState::Missing),
+        ..Default::default()
     });
     let (secret, what, _) = issued_step(&fx).expect("the CA is issued");
     assert_eq!((secret.as_str(), what), ("etcd-ca", IssuedCertificate::Ca));
@@ -643,7 +646,8 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
         what,
         IssuedCertificate::Member {
             member: "etcd-1".into(),
-            uid: "uid-etcd-1".into()
+            uid: "uid-etcd-1".into(),
+            signer: crate::plan::Signer::Current,
         }
     );
     assert_eq!(why, "renewal due");
@@ -662,7 +666,9 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
         (secret.as_str(), what),
         (
             "etcd-operator-client-tls",
-            IssuedCertificate::OperatorClient
+            IssuedCertificate::OperatorClient {
+                signer: crate::plan::Signer::Current
+            }
         )
     );
     let issued = fx.obs.security.issued.as_mut().unwrap();
@@ -686,4 +692,163 @@ fn operator_issued_certificates_are_issued_ca_first_then_members_then_the_operat
     fx.obs.security.issued.as_mut().unwrap().ca = IssuedState::Missing;
     fx.obs.cluster.spec.paused = Some(true);
     assert!(issued_step(&fx).is_none(), "pause first");
+}
+
+/// A Pod whose trusted CAs differ from what its Secrets hold now is restarted on its data: one
+/// at a time, only behind the readiness gate, followers first, the leader last with its
+/// leadership moved away first; a Pod that recorded nothing (made by an older operator) is left
+/// alone.
+#[test]
+fn changed_trust_restarts_pods_one_at_a_time_followers_first_leader_last() {
+    let mut fx = Fx::healthy(3);
+    fx.set_leader("etcd-0");
+    for m in ["etcd-0", "etcd-1", "etcd-2"] {
+        fx.pod_mut(m).trusted_ca = Some("old".into());
+        fx.obs.security.trust.insert(m.into(), "old".into());
+    }
+    assert_eq!(fx.step(), Step::Idle, "nothing changed: nothing restarts");
+
+    for m in ["etcd-0", "etcd-1", "etcd-2"] {
+        fx.obs.security.trust.insert(m.into(), "new".into());
+    }
+    let plan = fx.plan();
+    match &plan.step {
+        Step::DeletePod { member, .. } => assert_eq!(member, "etcd-1", "a follower first"),
+        other => panic!("{other:?}"),
+    }
+    let status = planned_member_status(&fx, &plan, "etcd-1");
+    let ready = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "TrustChanged"),
+        "Ready=False is written before the Pod goes"
+    );
+
+    // etcd-1 restarted (trusting the new CAs) but not yet Ready: the gate holds the next.
+    fx.pod_mut("etcd-1").trusted_ca = Some("new".into());
+    fx.pod_mut("etcd-1").ready = false;
+    fx.set_phase("etcd-1", MemberPhase::Provisioning, at(0));
+    assert_ne!(fx.step().kind(), StepKind::DeletePod, "one at a time");
+
+    fx.pod_mut("etcd-1").ready = true;
+    fx.set_phase("etcd-1", MemberPhase::Ready, at(0));
+    match fx.step() {
+        Step::DeletePod { member, .. } => assert_eq!(member, "etcd-2"),
+        other => panic!("{other:?}"),
+    }
+    fx.pod_mut("etcd-2").trusted_ca = Some("new".into());
+    // The leader last, its leadership moved away first.
+    match fx.step() {
+        Step::MoveLeader { from, .. } => assert_eq!(from.as_deref(), Some("etcd-0")),
+        other => panic!("{other:?}"),
+    }
+    fx.set_leader("etcd-1");
+    match fx.step() {
+        Step::DeletePod { member, .. } => assert_eq!(member, "etcd-0"),
+        other => panic!("{other:?}"),
+    }
+    // A Pod that recorded nothing is left alone.
+    fx.pod_mut("etcd-0").trusted_ca = None;
+    assert_eq!(fx.step(), Step::Idle);
+}
+
+/// A cert-manager Certificate that is not Ready while its Secret still holds a usable
+/// certificate (renewal failing, e.g. its Issuer deleted) does not stop the cluster, but turns
+/// `CertificatesValid` False with the Certificate's reason and when the certificate ends, with a
+/// Warning Event `CertificateNotReady`.
+#[test]
+fn a_certificate_not_ready_over_a_usable_secret_is_reported_without_stopping() {
+    use crate::plan::CertificateFacts;
+    use crate::security::certmanager::wanted_certificates;
+    use crate::security::{CertificateValidity, Purpose};
+    use etcd_operator_api::cluster::{
+        EtcdClusterTls, IssuerReference, PeerCertManagerTls, PeerTls,
+    };
+    use etcd_operator_api::conditions::cluster::CERTIFICATES_VALID;
+    use k8s_openapi::jiff::SignedDuration;
+
+    let mut fx = Fx::healthy(3);
+    fx.obs.cluster.metadata.uid = Some("uid".into());
+    fx.obs.cluster.spec.tls = Some(EtcdClusterTls {
+        client: None,
+        peer: Some(PeerTls {
+            cert_manager: Some(PeerCertManagerTls {
+                issuer_ref: IssuerReference {
+                    name: "ca".into(),
+                    kind: None,
+                },
+            }),
+            ..Default::default()
+        }),
+    });
+    let wanted = wanted_certificates(&fx.obs.cluster, "cluster.local").remove(0);
+    let days = |d: i64| {
+        now()
+            .saturating_add(SignedDuration::from_hours(24 * d))
+            .unwrap()
+    };
+    fx.obs.security.validity = vec![CertificateValidity {
+        secret: wanted.secret_name.clone(),
+        what: Purpose::Peer.what(),
+        not_before: days(-10),
+        not_after: days(80),
+        renew_at: None,
+    }];
+    fx.obs.security.certificates = vec![CertificateFacts {
+        wanted,
+        exists: true,
+        patch: None,
+        not_ready: Some(
+            "Certificate etcd-peer is not Ready (IssuerNotFound: ...); Issuer ca not found in namespace default: create it"
+                .into(),
+        ),
+    }];
+    let plan = fx.plan();
+    assert_eq!(
+        plan.step,
+        Step::Idle,
+        "nothing stops: the Secret still serves"
+    );
+    let status = plan.cluster_status.clone().expect("the status changes");
+    let condition = status
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == CERTIFICATES_VALID)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "CertificateNotReady")
+    );
+    assert!(
+        condition.message.contains("Issuer ca not found"),
+        "{}",
+        condition.message
+    );
+    assert!(
+        condition.message.contains("etcd-peer-tls still holds"),
+        "{}",
+        condition.message
+    );
+    let event = plan.certificates_event(&fx.obs, now()).unwrap().unwrap();
+    assert_eq!(event.reason.as_deref(), Some("CertificateNotReady"));
+
+    // Ready again: True.
+    fx.obs.security.certificates[0].not_ready = None;
+    fx.obs.cluster.status = Some(status);
+    let status = fx.plan().cluster_status.expect("the status changes");
+    let condition = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == CERTIFICATES_VALID)
+        .unwrap();
+    assert_eq!(condition.status, "True");
 }

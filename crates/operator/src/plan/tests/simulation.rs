@@ -21,8 +21,38 @@ struct Sim {
     fx: Fx,
     t: i64,
     steps: Vec<StepKind>,
-    /// Operator-issued certificates: the Secrets issued so far (`None`: the cluster has none).
-    issued: Option<std::collections::BTreeSet<String>>,
+    /// Operator-issued certificates in the simulated world (`None`: the cluster has none).
+    issued: Option<IssuedWorld>,
+}
+
+/// The CA Secret and the leaf Secrets, by CA generation: a leaf records the generation that
+/// signed it and the bundle (`"2+1"`: generations trusted) its Secret carries; a Pod records the
+/// bundle it was started with (its trusted-ca annotation).
+#[derive(Default)]
+struct IssuedWorld {
+    /// The current CA generation and, during a rotation, the previous one.
+    ca: Option<(u32, Option<u32>)>,
+    /// Secret name → (signing generation, bundle).
+    leaves: std::collections::BTreeMap<String, (u32, String)>,
+    /// The `rotate-ca` annotation's value, and the one the CA Secret answered.
+    requested: Option<String>,
+    rotated_for: Option<String>,
+    /// Every issue, in order.
+    issued: Vec<String>,
+}
+
+impl IssuedWorld {
+    fn bundle(&self) -> String {
+        match self.ca {
+            Some((current, Some(previous))) => format!("{current}+{previous}"),
+            Some((current, None)) => current.to_string(),
+            None => String::new(),
+        }
+    }
+}
+
+fn trusted(bundle: &str) -> Vec<u32> {
+    bundle.split('+').filter_map(|g| g.parse().ok()).collect()
 }
 
 impl Sim {
@@ -37,17 +67,24 @@ impl Sim {
 
     /// What `observe` reads of the operator-issued Secrets in the simulated world.
     fn observe_issued(&mut self) {
-        use crate::plan::{IssuedFacts, IssuedMember, IssuedState};
-        let Some(secrets) = &self.issued else {
+        use crate::plan::{IssuedFacts, IssuedMember, IssuedState, RotationRequest};
+        let Some(world) = &self.issued else {
             return;
         };
-        let state = |secret: String| {
-            if secrets.contains(&secret) {
-                IssuedState::Current
-            } else {
-                IssuedState::Missing
-            }
+        let bundle = world.bundle();
+        let previous = world.ca.and_then(|(_, p)| p);
+        let state = |secret: &str| match world.leaves.get(secret) {
+            None => IssuedState::Missing,
+            Some((_, b)) if *b != bundle => IssuedState::Due("bundle changed".into()),
+            Some(_) => IssuedState::Current,
         };
+        let by_previous = |secret: &str| {
+            world
+                .leaves
+                .get(secret)
+                .is_some_and(|(g, _)| Some(*g) == previous)
+        };
+        let mut trust = std::collections::BTreeMap::new();
         let members = self
             .fx
             .obs
@@ -56,18 +93,77 @@ impl Sim {
             .filter(|m| m.member.metadata.deletion_timestamp.is_none())
             .map(|m| {
                 let name = m.member.metadata.name.clone().unwrap();
+                let secret = format!("{name}-tls");
+                if let Some((_, b)) = world.leaves.get(&secret) {
+                    trust.insert(name.clone(), b.clone());
+                }
                 IssuedMember {
                     uid: format!("uid-{name}"),
-                    state: state(format!("{name}-tls")),
+                    state: state(&secret),
+                    by_previous: by_previous(&secret),
+                    has_bundle: world.leaves.get(&secret).is_some_and(|(_, b)| *b == bundle),
                     member: name,
                 }
             })
             .collect();
+        let operator = format!("{CLUSTER}-operator-client-tls");
+        let rotation_wanted = world
+            .requested
+            .clone()
+            .filter(|t| world.rotated_for.as_ref() != Some(t) && previous.is_none())
+            .map(|t| RotationRequest {
+                token: Some(t),
+                why: "asked for".into(),
+            });
         self.fx.obs.security.issued = Some(IssuedFacts {
-            ca: state(format!("{CLUSTER}-ca")),
+            ca: if world.ca.is_some() {
+                IssuedState::Current
+            } else {
+                IssuedState::Missing
+            },
             members,
-            operator_client: Some(state(format!("{CLUSTER}-operator-client-tls"))),
+            operator_client: Some(state(&operator)),
+            operator_client_by_previous: by_previous(&operator),
+            rotating: previous.is_some(),
+            rotation_wanted,
         });
+        self.fx.obs.security.trust = trust;
+    }
+
+    /// Every certificate in use is trusted by every running Pod (what the peers and the
+    /// operator present is accepted by whoever they talk to): checked after every step.
+    fn assert_trusted(&self) {
+        let Some(world) = &self.issued else {
+            return;
+        };
+        for m in &self.fx.obs.members {
+            let Some(pod) = m.pod.as_ref().filter(|p| !p.deleting) else {
+                continue;
+            };
+            let pod_trusts = trusted(pod.trusted_ca.as_deref().unwrap_or_default());
+            for other in &self.fx.obs.members {
+                let name = other.member.metadata.name.clone().unwrap();
+                if other.pod.is_none() {
+                    continue;
+                }
+                let secret = format!("{name}-tls");
+                if let Some((g, _)) = world.leaves.get(&secret) {
+                    assert!(
+                        pod_trusts.contains(g),
+                        "{name}'s certificate (CA {g}) is not trusted by Pod {} ({pod_trusts:?}); issued {:?}",
+                        pod.name,
+                        world.issued
+                    );
+                }
+            }
+            if let Some((g, _)) = world.leaves.get(&format!("{CLUSTER}-operator-client-tls")) {
+                assert!(
+                    pod_trusts.contains(g),
+                    "the operator's certificate (CA {g}) is not trusted by Pod {}",
+                    pod.name
+                );
+            }
+        }
     }
 
     /// Runs passes until the planner is idle; panics after `limit`.
@@ -91,6 +187,7 @@ impl Sim {
             self.fx.write_statuses(&plan);
             self.steps.push(plan.step.kind());
             self.apply(plan.step);
+            self.assert_trusted();
         }
         panic!(
             "no convergence after {limit} passes; last steps: {:?}",
@@ -144,11 +241,14 @@ impl Sim {
             Step::DeletePvc { member, .. } => fx.observed_member(&member).pvc = None,
             Step::CreatePod(pod) => {
                 let name = pod.metadata.name.clone().unwrap();
-                if let Some(secrets) = &self.issued {
+                if let Some(world) = &self.issued {
                     assert!(
-                        secrets.contains(&format!("{name}-tls"))
-                            && secrets.contains(&format!("{CLUSTER}-operator-client-tls")),
-                        "Pod {name} created before its certificate: {secrets:?}"
+                        world.leaves.contains_key(&format!("{name}-tls"))
+                            && world
+                                .leaves
+                                .contains_key(&format!("{CLUSTER}-operator-client-tls")),
+                        "Pod {name} created before its certificate: {:?}",
+                        world.issued
                     );
                 }
                 let voter_label = pod
@@ -165,6 +265,12 @@ impl Sim {
                 facts.uid = format!("pod-{name}-{}", self.t);
                 facts.started_at = Some(at(self.t));
                 facts.voter_label = voter_label;
+                facts.trusted_ca = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::build::TRUSTED_CA_ANNOTATION))
+                    .cloned();
                 fx.with_pod(&name, facts);
                 let listed = fx
                     .obs
@@ -230,9 +336,32 @@ impl Sim {
                 fx.status_mut().auth_enabled = Some(true);
             }
             Step::ChangeRootPassword => fx.obs.security.root_password_outdated = false,
-            Step::IssueCertificate { secret, .. } => {
-                let secrets = self.issued.as_mut().expect("issued only when asked for");
-                assert!(secrets.insert(secret.clone()), "{secret} issued twice");
+            Step::IssueCertificate { secret, what, .. } => {
+                use crate::plan::{IssuedCertificate, Signer};
+                let world = self.issued.as_mut().expect("issued only when asked for");
+                world.issued.push(secret.clone());
+                let (current, previous) = world.ca.unwrap_or((0, None));
+                let signed = |signer: Signer| match signer {
+                    Signer::Current => current,
+                    Signer::Previous => previous.expect("a previous CA to sign with"),
+                };
+                match what {
+                    IssuedCertificate::Ca => {
+                        assert!(world.ca.is_none(), "the CA is made once");
+                        world.ca = Some((1, None));
+                    }
+                    IssuedCertificate::RotateCa { token } => {
+                        assert!(previous.is_none(), "one rotation at a time");
+                        world.ca = Some((current + 1, Some(current)));
+                        world.rotated_for = token;
+                    }
+                    IssuedCertificate::DropPreviousCa => world.ca = Some((current, None)),
+                    IssuedCertificate::Member { signer, .. }
+                    | IssuedCertificate::OperatorClient { signer } => {
+                        let bundle = world.bundle();
+                        world.leaves.insert(secret, (signed(signer), bundle));
+                    }
+                }
             }
             Step::ApplyCertificate { name, .. } => {
                 let certificates = &mut fx.obs.security.certificates;
@@ -415,7 +544,7 @@ fn memory_member_loss_is_replaced_by_a_fresh_learner() {
 fn operator_issued_certificates_come_before_every_pod_through_bootstrap_and_scaling() {
     for crash in [Crash::Never, Crash::Every(3), Crash::Every(4)] {
         let mut sim = Sim::new(Fx::empty(3));
-        sim.issued = Some(Default::default());
+        sim.issued = Some(IssuedWorld::default());
         sim.run(400, crash);
         sim.assert_converged(3);
         sim.fx.obs.cluster.spec.replicas = Some(5);
@@ -424,9 +553,11 @@ fn operator_issued_certificates_come_before_every_pod_through_bootstrap_and_scal
         sim.fx.obs.cluster.spec.replicas = Some(3);
         sim.run(400, crash);
         sim.assert_converged(3);
-        let secrets = sim.issued.as_ref().unwrap();
+        let world = sim.issued.as_ref().unwrap();
+        let mut issued = world.issued.clone();
+        issued.sort();
         assert_eq!(
-            secrets.iter().map(String::as_str).collect::<Vec<_>>(),
+            issued,
             [
                 "etcd-0-tls",
                 "etcd-1-tls",
@@ -438,5 +569,58 @@ fn operator_issued_certificates_come_before_every_pod_through_bootstrap_and_scal
             ]
         );
         assert_eq!(kinds_count(&sim.steps, StepKind::IssueCertificate), 7);
+    }
+}
+
+/// A CA rotation through crashes between steps: the new CA beside the old, every member's Secret
+/// given the bundle and its Pod restarted to trust both (one at a time, the leader last), the
+/// leaves issued again from the new CA, the old CA dropped and the Pods restarted again. At every
+/// step every certificate in use is trusted by every running Pod (`assert_trusted`); at the end
+/// everything is signed by the new CA and trusted alone, and no member was replaced.
+#[test]
+fn a_ca_rotation_keeps_every_certificate_trusted_at_every_step() {
+    for crash in [Crash::Never, Crash::Every(3), Crash::Every(5)] {
+        let mut sim = Sim::new(Fx::empty(3));
+        sim.issued = Some(IssuedWorld::default());
+        sim.run(400, crash);
+        sim.assert_converged(3);
+        let ids = |sim: &Sim| {
+            let mut ids: Vec<_> = sim.fx.obs.etcd.member_list().iter().map(|m| m.id).collect();
+            ids.sort();
+            ids
+        };
+        let before = ids(&sim);
+        sim.steps.clear();
+        sim.issued.as_mut().unwrap().requested = Some("2026-12-02".into());
+        sim.run(600, crash);
+        sim.assert_converged(3);
+        let world = sim.issued.as_ref().unwrap();
+        assert_eq!(
+            world.ca,
+            Some((2, None)),
+            "rotated once, the old CA dropped"
+        );
+        assert!(
+            world.leaves.values().all(|(g, b)| *g == 2 && b == "2"),
+            "{:?}",
+            world.leaves
+        );
+        for m in &sim.fx.obs.members {
+            assert_eq!(m.pod.as_ref().unwrap().trusted_ca.as_deref(), Some("2"));
+        }
+        assert_eq!(
+            ids(&sim),
+            before,
+            "the same members: Pods restarted on their data, none replaced"
+        );
+        assert_eq!(
+            kinds_count(&sim.steps, StepKind::DeletePod),
+            6,
+            "each Pod restarted twice (trust both, then trust the new CA alone)"
+        );
+        // Asked again with the same value: nothing more happens.
+        sim.steps.clear();
+        sim.run(50, Crash::Never);
+        assert!(sim.steps.is_empty(), "{:?}", sim.steps);
     }
 }

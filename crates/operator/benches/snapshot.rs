@@ -1,0 +1,281 @@
+//! The snapshot benchmark (prints figures; not a timed test). Needs root, like the e2e tests.
+//!
+//!   cargo bench -p etcd-operator --bench snapshot
+//!   SNAPSHOT_BENCH_MIB=1024 SNAPSHOT_BENCH_RUNS=3 cargo bench -p etcd-operator --bench snapshot
+//!
+//! A 1-member etcd 3.5.1 cluster run by the operator (deployed from `deploy/`) in a sandbox,
+//! filled with `SNAPSHOT_BENCH_MIB` MiB of values (1 MiB each, default 256), and moto_server as
+//! the S3 store in the sandbox's network. Then `SNAPSHOT_BENCH_RUNS` rounds (default 3), each:
+//!
+//! - the floor: `etcdctl snapshot save` to a local file, then the same file uploaded by a plain
+//!   client (boto3's managed multipart upload), timed separately and summed;
+//! - the operator: an EtcdSnapshot from `kubectl apply` to `Complete` (stream, upload, and the
+//!   read-back verification the floor does not do), and the operator process's peak resident
+//!   memory (VmHWM) before and after.
+//!
+//! Objects are deleted after each round (moto keeps them in memory).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use etcd_operator_api::EtcdSnapshot;
+use kube::Api;
+use support::cluster::{ETCDCTL, start_cluster};
+use support::moto::Moto;
+use support::workload::{client_service_url, cluster_client};
+use support::{create_namespace, eventually};
+
+const NAMESPACE: &str = "bench";
+const BUCKET: &str = "backups";
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a valid number")),
+        Err(_) => default,
+    }
+}
+
+/// Whether `pid` descends from this process (the sandbox's Pods are its host processes).
+fn descends_from_this_process(pid: u32) -> bool {
+    let me = std::process::id();
+    let mut current = pid;
+    while current > 1 {
+        if current == me {
+            return true;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{current}/stat")) else {
+            return false;
+        };
+        let Some(parent) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+        else {
+            return false;
+        };
+        current = parent;
+    }
+    false
+}
+
+/// The operator's process (the sandbox runs Pods as host processes).
+fn operator_pid() -> u32 {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.first().is_some_and(|a| a.ends_with(b"/etcd-operator"))
+            && args.get(1) == Some(&&b"run"[..])
+            && descends_from_this_process(pid)
+        {
+            found.push(pid);
+        }
+    }
+    assert_eq!(found.len(), 1, "exactly one operator process: {found:?}");
+    found[0]
+}
+
+/// A `/proc/<pid>/status` figure in MiB (`VmRSS`, `VmHWM`).
+fn memory_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| {
+            v.trim_start_matches(':')
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap();
+    kib / 1024.0
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    sorted[sorted.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let mib: usize = env_or("SNAPSHOT_BENCH_MIB", 256);
+    let runs: usize = env_or("SNAPSHOT_BENCH_RUNS", 3);
+    let cluster = start_cluster(1).await;
+    cluster.deploy_operator(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let moto = tokio::task::block_in_place(|| Moto::start(&cluster, dir.path(), BUCKET));
+    create_namespace(&cluster.client(), NAMESPACE).await;
+    tokio::task::block_in_place(|| {
+        cluster.apply(&format!(
+            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {NAMESPACE}\nspec:\n  replicas: 1\n  version: \"3.5.1\"\n  storage:\n    size: 8Gi\n  options:\n    quotaBackendBytes: 8589934592\n"
+        ));
+    });
+    cluster
+        .wait_converged(NAMESPACE, "etcd", 1, Duration::from_secs(240))
+        .await;
+    let (ok, _, stderr) = tokio::task::block_in_place(|| {
+        support::kubectl(
+            &cluster,
+            &[
+                "-n",
+                NAMESPACE,
+                "create",
+                "secret",
+                "generic",
+                "s3-credentials",
+                &format!("--from-literal=AWS_ACCESS_KEY_ID={}", moto.key_id),
+                &format!("--from-literal=AWS_SECRET_ACCESS_KEY={}", moto.secret),
+            ],
+        )
+    });
+    assert!(ok, "{stderr}");
+
+    let endpoint = client_service_url(NAMESPACE, "etcd");
+    let mut client = cluster_client(&cluster.network, &endpoint, None)
+        .await
+        .expect("an etcd client");
+    let filling = Instant::now();
+    for i in 0..mib as u32 {
+        let value: Vec<u8> = (0..1024 * 1024u32)
+            .map(|j| {
+                (j.wrapping_mul(2654435761)
+                    .wrapping_add(i.wrapping_mul(40503))
+                    >> 13) as u8
+            })
+            .collect();
+        client
+            .put(format!("bench/{i:05}"), value, None)
+            .await
+            .expect("a 1 MiB put");
+    }
+    println!(
+        "filled {mib} MiB in {:.1} s",
+        filling.elapsed().as_secs_f64()
+    );
+
+    let pid = operator_pid();
+    let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), NAMESPACE);
+    let (mut floor_save, mut floor_upload, mut operator) = (Vec::new(), Vec::new(), Vec::new());
+    let mut size = 0i64;
+    let mut peaks = Vec::new();
+    for round in 0..runs {
+        // The floor: etcdctl snapshot save, then a plain upload of the file.
+        let file = dir.path().join("floor.db");
+        let started = Instant::now();
+        let out = tokio::task::block_in_place(|| {
+            cluster
+                .network
+                .command(ETCDCTL)
+                .unwrap()
+                .arg(format!(
+                    "--endpoints=http://etcd-0.etcd.{NAMESPACE}.svc:2379"
+                ))
+                .args(["snapshot", "save"])
+                .arg(&file)
+                .output()
+                .expect("etcdctl runs")
+        });
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let saved = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let floor_key = format!("floor/{round}.db");
+        tokio::task::block_in_place(|| moto.upload(BUCKET, &floor_key, &file));
+        let uploaded = started.elapsed().as_secs_f64();
+        let _ = std::fs::remove_file(&file);
+        tokio::task::block_in_place(|| moto.delete(BUCKET, &floor_key));
+
+        // The operator.
+        let before = memory_mib(pid, "VmHWM");
+        let name = format!("run-{round}");
+        let started = Instant::now();
+        tokio::task::block_in_place(|| {
+            cluster.apply(&format!(
+                "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    s3:\n      endpoint: {}\n      bucket: {BUCKET}\n      key: bench\n      forcePathStyle: true\n      credentialsSecretRef:\n        name: s3-credentials\n",
+                moto.url
+            ));
+        });
+        let snapshot = eventually(
+            &format!("{name} Complete"),
+            Duration::from_secs(1800),
+            || async {
+                let s = api.get(&name).await.map_err(|e| e.to_string())?;
+                let phase = s
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .map(|p| format!("{p:?}"));
+                match phase.as_deref() {
+                    Some("Complete") => Ok(s),
+                    Some("Failed") => panic!("{name} failed: {:?}", s.status),
+                    _ => Err(format!("{phase:?}")),
+                }
+            },
+        )
+        .await;
+        let took = started.elapsed().as_secs_f64();
+        let after = memory_mib(pid, "VmHWM");
+        size = snapshot
+            .status
+            .unwrap()
+            .artifact
+            .unwrap()
+            .size_bytes
+            .unwrap();
+        tokio::task::block_in_place(|| moto.delete(BUCKET, &format!("bench/{name}.db")));
+        println!(
+            "round {round}: floor save {saved:.1} s + upload {uploaded:.1} s = {:.1} s; operator {took:.1} s (stream, upload, read-back); operator peak RSS {before:.1} -> {after:.1} MiB",
+            saved + uploaded
+        );
+        floor_save.push(saved);
+        floor_upload.push(uploaded);
+        operator.push(took);
+        peaks.push(after);
+    }
+    let floor: Vec<f64> = floor_save
+        .iter()
+        .zip(&floor_upload)
+        .map(|(a, b)| a + b)
+        .collect();
+    let mb = size as f64 / 1e6;
+    println!("| what | median s | MB/s |");
+    println!("| --- | ---: | ---: |");
+    println!(
+        "| floor: etcdctl snapshot save | {:.1} | {:.0} |",
+        median(&floor_save),
+        mb / median(&floor_save)
+    );
+    println!(
+        "| floor: boto3 upload of the file | {:.1} | {:.0} |",
+        median(&floor_upload),
+        mb / median(&floor_upload)
+    );
+    println!(
+        "| floor: both | {:.1} | {:.0} |",
+        median(&floor),
+        mb / median(&floor)
+    );
+    println!(
+        "| operator: EtcdSnapshot to Complete (incl. read-back) | {:.1} | {:.0} |",
+        median(&operator),
+        mb / median(&operator)
+    );
+    println!(
+        "snapshot {size} bytes; throughput ratio operator/floor {:.2} (aim >= 0.8); operator peak RSS {:.1} MiB (aim < 64 MiB), now {:.1} MiB",
+        median(&floor) / median(&operator),
+        peaks.iter().cloned().fold(0.0, f64::max),
+        memory_mib(pid, "VmRSS")
+    );
+}

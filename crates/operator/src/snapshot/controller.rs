@@ -1,0 +1,530 @@
+//! The EtcdSnapshot controller: a kube-runtime `Controller` on EtcdSnapshots beside the
+//! EtcdCluster one (same process, same leader, same caches). One pass per snapshot: decide
+//! (pure, `decide`), then at most one snapshot taken, streamed etcd → S3, read back, recorded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_operator_api::{EtcdCluster, EtcdSnapshot};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Resource};
+use object_store::path::Path;
+use serde_json::json;
+use tracing::{debug, info, warn};
+
+use super::decide::{self, ClusterFacts, Failure, Next, Source, Stored, Voter};
+use super::digest::SnapshotDigest;
+use super::store::{self, PARTS_IN_FLIGHT, S3Credentials};
+use crate::act::{ActContext, post_params};
+use crate::build::REPORTING_COMPONENT;
+use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
+use crate::observe::{Observer, Scope};
+
+/// What the snapshot passes share.
+pub struct SnapshotContext {
+    pub observer: Observer,
+    pub act: ActContext,
+    /// UIDs of the snapshots this process finished (Complete or Failed). The watch cache
+    /// shows a status write a moment later; the pass that the write itself triggers must not
+    /// read the old `Started` from it and take the snapshot again.
+    pub finished: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl SnapshotContext {
+    pub fn new(observer: Observer, act: ActContext) -> SnapshotContext {
+        SnapshotContext {
+            observer,
+            act,
+            finished: Default::default(),
+        }
+    }
+
+    fn is_finished(&self, snapshot: &EtcdSnapshot) -> bool {
+        let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+        self.finished.lock().expect("finished set").contains(&uid)
+    }
+
+    fn mark_finished(&self, snapshot: &EtcdSnapshot) {
+        let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+        self.finished.lock().expect("finished set").insert(uid);
+    }
+}
+
+/// A pass that could not record its outcome (a status write or a read of the API failed).
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("writing the status of EtcdSnapshot {0}: {1}")]
+    Status(String, #[source] kube::Error),
+    #[error("reading {0}: {1}")]
+    Read(String, #[source] kube::Error),
+    #[error("the watch caches have not completed their first list yet")]
+    CachesNotReady,
+}
+
+/// Runs the EtcdSnapshot controller until `shutdown` completes.
+pub async fn run_snapshot_controller(
+    scope: Scope,
+    ctx: Arc<SnapshotContext>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.act.client.clone();
+    Controller::new(
+        scope.api::<EtcdSnapshot>(&client),
+        watcher::Config::default(),
+    )
+    // Snapshots stream for as long as the database takes: two at a time at most.
+    .with_config(Config::default().concurrency(2))
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile_snapshot, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            debug!(error = %e, "snapshot controller event");
+        }
+    })
+    .await;
+}
+
+fn error_policy(
+    snapshot: Arc<EtcdSnapshot>,
+    error: &SnapshotError,
+    _ctx: Arc<SnapshotContext>,
+) -> Action {
+    warn!(
+        namespace = snapshot.metadata.namespace.as_deref().unwrap_or_default(),
+        snapshot = snapshot.metadata.name.as_deref().unwrap_or_default(),
+        error = %error,
+        "snapshot pass failed; retrying in 5 s"
+    );
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile_snapshot(
+    snapshot: Arc<EtcdSnapshot>,
+    ctx: Arc<SnapshotContext>,
+) -> Result<Action, SnapshotError> {
+    let phase = snapshot.status.as_ref().and_then(|s| s.phase);
+    if decide::next(phase, &snapshot.spec.destination, "", None) == Next::Nothing {
+        return Ok(Action::await_change());
+    }
+    if ctx.is_finished(&snapshot) {
+        // Finished by this process; the cache has not caught up with the status yet.
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    if !ctx
+        .observer
+        .stores
+        .wait_until_ready(Duration::from_secs(30))
+        .await
+    {
+        return Err(SnapshotError::CachesNotReady);
+    }
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let cluster_name = snapshot.spec.cluster_ref.name.clone();
+    let cluster = cluster(&ctx, &namespace, &cluster_name).await?;
+    let (facts, access) = match &cluster {
+        Some(cluster) if snapshot.spec.destination.s3.is_some() => {
+            let (facts, access) = cluster_facts(&ctx, cluster).await?;
+            (Some(facts), access)
+        }
+        // Without a cluster or an S3 destination the decision needs no etcd.
+        Some(cluster) => (Some(shallow_facts(cluster)), EtcdAccess::plaintext()),
+        None => (None, EtcdAccess::plaintext()),
+    };
+    let previous = snapshot.status.clone().unwrap_or_default();
+    let generation = snapshot.metadata.generation;
+    match decide::next(
+        phase,
+        &snapshot.spec.destination,
+        &cluster_name,
+        facts.as_ref(),
+    ) {
+        Next::Nothing => Ok(Action::await_change()),
+        Next::Fail(failure) => {
+            record_failure(&ctx, &snapshot, &previous, &failure, None).await?;
+            Ok(Action::await_change())
+        }
+        Next::Take { voter, s3 } => {
+            let key = decide::object_key(s3.key.as_deref(), &name(&snapshot));
+            let uri = decide::object_uri(&s3.bucket, &key);
+            let started = decide::started_status(&voter.member, &uri, Timestamp::now(), generation);
+            write_status(&ctx, &snapshot, &started).await?;
+            event(
+                &ctx,
+                &snapshot,
+                "Normal",
+                "SnapshotStarted",
+                &format!("streaming a snapshot from member {} to {uri}", voter.member),
+            )
+            .await;
+            info!(namespace = %namespace, snapshot = %name(&snapshot), member = %voter.member, uri = %uri, "snapshot started");
+            match take(&ctx, &snapshot, &voter, &s3, &key, &uri, &access).await {
+                Ok((stored, source)) => {
+                    let status = decide::complete_status(
+                        &started,
+                        &stored,
+                        &source,
+                        Timestamp::now(),
+                        generation,
+                    );
+                    write_status(&ctx, &snapshot, &status).await?;
+                    ctx.mark_finished(&snapshot);
+                    let message = status
+                        .conditions
+                        .as_ref()
+                        .map(|c| c[0].message.clone())
+                        .unwrap_or_default();
+                    info!(namespace = %namespace, snapshot = %name(&snapshot), uri = %uri, size = stored.size, "snapshot complete");
+                    event(&ctx, &snapshot, "Normal", "SnapshotComplete", &message).await;
+                }
+                Err((failure, stored)) => {
+                    record_failure(&ctx, &snapshot, &started, &failure, stored.as_ref()).await?;
+                }
+            }
+            Ok(Action::await_change())
+        }
+    }
+}
+
+fn name(snapshot: &EtcdSnapshot) -> String {
+    snapshot.metadata.name.clone().unwrap_or_default()
+}
+
+async fn cluster(
+    ctx: &SnapshotContext,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Arc<EtcdCluster>>, SnapshotError> {
+    let key = ObjectRef::<EtcdCluster>::new(name).within(namespace);
+    if let Some(cluster) = ctx.observer.stores.clusters.get(&key) {
+        return Ok(Some(cluster));
+    }
+    // Not cached (created a moment ago): ask once.
+    Api::<EtcdCluster>::namespaced(ctx.act.client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map(|c| c.map(Arc::new))
+        .map_err(|e| SnapshotError::Read(format!("EtcdCluster {namespace}/{name}"), e))
+}
+
+/// The facts that need no etcd (no S3 destination, so the snapshot fails anyway).
+fn shallow_facts(cluster: &EtcdCluster) -> ClusterFacts {
+    ClusterFacts {
+        name: cluster.metadata.name.clone().unwrap_or_default(),
+        deleting: cluster.metadata.deletion_timestamp.is_some(),
+        paused: cluster.spec.is_paused(),
+        replicas: cluster.spec.replicas_or_default(),
+        ..Default::default()
+    }
+}
+
+/// The cluster as `observe` sees it: its voters, their health, and how to dial them.
+async fn cluster_facts(
+    ctx: &SnapshotContext,
+    cluster: &EtcdCluster,
+) -> Result<(ClusterFacts, EtcdAccess), SnapshotError> {
+    let facts = shallow_facts(cluster);
+    if facts.deleting || facts.paused || facts.replicas == 0 {
+        return Ok((facts, EtcdAccess::plaintext()));
+    }
+    let observed = ctx
+        .observer
+        .observe(cluster)
+        .await
+        .map_err(|e| SnapshotError::Read(format!("{}/{}", e.namespace, e.name), e.source))?;
+    let facts = decide::cluster_facts(&observed, |url| ctx.observer.etcd_urls.map(url));
+    Ok((facts, observed.security.access.clone()))
+}
+
+/// Reads the credentials Secret named by the destination.
+async fn credentials(
+    ctx: &SnapshotContext,
+    namespace: &str,
+    secret: &str,
+) -> Result<S3Credentials, Failure> {
+    let found = Api::<Secret>::namespaced(ctx.act.client.clone(), namespace)
+        .get_opt(secret)
+        .await
+        .map_err(|e| Failure::CredentialsSecret {
+            detail: format!("cannot read the credentials Secret {secret}: {e}"),
+        })?;
+    let Some(found) = found else {
+        return Err(Failure::CredentialsSecret {
+            detail: format!(
+                "the credentials Secret {secret} (destination.s3.credentialsSecretRef) does not exist in namespace {namespace}"
+            ),
+        });
+    };
+    let data = found.data.unwrap_or_default();
+    let value = |key: &str| {
+        data.get(key)
+            .map(|v| String::from_utf8_lossy(&v.0).trim().to_string())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| Failure::CredentialsSecret {
+                detail: format!("the credentials Secret {secret} has no (or an empty) key {key}"),
+            })
+    };
+    Ok(S3Credentials {
+        access_key_id: value("AWS_ACCESS_KEY_ID")?,
+        secret_access_key: value("AWS_SECRET_ACCESS_KEY")?,
+    })
+}
+
+/// Streams a snapshot from `voter` to the object at `key`, then reads it back. On failure,
+/// the multipart upload is aborted (nothing that looks complete is left), and the stored
+/// object is returned only when it exists but failed the read-back.
+async fn take(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    voter: &Voter,
+    s3: &etcd_operator_api::shared::S3SnapshotLocation,
+    key: &str,
+    uri: &str,
+    access: &EtcdAccess,
+) -> Result<(Stored, Source), (Failure, Option<Stored>)> {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+    let credentials = credentials(ctx, &namespace, &s3.credentials_secret_ref.name)
+        .await
+        .map_err(|f| (f, None))?;
+    let store = store::s3_store(s3, &credentials).map_err(|f| (f, None))?;
+    let path = Path::from(key);
+    let object_name = format!("{namespace}/{}", name(snapshot));
+    let existing = match store::existing(&store, &path, s3).await {
+        Ok(existing) => existing,
+        // A refused HEAD has no body to say why: the upload's first request tells bad
+        // credentials from a missing permission. Without a read, the guard cannot decide.
+        Err(refused @ Failure::AccessDenied { .. }) => {
+            let failure = match store::start_upload(&store, &path, &uid, &object_name, s3).await {
+                Ok(writer) => {
+                    let _ = writer.abort().await;
+                    refused
+                }
+                Err(failure) => failure,
+            };
+            return Err((failure, None));
+        }
+        Err(failure) => return Err((failure, None)),
+    };
+    decide::may_write(&existing, &uid, uri).map_err(|f| (f, None))?;
+
+    let etcd_failure = |detail: String| Failure::Etcd {
+        member: voter.member.clone(),
+        detail,
+    };
+    let client = EtcdClient::connect_endpoint(&voter.endpoint, Timeouts::SNAPSHOT, access)
+        .await
+        .map_err(|e| (etcd_failure(e.to_string()), None))?;
+    let etcd_version = client
+        .endpoint_status(&voter.endpoint)
+        .await
+        .ok()
+        .map(|s| s.version);
+    let revision = client.revision().await.ok();
+    let mut stream = client
+        .snapshot()
+        .await
+        .map_err(|e| (etcd_failure(e.to_string()), None))?;
+
+    let mut writer = store::start_upload(&store, &path, &uid, &object_name, s3)
+        .await
+        .map_err(|f| (f, None))?;
+    let mut digest = SnapshotDigest::default();
+    loop {
+        match stream.next_chunk().await {
+            Ok(Some(chunk)) => {
+                digest.update(&chunk);
+                if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                    let _ = writer.abort().await;
+                    return Err((store::classify(&e, s3), None));
+                }
+                writer.write(&chunk);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let _ = writer.abort().await;
+                return Err((etcd_failure(e.to_string()), None));
+            }
+        }
+    }
+    let digested = digest.finish();
+    if !digested.trailer_matches {
+        let _ = writer.abort().await;
+        return Err((
+            Failure::Corrupt {
+                member: voter.member.clone(),
+            },
+            None,
+        ));
+    }
+    writer
+        .finish()
+        .await
+        .map_err(|e| (store::classify(&e, s3), None))?;
+    let stored = Stored {
+        uri: uri.to_string(),
+        size: digested.size,
+        sha256: digested.sha256,
+    };
+    let source = Source {
+        member: voter.member.clone(),
+        revision,
+        etcd_version,
+    };
+    let (read_size, read_sha256) = store::read_back(&store, &path, s3)
+        .await
+        .map_err(|f| (f, Some(stored.clone())))?;
+    decide::verify(&stored, read_size, &read_sha256).map_err(|f| (f, Some(stored.clone())))?;
+    Ok((stored, source))
+}
+
+async fn record_failure(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    previous: &etcd_operator_api::EtcdSnapshotStatus,
+    failure: &Failure,
+    stored: Option<&Stored>,
+) -> Result<(), SnapshotError> {
+    let status = decide::failed_status(
+        previous,
+        failure,
+        stored,
+        Timestamp::now(),
+        snapshot.metadata.generation,
+    );
+    write_status(ctx, snapshot, &status).await?;
+    ctx.mark_finished(snapshot);
+    warn!(
+        namespace = snapshot.metadata.namespace.as_deref().unwrap_or_default(),
+        snapshot = %name(snapshot),
+        reason = failure.reason(),
+        detail = %failure.message(),
+        "snapshot failed"
+    );
+    event(
+        ctx,
+        snapshot,
+        "Warning",
+        failure.reason(),
+        &failure.message(),
+    )
+    .await;
+    Ok(())
+}
+
+async fn write_status(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    status: &etcd_operator_api::EtcdSnapshotStatus,
+) -> Result<(), SnapshotError> {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<EtcdSnapshot> = Api::namespaced(ctx.act.client.clone(), &namespace);
+    ctx.act.count_write("EtcdSnapshot/status");
+    api.patch_status(
+        &name(snapshot),
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| SnapshotError::Status(format!("{namespace}/{}", name(snapshot)), e))
+}
+
+/// An Event about `snapshot`; a failure to record it is logged, never fails the pass.
+async fn event(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    kind: &str,
+    reason: &str,
+    message: &str,
+) {
+    let event = snapshot_event(snapshot, kind, reason, message, Timestamp::now());
+    let namespace = event.metadata.namespace.clone().unwrap_or_default();
+    ctx.act.count_write("Event");
+    if let Err(e) = Api::<Event>::namespaced(ctx.act.client.clone(), &namespace)
+        .create(&post_params(), &event)
+        .await
+    {
+        warn!(namespace = %namespace, reason, error = %e, "cannot record an Event");
+    }
+}
+
+/// Events longer than this are cut: the API server refuses messages over 1 KiB.
+const MAX_MESSAGE: usize = 1024;
+
+/// The Event object: involving the EtcdSnapshot, named `<snapshot>.<nanoseconds in hex>`.
+pub fn snapshot_event(
+    snapshot: &EtcdSnapshot,
+    kind: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> Event {
+    let name = name(snapshot);
+    let mut text = message.to_string();
+    if text.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE - 3;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+            namespace: snapshot.metadata.namespace.clone(),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(EtcdSnapshot::api_version(&()).into_owned()),
+            kind: Some(EtcdSnapshot::kind(&()).into_owned()),
+            name: Some(name),
+            namespace: snapshot.metadata.namespace.clone(),
+            uid: snapshot.metadata.uid.clone(),
+            resource_version: snapshot.metadata.resource_version.clone(),
+            field_path: None,
+        },
+        reason: Some(reason.to_string()),
+        message: Some(text),
+        type_: Some(kind.to_string()),
+        count: Some(1),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        event_time: Some(MicroTime(now)),
+        action: Some(reason.to_string()),
+        reporting_component: Some(REPORTING_COMPONENT.to_string()),
+        reporting_instance: Some(REPORTING_COMPONENT.to_string()),
+        source: Some(EventSource {
+            component: Some(REPORTING_COMPONENT.to_string()),
+            host: None,
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_involve_the_snapshot() {
+        let mut snapshot = EtcdSnapshot::new("daily", Default::default());
+        snapshot.metadata.namespace = Some("prod".into());
+        snapshot.metadata.uid = Some("uid-1".into());
+        let now: Timestamp = "2026-01-02T03:04:05Z".parse().unwrap();
+        let e = snapshot_event(&snapshot, "Warning", "Unauthorized", &"x".repeat(2000), now);
+        assert_eq!(e.involved_object.kind.as_deref(), Some("EtcdSnapshot"));
+        assert_eq!(e.involved_object.uid.as_deref(), Some("uid-1"));
+        assert_eq!(e.metadata.namespace.as_deref(), Some("prod"));
+        assert!(e.metadata.name.unwrap().starts_with("daily."));
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert!(e.message.unwrap().len() <= 1024);
+    }
+}

@@ -1,0 +1,16 @@
+//! `EtcdSnapshot`: one snapshot of a cluster through etcd's snapshot API, streamed from a
+//! healthy voter to an S3-compatible store, checked on the way (etcd's trailing SHA-256, the
+//! object's own SHA-256 and size) and read back after upload.
+//!
+//! - [`decide`]: pure decisions (next phase, voter, object name, overwrite guard, statuses,
+//!   failure sentences).
+//! - [`digest`]: the streaming SHA-256 and etcd's trailer check.
+//! - [`store`]: the S3 store (object_store) and its errors in plain words.
+//! - [`controller`]: the kube-runtime controller and the I/O of one snapshot.
+
+pub mod controller;
+pub mod decide;
+pub mod digest;
+pub mod store;
+
+pub use controller::{SnapshotContext, run_snapshot_controller};

@@ -1,0 +1,803 @@
+//! EtcdSnapshot end to end, in one sandbox: real etcd 3.5.1 (3 members) and 3.4.23 (1 member)
+//! and a 3.5.1 cluster with mutual TLS and authentication, the operator deployed from
+//! `deploy/` under its RBAC, and moto_server as the S3 store (authentication on), reached
+//! from the operator's Pod through the cluster network.
+//!
+//! Each cluster gets known keys from the client workload, then an EtcdSnapshot: it must reach
+//! Complete with the artifact's size and sha256 equal to what a plain S3 client (boto3) reads,
+//! and `etcdutl snapshot status` (etcdctl for 3.4) on the downloaded object must show the
+//! revision the status records and at least the keys written. Bad input: wrong credentials,
+//! an unknown bucket, a missing credentials Secret, an object another snapshot wrote, a PVC
+//! destination, a missing, a paused and a parked cluster: each Failed with its reason and a
+//! Warning Event, no multipart upload left behind, the other snapshot's object untouched. And
+//! a snapshot interrupted by an operator restart is taken again by the next operator.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_operator_api::EtcdSnapshot;
+use k8s_openapi::api::core::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use support::certs::{make_ca, make_leaf, member_sans, tls_files};
+use support::cluster::{Cluster, ETCDCTL, start_cluster};
+use support::moto::Moto;
+use support::workload::Workload;
+use support::{condition, create_namespace, eventually, get_cluster, kubectl};
+
+const LIMIT: Duration = Duration::from_secs(240);
+const BUCKET: &str = "backups";
+const ETCDUTL_35: &str = "/usr/local/lib/etcd-3.5.1/etcdutl";
+const ETCDCTL_34: &str = "/usr/bin/etcdctl";
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+fn kubectl_ok(cluster: &Cluster, args: &[&str]) {
+    let (ok, _, stderr) = blocking(|| kubectl(cluster, args));
+    assert!(ok, "kubectl {args:?}: {stderr}");
+}
+
+fn apply(cluster: &Cluster, manifest: &str) {
+    blocking(|| cluster.apply(manifest));
+}
+
+fn cluster_yaml(namespace: &str, name: &str, replicas: i32, version: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n{extra}"
+    )
+}
+
+/// An EtcdSnapshot of cluster `of` to `bucket` under the prefix `key`.
+fn snapshot_yaml(
+    namespace: &str,
+    name: &str,
+    of: &str,
+    endpoint: &str,
+    bucket: &str,
+    key: &str,
+    secret: &str,
+) -> String {
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  clusterRef:\n    name: {of}\n  destination:\n    s3:\n      endpoint: {}\n      bucket: {bucket}\n      key: {key}\n      region: us-east-1\n      forcePathStyle: true\n      credentialsSecretRef:\n        name: {secret}\n",
+        endpoint
+    )
+}
+
+fn credentials_secret(cluster: &Cluster, namespace: &str, name: &str, id: &str, secret: &str) {
+    kubectl_ok(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "create",
+            "secret",
+            "generic",
+            name,
+            &format!("--from-literal=AWS_ACCESS_KEY_ID={id}"),
+            &format!("--from-literal=AWS_SECRET_ACCESS_KEY={secret}"),
+        ],
+    );
+}
+
+async fn wait_available(cluster: &Cluster, namespace: &str, name: &str, replicas: i32) {
+    let client = cluster.client();
+    eventually(
+        &format!("{namespace}/{name} Available with {replicas} members"),
+        LIMIT,
+        || async {
+            let c = get_cluster(&client, namespace, name).await;
+            let ready = c.status.as_ref().and_then(|s| s.ready_members);
+            if ready == Some(replicas) && condition(&c, "Available").as_deref() == Some("True") {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ready {ready:?}, {:?}",
+                    c.status.and_then(|s| s.conditions)
+                ))
+            }
+        },
+    )
+    .await;
+}
+
+/// Waits until the snapshot reaches `phase` (Complete or Failed); panics at the other one.
+async fn wait_phase(cluster: &Cluster, namespace: &str, name: &str, phase: &str) -> EtcdSnapshot {
+    let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), namespace);
+    eventually(&format!("{namespace}/{name} {phase}"), LIMIT, || async {
+        let s = api.get(name).await.map_err(|e| e.to_string())?;
+        let status = s.status.clone().unwrap_or_default();
+        let now = status.phase.map(|p| format!("{p:?}")).unwrap_or_default();
+        if now == phase {
+            return Ok(s);
+        }
+        if now == "Complete" || now == "Failed" {
+            panic!("{namespace}/{name} is {now}, not {phase}: {status:?}");
+        }
+        Err(format!("phase {now:?}: {status:?}"))
+    })
+    .await
+}
+
+fn ready_condition(s: &EtcdSnapshot) -> (String, String, String) {
+    s.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        .unwrap_or_default()
+}
+
+/// The Events about the snapshot `name`, as (type, reason).
+async fn events_of(cluster: &Cluster, namespace: &str, name: &str) -> Vec<(String, String)> {
+    Api::<Event>::namespaced(cluster.client(), namespace)
+        .list(&ListParams::default())
+        .await
+        .expect("listing Events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("EtcdSnapshot")
+                && e.involved_object.name.as_deref() == Some(name)
+        })
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+        .collect()
+}
+
+/// `snapshot status -w json` of the file, with the tool of that etcd version.
+fn snapshot_status(version: &str, file: &Path) -> serde_json::Value {
+    let out = if version == "3.4.23" {
+        Command::new(ETCDCTL_34)
+            .env("ETCDCTL_API", "3")
+            .args(["snapshot", "status", "-w", "json"])
+            .arg(file)
+            .output()
+    } else {
+        Command::new(ETCDUTL_35)
+            .args(["snapshot", "status", "-w", "json"])
+            .arg(file)
+            .output()
+    }
+    .expect("the snapshot status tool runs");
+    assert!(
+        out.status.success(),
+        "snapshot status of {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("snapshot status prints JSON")
+}
+
+/// The snapshot is Complete, its artifact is what the store holds, and the object is a
+/// snapshot of the revision the status records with at least `keys` keys.
+async fn check_complete(
+    cluster: &Cluster,
+    moto: &Moto,
+    namespace: &str,
+    name: &str,
+    version: &str,
+    keys: usize,
+) -> EtcdSnapshot {
+    let started = Instant::now();
+    let s = wait_phase(cluster, namespace, name, "Complete").await;
+    let status = s.status.clone().unwrap();
+    let artifact = status
+        .artifact
+        .clone()
+        .expect("a Complete snapshot has an artifact");
+    let key = format!("{namespace}/{name}.db");
+    assert_eq!(artifact.uri, format!("s3://{BUCKET}/{key}"));
+    assert_eq!(status.verified, Some(true), "{status:?}");
+    assert_eq!(ready_condition(&s).0, "True");
+    assert!(
+        status
+            .member
+            .as_deref()
+            .is_some_and(|m| m.starts_with("etcd-")),
+        "{status:?}"
+    );
+    assert_eq!(status.etcd_version.as_deref(), Some(version));
+    assert!(status.start_time.is_some() && status.completion_time.is_some());
+
+    let held = blocking(|| moto.head(BUCKET, &key)).expect("the object exists");
+    assert_eq!(held["size"].as_i64(), artifact.size_bytes, "{held}");
+    assert_eq!(
+        Some(format!("sha256:{}", held["sha256"].as_str().unwrap())),
+        artifact.checksum,
+        "{held}"
+    );
+    assert_eq!(
+        held["metadata"]["etcd-snapshot-uid"].as_str(),
+        s.metadata.uid.as_deref(),
+        "the object records the EtcdSnapshot that wrote it"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("downloaded.db");
+    blocking(|| moto.download(BUCKET, &key, &file));
+    let summary = blocking(|| snapshot_status(version, &file));
+    assert_eq!(
+        summary["revision"].as_i64(),
+        status.revision,
+        "{namespace}: the status's revision is the snapshot's: {summary}"
+    );
+    assert!(
+        summary["totalKey"].as_u64().unwrap_or_default() as usize >= keys,
+        "{namespace}: {keys} keys written, the snapshot holds {summary}"
+    );
+    // Exactly one of each: the snapshot was taken once.
+    let events = events_of(cluster, namespace, name).await;
+    for reason in ["SnapshotStarted", "SnapshotComplete"] {
+        let count = events
+            .iter()
+            .filter(|e| **e == ("Normal".to_string(), reason.to_string()))
+            .count();
+        assert_eq!(
+            count, 1,
+            "{namespace}/{name}: {reason} Events in {events:?}"
+        );
+    }
+    println!(
+        "{namespace}: {name} Complete, {} bytes at revision {:?} from {:?} ({} keys) in {:.1} s after waiting",
+        artifact.size_bytes.unwrap_or_default(),
+        status.revision,
+        status.member,
+        summary["totalKey"],
+        started.elapsed().as_secs_f64()
+    );
+    s
+}
+
+/// A cluster with known keys from the client workload, then a snapshot of it.
+async fn snapshot_of_plain_cluster(
+    cluster: Arc<Cluster>,
+    moto: Arc<Moto>,
+    namespace: &'static str,
+    version: &'static str,
+    replicas: i32,
+) {
+    create_namespace(&cluster.client(), namespace).await;
+    apply(
+        &cluster,
+        &cluster_yaml(namespace, "etcd", replicas, version, ""),
+    );
+    wait_available(&cluster, namespace, "etcd", replicas).await;
+    let workload = Workload::start(
+        cluster.network.clone(),
+        namespace,
+        "etcd",
+        "before-snapshot",
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+    assert!(
+        report.acknowledged > 0,
+        "{namespace}: the workload wrote nothing"
+    );
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
+    apply(
+        &cluster,
+        &snapshot_yaml(
+            namespace,
+            "first",
+            "etcd",
+            &moto.url,
+            BUCKET,
+            namespace,
+            "s3-credentials",
+        ),
+    );
+    let s = check_complete(
+        &cluster,
+        &moto,
+        namespace,
+        "first",
+        version,
+        report.acknowledged,
+    )
+    .await;
+    if replicas == 1 {
+        // Over 12 MiB: a multipart upload of three parts (5 MiB each but the last).
+        let mut client = support::workload::cluster_client(
+            &cluster.network,
+            &support::workload::client_service_url(namespace, "etcd"),
+            None,
+        )
+        .await
+        .expect("an etcd client");
+        for i in 0..24u32 {
+            let value: Vec<u8> = (0..512 * 1024u32)
+                .map(|j| (j.wrapping_mul(2654435761) >> (i % 24)) as u8)
+                .collect();
+            client
+                .put(format!("large/{i:02}"), value, None)
+                .await
+                .expect("a large put");
+        }
+        apply(
+            &cluster,
+            &snapshot_yaml(
+                namespace,
+                "large",
+                "etcd",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
+        );
+        let large = check_complete(
+            &cluster,
+            &moto,
+            namespace,
+            "large",
+            version,
+            report.acknowledged + 24,
+        )
+        .await;
+        let size = large.status.unwrap().artifact.unwrap().size_bytes.unwrap();
+        assert!(
+            size > 12 * 1024 * 1024,
+            "{namespace}: {size} bytes is not a multipart upload"
+        );
+    }
+    if replicas > 1 {
+        // From a follower: the leader keeps its disk and network for raft.
+        let leader = blocking(|| {
+            cluster.etcdctl(
+                &format!("http://etcd-client.{namespace}.svc:2379"),
+                &["endpoint", "status", "--cluster", "-w", "json"],
+            )
+        })
+        .expect("endpoint status");
+        let member = s.status.unwrap().member.unwrap();
+        let statuses: serde_json::Value = serde_json::from_str(&leader).unwrap();
+        let leader_id = statuses[0]["Status"]["leader"].as_u64();
+        let from = statuses
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["Endpoint"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(&format!("{member}."))
+            })
+            .and_then(|e| e["Status"]["header"]["member_id"].as_u64());
+        assert!(
+            from.is_some() && from != leader_id,
+            "{namespace}: taken from the leader {member}: {leader}"
+        );
+    }
+}
+
+/// Every bad input against the healthy 3.5.1 cluster in `namespace`, at once.
+async fn bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &'static str) {
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-wrong",
+        "AKIAWRONGWRONGWRONG",
+        "not-the-secret",
+    );
+    // An object another EtcdSnapshot wrote, where "guarded" would write.
+    let guarded_key = format!("{namespace}/guarded.db");
+    blocking(|| moto.put_foreign(BUCKET, &guarded_key, "uid-of-another-snapshot"));
+    let before = blocking(|| moto.head(BUCKET, &guarded_key)).unwrap();
+
+    // Nothing listens on port 9 of the bridge.
+    let closed = moto.url.replace(":9000", ":9");
+    let cases: [(&str, String, &str, &str); 6] = [
+        (
+            "unreachable",
+            snapshot_yaml(
+                namespace,
+                "unreachable",
+                "etcd",
+                &closed,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
+            "EndpointUnreachable",
+            "is unreachable",
+        ),
+        (
+            "wrong-credentials",
+            snapshot_yaml(
+                namespace,
+                "wrong-credentials",
+                "etcd",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-wrong",
+            ),
+            "Unauthorized",
+            "the S3 credentials were refused",
+        ),
+        (
+            "unknown-bucket",
+            snapshot_yaml(
+                namespace,
+                "unknown-bucket",
+                "etcd",
+                &moto.url,
+                "no-such-bucket",
+                namespace,
+                "s3-credentials",
+            ),
+            "BucketNotFound",
+            "bucket not found",
+        ),
+        (
+            "missing-secret",
+            snapshot_yaml(
+                namespace,
+                "missing-secret",
+                "etcd",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "no-such-secret",
+            ),
+            "CredentialsSecretInvalid",
+            "does not exist",
+        ),
+        (
+            "guarded",
+            snapshot_yaml(
+                namespace,
+                "guarded",
+                "etcd",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
+            "ObjectExists",
+            "never replaced",
+        ),
+        (
+            "no-cluster",
+            snapshot_yaml(
+                namespace,
+                "no-cluster",
+                "missing",
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
+            "ClusterNotFound",
+            "cluster not found",
+        ),
+    ];
+    let started = Instant::now();
+    for (_, manifest, _, _) in &cases {
+        apply(&cluster, manifest);
+    }
+    apply(
+        &cluster,
+        &format!(
+            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: to-pvc\n  namespace: {namespace}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    pvc:\n      claimName: backups\n"
+        ),
+    );
+    for (name, reason, words) in cases.iter().map(|(n, _, r, w)| (*n, *r, *w)).chain([(
+        "to-pvc",
+        "NotImplemented",
+        "destination.pvc is not implemented yet",
+    )]) {
+        let s = wait_phase(&cluster, namespace, name, "Failed").await;
+        let (status, got, message) = ready_condition(&s);
+        assert_eq!(
+            (status.as_str(), got.as_str()),
+            ("False", reason),
+            "{name}: {message}"
+        );
+        assert!(
+            message.contains(words),
+            "{name}: {message:?} lacks {words:?}"
+        );
+        assert_eq!(
+            s.status.as_ref().unwrap().failure_reason.as_deref(),
+            Some(message.as_str())
+        );
+        assert!(
+            s.status.as_ref().unwrap().artifact.is_none(),
+            "{name}: no artifact"
+        );
+        assert!(!message.contains(&moto.secret) && !message.contains("not-the-secret"));
+        let events = events_of(&cluster, namespace, name).await;
+        assert!(
+            events.contains(&("Warning".to_string(), reason.to_string())),
+            "{name}: no Warning {reason} Event in {events:?}"
+        );
+        println!("{namespace}/{name}: Failed, {reason}: {message}");
+    }
+    println!(
+        "bad inputs: all Failed with their reasons {:.1} s after creation",
+        started.elapsed().as_secs_f64()
+    );
+    let after = blocking(|| moto.head(BUCKET, &guarded_key)).unwrap();
+    assert_eq!(before, after, "the other snapshot's object is untouched");
+    assert_eq!(
+        blocking(|| moto.unfinished_uploads(BUCKET)),
+        0,
+        "no multipart upload left"
+    );
+}
+
+/// Snapshots of a paused and of a parked (0 replicas) cluster fail at once with that reason.
+async fn idle_clusters(cluster: Arc<Cluster>, moto: Arc<Moto>) {
+    let namespace = "snap-idle";
+    create_namespace(&cluster.client(), namespace).await;
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
+    apply(&cluster, &cluster_yaml(namespace, "parked", 0, "3.5.1", ""));
+    apply(
+        &cluster,
+        &cluster_yaml(namespace, "paused", 1, "3.5.1", "  paused: true\n"),
+    );
+    for (of, reason, words) in [
+        ("parked", "ClusterParked", "cluster has 0 replicas"),
+        ("paused", "ClusterPaused", "cluster is paused"),
+    ] {
+        apply(
+            &cluster,
+            &snapshot_yaml(
+                namespace,
+                of,
+                of,
+                &moto.url,
+                BUCKET,
+                namespace,
+                "s3-credentials",
+            ),
+        );
+        let s = wait_phase(&cluster, namespace, of, "Failed").await;
+        let (_, got, message) = ready_condition(&s);
+        assert_eq!(got, reason, "{message}");
+        assert!(message.contains(words), "{message}");
+        println!("{namespace}/{of}: Failed, {reason}: {message}");
+    }
+}
+
+/// A 3.5.1 cluster with mutual TLS on both ports and authentication: the operator dials it
+/// with its client certificate and the root password, as it does for everything else.
+async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
+    let namespace = "snap-tls";
+    create_namespace(&cluster.client(), namespace).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    blocking(|| {
+        make_ca(d, "ca");
+        let sans = member_sans(namespace);
+        make_leaf(
+            d,
+            "ca",
+            "server",
+            "etcd",
+            Some(&sans),
+            "serverAuth,clientAuth",
+        );
+        make_leaf(
+            d,
+            "ca",
+            "peer",
+            "etcd-peer",
+            Some(&sans),
+            "serverAuth,clientAuth",
+        );
+        make_leaf(d, "ca", "client", "root", None, "clientAuth");
+    });
+    for (secret, leaf) in [
+        ("etcd-server", "server"),
+        ("etcd-peer", "peer"),
+        ("etcd-operator-client", "client"),
+    ] {
+        let mut args = vec![
+            "-n".to_string(),
+            namespace.to_string(),
+            "create".into(),
+            "secret".into(),
+            "generic".into(),
+            secret.into(),
+            "--type=kubernetes.io/tls".into(),
+        ];
+        for (key, path) in tls_files(d, leaf, "ca") {
+            args.push(format!("--from-file={key}={}", path.display()));
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        kubectl_ok(&cluster, &refs);
+    }
+    kubectl_ok(
+        &cluster,
+        &[
+            "-n",
+            namespace,
+            "create",
+            "secret",
+            "generic",
+            "etcd-root",
+            "--type=kubernetes.io/basic-auth",
+            "--from-literal=username=root",
+            "--from-literal=password=snapshot-root-password",
+        ],
+    );
+    let extra = "  tls:\n    client:\n      serverSecretRef:\n        name: etcd-server\n      operatorClientSecretRef:\n        name: etcd-operator-client\n    peer:\n      secretRef:\n        name: etcd-peer\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n";
+    apply(
+        &cluster,
+        &cluster_yaml(namespace, "etcd", 1, "3.5.1", extra),
+    );
+    wait_available(&cluster, namespace, "etcd", 1).await;
+    let client = cluster.client();
+    eventually("authentication enabled", LIMIT, || async {
+        let c = get_cluster(&client, namespace, "etcd").await;
+        (c.status.as_ref().and_then(|s| s.auth_enabled) == Some(true))
+            .then_some(())
+            .ok_or_else(|| format!("{:?}", c.status))
+    })
+    .await;
+    // A key, written over mutual TLS as root.
+    let out = blocking(|| {
+        cluster
+            .network
+            .command(ETCDCTL)
+            .unwrap()
+            .arg(format!(
+                "--endpoints=https://etcd-client.{namespace}.svc:2379"
+            ))
+            .arg(format!("--cacert={}", d.join("ca.crt").display()))
+            .arg(format!("--cert={}", d.join("client.crt").display()))
+            .arg(format!("--key={}", d.join("client.key").display()))
+            .args([
+                "--user=root:snapshot-root-password",
+                "--command-timeout=10s",
+                "put",
+                "secured-key",
+                "secured-value",
+            ])
+            .output()
+            .expect("etcdctl runs")
+    });
+    assert!(
+        out.status.success(),
+        "put over TLS: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
+    apply(
+        &cluster,
+        &snapshot_yaml(
+            namespace,
+            "secured",
+            "etcd",
+            &moto.url,
+            BUCKET,
+            namespace,
+            "s3-credentials",
+        ),
+    );
+    check_complete(&cluster, &moto, namespace, "secured", "3.5.1", 1).await;
+}
+
+/// An operator that stopped in the middle of a snapshot (the status still says `Started`; here
+/// the upload had completed, the worst case for the overwrite guard): the next operator takes
+/// the snapshot again, replacing only its own object, and records it. Runs last: it restarts
+/// the operator.
+async fn interrupted_snapshot_resumes(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &str) {
+    let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), namespace);
+    let first = api.get("first").await.expect("the first snapshot");
+    let first_status = first.status.clone().unwrap();
+    api.patch_status(
+        "first",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"status": {"phase": "Started"}})),
+    )
+    .await
+    .expect("setting the phase back to Started");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(cluster.client(), support::cluster::OPERATOR_NAMESPACE);
+    for pod in cluster.operator_pods().await {
+        pods.delete(
+            pod.metadata.name.as_deref().unwrap(),
+            &kube::api::DeleteParams::default(),
+        )
+        .await
+        .expect("deleting the operator's Pod");
+    }
+    let started = Instant::now();
+    cluster.wait_operator_ready(1).await;
+    let ready_after = started.elapsed().as_secs_f64();
+    let again = wait_phase(&cluster, namespace, "first", "Complete").await;
+    let status = again.status.clone().unwrap();
+    assert_ne!(
+        status.completion_time, first_status.completion_time,
+        "the snapshot was taken again"
+    );
+    assert_eq!(status.verified, Some(true));
+    let key = format!("{namespace}/first.db");
+    let held = blocking(|| moto.head(BUCKET, &key)).expect("the object exists");
+    assert_eq!(
+        held["size"].as_i64(),
+        status.artifact.as_ref().unwrap().size_bytes
+    );
+    assert_eq!(
+        Some(format!("sha256:{}", held["sha256"].as_str().unwrap())),
+        status.artifact.unwrap().checksum
+    );
+    let started_events = events_of(&cluster, namespace, "first")
+        .await
+        .into_iter()
+        .filter(|(_, reason)| reason == "SnapshotStarted")
+        .count();
+    assert_eq!(started_events, 2, "taken once more, not more");
+    println!(
+        "{namespace}/first: interrupted, taken again by the restarted operator {:.1} s after its Pod was deleted (the new operator ready after {ready_after:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_snapshots_to_s3() {
+    let started = Instant::now();
+    let cluster = Arc::new(start_cluster(3).await);
+    cluster.deploy_operator(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let moto = Arc::new(blocking(|| Moto::start(&cluster, dir.path(), BUCKET)));
+    println!(
+        "moto_server at {} ({:.1} s)",
+        moto.url,
+        started.elapsed().as_secs_f64()
+    );
+
+    let v35 = tokio::spawn(snapshot_of_plain_cluster(
+        cluster.clone(),
+        moto.clone(),
+        "snap-35",
+        "3.5.1",
+        3,
+    ));
+    let v34 = tokio::spawn(snapshot_of_plain_cluster(
+        cluster.clone(),
+        moto.clone(),
+        "snap-34",
+        "3.4.23",
+        1,
+    ));
+    let idle = tokio::spawn(idle_clusters(cluster.clone(), moto.clone()));
+    let tls = tokio::spawn(tls_auth_cluster(cluster.clone(), moto.clone()));
+    v35.await.unwrap();
+    // The bad inputs need the healthy 3.5.1 cluster (else they would fail for that first).
+    bad_inputs(cluster.clone(), moto.clone(), "snap-35").await;
+    v34.await.unwrap();
+    idle.await.unwrap();
+    tls.await.unwrap();
+    interrupted_snapshot_resumes(cluster.clone(), moto.clone(), "snap-35").await;
+    println!("snapshots: {:.0} s in all", started.elapsed().as_secs_f64());
+}
