@@ -4,9 +4,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::{EtcdCluster, EtcdDefrag, EtcdMember, EtcdSnapshot, schema};
+use crate::{EtcdCluster, EtcdDefrag, EtcdDefragPolicy, EtcdMember, EtcdSnapshot, schema};
 
-/// The four CRDs of the API, in the order EtcdCluster, EtcdMember, EtcdSnapshot, EtcdDefrag.
+/// The CRDs of the API, in the order EtcdCluster, EtcdMember, EtcdSnapshot, EtcdDefrag,
+/// EtcdDefragPolicy.
 ///
 /// Use these rather than `CustomResourceExt::crd()` of each type: only these carry the
 /// finishing pass of [`crate::schema`] that makes the schemas equal to the reference's.
@@ -16,6 +17,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         EtcdMember::crd(),
         EtcdSnapshot::crd(),
         EtcdDefrag::crd(),
+        EtcdDefragPolicy::crd(),
     ]
     .into_iter()
     .map(schema::finalize)

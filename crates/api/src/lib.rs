@@ -1,5 +1,5 @@
-//! The `etcd-operator.cozystack.io/v1alpha2` API: `EtcdCluster`, `EtcdMember`, `EtcdSnapshot` and
-//! `EtcdDefrag`, their CRDs, and the label keys and condition types shared by everything that
+//! The `etcd-operator.cozystack.io/v1alpha2` API: `EtcdCluster`, `EtcdMember`, `EtcdSnapshot`,
+//! `EtcdDefrag` and `EtcdDefragPolicy`, their CRDs, and the label keys and condition types shared by everything that
 //! works with them.
 //!
 //! The schemas follow the reference operator's CRDs field for field, including its CEL rules;
@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod conditions;
 mod crd;
 pub mod defrag;
+pub mod defrag_policy;
 pub mod labels;
 pub mod member;
 pub mod schema;
@@ -18,6 +19,7 @@ pub mod snapshot;
 pub use cluster::{EtcdCluster, EtcdClusterSpec, EtcdClusterStatus};
 pub use crd::{crd_file_name, crd_yaml, crds};
 pub use defrag::{EtcdDefrag, EtcdDefragSpec, EtcdDefragStatus};
+pub use defrag_policy::{EtcdDefragPolicy, EtcdDefragPolicySpec, EtcdDefragPolicyStatus};
 pub use member::{EtcdMember, EtcdMemberSpec, EtcdMemberStatus, MemberPhase};
 pub use snapshot::{EtcdSnapshot, EtcdSnapshotSpec, EtcdSnapshotStatus};
 

@@ -45,7 +45,7 @@ fn deploy_crds_holds_no_other_yaml() {
 }
 
 #[test]
-fn crds_are_the_four_resources_of_the_group() {
+fn crds_are_the_five_resources_of_the_group() {
     let crds = etcd_operator_api::crds();
     let names: Vec<_> = crds
         .iter()
@@ -58,6 +58,7 @@ fn crds_are_the_four_resources_of_the_group() {
             "etcdmembers.etcd-operator.cozystack.io",
             "etcdsnapshots.etcd-operator.cozystack.io",
             "etcddefrags.etcd-operator.cozystack.io",
+            "etcddefragpolicies.etcd-operator.cozystack.io",
         ]
     );
     for crd in &crds {

@@ -343,6 +343,11 @@ fn etcddefrags_match_the_reference() {
     check("etcddefrags");
 }
 
+#[test]
+fn etcddefragpolicies_match_the_reference() {
+    check("etcddefragpolicies");
+}
+
 /// The comparison itself must notice a difference, or the tests above prove nothing.
 #[test]
 fn the_comparison_notices_differences() {

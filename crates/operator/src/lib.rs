@@ -4,6 +4,7 @@
 //! - [`plan`]: the pure judgement: from one observed state to exactly one next step.
 //! - [`act`]: performs a plan: status writes first, then the one step.
 //! - [`reconcile`]: the kube-runtime controller that runs observe → plan → act per cluster.
+//! - [`defrag`]: the EtcdDefrag and EtcdDefragPolicy controllers.
 //! - [`build`]: pure builders of the Kubernetes objects the operator owns.
 //! - [`etcd`]: the etcd gRPC client wrapper.
 //! - the process: [`config`] (command line), [`leader`] (Lease election), [`metrics`],
@@ -13,6 +14,7 @@
 pub mod act;
 pub mod build;
 pub mod config;
+pub mod defrag;
 pub mod etcd;
 pub mod failpoints;
 pub mod leader;

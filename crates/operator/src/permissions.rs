@@ -65,6 +65,36 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
         used_by: "snapshot::controller records phase, artifact, Ready condition and the extension fields",
     },
     Permission {
+        group: GROUP,
+        resource: "etcddefrags",
+        verbs: &["get", "list", "watch", "create", "delete"],
+        used_by: "the EtcdDefrag controller's watch and fresh reads; an EtcdDefragPolicy creates its runs; ttlSecondsAfterFinished and historyLimit delete finished ones",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcddefrags/status",
+        verbs: &["update"],
+        used_by: "the EtcdDefrag controller writes each member's outcome before the next",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcddefragpolicies",
+        verbs: &["get", "list", "watch"],
+        used_by: "the EtcdDefragPolicy controller's watch and fresh reads",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcddefragpolicies/status",
+        verbs: &["update"],
+        used_by: "the EtcdDefragPolicy controller writes lastScheduleTime, lastSuccessfulTime, active",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcddefragpolicies/finalizers",
+        verbs: &["update"],
+        used_by: "owner references with blockOwnerDeletion from a stamped EtcdDefrag to its policy",
+    },
+    Permission {
         group: "",
         resource: "pods",
         verbs: &["get", "list", "watch", "create", "delete", "patch"],

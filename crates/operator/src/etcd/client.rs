@@ -51,6 +51,13 @@ impl Timeouts {
         request: Duration::from_millis(1500),
     };
 
+    /// For Defragment: it rewrites the whole backend of one member and blocks it meanwhile, a
+    /// minute or more for a database of gigabytes.
+    pub const DEFRAGMENT: Timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(300),
+    };
+
     /// For a snapshot stream: etcd enforces the request deadline (sent as `grpc-timeout`) on
     /// the whole stream, so it is long; [`SnapshotStream::next_chunk`] bounds each chunk.
     pub const SNAPSHOT: Timeouts = Timeouts {
@@ -263,6 +270,19 @@ impl EtcdClient {
             is_learner: response.is_learner(),
             errors: response.errors().to_vec(),
         })
+    }
+
+    /// Defragment of the member serving `endpoint` (only that member: the call is never
+    /// balanced onto another), bounded by [`Timeouts::DEFRAGMENT`] whatever this client's
+    /// timeouts are. The member blocks reads and writes until it is done.
+    pub async fn defragment(&self, endpoint: &str) -> Result<(), EtcdError> {
+        let single =
+            EtcdClient::connect_endpoint(endpoint, Timeouts::DEFRAGMENT, &self.access).await?;
+        let mut maintenance = single.client.maintenance_client();
+        single
+            .call("Defragment", maintenance.defragment())
+            .await
+            .map(|_| ())
     }
 
     /// A linearizable health check of one endpoint, the way `etcdctl endpoint health` does it:

@@ -92,6 +92,8 @@ pub async fn run_controller(
         })
     };
 
+    let ctx_observer = ctx.observer.clone();
+    let defrag_shutdown = shutdown.clone();
     let snapshots = crate::snapshot::run_snapshot_controller(
         scope.clone(),
         Arc::new(crate::snapshot::SnapshotContext::new(
@@ -113,6 +115,19 @@ pub async fn run_controller(
                 debug!(error = %e, "controller event");
             }
         });
-    futures::join!(clusters, snapshots);
+    // The EtcdDefrag and EtcdDefragPolicy controllers too, on the same caches and the same
+    // view of etcd.
+    let defrag_stop = tokio_util::sync::CancellationToken::new();
+    let defrags = crate::defrag::run_defrag_controllers(
+        client.clone(),
+        scope.clone(),
+        ctx_observer,
+        defrag_stop.clone(),
+    );
+    let stop_defrags = async move {
+        defrag_shutdown.await;
+        defrag_stop.cancel();
+    };
+    futures::join!(clusters, snapshots, defrags, stop_defrags);
     readiness.abort();
 }

@@ -1,0 +1,330 @@
+//! The pure decisions of an EtcdDefragPolicy: parsing its schedule (five-field cron in UTC,
+//! `CRON_TZ=<zone>` honoured), finding the tick that is due, and what a pass does about it
+//! (stamp a run, skip it and why, delete history beyond `historyLimit`), with the status that
+//! results. The clock is a parameter, so the tests run schedules over days in microseconds.
+
+use std::time::Duration;
+
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+use etcd_operator_api::defrag::DefragPhase;
+use etcd_operator_api::defrag_policy::{
+    ConcurrencyPolicy, EtcdDefragPolicySpec, EtcdDefragPolicyStatus,
+};
+use k8s_openapi::api::core::v1::LocalObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::tz::TimeZone;
+
+/// The label on every EtcdDefrag a policy stamps: the policy's name.
+pub const POLICY_LABEL: &str = "etcd-operator.cozystack.io/defrag-policy";
+
+/// The condition of a policy: True `Scheduled`, False `Suspended` or `InvalidSchedule`.
+pub const CONDITION: &str = "Active";
+
+/// Passes are at most this far apart, even with a far-off next tick (a clock step, a changed
+/// schedule are noticed).
+const MAX_REQUEUE: Duration = Duration::from_secs(600);
+
+/// A parsed schedule: the cron pattern and the zone it is read in.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    cron: Cron,
+    zone: TimeZone,
+}
+
+/// Parses `schedule`: an optional `CRON_TZ=<IANA zone>` (or `TZ=`) prefix, then five fields
+/// (minute hour day-of-month month day-of-week) or a nickname such as `@daily`.
+pub fn parse_schedule(schedule: &str) -> Result<Schedule, String> {
+    let text = schedule.trim();
+    let (zone, pattern) = match text
+        .strip_prefix("CRON_TZ=")
+        .or_else(|| text.strip_prefix("TZ="))
+    {
+        Some(rest) => {
+            let (name, pattern) = rest
+                .split_once(char::is_whitespace)
+                .ok_or_else(|| format!("{schedule:?} has a time zone but no cron fields"))?;
+            let zone = TimeZone::get(name)
+                .map_err(|e| format!("unknown time zone {name:?} in CRON_TZ: {e}"))?;
+            (zone, pattern.trim())
+        }
+        None => (TimeZone::UTC, text),
+    };
+    if !pattern.starts_with('@') && pattern.split_whitespace().count() != 5 {
+        return Err(format!(
+            "{pattern:?} is not a five-field cron expression (minute hour day-of-month month day-of-week)"
+        ));
+    }
+    let cron = CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .build()
+        .parse(pattern)
+        .map_err(|e| format!("cannot parse {pattern:?}: {e}"))?;
+    Ok(Schedule { cron, zone })
+}
+
+impl Schedule {
+    /// The first tick strictly after `t`.
+    pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
+        let zoned = t.to_zoned(self.zone.clone());
+        self.cron
+            .find_next_occurrence(&zoned, false)
+            .ok()
+            .map(|z| z.timestamp())
+    }
+
+    /// The latest tick at or before `t`.
+    pub fn latest_at_or_before(&self, t: Timestamp) -> Option<Timestamp> {
+        let zoned = t.to_zoned(self.zone.clone());
+        self.cron
+            .find_previous_occurrence(&zoned, true)
+            .ok()
+            .map(|z| z.timestamp())
+    }
+
+    /// The tick due at `now` (the latest one after `earliest`, at or before `now`: missed
+    /// earlier ones are not caught up), and the next one after `now`.
+    pub fn due(
+        &self,
+        earliest: Timestamp,
+        now: Timestamp,
+    ) -> (Option<Timestamp>, Option<Timestamp>) {
+        let due = self
+            .latest_at_or_before(now)
+            .filter(|tick| *tick > earliest);
+        (due, self.next_after(now))
+    }
+}
+
+/// One EtcdDefrag stamped by the policy, as the decisions read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunFacts {
+    pub name: String,
+    pub phase: Option<DefragPhase>,
+    pub created: Option<Timestamp>,
+    pub completed: Option<Timestamp>,
+}
+
+impl RunFacts {
+    fn finished(&self) -> bool {
+        matches!(
+            self.phase,
+            Some(DefragPhase::Complete | DefragPhase::Failed)
+        )
+    }
+}
+
+/// An Event a pass records about the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What one pass over a policy does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyDecision {
+    /// The status to write.
+    pub status: EtcdDefragPolicyStatus,
+    /// Stamp a run for this tick (named by [`run_name`]).
+    pub stamp: Option<Timestamp>,
+    /// Finished runs beyond `historyLimit`, oldest first.
+    pub delete: Vec<String>,
+    pub event: Option<PolicyEvent>,
+    /// When to look again; `None` waits for a change.
+    pub requeue: Option<Duration>,
+}
+
+/// The name of the run stamped for `tick`: `<policy>-<unix seconds>`, so a tick is stamped at
+/// most once even if the status write after the create is lost.
+pub fn run_name(policy: &str, tick: Timestamp) -> String {
+    format!("{policy}-{}", tick.as_second())
+}
+
+/// What a policy is, for [`decide`]: its spec, status, name, creation and generation.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyFacts<'a> {
+    pub spec: &'a EtcdDefragPolicySpec,
+    pub status: Option<&'a EtcdDefragPolicyStatus>,
+    pub name: &'a str,
+    pub created: Timestamp,
+    pub generation: Option<i64>,
+}
+
+/// One pass over a policy whose stamped runs are `runs`, at `now`.
+pub fn decide(policy: PolicyFacts<'_>, runs: &[RunFacts], now: Timestamp) -> PolicyDecision {
+    let spec = policy.spec;
+    let generation = policy.generation;
+    let mut status = policy.status.cloned().unwrap_or_default();
+    let mut active: Vec<String> = runs
+        .iter()
+        .filter(|r| !r.finished())
+        .map(|r| r.name.clone())
+        .collect();
+    active.sort();
+    let latest_success = runs
+        .iter()
+        .filter(|r| r.phase == Some(DefragPhase::Complete))
+        .filter_map(|r| r.completed)
+        .max();
+    if let Some(t) = latest_success
+        && status
+            .last_successful_time
+            .as_ref()
+            .is_none_or(|old| old.0 < t)
+    {
+        status.last_successful_time = Some(Time(t));
+    }
+    let mut decision = PolicyDecision {
+        status,
+        stamp: None,
+        delete: history_beyond(runs, spec.history_limit),
+        event: None,
+        requeue: None,
+    };
+    let anchor = decision
+        .status
+        .last_schedule_time
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(policy.created);
+
+    let schedule = match parse_schedule(&spec.schedule) {
+        Ok(schedule) => schedule,
+        Err(e) => {
+            let message = format!("spec.schedule: {e}; fix the schedule");
+            if set_condition(
+                &mut decision.status,
+                false,
+                "InvalidSchedule",
+                &message,
+                generation,
+                now,
+            ) {
+                decision.event = Some(PolicyEvent {
+                    warning: true,
+                    reason: "InvalidSchedule",
+                    message,
+                });
+            }
+            decision.status.active = refs(&active);
+            return decision;
+        }
+    };
+    let (due, next) = schedule.due(anchor, now);
+    decision.requeue = Some(
+        next.map(|n| Duration::from_secs((n.as_second() - now.as_second()).max(1) as u64))
+            .unwrap_or(MAX_REQUEUE)
+            .min(MAX_REQUEUE),
+    );
+
+    if spec.suspend == Some(true) {
+        set_condition(
+            &mut decision.status,
+            false,
+            "Suspended",
+            "spec.suspend is set: no runs are stamped; runs in flight continue",
+            generation,
+            now,
+        );
+        // A tick passing while suspended is skipped on purpose, so resuming does not stamp it.
+        if let Some(tick) = due {
+            decision.status.last_schedule_time = Some(Time(tick));
+        }
+        decision.status.active = refs(&active);
+        return decision;
+    }
+    set_condition(
+        &mut decision.status,
+        true,
+        "Scheduled",
+        &format!("stamping EtcdDefrags on {:?}", spec.schedule),
+        generation,
+        now,
+    );
+    let Some(tick) = due else {
+        decision.status.active = refs(&active);
+        return decision;
+    };
+    decision.status.last_schedule_time = Some(Time(tick));
+    let late = now.as_second() - tick.as_second();
+    if let Some(deadline) = spec.starting_deadline_seconds
+        && late > deadline
+    {
+        decision.event = Some(PolicyEvent {
+            warning: true,
+            reason: "MissedSchedule",
+            message: format!(
+                "skipped the run due at {tick}: {late}s late, past startingDeadlineSeconds {deadline}"
+            ),
+        });
+    } else if spec.concurrency_policy.unwrap_or_default() == ConcurrencyPolicy::Forbid
+        && !active.is_empty()
+    {
+        decision.event = Some(PolicyEvent {
+            warning: false,
+            reason: "ConcurrencyForbidden",
+            message: format!(
+                "skipped the run due at {tick}: {} is still running (concurrencyPolicy Forbid)",
+                active.join(", ")
+            ),
+        });
+    } else {
+        let name = run_name(policy.name, tick);
+        decision.event = Some(PolicyEvent {
+            warning: false,
+            reason: "RunCreated",
+            message: format!("created EtcdDefrag {name} for the run due at {tick}"),
+        });
+        if !active.contains(&name) {
+            active.push(name);
+            active.sort();
+        }
+        decision.stamp = Some(tick);
+    }
+    decision.status.active = refs(&active);
+    decision
+}
+
+fn refs(names: &[String]) -> Option<Vec<LocalObjectReference>> {
+    (!names.is_empty()).then(|| {
+        names
+            .iter()
+            .map(|n| LocalObjectReference { name: n.clone() })
+            .collect()
+    })
+}
+
+/// Finished runs beyond `limit`, oldest (by completion, else creation) first.
+fn history_beyond(runs: &[RunFacts], limit: Option<i32>) -> Vec<String> {
+    let Some(limit) = limit else {
+        return Vec::new();
+    };
+    let mut finished: Vec<&RunFacts> = runs.iter().filter(|r| r.finished()).collect();
+    finished.sort_by(|a, b| {
+        (a.completed.or(a.created), &a.name).cmp(&(b.completed.or(b.created), &b.name))
+    });
+    let excess = finished.len().saturating_sub(limit.max(0) as usize);
+    finished[..excess].iter().map(|r| r.name.clone()).collect()
+}
+
+fn set_condition(
+    status: &mut EtcdDefragPolicyStatus,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> bool {
+    super::decide::upsert_condition(
+        status.conditions.get_or_insert_with(Vec::new),
+        CONDITION,
+        ok,
+        reason,
+        message,
+        generation,
+        now,
+    )
+}
