@@ -169,14 +169,15 @@ pub fn corrupt_alarm(ctx: &Context<'_>) -> Option<Decision> {
     )
 }
 
-/// Rule 6, NOSPACE alarm: automatic compaction and defragmentation are not implemented yet,
-/// so it reports and holds back changes as [`corrupt_alarm`] does.
+/// Rule 6, NOSPACE alarm: automatic compaction and defragmentation are not implemented yet
+/// (an EtcdDefrag a person creates does both the defragmentation and the disarm), so it
+/// reports and holds back changes as [`corrupt_alarm`] does.
 pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
     alarm_branch(
         ctx,
         AlarmKind::NoSpace,
         WaitReason::NoSpaceAlarm,
-        "etcd refuses writes. Compact, defragment (EtcdDefrag), raise spec.options.quotaBackendBytes if needed, then disarm the alarm (etcdctl alarm disarm)",
+        "etcd refuses writes. Compact the keyspace, then create an EtcdDefrag (it defragments every member, the leader last, and disarms the alarm); if the live data itself exceeds the quota, raise spec.options.quotaBackendBytes. Automatic remediation is not implemented yet",
     )
 }
 
