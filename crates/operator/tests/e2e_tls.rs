@@ -225,6 +225,96 @@ impl TlsCluster {
     fn scale(&self, n: i32) {
         tokio::task::block_in_place(|| self.cluster.scale(self.namespace, "etcd", n));
     }
+
+    /// The UID and the etcd container's restart count of each of the three members' Pods.
+    async fn pods(&self) -> Vec<(Option<String>, i32)> {
+        let mut pods = Vec::new();
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            let pod = self.cluster.member_pod(self.namespace, m).await;
+            let restarts = pod
+                .as_ref()
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|c| c.iter().map(|c| c.restart_count).sum())
+                .unwrap_or_default();
+            pods.push((pod.and_then(|p| p.metadata.uid), restarts));
+        }
+        pods
+    }
+
+    /// etcd refuses plaintext, a client without a certificate, and the certificate `stranger`
+    /// (from another CA), even with root's password if `user` is set.
+    fn assert_refusals(&self, stranger: &str) {
+        let (cluster, namespace, d) = (&self.cluster, self.namespace, self.dir.path());
+        let user = self.user.as_ref().map(|u| format!("--user={u}"));
+        let args: Vec<&str> = user
+            .iter()
+            .map(String::as_str)
+            .chain(["get", "sentinel"])
+            .collect();
+        let plaintext = format!("http://etcd-client.{namespace}.svc:2379");
+        assert!(
+            etcdctl_tls(cluster, &plaintext, d, None, None, &args).is_err(),
+            "{namespace}: plaintext refused"
+        );
+        assert!(
+            etcdctl_tls(cluster, &self.service(), d, Some("ca"), None, &args).is_err(),
+            "{namespace}: no client certificate: refused under mutual TLS"
+        );
+        assert!(
+            etcdctl_tls(
+                cluster,
+                &self.service(),
+                d,
+                Some("ca"),
+                Some(stranger),
+                &args
+            )
+            .is_err(),
+            "{namespace}: a client certificate from another CA ({stranger}): refused"
+        );
+    }
+
+    /// Every member's Pod exists, is not being deleted and is Ready.
+    async fn pods_ready(&self) -> bool {
+        for m in ["etcd-0", "etcd-1", "etcd-2"] {
+            let pod = self.cluster.member_pod(self.namespace, m).await;
+            if !pod.is_some_and(|p| {
+                p.metadata.deletion_timestamp.is_none() && support::cluster::pod_ready(&p)
+            }) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The UIDs of the three members' Pods.
+    async fn pod_uids(&self) -> Vec<Option<String>> {
+        self.pods().await.into_iter().map(|(uid, _)| uid).collect()
+    }
+
+    /// `member`'s Pod deleted; waits for its new Pod to be Ready and the cluster converged on 3.
+    async fn lose_and_heal(&self, member: &str) {
+        let (cluster, namespace) = (&self.cluster, self.namespace);
+        let lost = cluster
+            .member_pod(namespace, member)
+            .await
+            .and_then(|p| p.metadata.uid);
+        cluster.delete_member_pod(namespace, member).await;
+        eventually(&format!("{namespace}: {member} back"), LIMIT, || async {
+            let pod = cluster
+                .member_pod(namespace, member)
+                .await
+                .ok_or("no Pod")?;
+            (pod.metadata.uid != lost
+                && pod.metadata.deletion_timestamp.is_none()
+                && support::cluster::pod_ready(&pod))
+            .then_some(())
+            .ok_or("the new Pod is not there and Ready yet".to_string())
+        })
+        .await;
+        self.wait_converged(3).await;
+    }
 }
 
 /// With authentication on (`spec.auth`, root password from the Secret `etcd-root`).
@@ -436,36 +526,7 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
     assert!(put.contains("OK"), "{put}");
 
     // etcd refuses what it must refuse.
-    let d = tls.dir.path();
-    let plaintext = format!("http://etcd-client.{namespace}.svc:2379");
-    assert!(
-        etcdctl_tls(&cluster, &plaintext, d, None, None, &["get", "sentinel"]).is_err(),
-        "plaintext refused"
-    );
-    assert!(
-        etcdctl_tls(
-            &cluster,
-            &tls.service(),
-            d,
-            Some("ca"),
-            None,
-            &["get", "sentinel"]
-        )
-        .is_err(),
-        "no client certificate: refused under mutual TLS"
-    );
-    assert!(
-        etcdctl_tls(
-            &cluster,
-            &tls.service(),
-            d,
-            Some("ca"),
-            Some("stranger"),
-            &["get", "sentinel"]
-        )
-        .is_err(),
-        "a client certificate from another CA: refused"
-    );
+    tls.assert_refusals("stranger");
     let status = tls
         .etcdctl(&tls.member("etcd-0"), &["endpoint", "status", "-w", "json"])
         .unwrap();
@@ -575,38 +636,39 @@ async fn rotate_user_ca(tls: &TlsCluster) {
     let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path());
     let started = std::time::Instant::now();
     let ids_before = tls.etcd_members().expect("etcd answers");
-    let uids = || async {
-        let mut uids = Vec::new();
-        for m in ["etcd-0", "etcd-1", "etcd-2"] {
-            uids.push(
-                cluster
-                    .member_pod(namespace, m)
-                    .await
-                    .and_then(|p| p.metadata.uid),
-            );
-        }
-        uids
-    };
-    let all_restarted = |before: Vec<Option<String>>, phase: &'static str| {
-        let uids = &uids;
-        async move {
-            eventually(
-                &format!("{namespace}: {phase}: every Pod restarted"),
-                Duration::from_secs(420),
-                || async {
-                    let now = uids().await;
-                    if now.iter().zip(&before).any(|(a, b)| a == b) {
-                        return Err(format!("not all restarted: {now:?}"));
-                    }
-                    let c = get_cluster(&cluster.client(), namespace, "etcd").await;
-                    (c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
-                        && condition(&c, "Available").as_deref() == Some("True"))
-                    .then_some(())
-                    .ok_or("not all Ready".to_string())
-                },
-            )
-            .await;
-        }
+    let all_restarted = |before: Vec<Option<String>>, phase: &'static str| async move {
+        eventually(
+            &format!("{namespace}: {phase}: every Pod restarted"),
+            Duration::from_secs(420),
+            || async {
+                let now = tls.pod_uids().await;
+                if now.iter().zip(&before).any(|(a, b)| a.is_none() || a == b) {
+                    return Err(format!("not all restarted: {now:?}"));
+                }
+                // All started to trust the same CAs (the server and the peer Secret change one
+                // after the other; none restarted between the two).
+                let mut trusted = Vec::new();
+                for m in ["etcd-0", "etcd-1", "etcd-2"] {
+                    trusted.push(
+                        cluster
+                            .member_pod(namespace, m)
+                            .await
+                            .and_then(|p| p.metadata.annotations)
+                            .and_then(|a| a.get("etcd-operator.cozystack.io/trusted-ca").cloned()),
+                    );
+                }
+                if trusted.iter().any(Option::is_none) || trusted.windows(2).any(|w| w[0] != w[1]) {
+                    return Err(format!("trusted CAs differ: {trusted:?}"));
+                }
+                let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+                (tls.pods_ready().await
+                    && c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
+                    && condition(&c, "Available").as_deref() == Some("True"))
+                .then_some(())
+                .ok_or("not all Ready".to_string())
+            },
+        )
+        .await;
     };
     let secure = support::workload::Secure {
         ca_pem: std::fs::read(d.join("ca.crt")).unwrap(),
@@ -637,7 +699,7 @@ async fn rotate_user_ca(tls: &TlsCluster) {
     .concat();
     std::fs::write(d.join("bundle.crt"), &bundle).unwrap();
     shared.lock().unwrap().ca_pem = bundle.clone();
-    let before = uids().await;
+    let before = tls.pod_uids().await;
     apply_tls_secret(cluster, namespace, "etcd-server", d, "server2", "bundle");
     apply_tls_secret(cluster, namespace, "etcd-peer", d, "peer", "bundle");
     all_restarted(before, "both CAs trusted").await;
@@ -661,7 +723,7 @@ async fn rotate_user_ca(tls: &TlsCluster) {
         "serverAuth,clientAuth",
     );
     make_leaf(d, "ca2", "client3", "root", None, "clientAuth");
-    let before = uids().await;
+    let before = tls.pod_uids().await;
     shared.lock().unwrap().identity = Some((
         std::fs::read(d.join("client3.crt")).unwrap(),
         std::fs::read(d.join("client3.key")).unwrap(),
@@ -682,21 +744,15 @@ async fn rotate_user_ca(tls: &TlsCluster) {
         &format!("{namespace}: the new CA's leaf served"),
         LIMIT,
         || async {
-            let mut command = cluster.network.command("sh").map_err(|e| e.to_string())?;
-            command.args([
-                "-c",
-                "openssl s_client -connect \"$0\" -cert \"$1/client3.crt\" -key \"$1/client3.key\" -CAfile \"$1/bundle.crt\" </dev/null 2>/dev/null | openssl x509 -noout -serial",
-                &host,
-            ]);
-            command.arg(d);
-            let out = tokio::task::block_in_place(|| command.output()).map_err(|e| e.to_string())?;
-            let serial = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            (serial == new).then_some(()).ok_or(format!("still {serial}"))
+            let serial = served_serial_with(cluster, &host, d, "client3", "bundle")?;
+            (serial == new)
+                .then_some(())
+                .ok_or(format!("still {serial}"))
         },
     )
     .await;
     assert_eq!(
-        uids().await,
+        tls.pod_uids().await,
         before,
         "{namespace}: leaves switched without a restart"
     );
@@ -759,15 +815,26 @@ async fn rotate_user_ca(tls: &TlsCluster) {
 }
 
 /// The serial of the certificate `endpoint` (host:port) serves, asked with openssl from inside
-/// the cluster network.
+/// the cluster network (with `dir`'s client.crt, client.key and ca.crt).
 fn served_serial(cluster: &Cluster, host_port: &str, dir: &Path) -> Result<String, String> {
+    served_serial_with(cluster, host_port, dir, "client", "ca")
+}
+
+/// [`served_serial`] presenting `client`.crt/.key and trusting `ca`.crt.
+fn served_serial_with(
+    cluster: &Cluster,
+    host_port: &str,
+    dir: &Path,
+    client: &str,
+    ca: &str,
+) -> Result<String, String> {
     let mut command = cluster.network.command("sh").map_err(|e| e.to_string())?;
     command.args([
         "-c",
-        "openssl s_client -connect \"$0\" -cert \"$1/client.crt\" -key \"$1/client.key\" -CAfile \"$1/ca.crt\" </dev/null 2>/dev/null | openssl x509 -noout -serial",
+        "openssl s_client -connect \"$0\" -cert \"$1/$2.crt\" -key \"$1/$2.key\" -CAfile \"$1/$3.crt\" </dev/null 2>/dev/null | openssl x509 -noout -serial",
         host_port,
     ]);
-    command.arg(dir);
+    command.arg(dir).arg(client).arg(ca);
     let out = tokio::task::block_in_place(|| command.output()).map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if out.status.success() && text.starts_with("serial=") {
@@ -791,33 +858,7 @@ fn file_serial(dir: &Path, name: &str) -> String {
 /// Pod restarted and the clients (the operator among them) working throughout.
 async fn renew_server_leaf(tls: &TlsCluster) {
     let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path());
-    let restarts = |pods: &[k8s_openapi::api::core::v1::Pod]| {
-        pods.iter()
-            .map(|p| {
-                let status = p.status.clone().unwrap_or_default();
-                let restarts: i32 = status
-                    .container_statuses
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|c| c.restart_count)
-                    .sum();
-                (p.metadata.name.clone(), p.metadata.uid.clone(), restarts)
-            })
-            .collect::<Vec<_>>()
-    };
-    let pods = |cluster: Arc<Cluster>| async move {
-        let mut pods = Vec::new();
-        for m in ["etcd-0", "etcd-1", "etcd-2"] {
-            pods.push(
-                cluster
-                    .member_pod(namespace, m)
-                    .await
-                    .expect("a member Pod"),
-            );
-        }
-        pods
-    };
-    let before = restarts(&pods(cluster.clone()).await);
+    let before = tls.pods().await;
     let old = file_serial(d, "server");
     tokio::task::block_in_place(|| {
         make_leaf(
@@ -837,31 +878,7 @@ async fn renew_server_leaf(tls: &TlsCluster) {
         Ok(old.as_str())
     );
     // kubectl apply of the Secret with the renewed leaf (same name, same CA).
-    let manifest = {
-        let mut args: Vec<String> = vec![
-            "-n".into(),
-            namespace.into(),
-            "create".into(),
-            "secret".into(),
-            "generic".into(),
-            "etcd-server".into(),
-            "--type=kubernetes.io/tls".into(),
-            "--dry-run=client".into(),
-            "-o".into(),
-            "yaml".into(),
-        ];
-        for (key, path) in tls_files(d, "server2", "ca") {
-            args.push(format!("--from-file={key}={}", path.display()));
-        }
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (ok, out, stderr) = tokio::task::block_in_place(|| kubectl(cluster, &refs));
-        assert!(ok, "{stderr}");
-        out
-    };
-    let (ok, _, stderr) = tokio::task::block_in_place(|| {
-        support::kubectl_with_stdin(cluster, &["apply", "-f", "-"], Some(&manifest))
-    });
-    assert!(ok, "{stderr}");
+    apply_tls_secret(cluster, namespace, "etcd-server", d, "server2", "ca");
     eventually(
         &format!("{namespace}: etcd-0 serves the renewed certificate"),
         LIMIT,
@@ -879,7 +896,7 @@ async fn renew_server_leaf(tls: &TlsCluster) {
     assert!(put.contains("OK"), "{put}");
     tls.wait_converged(3).await;
     assert_eq!(
-        restarts(&pods(cluster.clone()).await),
+        tls.pods().await,
         before,
         "{namespace}: no Pod restarted or replaced for a renewed leaf"
     );
@@ -1042,35 +1059,7 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
         .etcdctl(&tls.service(), &["put", "sentinel", "present"])
         .unwrap();
     assert!(put.contains("OK"), "{put}");
-    let plaintext = format!("http://etcd-client.{namespace}.svc:2379");
-    assert!(
-        etcdctl_tls(&cluster, &plaintext, d, None, None, &["get", "sentinel"]).is_err(),
-        "plaintext refused"
-    );
-    assert!(
-        etcdctl_tls(
-            &cluster,
-            &tls.service(),
-            d,
-            Some("ca"),
-            None,
-            &["get", "sentinel"]
-        )
-        .is_err(),
-        "no client certificate: refused"
-    );
-    assert!(
-        etcdctl_tls(
-            &cluster,
-            &tls.service(),
-            d,
-            Some("ca"),
-            Some("stranger"),
-            &["get", "sentinel"]
-        )
-        .is_err(),
-        "a client certificate from another CA: refused"
-    );
+    tls.assert_refusals("stranger");
 
     // The client workload (TLS, the test's certificate, root's password) from here to the end.
     let secure = support::workload::Secure {
@@ -1114,46 +1103,12 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
         )
         .await;
     }
-    let lost = cluster
-        .member_pod(namespace, "etcd-1")
-        .await
-        .and_then(|p| p.metadata.uid);
-    cluster.delete_member_pod(namespace, "etcd-1").await;
-    eventually(&format!("{namespace}: etcd-1 back"), LIMIT, || async {
-        let pod = cluster
-            .member_pod(namespace, "etcd-1")
-            .await
-            .ok_or("no Pod")?;
-        (pod.metadata.uid != lost
-            && pod.metadata.deletion_timestamp.is_none()
-            && support::cluster::pod_ready(&pod))
-        .then_some(())
-        .ok_or("the new Pod is not there and Ready yet".to_string())
-    })
-    .await;
-    tls.wait_converged(3).await;
+    tls.lose_and_heal("etcd-1").await;
 
     // Renewals: the leaves are renewed every minute and a half. From here, no Pod restarts;
     // etcd-0 serves a newer certificate than at the start, and the cluster runs past the
     // first certificates' end.
-    let snapshot_pods = || async {
-        let mut pods = Vec::new();
-        for m in ["etcd-0", "etcd-1", "etcd-2"] {
-            let pod = cluster.member_pod(namespace, m).await.expect("a Pod");
-            let restarts: i32 = pod
-                .status
-                .clone()
-                .unwrap_or_default()
-                .container_statuses
-                .unwrap_or_default()
-                .iter()
-                .map(|c| c.restart_count)
-                .sum();
-            pods.push((m, pod.metadata.uid.clone(), restarts));
-        }
-        pods
-    };
-    let before = snapshot_pods().await;
+    let before = tls.pods().await;
     let not_after = |text: &str| {
         let date = text.trim().trim_start_matches("notAfter=").to_string();
         let out = Command::new("date")
@@ -1186,7 +1141,7 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
     )
     .await;
     tls.wait_converged(3).await;
-    let after = snapshot_pods().await;
+    let after = tls.pods().await;
     if after != before {
         // What ended the containers: their last state and the end of their previous run.
         let mut why = String::new();
@@ -1251,19 +1206,7 @@ async fn rotate_issued_ca(
     let (cluster, namespace, d) = (&tls.cluster, tls.namespace, tls.dir.path().to_path_buf());
     let started = std::time::Instant::now();
     let ids_before = tls.etcd_members().expect("etcd answers");
-    let uids = |cluster: Arc<Cluster>| async move {
-        let mut uids = Vec::new();
-        for m in ["etcd-0", "etcd-1", "etcd-2"] {
-            uids.push(
-                cluster
-                    .member_pod(namespace, m)
-                    .await
-                    .and_then(|p| p.metadata.uid),
-            );
-        }
-        uids
-    };
-    let uids_before = uids(cluster.clone()).await;
+    let uids_before = tls.pod_uids().await;
     kubectl_retrying(
         cluster,
         &[
@@ -1305,12 +1248,17 @@ async fn rotate_issued_ca(
                     return Err(format!("{m}-tls not yet from the new CA alone"));
                 }
             }
-            let now = uids(cluster.clone()).await;
-            if now.iter().zip(&uids_before).any(|(a, b)| a == b) {
+            let now = tls.pod_uids().await;
+            if now
+                .iter()
+                .zip(&uids_before)
+                .any(|(a, b)| a.is_none() || a == b)
+            {
                 return Err(format!("Pods not all restarted: {now:?}"));
             }
             let c = get_cluster(&cluster.client(), namespace, "etcd").await;
-            (c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
+            (tls.pods_ready().await
+                && c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
                 && condition(&c, "Available").as_deref() == Some("True"))
             .then_some(())
             .ok_or("not all Ready".to_string())
@@ -1529,7 +1477,7 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
         .etcdctl(&tls.service(), &["get", "cm-key", "--print-value-only"])
         .unwrap();
     assert_eq!(got.trim(), "kept");
-    // A certificate from another CA is refused.
+    // Plaintext, no certificate and a certificate from another CA are refused.
     make_ca(tls.dir.path(), "other-ca");
     make_leaf(
         tls.dir.path(),
@@ -1539,39 +1487,10 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
         None,
         "clientAuth",
     );
-    let root = format!("--user=root:{ROOT_PASSWORD}");
-    assert!(
-        etcdctl_tls(
-            &cluster,
-            &tls.service(),
-            tls.dir.path(),
-            Some("ca"),
-            Some("stranger"),
-            &[&root, "get", "cm-key"]
-        )
-        .is_err(),
-        "{namespace}: a client certificate from another CA is refused"
-    );
+    tls.assert_refusals("stranger");
     // A member's Pod lost and healed on its data, the same member.
     let ids = tls.etcd_members().unwrap();
-    let lost = cluster
-        .member_pod(namespace, "etcd-1")
-        .await
-        .and_then(|p| p.metadata.uid);
-    cluster.delete_member_pod(namespace, "etcd-1").await;
-    eventually(&format!("{namespace}: etcd-1 back"), LIMIT, || async {
-        let pod = cluster
-            .member_pod(namespace, "etcd-1")
-            .await
-            .ok_or("no Pod")?;
-        (pod.metadata.uid != lost
-            && pod.metadata.deletion_timestamp.is_none()
-            && support::cluster::pod_ready(&pod))
-        .then_some(())
-        .ok_or("the new Pod is not there and Ready yet".to_string())
-    })
-    .await;
-    tls.wait_converged(3).await;
+    tls.lose_and_heal("etcd-1").await;
     assert_eq!(
         tls.etcd_members().unwrap(),
         ids,
@@ -1657,24 +1576,7 @@ async fn cert_manager_renewals(tls: &TlsCluster) {
     );
     let host = format!("etcd-0.etcd.{namespace}.svc:2379");
     let first_serial = served_serial(cluster, &host, &d).expect("etcd-0 serves");
-    let pods = || async {
-        let mut pods = Vec::new();
-        for m in ["etcd-0", "etcd-1", "etcd-2"] {
-            let pod = cluster.member_pod(namespace, m).await.expect("a Pod");
-            let restarts: i32 = pod
-                .status
-                .clone()
-                .unwrap_or_default()
-                .container_statuses
-                .unwrap_or_default()
-                .iter()
-                .map(|c| c.restart_count)
-                .sum();
-            pods.push((pod.metadata.uid.clone(), restarts));
-        }
-        pods
-    };
-    let before = pods().await;
+    let before = tls.pods().await;
     eventually(
         &format!("{namespace}: past the first short certificates' end, served renewed"),
         Duration::from_secs(420),
@@ -1699,7 +1601,7 @@ async fn cert_manager_renewals(tls: &TlsCluster) {
     println!("{namespace}: {}", report.summary());
     report.assert_no_loss();
     assert_eq!(
-        pods().await,
+        tls.pods().await,
         before,
         "{namespace}: no Pod restarted for cert-manager's renewals"
     );
