@@ -513,7 +513,12 @@ async fn nospace_disarmed(cluster: &Cluster) {
     let status = done.status.unwrap();
     assert_eq!(status.phase, Some(DefragPhase::Complete), "{status:?}");
     let row = &status.members.unwrap()[0];
-    assert!(row.db_size_before.unwrap() >= SMALL_QUOTA, "{row:?}");
+    // etcd raises NOSPACE when a write would take the database past the quota, so the size
+    // before is near the quota, not necessarily over it.
+    assert!(
+        row.db_size_before.unwrap() >= SMALL_QUOTA * 9 / 10,
+        "{row:?}"
+    );
     assert!(row.db_size_after.unwrap() < SMALL_QUOTA, "{row:?}");
     wait_for_event(&client, "nospace-all", "AlarmDisarmed").await;
     let alarms = etcdctl(&["alarm", "list"]).expect("alarm list");
