@@ -21,7 +21,10 @@
 //!    of this benchmark (when only churn runs, the 3-member floor runs before it).
 //! 3. Idle (`BOOTSTRAP_BENCH_IDLE` clusters, 30 by default; 0 skips it): that many idle
 //!    3-member clusters, then, after 30 s of rest, the operator's resident memory, CPU and
-//!    Kubernetes API writes per minute over 60 s (the goal is zero).
+//!    Kubernetes API writes per minute over 60 s (the goal is zero); and the time from one
+//!    member's Pod deleted until all 3 are ready again, on the first cluster before the others
+//!    exist and again once they all idle (`BOOTSTRAP_BENCH_IDLE=100` is issue 15's scale run:
+//!    300 etcd Pods on 3 nodes).
 //!
 //! Every run slower than `BOOTSTRAP_BENCH_SLOW` × the slowest floor run of its scenario gets a
 //! timeline (`tests/support/timeline.rs`): the cluster's Events, its member Pods' creation,
@@ -657,11 +660,65 @@ async fn main() {
     }
 }
 
-/// `count` idle 3-member clusters: the operator's memory, CPU and API writes at rest.
+/// Deletes `member`'s Pod at once (grace period 0) after the cluster settled, and returns the
+/// seconds until a new Pod of it is Ready and the cluster reports 3 ready members, Available:
+/// the operator's reaction (the kubelet only restarts a killed process; a deleted Pod is the
+/// operator's to make again).
+async fn reaction(cluster: &Cluster, namespace: &str, member: &str) -> f64 {
+    // etcd refuses MemberAdd for 5 s after a voter (re)connects; a settled cluster measures
+    // the operator, not that.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(cluster.client(), namespace);
+    let old = api
+        .get(member)
+        .await
+        .expect("the member's Pod")
+        .metadata
+        .uid;
+    let started = Instant::now();
+    api.delete(member, &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .expect("deleting the member's Pod");
+    let client = cluster.client();
+    loop {
+        let pod = api.get_opt(member).await.ok().flatten();
+        let back = pod.as_ref().is_some_and(|p| {
+            support::cluster::pod_ready(p)
+                && p.metadata.deletion_timestamp.is_none()
+                && p.metadata.uid != old
+        });
+        if back {
+            let c = get_cluster(&client, namespace, "etcd").await;
+            if c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
+                && condition(&c, "Available").as_deref() == Some("True")
+            {
+                return started.elapsed().as_secs_f64();
+            }
+        }
+        assert!(
+            started.elapsed() < CONVERGE_LIMIT,
+            "{namespace}/{member} never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `count` idle 3-member clusters: the operator's memory, CPU and API writes at rest, and its
+/// reaction to one member's Pod deleted, alone (the first cluster, before the others exist)
+/// and among the others.
 async fn idle(cluster: &Cluster, count: usize) {
     let client = cluster.client();
+    create_namespace(&client, "idle-0").await;
+    cluster.apply(&cluster_yaml("etcd", "idle-0", 3, ""));
+    if time_to_available(cluster, "idle-0", 3, Instant::now())
+        .await
+        .is_none()
+    {
+        panic!("idle-0/etcd did not converge within {CONVERGE_LIMIT:?}");
+    }
+    let alone = reaction(cluster, "idle-0", "etcd-1").await;
     let since = Instant::now();
-    for i in 0..count {
+    for i in 1..count {
         let namespace = format!("idle-{i}");
         create_namespace(&client, &namespace).await;
         cluster.apply(&cluster_yaml("etcd", &namespace, 3, ""));
@@ -684,7 +741,8 @@ async fn idle(cluster: &Cluster, count: usize) {
     let minutes = IDLE_WINDOW.as_secs_f64() / 60.0;
     println!();
     println!(
-        "{count} idle 3-member clusters (all Available {all_ready:.0} s after the first apply):"
+        "{count} idle 3-member clusters (the {} after the first all Available {all_ready:.0} s after their first apply):",
+        count - 1
     );
     println!("| measure | value |");
     println!("| --- | ---: |");
@@ -699,6 +757,13 @@ async fn idle(cluster: &Cluster, count: usize) {
     println!(
         "| Kubernetes API writes | {:.1} per minute |",
         (writes_after - writes_before) as f64 / minutes
+    );
+    let among = reaction(cluster, "idle-0", "etcd-2").await;
+    println!("| a member's Pod deleted, until all 3 ready: alone | {alone:.2} s |");
+    println!(
+        "| the same among {} other idle clusters | {among:.2} s ({:.2}x) |",
+        count - 1,
+        among / alone
     );
     println!("(the machine's load average at the end: {:.1})", load());
 }

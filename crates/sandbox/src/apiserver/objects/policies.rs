@@ -199,7 +199,8 @@ fn matches(
         .as_array()
         .cloned()
         .unwrap_or_default();
-    if !(of_binding && rules.is_empty()) && !rules.iter().any(|rule| rule_matches(rule, request)) {
+    let everything = of_binding && rules.is_empty();
+    if !everything && !rules.iter().any(|rule| rule_matches(rule, request)) {
         return false;
     }
     if spec["excludeResourceRules"]
@@ -287,7 +288,7 @@ fn evaluate(policy: &Value, request: &Request<'_>, namespace: &Option<Value>) ->
     let spec = &policy["spec"];
     let fail_closed = spec["failurePolicy"].as_str() != Some("Ignore");
     let on_error = |what: String| {
-        fail_closed.then(|| Failure {
+        fail_closed.then_some(Failure {
             message: what,
             reason: None,
         })
