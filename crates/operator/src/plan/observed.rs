@@ -220,6 +220,9 @@ pub struct PodFacts {
     ///
     /// [`TRUSTED_CA_ANNOTATION`]: crate::build::TRUSTED_CA_ANNOTATION
     pub trusted_ca: Option<String>,
+    /// A restore init container of the seed's Pod failed: the agent's last line
+    /// (`RestoreFailed <Reason>: <message>`), from that container's termination message.
+    pub restore_failure: Option<String>,
 }
 
 impl PodFacts {
@@ -281,6 +284,7 @@ impl PodFacts {
                 };
                 ended(c.state.as_ref()).or_else(|| ended(c.last_state.as_ref()))
             }),
+            restore_failure: crate::build::restore_failure(&status),
         }
     }
 
