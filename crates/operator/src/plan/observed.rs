@@ -242,6 +242,7 @@ impl PodFacts {
         let ready_changed_at = ready_condition
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| t.0);
+        let restore_failure = crate::build::restore_failure(&status);
         PodFacts {
             name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
@@ -284,7 +285,7 @@ impl PodFacts {
                 };
                 ended(c.state.as_ref()).or_else(|| ended(c.last_state.as_ref()))
             }),
-            restore_failure: crate::build::restore_failure(&status),
+            restore_failure,
         }
     }
 
