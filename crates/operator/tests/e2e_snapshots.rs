@@ -936,7 +936,7 @@ async fn restore_into_new_cluster(
         .signal_container(
             namespace,
             "etcd-0",
-            None,
+            Some("etcd"),
             nix::sys::signal::Signal::SIGKILL,
         )
         .unwrap();
