@@ -1096,19 +1096,28 @@ async fn restore_bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, snapshot_key
             c.message
         );
         assert!(!c.message.contains(&moto.secret) && !c.message.contains("not-the-secret"));
-        let events: Vec<(String, String)> = Api::<Event>::namespaced(client.clone(), namespace)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.involved_object.name.as_deref() == Some(*name))
-            .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
-            .collect();
-        assert!(
-            events.contains(&("Warning".to_string(), "RestoreFailed".to_string())),
-            "{name}: no Warning RestoreFailed Event in {events:?}"
-        );
+        // The Event is recorded after the status write.
+        eventually(
+            &format!("{namespace}/{name}: a Warning RestoreFailed Event"),
+            LIMIT,
+            || async {
+                let events: Vec<(String, String)> =
+                    Api::<Event>::namespaced(client.clone(), namespace)
+                        .list(&ListParams::default())
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .items
+                        .into_iter()
+                        .filter(|e| e.involved_object.name.as_deref() == Some(*name))
+                        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+                        .collect();
+                events
+                    .contains(&("Warning".to_string(), "RestoreFailed".to_string()))
+                    .then_some(())
+                    .ok_or_else(|| format!("{events:?}"))
+            },
+        )
+        .await;
         // etcd never started: its container has not run, the data directory holds nothing.
         let pod = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), namespace)
             .get(&format!("{name}-0"))
