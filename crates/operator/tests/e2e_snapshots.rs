@@ -850,10 +850,8 @@ async fn restore_into_new_cluster(
         .get(snapshot)
         .await
         .expect("the source snapshot");
-    let (source_revision, source_kvs) = keyspace(
-        &cluster,
-        &format!("http://etcd-client.{from}.svc:2379"),
-    );
+    let (source_revision, source_kvs) =
+        keyspace(&cluster, &format!("http://etcd-client.{from}.svc:2379"));
     assert!(!source_kvs.is_empty(), "{from}: keys to compare");
     let c = get_cluster(&cluster.client(), namespace, "etcd").await;
     let restored = c
@@ -968,7 +966,11 @@ async fn restore_into_new_cluster(
     .await;
     let pod = pods.get("etcd-0").await.unwrap();
     assert!(
-        pod.spec.unwrap().init_containers.unwrap_or_default().is_empty(),
+        pod.spec
+            .unwrap()
+            .init_containers
+            .unwrap_or_default()
+            .is_empty(),
         "{namespace}: the replacement seed Pod restores nothing"
     );
     let url = format!("http://etcd-0.etcd.{namespace}.svc:2379");
@@ -1012,7 +1014,11 @@ async fn restore_bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, snapshot_key
     );
     let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("notes.txt");
-    std::fs::write(&text, "these are not the bytes of an etcd snapshot\n".repeat(100)).unwrap();
+    std::fs::write(
+        &text,
+        "these are not the bytes of an etcd snapshot\n".repeat(100),
+    )
+    .unwrap();
     blocking(|| moto.upload(BUCKET, "restore-bad/notes.db", &text));
     // A real snapshot with one byte flipped in the middle: etcd's trailing hash disagrees.
     let real = dir.path().join("real.db");
@@ -1070,25 +1076,21 @@ async fn restore_bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, snapshot_key
     }
     let client = cluster.client();
     for (name, _, _, reason, words) in &cases {
-        let c = eventually(
-            &format!("{namespace}/{name}: {reason}"),
-            LIMIT,
-            || async {
-                let c = get_cluster(&client, namespace, name).await;
-                let found = c
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .into_iter()
-                    .flatten()
-                    .find(|c| c.reason == "RestoreFailed")
-                    .cloned();
-                match found {
-                    Some(condition) if condition.message.contains(reason) => Ok(condition),
-                    other => Err(format!("{other:?}")),
-                }
-            },
-        )
+        let c = eventually(&format!("{namespace}/{name}: {reason}"), LIMIT, || async {
+            let c = get_cluster(&client, namespace, name).await;
+            let found = c
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .find(|c| c.reason == "RestoreFailed")
+                .cloned();
+            match found {
+                Some(condition) if condition.message.contains(reason) => Ok(condition),
+                other => Err(format!("{other:?}")),
+            }
+        })
         .await;
         assert!(
             c.message.contains(words),

@@ -213,7 +213,10 @@ fn failure_line(container: &str, message: Option<&str>) -> String {
     } else {
         "AgentFailed"
     };
-    format!("{RESTORE_FAILED_MARK} {reason}: {container} failed: {}", last.trim())
+    format!(
+        "{RESTORE_FAILED_MARK} {reason}: {container} failed: {}",
+        last.trim()
+    )
 }
 
 /// Splits `RestoreFailed <Reason>: <message>` into its reason and message.
@@ -340,7 +343,10 @@ mod tests {
                 assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
             }
             let env = fetch.env.clone().unwrap();
-            assert!(env.iter().all(|e| e.value.is_none()), "credentials only by reference");
+            assert!(
+                env.iter().all(|e| e.value.is_none()),
+                "credentials only by reference"
+            );
             assert_eq!(
                 env[0]
                     .value_from

@@ -177,7 +177,9 @@ fn restored_from(ctx: &Context<'_>) -> Option<etcd_operator_api::cluster::Restor
     Some(etcd_operator_api::cluster::RestoredFrom {
         uri,
         revision: Some(status.revision),
-        time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ctx.now)),
+        time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            ctx.now,
+        )),
     })
 }
 

@@ -244,7 +244,10 @@ mod tests {
 
     #[test]
     fn failure_lines_parse_back() {
-        let error = RestoreError::new("SnapshotNotFound", "the restore source s3://b/k does not exist");
+        let error = RestoreError::new(
+            "SnapshotNotFound",
+            "the restore source s3://b/k does not exist",
+        );
         let (reason, message) = crate::build::parse_restore_failure(&error.line());
         assert_eq!(reason, "SnapshotNotFound");
         assert_eq!(message, "the restore source s3://b/k does not exist");

@@ -20,8 +20,12 @@ pub fn restore_failed(ctx: &Context<'_>) -> Option<Decision> {
             restore_source_uri(ctx).unwrap_or_else(|| "its snapshot".to_string())
         );
         Some(
-            Decision::wait(WaitReason::RestoreFailed, message.clone(), timing::BLOCKED_POLL)
-                .with(MemberEdit::new(m.name).not_ready("RestoreFailed", message)),
+            Decision::wait(
+                WaitReason::RestoreFailed,
+                message.clone(),
+                timing::BLOCKED_POLL,
+            )
+            .with(MemberEdit::new(m.name).not_ready("RestoreFailed", message)),
         )
     })
 }

@@ -79,7 +79,9 @@ fn a_failing_restore_stops_the_pass_with_its_reason() {
             assert_eq!(*reason, WaitReason::RestoreFailed);
             assert!(reason.needs_attention(), "a Warning Event");
             assert!(
-                message.contains("restoring etcd-0 from s3://backups/prod/before.db failed (NotASnapshot)"),
+                message.contains(
+                    "restoring etcd-0 from s3://backups/prod/before.db failed (NotASnapshot)"
+                ),
                 "{message}"
             );
         }
