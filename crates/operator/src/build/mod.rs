@@ -26,7 +26,8 @@ pub use pod::{
 pub use pvc::member_pvc;
 pub use restore::{
     RESTORE_COMMIT_CONTAINER, RESTORE_CONTAINER, RESTORE_FAILED_MARK, RESTORE_FETCH_CONTAINER,
-    RESTORE_WORK_DIR, parse_restore_failure, restore_failure, restore_init_containers,
+    RESTORE_WORK_DIR, parse_restore_failure, restore_failure, restore_in_progress,
+    restore_init_containers,
 };
 pub use service::{client_service, headless_service, service_drift};
 

@@ -193,6 +193,36 @@ pub fn restore_failure(status: &PodStatus) -> Option<String> {
         })
 }
 
+/// The restore step running now, while the Pod's restore init containers have started and
+/// not all finished (and none fails: see [`restore_failure`]); `None` otherwise, also for a
+/// Pod without them.
+pub fn restore_in_progress(status: &PodStatus) -> Option<String> {
+    let restore_containers = [
+        RESTORE_FETCH_CONTAINER,
+        RESTORE_CONTAINER,
+        RESTORE_COMMIT_CONTAINER,
+    ];
+    let statuses: Vec<_> = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .filter(|c| restore_containers.contains(&c.name.as_str()))
+        .collect();
+    if statuses.is_empty() || restore_failure(status).is_some() {
+        return None;
+    }
+    let done = |c: &&k8s_openapi::api::core::v1::ContainerStatus| {
+        c.state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .is_some_and(|t| t.exit_code == 0)
+    };
+    restore_containers.iter().find_map(|name| {
+        let c = statuses.iter().find(|c| c.name == *name)?;
+        (!done(c)).then(|| name.to_string())
+    })
+}
+
 /// The agent's own `RestoreFailed ...` line when there is one, else the tool's last line.
 fn failure_line(container: &str, message: Option<&str>) -> String {
     let message = message.unwrap_or_default();
@@ -472,5 +502,53 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(restore_failure(&other), None);
+    }
+
+    #[test]
+    fn a_running_restore_is_in_progress_until_every_step_succeeded() {
+        let named = |name: &str, state: ContainerState| ContainerStatus {
+            name: name.into(),
+            state: Some(state),
+            ..Default::default()
+        };
+        let running = ContainerState {
+            running: Some(Default::default()),
+            ..Default::default()
+        };
+        let pending = waiting("PodInitializing", "");
+        let pod = |containers: Vec<ContainerStatus>| PodStatus {
+            init_container_statuses: Some(containers),
+            ..Default::default()
+        };
+        let fetching = pod(vec![
+            named(RESTORE_FETCH_CONTAINER, running.clone()),
+            named(RESTORE_CONTAINER, pending.clone()),
+            named(RESTORE_COMMIT_CONTAINER, pending.clone()),
+        ]);
+        assert_eq!(
+            restore_in_progress(&fetching).as_deref(),
+            Some(RESTORE_FETCH_CONTAINER)
+        );
+        let restoring = pod(vec![
+            named(RESTORE_FETCH_CONTAINER, terminated(0, "")),
+            named(RESTORE_CONTAINER, running.clone()),
+            named(RESTORE_COMMIT_CONTAINER, pending),
+        ]);
+        assert_eq!(
+            restore_in_progress(&restoring).as_deref(),
+            Some(RESTORE_CONTAINER)
+        );
+        let done = pod(vec![
+            named(RESTORE_FETCH_CONTAINER, terminated(0, "")),
+            named(RESTORE_CONTAINER, terminated(0, "")),
+            named(RESTORE_COMMIT_CONTAINER, terminated(0, "")),
+        ]);
+        assert_eq!(restore_in_progress(&done), None);
+        let failed = pod(vec![named(
+            RESTORE_FETCH_CONTAINER,
+            terminated(1, "RestoreFailed SnapshotNotFound: gone"),
+        )]);
+        assert_eq!(restore_in_progress(&failed), None);
+        assert_eq!(restore_in_progress(&PodStatus::default()), None);
     }
 }

@@ -223,6 +223,9 @@ pub struct PodFacts {
     /// A restore init container of the seed's Pod failed: the agent's last line
     /// (`RestoreFailed <Reason>: <message>`), from that container's termination message.
     pub restore_failure: Option<String>,
+    /// The restore init container running now (a seed's first Pod filling its data
+    /// directory from a snapshot), while none fails.
+    pub restoring: Option<String>,
 }
 
 impl PodFacts {
@@ -243,6 +246,7 @@ impl PodFacts {
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| t.0);
         let restore_failure = crate::build::restore_failure(&status);
+        let restoring = crate::build::restore_in_progress(&status);
         PodFacts {
             name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
@@ -286,6 +290,7 @@ impl PodFacts {
                 ended(c.state.as_ref()).or_else(|| ended(c.last_state.as_ref()))
             }),
             restore_failure,
+            restoring,
         }
     }
 

@@ -8,10 +8,25 @@ use crate::plan::decision::{Decision, MemberEdit};
 use crate::plan::step::WaitReason;
 use crate::plan::timing;
 
-/// A member's Pod whose restore init container fails now.
+/// A member's Pod whose restore init container fails now; or one restoring now, which
+/// nothing may disturb (a large snapshot takes longer than the not-ready grace period, and
+/// recreating the Pod would start the download over, forever).
 pub fn restore_failed(ctx: &Context<'_>) -> Option<Decision> {
     ctx.members.iter().filter(|m| !m.deleting).find_map(|m| {
         let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
+        if let Some(step) = pod.restoring.as_deref()
+            && pod.restore_failure.is_none()
+        {
+            return Some(Decision::wait(
+                WaitReason::WaitingForMember,
+                format!(
+                    "restoring {} from {} ({step})",
+                    m.name,
+                    restore_source_uri(ctx).unwrap_or_else(|| "its snapshot".to_string())
+                ),
+                timing::BLOCKED_POLL,
+            ));
+        }
         let line = pod.restore_failure.as_deref()?;
         let (reason, detail) = parse_restore_failure(line);
         let message = format!(

@@ -71,6 +71,7 @@ pub fn running_pod(member: &str) -> PodFacts {
         termination_message: None,
         trusted_ca: None,
         restore_failure: None,
+        restoring: None,
     }
 }
 

@@ -135,3 +135,35 @@ fn the_status_records_the_source_and_revision_once() {
             .is_none()
     );
 }
+
+#[test]
+fn a_long_restore_is_never_disturbed_by_the_repair_ladder() {
+    let mut fx = Fx::empty(1);
+    restoring(&mut fx);
+    fx.add_member("etcd-0", etcd_operator_api::MemberPhase::Provisioning);
+    fx.member_mut("etcd-0").spec.restore = Some(s3_restore());
+    let mut pod = running_pod("etcd-0");
+    pod.ready = false;
+    pod.phase = crate::plan::PodPhase::Pending;
+    // Started an hour ago: far beyond the not-ready grace period.
+    pod.started_at = Some(at(0));
+    pod.ready_changed_at = Some(at(0));
+    pod.restoring = Some("restore-fetch".into());
+    fx.with_pod("etcd-0", pod);
+    match fx.step() {
+        Step::Wait { reason, message } => {
+            assert_eq!(reason, WaitReason::WaitingForMember);
+            assert!(message.contains("restore-fetch"), "{message}");
+        }
+        other => panic!("a restoring seed must be left alone, got {other:?}"),
+    }
+    // Without the restore, the same Pod is a repair candidate: the guard is what holds it.
+    fx.pod_mut("etcd-0").restoring = None;
+    assert!(!matches!(
+        fx.step(),
+        Step::Wait {
+            reason: WaitReason::WaitingForMember,
+            ref message,
+        } if message.contains("restore-fetch")
+    ));
+}
