@@ -11,8 +11,14 @@ build: deps
 	$(CARGO) build --workspace --bins
 
 ## test: the whole test suite (installs what it needs first).
+## The kubectl-driven suites run a second time with kubectl v1.33 (scripts/install-deps.sh
+## installs it beside the machine's v1.32).
+KUBECTL_NEWER ?= /usr/local/lib/kubectl-v1.33/kubectl
+KUBECTL_SUITES := --test kubectl --test kubectl_checks --test admission_policies
+
 test: deps
 	$(CARGO) nextest run --workspace --lib --bins --tests --no-fail-fast
+	KUBECTL=$(KUBECTL_NEWER) $(CARGO) nextest run -p kube-sandbox $(KUBECTL_SUITES) --no-fail-fast
 	$(CARGO) test --workspace --doc
 
 ## crds: regenerate deploy/crds/ from the Rust types.

@@ -67,6 +67,10 @@ command -v openssl >/dev/null 2>&1 || want openssl
 # and the observability end-to-end test, which runs a real Prometheus against the sandbox.
 reports "prometheus, version" /usr/bin/prometheus --version || want prometheus
 reports "promtool, version" /usr/bin/promtool --version || want prometheus
+# The operator's OCI image (scripts/build-image.sh and its test): umoci builds the image from
+# scratch, skopeo writes and reads the oci-archive a user copies to a registry.
+reports "umoci version" umoci --version || want umoci
+reports "skopeo version" skopeo --version || want skopeo
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   mapfile -t need_apt < <(printf '%s\n' "${need_apt[@]}" | sort -u)
@@ -97,6 +101,8 @@ reports "prometheus, version" /usr/bin/prometheus --version ||
   fail "/usr/bin/prometheus does not run; run: apt-get install -y prometheus"
 reports "promtool, version" /usr/bin/promtool --version ||
   fail "/usr/bin/promtool does not run; run: apt-get install -y prometheus"
+reports "umoci version" umoci --version || fail "umoci does not run; run: apt-get install -y umoci"
+reports "skopeo version" skopeo --version || fail "skopeo does not run; run: apt-get install -y skopeo"
 for tool in ip tc unshare timeout kill python3 openssl; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is still missing"
 done

@@ -1,7 +1,8 @@
 //! A cluster's life beyond scaling, by the operator deployed from `deploy/`: a memory-backed
 //! cluster whose member loses its Pod (and with it its data) is healed by replacing that
 //! member; `spec.paused` stops every action while the status keeps telling the truth; deleting
-//! the EtcdCluster removes everything it owned.
+//! the EtcdCluster removes everything it owned; a member and its data PVC cannot be deleted by
+//! hand (the protection policy of `deploy/operator/`) unless the break-glass annotation says so.
 
 mod support;
 
@@ -32,6 +33,12 @@ where
         .await
         .map(|l| l.items.len())
         .unwrap_or(usize::MAX)
+}
+
+/// kubectl's stdout and stderr together, whether it succeeded or not.
+fn kubectl_output(cluster: &support::cluster::Cluster, args: &[&str]) -> String {
+    let (_, stdout, stderr) = tokio::task::block_in_place(|| support::kubectl(cluster, args));
+    format!("{stdout}{stderr}")
 }
 
 fn member_id(members: &[etcd_operator_api::EtcdMember], name: &str) -> Option<String> {
@@ -201,6 +208,65 @@ async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
     for member in &ids {
         assert!(after.contains(member), "{member:?} kept its ID: {after:?}");
     }
+    assert_eq!(
+        cluster
+            .get("life", "etcd", "before-pause")
+            .unwrap()
+            .as_deref(),
+        Some("v")
+    );
+
+    // Protected (deploy/operator/protection.yaml): a member and its data PVC cannot be deleted
+    // by hand; with the break-glass annotation the member can, and the operator heals.
+    let refused = kubectl_output(&cluster, &["-n", "life", "delete", "etcdmember", "etcd-4"]);
+    assert!(
+        refused.contains("deleting EtcdMember etcd-4 by hand loses that member's data"),
+        "{refused}"
+    );
+    let refused = kubectl_output(&cluster, &["-n", "life", "delete", "pvc", "data-etcd-4"]);
+    assert!(
+        refused.contains("deleting the etcd data PVC data-etcd-4 by hand"),
+        "{refused}"
+    );
+    let before_glass = members(&client, "life", "etcd").await;
+    let uid = |ms: &[etcd_operator_api::EtcdMember]| {
+        ms.iter()
+            .find(|m| m.metadata.name.as_deref() == Some("etcd-4"))
+            .and_then(|m| m.metadata.uid.clone())
+    };
+    kubectl_output(
+        &cluster,
+        &[
+            "-n",
+            "life",
+            "annotate",
+            "etcdmember",
+            "etcd-4",
+            "etcd-operator.cozystack.io/allow-delete=true",
+        ],
+    );
+    let allowed = kubectl_output(
+        &cluster,
+        &[
+            "-n",
+            "life",
+            "delete",
+            "etcdmember",
+            "etcd-4",
+            "--wait=false",
+        ],
+    );
+    assert!(allowed.contains("deleted"), "{allowed}");
+    eventually("etcd-4 to be deleted and made again", LIMIT, || async {
+        let now = uid(&members(&client, "life", "etcd").await);
+        if now.is_some() && now != uid(&before_glass) {
+            Ok(())
+        } else {
+            Err(format!("etcd-4 is {now:?}"))
+        }
+    })
+    .await;
+    cluster.wait_converged("life", "etcd", 5, LIMIT).await;
     assert_eq!(
         cluster
             .get("life", "etcd", "before-pause")

@@ -597,6 +597,41 @@ crds: {install: true, keep: false}
     }
 }
 
+/// The protection policy allows the release's own service account (in whatever namespace the
+/// release goes) and can be turned off.
+#[test]
+fn the_protection_policy_follows_the_release_and_can_be_left_out() {
+    let helm = Helm::new(None);
+    let objects = helm.template(&["--namespace", "platform-etcd"]);
+    let policy = find(
+        &objects,
+        "ValidatingAdmissionPolicy",
+        "etcd-operator-protect-members",
+    )
+    .expect("the protection policy renders by default");
+    let allowed = policy["spec"]["variables"][0]["expression"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        allowed.contains("'system:serviceaccount:platform-etcd:etcd-operator'"),
+        "{allowed}"
+    );
+    assert!(
+        find(
+            &objects,
+            "ValidatingAdmissionPolicyBinding",
+            "etcd-operator-protect-members"
+        )
+        .is_some()
+    );
+    let off = helm.template(&["--set", "protection.enabled=false"]);
+    assert!(
+        !off.iter()
+            .any(|o| kind_name(o).0.starts_with("ValidatingAdmissionPolicy")),
+        "protection.enabled=false leaves the policy out"
+    );
+}
+
 #[test]
 fn crds_and_the_leader_role_can_be_left_out() {
     let helm = Helm::new(None);

@@ -1,6 +1,6 @@
-//! The sandbox driven by the real `kubectl` (v1.32): the everyday commands (apply, get,
-//! patch, scale, label, annotate, delete, wait, explain), checked against what kubectl prints
-//! for a real cluster.
+//! The sandbox driven by the real `kubectl` (v1.32, and v1.33 through `make test`): the everyday
+//! commands (apply, get, patch, scale, label, annotate, delete, wait, explain), checked against
+//! what kubectl prints for a real cluster.
 
 mod common;
 

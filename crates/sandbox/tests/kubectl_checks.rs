@@ -1,6 +1,6 @@
-//! The sandbox driven by the real `kubectl` (v1.32): validation (CEL rules, strict fields),
-//! errors, RBAC, server-side apply, namespaces and watch, as kubectl shows them for a real
-//! cluster.
+//! The sandbox driven by the real `kubectl` (v1.32, and v1.33 through `make test`): validation (CEL
+//! rules, strict fields), errors, RBAC, server-side apply, namespaces and watch, as kubectl shows
+//! them for a real cluster.
 
 mod common;
 

@@ -92,13 +92,31 @@ pub async fn start_cluster_with(
     time_scale: TimeScale,
     cert_manager: bool,
 ) -> Cluster {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("temporary directory");
     let operator_binary = private_operator_binary(dir.path());
+    let images = operator_image(&operator_binary);
+    start_cluster_in(dir, nodes, time_scale, cert_manager, images).await
+}
+
+/// A sandbox of `nodes` nodes at real time whose images are `images` (then the sandbox's
+/// built-in etcd mappings), e.g. the operator's image from an unpacked OCI image.
+pub async fn start_cluster_with_images(nodes: usize, images: ImageMap) -> Cluster {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    start_cluster_in(dir, nodes, TimeScale::REAL, false, images).await
+}
+
+async fn start_cluster_in(
+    dir: tempfile::TempDir,
+    nodes: usize,
+    time_scale: TimeScale,
+    cert_manager: bool,
+    images: ImageMap,
+) -> Cluster {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut options = SandboxOptions::cluster(dir.path())
         .nodes(nodes)
         .time_scale(time_scale)
-        .images(operator_image(&operator_binary));
+        .images(images);
     if cert_manager {
         options = options.cert_manager();
     }

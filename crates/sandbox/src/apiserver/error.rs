@@ -156,6 +156,11 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// An error with the given code and reason (an admission policy's `reason`).
+    pub fn with_reason(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self::new(code, reason, message)
+    }
+
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
     }

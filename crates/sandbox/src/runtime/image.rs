@@ -13,7 +13,14 @@
 //!     entrypoint: [/usr/local/bin/etcd]
 //!     files:
 //!       /usr/local/bin/etcd: /usr/bin/etcd
+//!   - image: "ghcr.io/etcd-operator-rs/etcd-operator:*"
+//!     rootfs: /var/lib/images/etcd-operator/rootfs  # an unpacked OCI image (umoci unpack)
+//!     entrypoint: [/usr/local/bin/etcd-operator]
 //! ```
+//!
+//! A rule with `rootfs` runs its containers on that directory instead of the machine's system
+//! directories: the container sees the image's files only (read-only), so an image that lacks
+//! a library its program needs fails to start as it would on a real node.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +41,8 @@ pub struct ImageRule {
     pattern_text: String,
     /// Image paths (absolute) to host files or directories, bound read-only.
     pub files: BTreeMap<String, PathBuf>,
+    /// An unpacked image root filesystem to run on instead of the machine's `/usr`, `/lib`...
+    pub rootfs: Option<PathBuf>,
     pub entrypoint: Vec<String>,
     pub cmd: Vec<String>,
     pub env: BTreeMap<String, String>,
@@ -53,6 +62,7 @@ struct ImageRuleFile {
     image_regex: Option<String>,
     #[serde(default)]
     files: BTreeMap<String, PathBuf>,
+    rootfs: Option<PathBuf>,
     #[serde(default)]
     entrypoint: Vec<String>,
     #[serde(default)]
@@ -142,6 +152,7 @@ impl ImageMap {
                 pattern,
                 pattern_text,
                 files,
+                rootfs: rule.rootfs.map(|dir| base.join(dir)),
                 entrypoint: rule.entrypoint,
                 cmd: rule.cmd,
                 env: rule.env,
@@ -182,6 +193,15 @@ impl ImageMap {
                 image: image.to_string(),
                 source_file: self.source.clone(),
             })?;
+        if let Some(rootfs) = &rule.rootfs
+            && !rootfs.is_dir()
+        {
+            return Err(ImageError::MissingHostFile {
+                image: image.to_string(),
+                image_path: "/ (rootfs)".into(),
+                host_path: rootfs.clone(),
+            });
+        }
         for (image_path, host_path) in &rule.files {
             if !host_path.exists() {
                 return Err(ImageError::MissingHostFile {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::RuntimeError;
 use super::env::expand_all;
 use super::image::ImageRule;
-use super::rootfs::{HostEntry, MountSource, MountSpec, RootLayout, plan_root};
+use super::rootfs::{HostEntry, MountSource, MountSpec, RootLayout, image_system_dirs, plan_root};
 use super::spawn::ChildPlan;
 use super::spec::ContainerConfig;
 
@@ -234,9 +234,20 @@ pub(crate) fn prepare(
         .clone()
         .or_else(|| rule.working_dir.clone())
         .unwrap_or_else(|| "/".into());
+    // A rule with an unpacked image root runs on it instead of the machine's directories.
+    let image_dirs = match &rule.rootfs {
+        Some(rootfs) => Some(
+            image_system_dirs(rootfs).map_err(|source| RuntimeError::Io {
+                context: format!("read the image root {}", rootfs.display()),
+                source,
+            })?,
+        ),
+        None => None,
+    };
     let steps = plan_root(RootLayout {
         root: pod.root,
-        system_dirs: pod.system_dirs,
+        system_dirs: image_dirs.as_deref().unwrap_or(pod.system_dirs),
+        system_source: rule.rootfs.as_deref(),
         etc_files: pod.etc_files,
         image_files,
         volumes: mounts,

@@ -51,6 +51,33 @@ pub(crate) fn host_system_dirs() -> Vec<(String, HostEntry)> {
         .collect()
 }
 
+/// Top-level entries of an image's root filesystem the runtime does not make itself, as the
+/// system directories of a container that runs on that root instead of the machine's (`/proc`,
+/// `/dev`, `/sys`, `/tmp` and `/run` are always the runtime's own).
+pub(crate) fn image_system_dirs(rootfs: &Path) -> std::io::Result<Vec<(String, HostEntry)>> {
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(rootfs)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if ["proc", "dev", "sys", "tmp", "run"].contains(&name.as_str()) {
+            continue;
+        }
+        let kind = entry.file_type()?;
+        let host = if kind.is_symlink() {
+            HostEntry::Symlink(std::fs::read_link(entry.path())?)
+        } else if kind.is_dir() {
+            HostEntry::Directory
+        } else if kind.is_file() {
+            HostEntry::File
+        } else {
+            continue;
+        };
+        entries.push((format!("/{name}"), host));
+    }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(entries)
+}
+
 /// Where a mount's content comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum MountSource {
@@ -72,6 +99,9 @@ pub(crate) struct RootLayout<'a> {
     /// The directory the root tmpfs is mounted on (inside the child's mount namespace only).
     pub(crate) root: &'a Path,
     pub(crate) system_dirs: &'a [(String, HostEntry)],
+    /// Where the system directories come from: `None` for the machine's own (`/usr` from
+    /// `/usr`), or an image's unpacked root filesystem (`/usr` from `<rootfs>/usr`).
+    pub(crate) system_source: Option<&'a Path>,
     /// `/etc/hosts`, `/etc/resolv.conf`, `/etc/hostname`: container path and host file.
     pub(crate) etc_files: &'a [(String, PathBuf)],
     /// The image's files: container path and host file or directory, read-only.
@@ -234,20 +264,28 @@ pub(crate) fn plan_root(layout: RootLayout<'_>) -> Result<Vec<SetupStep>, Invali
     }
     // Parents before children, so a volume inside another volume lands on top of it.
     mounts.sort_by_key(|(path, _)| path.components().count());
+    // Files the runtime places into the root: the image's, the volumes, and `/etc`'s (which is
+    // a system directory when the container runs on an image's own root filesystem).
+    let mut placed: Vec<PathBuf> = mounts.iter().map(|(path, _)| path.clone()).collect();
+    placed.extend(layout.etc_files.iter().map(|(path, _)| PathBuf::from(path)));
+    let source = |container: &Path| match layout.system_source {
+        Some(root) => root.join(container.strip_prefix("/").unwrap_or(container)),
+        None => container.to_path_buf(),
+    };
     let mut overlays = Vec::new();
     for (dir, entry) in layout.system_dirs {
         let container = PathBuf::from(dir);
         match entry {
-            // Something must be placed inside: a writable overlay on the machine's directory,
+            // Something must be placed inside: a writable overlay on the system directory,
             // its upper layer in the root tmpfs, made read-only once everything is in place.
-            HostEntry::Directory if mounts.iter().any(|(path, _)| path.starts_with(&container)) => {
-                plan_overlay(&mut planner, &container);
+            HostEntry::Directory if placed.iter().any(|path| path.starts_with(&container)) => {
+                plan_overlay(&mut planner, &container, &source(&container));
                 overlays.push(planner.host(&container));
             }
             HostEntry::Directory => planner.mount(
                 &MountSpec {
                     container_path: dir.clone(),
-                    source: MountSource::Directory(container.clone()),
+                    source: MountSource::Directory(source(&container)),
                     read_only: true,
                 },
                 &container,
@@ -255,7 +293,7 @@ pub(crate) fn plan_root(layout: RootLayout<'_>) -> Result<Vec<SetupStep>, Invali
             HostEntry::File => planner.mount(
                 &MountSpec {
                     container_path: dir.clone(),
-                    source: MountSource::File(container.clone()),
+                    source: MountSource::File(source(&container)),
                     read_only: true,
                 },
                 &container,
@@ -303,7 +341,7 @@ pub(crate) fn plan_root(layout: RootLayout<'_>) -> Result<Vec<SetupStep>, Invali
     Ok(planner.steps)
 }
 
-fn plan_overlay(planner: &mut Planner<'_>, dir: &Path) {
+fn plan_overlay(planner: &mut Planner<'_>, dir: &Path, lower: &Path) {
     let name = dir.strip_prefix("/").unwrap_or(dir);
     let layers = Path::new("/.overlay").join(name);
     planner.mkdir(Path::new("/.overlay"), 0o700);
@@ -313,7 +351,7 @@ fn plan_overlay(planner: &mut Planner<'_>, dir: &Path) {
     planner.mkdir(dir, 0o755);
     let options = format!(
         "lowerdir={},upperdir={},workdir={}",
-        dir.display(),
+        lower.display(),
         planner.host_path(&layers.join("upper")).display(),
         planner.host_path(&layers.join("work")).display(),
     );
@@ -381,6 +419,7 @@ mod tests {
         RootLayout {
             root: Path::new("/state/pod/rootfs"),
             system_dirs: system,
+            system_source: None,
             etc_files: &[],
             image_files: vec![MountSpec {
                 container_path: "/usr/local/bin/etcd".into(),
@@ -423,9 +462,7 @@ mod tests {
         assert_eq!(steps[1], "mount a tmpfs on /state/pod/rootfs");
         // The image places a file under /usr: an overlay, read-only at the end.
         assert_eq!(steps[2], "create directory /state/pod/rootfs/.overlay");
-        assert!(steps.contains(
-            &"mount an overlay of the machine's directory on /state/pod/rootfs/usr".to_string()
-        ));
+        assert!(steps.contains(&"mount an overlay of /usr on /state/pod/rootfs/usr".to_string()));
         assert!(steps.contains(&"link /state/pod/rootfs/bin -> usr/bin".to_string()));
         assert_eq!(
             steps.last().unwrap(),
@@ -445,6 +482,56 @@ mod tests {
             "make /state/pod/rootfs/usr/local/bin/etcd read-only"
         );
         assert!(steps.contains(&"create directory /state/pod/rootfs/var/lib/etcd".to_string()));
+    }
+
+    #[test]
+    fn an_image_root_replaces_the_machines_directories() {
+        let system = vec![
+            ("/etc".to_string(), HostEntry::Directory),
+            ("/lib".to_string(), HostEntry::Symlink("usr/lib".into())),
+            ("/usr".to_string(), HostEntry::Directory),
+            ("/home".to_string(), HostEntry::Directory),
+        ];
+        let etc = vec![("/etc/hosts".to_string(), PathBuf::from("/state/pod/hosts"))];
+        let mut layout = layout(Vec::new(), &system);
+        layout.system_source = Some(Path::new("/images/op/rootfs"));
+        layout.etc_files = &etc;
+        let steps = render(&plan_root(layout).unwrap());
+        // Every directory comes from the image's root, none from the machine's.
+        assert!(
+            steps.contains(&"bind /images/op/rootfs/home on /state/pod/rootfs/home".to_string())
+        );
+        assert!(steps.contains(
+            &"mount an overlay of /images/op/rootfs/usr on /state/pod/rootfs/usr".to_string()
+        ));
+        // /etc gets the Pod's hosts file inside, so it is an overlay of the image's /etc too.
+        assert!(steps.contains(
+            &"mount an overlay of /images/op/rootfs/etc on /state/pod/rootfs/etc".to_string()
+        ));
+        assert!(
+            steps.contains(&"bind /state/pod/hosts on /state/pod/rootfs/etc/hosts".to_string())
+        );
+        assert!(steps.contains(&"link /state/pod/rootfs/lib -> usr/lib".to_string()));
+        assert!(!steps.iter().any(|step| step.starts_with("bind /usr ")));
+    }
+
+    #[test]
+    fn an_image_roots_entries_are_its_system_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["usr/bin", "etc", "proc", "tmp", "dev"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        std::os::unix::fs::symlink("usr/lib", dir.path().join("lib")).unwrap();
+        std::fs::write(dir.path().join("marker"), "x").unwrap();
+        assert_eq!(
+            image_system_dirs(dir.path()).unwrap(),
+            vec![
+                ("/etc".to_string(), HostEntry::Directory),
+                ("/lib".to_string(), HostEntry::Symlink("usr/lib".into())),
+                ("/marker".to_string(), HostEntry::File),
+                ("/usr".to_string(), HostEntry::Directory),
+            ]
+        );
     }
 
     #[test]

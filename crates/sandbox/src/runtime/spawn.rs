@@ -68,11 +68,13 @@ impl SetupStep {
         match self {
             Self::PrivateMounts => "make / private in the container's mount namespace".into(),
             Self::Tmpfs { target, .. } => format!("mount a tmpfs on {}", show(target)),
-            Self::Overlay { target, .. } => {
-                format!(
-                    "mount an overlay of the machine's directory on {}",
-                    show(target)
-                )
+            Self::Overlay { target, options } => {
+                let options = show(options);
+                let lower = options
+                    .strip_prefix("lowerdir=")
+                    .and_then(|rest| rest.split(',').next())
+                    .unwrap_or("?");
+                format!("mount an overlay of {lower} on {}", show(target))
             }
             Self::Mkdir { path, .. } => format!("create directory {}", show(path)),
             Self::Touch { path } => format!("create mount point {}", show(path)),

@@ -9,7 +9,7 @@
 //! Behaviour follows Kubernetes 1.33 (apiextensions-apiserver v0.33, kube-openapi), including
 //! message texts, field paths and `StatusCause` reasons.
 
-mod cel;
+pub(crate) mod cel;
 mod correlation;
 mod crd_schema;
 mod defaults;

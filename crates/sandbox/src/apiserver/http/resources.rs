@@ -257,6 +257,7 @@ pub fn write_options(call: &Call) -> ApiResult<WriteOptions> {
         dry_run,
         field_manager,
         field_validation,
+        user: Some(call.identity.clone()),
         ..WriteOptions::default()
     })
 }
@@ -310,7 +311,8 @@ pub fn update(
 
 pub fn delete(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let body = call.body_json()?;
-    let options = DeleteOptions::from_request(&body, &call.query)?;
+    let mut options = DeleteOptions::from_request(&body, &call.query)?;
+    options.user = Some(call.identity.clone());
     let outcome = objects::delete(
         &call.server,
         &target.kind,
@@ -330,7 +332,8 @@ pub fn delete(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
 pub fn delete_collection(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let selectors = Selectors::from_call(call, &target.kind)?;
     let body = call.body_json()?;
-    let options = DeleteOptions::from_request(&body, &call.query)?;
+    let mut options = DeleteOptions::from_request(&body, &call.query)?;
+    options.user = Some(call.identity.clone());
     let snapshot = call.server.store.list(
         &target.kind.storage_id(),
         target.list_namespace(),

@@ -184,6 +184,23 @@ const BUILTINS: &[Builtin] = &[
     )
     .columns(columns::role_binding),
     kind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        false,
+    )
+    .status()
+    .columns(columns::created_at),
+    kind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        false,
+    )
+    .columns(columns::created_at),
+    kind(
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",

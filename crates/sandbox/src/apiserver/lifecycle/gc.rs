@@ -165,6 +165,7 @@ fn collect_if_orphaned(server: &ApiServer, graph: &Graph, uid: &str) {
     }
     let options = DeleteOptions {
         precondition_uid: Some(uid.to_string()),
+        user: Some(crate::apiserver::objects::policies::garbage_collector()),
         ..DeleteOptions::default()
     };
     delete_ref(server, object, &options);
@@ -211,6 +212,7 @@ fn delete_dependents(server: &ApiServer, graph: &Graph, owner: &str) {
             if current.is_some_and(|o| o["metadata"]["deletionTimestamp"].is_null()) {
                 let options = DeleteOptions {
                     precondition_uid: Some(dependent.clone()),
+                    user: Some(crate::apiserver::objects::policies::garbage_collector()),
                     ..DeleteOptions::default()
                 };
                 delete_ref(server, object, &options);

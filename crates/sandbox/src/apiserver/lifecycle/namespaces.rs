@@ -71,6 +71,7 @@ fn finish_deleting(server: &ApiServer, namespace: &str) {
             // Pods are stopped at once: a terminating namespace waits for nobody's grace period.
             let options = DeleteOptions {
                 grace_period_seconds: Some(0),
+                user: Some(objects::policies::namespace_controller()),
                 ..DeleteOptions::default()
             };
             let _ = objects::delete(server, &kind, namespace, name, &options);

@@ -156,6 +156,16 @@ fn validate_builtin(kind: &ResourceType, object: &Value) -> Vec<StatusCause> {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             causes.extend(crate::apiserver::crd::validate(object));
         }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            causes.extend(super::policies::validate_policy(object));
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding")
+            if object["spec"]["policyName"]
+                .as_str()
+                .is_none_or(str::is_empty) =>
+        {
+            causes.push(required("spec.policyName"));
+        }
         _ => {}
     }
     causes

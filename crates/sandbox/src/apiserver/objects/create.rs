@@ -73,7 +73,24 @@ pub fn create(
         map.remove("status");
     }
 
-    let warnings = admit(kind, version, &mut object, None, options.field_validation)?;
+    let mut warnings = admit(kind, version, &mut object, None, options.field_validation)?;
+    if let Some(user) = &options.user {
+        warnings.extend(super::policies::admit(
+            server,
+            &super::policies::Request {
+                kind,
+                version,
+                subresource: None,
+                operation: super::policies::Operation::Create,
+                namespace,
+                name: &name,
+                object: Some(&object),
+                old: None,
+                user,
+                dry_run: options.dry_run,
+            },
+        )?);
+    }
     super::update::record_managed_fields(kind, version, None, &mut object, options, None);
     if options.dry_run {
         return Ok(Written { object, warnings });

@@ -31,6 +31,8 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
     pub dry_run: bool,
+    /// Who asks, for the admission policies (`None`: no policy sees this delete).
+    pub user: Option<crate::apiserver::auth::Identity>,
 }
 
 impl DeleteOptions {
@@ -49,6 +51,7 @@ impl DeleteOptions {
                 .as_array()
                 .is_some_and(|d| d.iter().any(|v| v == "All")),
             propagation: None,
+            user: None,
         };
         let mut policy = body["propagationPolicy"].as_str().map(str::to_string);
         if body["orphanDependents"] == true {
@@ -121,6 +124,23 @@ pub fn delete(
         return Err(ApiError::not_found(&kind.group, &kind.plural, name));
     };
     check_preconditions(kind, name, &current, options)?;
+    if let Some(user) = &options.user {
+        super::policies::admit(
+            server,
+            &super::policies::Request {
+                kind,
+                version: &kind.storage_version().name,
+                subresource: None,
+                operation: super::policies::Operation::Delete,
+                namespace,
+                name,
+                object: None,
+                old: Some(&current),
+                user,
+                dry_run: options.dry_run,
+            },
+        )?;
+    }
     let grace = graceful_period(kind, &current, options);
     let finalizer = match options.propagation {
         Some(PropagationPolicy::Foreground) => Some(FOREGROUND_FINALIZER),

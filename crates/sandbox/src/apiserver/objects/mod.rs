@@ -5,6 +5,7 @@ mod admission;
 mod create;
 pub mod delete;
 pub mod metadata;
+pub mod policies;
 mod update;
 
 pub use create::create;
@@ -27,6 +28,9 @@ pub struct WriteOptions {
     pub dry_run: bool,
     pub field_manager: Option<String>,
     pub field_validation: FieldValidation,
+    /// Who asks, for the admission policies; `None` for the server's own controllers' writes,
+    /// which no policy sees.
+    pub user: Option<crate::apiserver::auth::Identity>,
     /// A write by the server itself that may set what clients may not (deletionTimestamp,
     /// status through the main resource).
     pub(crate) system: bool,

@@ -92,7 +92,7 @@ pub fn update_with(
             return Err(ApiError::not_found(&kind.group, &kind.plural, name));
         };
         let desired = mutate(&current)?;
-        let (mut object, warnings) =
+        let (mut object, mut warnings) =
             prepare(kind, version, subresource, &current, desired, options)?;
         let current_rv = resource_version_of(&current).unwrap_or(0);
         if unchanged(&current, &object) {
@@ -100,6 +100,23 @@ pub fn update_with(
                 object: (*current).clone(),
                 warnings,
             });
+        }
+        if let Some(user) = &options.user {
+            warnings.extend(super::policies::admit(
+                server,
+                &super::policies::Request {
+                    kind,
+                    version,
+                    subresource,
+                    operation: super::policies::Operation::Update,
+                    namespace,
+                    name,
+                    object: Some(&object),
+                    old: Some(&current),
+                    user,
+                    dry_run: options.dry_run,
+                },
+            )?);
         }
         if options.dry_run {
             return Ok(Written { object, warnings });

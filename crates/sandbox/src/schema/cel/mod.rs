@@ -15,6 +15,7 @@ use kube_cel::cel::Program;
 use serde_json::Value;
 
 pub(crate) use eval::evaluate;
+pub(crate) use values::untyped;
 
 use super::errors::FieldError;
 use super::node::Node;

@@ -275,6 +275,18 @@ builtin_kinds![
         admissionregistration::MutatingWebhookConfiguration
     ),
     (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        admissionregistration::ValidatingAdmissionPolicy
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        admissionregistration::ValidatingAdmissionPolicyBinding
+    ),
+    (
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",
