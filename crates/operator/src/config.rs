@@ -29,6 +29,11 @@ pub struct RunArgs {
     #[arg(long, env = "ETCD_IMAGE_REPOSITORY", default_value = DEFAULT_ETCD_IMAGE_REPOSITORY)]
     pub etcd_image_repository: String,
 
+    /// The operator's own image, which restore init containers run (a cluster bootstrapped
+    /// from a snapshot); keep it equal to the image of the operator's Deployment.
+    #[arg(long, env = "ETCD_OPERATOR_AGENT_IMAGE", default_value = crate::build::DEFAULT_AGENT_IMAGE)]
+    pub agent_image: String,
+
     /// Address of the HTTP server for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -116,6 +121,7 @@ impl RunArgs {
                 self.repair_backoff_seconds,
             ),
             cluster_domain: self.cluster_domain.clone(),
+            agent_image: self.agent_image.clone(),
         }
     }
 

@@ -28,6 +28,31 @@ enum Command {
         #[arg(long)]
         out_dir: Option<std::path::PathBuf>,
     },
+    /// Restore agent, step 1 (an init container of a restored cluster's seed): download the
+    /// snapshot from S3 into the work directory, checking etcd's trailing hash. Credentials
+    /// from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+    RestoreFetch {
+        #[arg(long)]
+        work_dir: std::path::PathBuf,
+        #[arg(long)]
+        endpoint: String,
+        #[arg(long)]
+        bucket: String,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        region: Option<String>,
+        #[arg(long)]
+        force_path_style: bool,
+    },
+    /// Restore agent, step 3: move the restored member directory into the data directory
+    /// (unless it already holds one) and remove the work directory.
+    RestoreCommit {
+        #[arg(long)]
+        work_dir: std::path::PathBuf,
+        #[arg(long)]
+        data_dir: std::path::PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,6 +67,78 @@ fn main() -> anyhow::Result<()> {
             .block_on(etcd_operator::run::run(*args)),
         Command::Crds { out_dir: None } => print_crds(),
         Command::Crds { out_dir: Some(dir) } => write_crds(&dir),
+        Command::RestoreFetch {
+            work_dir,
+            endpoint,
+            bucket,
+            key,
+            region,
+            force_path_style,
+        } => {
+            use etcd_operator::snapshot::restore;
+            let credentials = match (
+                std::env::var("AWS_ACCESS_KEY_ID"),
+                std::env::var("AWS_SECRET_ACCESS_KEY"),
+            ) {
+                (Ok(access_key_id), Ok(secret_access_key)) => {
+                    Some(etcd_operator::snapshot::store::S3Credentials {
+                        access_key_id,
+                        secret_access_key,
+                    })
+                }
+                _ => None,
+            };
+            let args = restore::FetchArgs {
+                work_dir,
+                location: etcd_operator_api::shared::S3SnapshotLocation {
+                    endpoint,
+                    bucket,
+                    key: Some(key),
+                    region,
+                    force_path_style: Some(force_path_style),
+                    ..Default::default()
+                },
+                credentials,
+            };
+            let outcome = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?
+                .block_on(restore::fetch(&args));
+            agent_exit(outcome.map(|(size, sha256)| {
+                format!("fetched {size} bytes, sha256:{sha256}, etcd's trailing hash checked")
+            }))
+        }
+        Command::RestoreCommit { work_dir, data_dir } => {
+            use etcd_operator::snapshot::restore;
+            agent_exit(
+                restore::commit(&work_dir, &data_dir).map(|done| match done {
+                    restore::Committed::Restored => {
+                        format!("restored data moved into {}", data_dir.display())
+                    }
+                    restore::Committed::KeptExisting => format!(
+                        "{} already holds a member: kept, the restored copy discarded",
+                        data_dir.display()
+                    ),
+                }),
+            )
+        }
+    }
+}
+
+/// Ends an agent step: its result on stdout, or its `RestoreFailed` line on stderr and exit 1.
+fn agent_exit(
+    outcome: Result<String, etcd_operator::snapshot::restore::RestoreError>,
+) -> anyhow::Result<()> {
+    match outcome {
+        Ok(done) => {
+            println!("{done}");
+            Ok(())
+        }
+        Err(error) => {
+            eprintln!("{}", error.line());
+            std::process::exit(1)
+        }
     }
 }
 

@@ -763,6 +763,388 @@ async fn interrupted_snapshot_resumes(cluster: Arc<Cluster>, moto: Arc<Moto>, na
     );
 }
 
+/// An EtcdCluster bootstrapped from the object `key`.
+fn restored_cluster_yaml(
+    namespace: &str,
+    name: &str,
+    replicas: i32,
+    version: &str,
+    endpoint: &str,
+    key: &str,
+    secret: &str,
+) -> String {
+    cluster_yaml(
+        namespace,
+        name,
+        replicas,
+        version,
+        &format!(
+            "  bootstrap:\n    restore:\n      source:\n        s3:\n          endpoint: {endpoint}\n          bucket: {BUCKET}\n          key: {key}\n          forcePathStyle: true\n          credentialsSecretRef:\n            name: {secret}\n"
+        ),
+    )
+}
+
+/// Every key with its value and revisions, and the store's revision, as one member (or the
+/// client Service) answers.
+fn keyspace(cluster: &Cluster, endpoint: &str) -> (i64, Vec<serde_json::Value>) {
+    let out = blocking(|| cluster.etcdctl(endpoint, &["get", "", "--prefix", "-w", "json"]))
+        .expect("etcdctl get --prefix");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("etcdctl prints JSON");
+    let revision = json["header"]["revision"].as_i64().expect("a revision");
+    let kvs = json["kvs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|kv| {
+            serde_json::json!({
+                "key": kv["key"], "value": kv["value"], "create_revision": kv["create_revision"],
+                "mod_revision": kv["mod_revision"], "version": kv["version"],
+            })
+        })
+        .collect();
+    (revision, kvs)
+}
+
+/// A new cluster restored from the EtcdSnapshot `snapshot` of the cluster in `from` (which
+/// took no writes since): every key, value and revision equal, the status names the source
+/// and the revision, the other members joined as learners. With `wipe`, the restored seed's
+/// volume is then wiped: it is replaced from the live cluster, never restored again.
+#[allow(clippy::too_many_arguments)]
+async fn restore_into_new_cluster(
+    cluster: Arc<Cluster>,
+    moto: Arc<Moto>,
+    from: &'static str,
+    snapshot: &'static str,
+    namespace: &'static str,
+    version: &'static str,
+    replicas: i32,
+    wipe: bool,
+) {
+    create_namespace(&cluster.client(), namespace).await;
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
+    let key = format!("{from}/{snapshot}.db");
+    let started = Instant::now();
+    apply(
+        &cluster,
+        &restored_cluster_yaml(
+            namespace,
+            "etcd",
+            replicas,
+            version,
+            &moto.url,
+            &key,
+            "s3-credentials",
+        ),
+    );
+    wait_available(&cluster, namespace, "etcd", replicas).await;
+    let available_after = started.elapsed().as_secs_f64();
+
+    let source = Api::<EtcdSnapshot>::namespaced(cluster.client(), from)
+        .get(snapshot)
+        .await
+        .expect("the source snapshot");
+    let (source_revision, source_kvs) =
+        keyspace(&cluster, &format!("http://etcd-client.{from}.svc:2379"));
+    assert!(!source_kvs.is_empty(), "{from}: keys to compare");
+    let c = get_cluster(&cluster.client(), namespace, "etcd").await;
+    let restored = c
+        .status
+        .as_ref()
+        .and_then(|s| s.restored_from.clone())
+        .expect("status.restoredFrom");
+    assert_eq!(restored.uri, format!("s3://{BUCKET}/{key}"));
+    assert_eq!(
+        restored.revision,
+        Some(source_revision),
+        "{namespace}: restored at the snapshot's revision"
+    );
+    assert_eq!(
+        source.status.as_ref().and_then(|s| s.revision),
+        Some(source_revision),
+        "{from}: no write since the snapshot"
+    );
+    for i in 0..replicas {
+        let url = format!("http://etcd-{i}.etcd.{namespace}.svc:2379");
+        let (revision, kvs) = keyspace(&cluster, &url);
+        assert_eq!(revision, source_revision, "{namespace}/etcd-{i}: revision");
+        assert_eq!(
+            kvs.len(),
+            source_kvs.len(),
+            "{namespace}/etcd-{i}: key count"
+        );
+        assert!(kvs == source_kvs, "{namespace}/etcd-{i}: keys differ");
+    }
+    // The first member was restored (its Pod ran the restore init containers); the others
+    // joined as learners (plain Pods) and were promoted.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client(), namespace);
+    for i in 0..replicas {
+        let pod = pods.get(&format!("etcd-{i}")).await.expect("a member Pod");
+        let inits: Vec<String> = pod
+            .spec
+            .unwrap()
+            .init_containers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        if i == 0 {
+            assert_eq!(inits, ["restore-fetch", "restore", "restore-commit"]);
+        } else {
+            assert!(inits.is_empty(), "etcd-{i}: {inits:?}");
+        }
+    }
+    let members = blocking(|| {
+        cluster.etcdctl(
+            &format!("http://etcd-client.{namespace}.svc:2379"),
+            &["member", "list", "-w", "json"],
+        )
+    })
+    .unwrap();
+    let members: serde_json::Value = serde_json::from_str(&members).unwrap();
+    let list = members["members"].as_array().unwrap();
+    assert_eq!(list.len() as i32, replicas, "{members}");
+    assert!(
+        list.iter().all(|m| m["isLearner"].as_bool() != Some(true)),
+        "{members}"
+    );
+    println!(
+        "{namespace}: {replicas} member(s) restored from {key} ({} keys, revision {source_revision}), Available after {available_after:.1} s, every key and revision equal",
+        source_kvs.len()
+    );
+    if !wipe {
+        return;
+    }
+    let client_url = format!("http://etcd-client.{namespace}.svc:2379");
+    blocking(|| cluster.etcdctl(&client_url, &["put", "after-restore", "live"])).unwrap();
+    let ids_before = cluster.recorded_ids(namespace, "etcd").await;
+    let wiped = Instant::now();
+    cluster
+        .kubelet
+        .wipe_claim(namespace, "data-etcd-0")
+        .unwrap();
+    cluster
+        .kubelet
+        .signal_container(
+            namespace,
+            "etcd-0",
+            Some("etcd"),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    let client = cluster.client();
+    let old_seed = ids_before
+        .iter()
+        .find(|(n, _)| n == "etcd-0")
+        .map(|(_, id)| id.clone())
+        .unwrap();
+    eventually(
+        &format!("{namespace}: the wiped seed replaced"),
+        LIMIT,
+        || async {
+            let now = cluster.recorded_ids(namespace, "etcd").await;
+            let seed = now
+                .iter()
+                .find(|(n, _)| n == "etcd-0")
+                .map(|(_, id)| id.clone())
+                .unwrap_or_default();
+            let c = get_cluster(&client, namespace, "etcd").await;
+            let ready = c.status.as_ref().and_then(|s| s.ready_members);
+            if !seed.is_empty() && seed != old_seed && ready == Some(replicas) {
+                Ok(())
+            } else {
+                Err(format!("seed {seed:?} (was {old_seed}), ready {ready:?}"))
+            }
+        },
+    )
+    .await;
+    let pod = pods.get("etcd-0").await.unwrap();
+    assert!(
+        pod.spec
+            .unwrap()
+            .init_containers
+            .unwrap_or_default()
+            .is_empty(),
+        "{namespace}: the replacement seed Pod restores nothing"
+    );
+    let url = format!("http://etcd-0.etcd.{namespace}.svc:2379");
+    eventually(
+        &format!("{namespace}/etcd-0 has the live data"),
+        LIMIT,
+        || async {
+            let value = blocking(|| {
+                cluster.etcdctl(&url, &["get", "after-restore", "--print-value-only"])
+            })?;
+            (value.trim() == "live")
+                .then_some(())
+                .ok_or_else(|| format!("after-restore = {value:?}"))
+        },
+    )
+    .await;
+    println!(
+        "{namespace}: the restored seed's wiped volume: replaced from the live cluster under a new ID in {:.1} s, not restored again",
+        wiped.elapsed().as_secs_f64()
+    );
+}
+
+/// Restore sources that cannot work: each cluster's seed stays out of service with the reason
+/// in the cluster's conditions and a Warning Event, and its etcd never starts.
+async fn restore_bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, snapshot_key: String) {
+    let namespace = "restore-bad";
+    create_namespace(&cluster.client(), namespace).await;
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-wrong",
+        "AKIAWRONGWRONGWRONG",
+        "not-the-secret",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(
+        &text,
+        "these are not the bytes of an etcd snapshot\n".repeat(100),
+    )
+    .unwrap();
+    blocking(|| moto.upload(BUCKET, "restore-bad/notes.db", &text));
+    // A real snapshot with one byte flipped in the middle: etcd's trailing hash disagrees.
+    let real = dir.path().join("real.db");
+    blocking(|| moto.download(BUCKET, &snapshot_key, &real));
+    let mut bytes = std::fs::read(&real).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    let damaged = dir.path().join("damaged.db");
+    std::fs::write(&damaged, &bytes).unwrap();
+    blocking(|| moto.upload(BUCKET, "restore-bad/damaged.db", &damaged));
+
+    let cases = [
+        (
+            "missing",
+            "restore-bad/none.db",
+            "s3-credentials",
+            "SnapshotNotFound",
+            "does not exist",
+        ),
+        (
+            "not-a-snapshot",
+            "restore-bad/notes.db",
+            "s3-credentials",
+            "NotASnapshot",
+            "is not an etcd snapshot",
+        ),
+        (
+            "damaged",
+            "restore-bad/damaged.db",
+            "s3-credentials",
+            "NotASnapshot",
+            "checksum mismatch",
+        ),
+        (
+            "wrong-credentials",
+            &snapshot_key,
+            "s3-wrong",
+            "Unauthorized",
+            "the S3 credentials were refused",
+        ),
+        (
+            "missing-secret",
+            &snapshot_key,
+            "no-such-secret",
+            "CredentialsSecretInvalid",
+            "no-such-secret",
+        ),
+    ];
+    let started = Instant::now();
+    for (name, key, secret, _, _) in &cases {
+        apply(
+            &cluster,
+            &restored_cluster_yaml(namespace, name, 1, "3.5.1", &moto.url, key, secret),
+        );
+    }
+    let client = cluster.client();
+    for (name, _, _, reason, words) in &cases {
+        let c = eventually(&format!("{namespace}/{name}: {reason}"), LIMIT, || async {
+            let c = get_cluster(&client, namespace, name).await;
+            let found = c
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .find(|c| c.reason == "RestoreFailed")
+                .cloned();
+            match found {
+                Some(condition) if condition.message.contains(reason) => Ok(condition),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        assert!(
+            c.message.contains(words),
+            "{name}: {:?} lacks {words:?}",
+            c.message
+        );
+        assert!(!c.message.contains(&moto.secret) && !c.message.contains("not-the-secret"));
+        // The Event is recorded after the status write.
+        eventually(
+            &format!("{namespace}/{name}: a Warning RestoreFailed Event"),
+            LIMIT,
+            || async {
+                let events: Vec<(String, String)> =
+                    Api::<Event>::namespaced(client.clone(), namespace)
+                        .list(&ListParams::default())
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .items
+                        .into_iter()
+                        .filter(|e| e.involved_object.name.as_deref() == Some(*name))
+                        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+                        .collect();
+                events
+                    .contains(&("Warning".to_string(), "RestoreFailed".to_string()))
+                    .then_some(())
+                    .ok_or_else(|| format!("{events:?}"))
+            },
+        )
+        .await;
+        // etcd never started: its container has not run, the data directory holds nothing.
+        let pod = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), namespace)
+            .get(&format!("{name}-0"))
+            .await
+            .unwrap();
+        let etcd_ran = pod
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| {
+                c.name == "etcd"
+                    && c.state
+                        .as_ref()
+                        .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+            });
+        assert!(!etcd_ran, "{name}: etcd started");
+        println!("{namespace}/{name}: {}: {}", c.reason, c.message);
+    }
+    println!(
+        "restore bad inputs: each reported {:.1} s after creation",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_snapshots_to_s3() {
     let started = Instant::now();
@@ -793,11 +1175,40 @@ async fn e2e_snapshots_to_s3() {
     let idle = tokio::spawn(idle_clusters(cluster.clone(), moto.clone()));
     let tls = tokio::spawn(tls_auth_cluster(cluster.clone(), moto.clone()));
     v35.await.unwrap();
+    // Restores run beside the bad inputs: neither writes to snap-35.
+    let restore_35 = tokio::spawn(restore_into_new_cluster(
+        cluster.clone(),
+        moto.clone(),
+        "snap-35",
+        "first",
+        "restore-35",
+        "3.5.1",
+        3,
+        true,
+    ));
+    let restore_bad = tokio::spawn(restore_bad_inputs(
+        cluster.clone(),
+        moto.clone(),
+        "snap-35/first.db".to_string(),
+    ));
     // The bad inputs need the healthy 3.5.1 cluster (else they would fail for that first).
     bad_inputs(cluster.clone(), moto.clone(), "snap-35").await;
     v34.await.unwrap();
+    let restore_34 = tokio::spawn(restore_into_new_cluster(
+        cluster.clone(),
+        moto.clone(),
+        "snap-34",
+        "large",
+        "restore-34",
+        "3.4.23",
+        1,
+        false,
+    ));
     idle.await.unwrap();
     tls.await.unwrap();
+    restore_35.await.unwrap();
+    restore_34.await.unwrap();
+    restore_bad.await.unwrap();
     interrupted_snapshot_resumes(cluster.clone(), moto.clone(), "snap-35").await;
     println!("snapshots: {:.0} s in all", started.elapsed().as_secs_f64());
 }

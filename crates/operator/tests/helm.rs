@@ -560,6 +560,10 @@ crds: {install: true, keep: false}
         ("lease-name", "my-lease"),
         ("lease-duration-seconds", "30"),
         ("etcd-image-repository", "registry.example.com/mirror/etcd"),
+        (
+            "agent-image",
+            "registry.example.com/platform/etcd-operator:v9.9.9",
+        ),
         ("not-ready-grace-seconds", "60"),
         ("repair-backoff-seconds", "5"),
         ("concurrency", "4"),

@@ -9,7 +9,7 @@ pub use security::{
     IssuerKind, IssuerReference, PeerCertManagerTls, PeerOperatorIssuedTls, PeerTls,
     parse_duration,
 };
-pub use status::{ClusterMemberStatus, EtcdClusterStatus, ObservedClusterSpec};
+pub use status::{ClusterMemberStatus, EtcdClusterStatus, ObservedClusterSpec, RestoredFrom};
 
 use k8s_openapi::api::core::v1::{
     Affinity, LocalObjectReference, ResourceRequirements, TopologySpreadConstraint,

@@ -68,6 +68,27 @@ pub struct EtcdClusterStatus {
     /// implementation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader: Option<String>,
+
+    /// Set once when the cluster was bootstrapped from `spec.bootstrap.restore`: the snapshot
+    /// it was restored from and the revision etcd reported when the restored seed first
+    /// answered. An extension of this implementation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<RestoredFrom>,
+}
+
+/// Where a restored cluster's data came from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoredFrom {
+    /// The snapshot, as `s3://<bucket>/<key>`.
+    pub uri: String,
+    /// etcd's revision when the restored seed first answered (the snapshot's revision when
+    /// no client wrote before the operator looked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// When the operator recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
 }
 
 /// The target spec the operator is working toward, latched from `spec`.

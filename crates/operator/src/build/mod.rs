@@ -10,6 +10,7 @@ mod metadata;
 mod pdb;
 mod pod;
 mod pvc;
+mod restore;
 mod service;
 
 pub use event::{EventType, REPORTING_COMPONENT, event};
@@ -23,6 +24,11 @@ pub use pod::{
     PEER_PORT, PodStart, StartKind, member_pod,
 };
 pub use pvc::member_pvc;
+pub use restore::{
+    RESTORE_COMMIT_CONTAINER, RESTORE_CONTAINER, RESTORE_FAILED_MARK, RESTORE_FETCH_CONTAINER,
+    RESTORE_WORK_DIR, parse_restore_failure, restore_failure, restore_in_progress,
+    restore_init_containers,
+};
 pub use service::{client_service, headless_service, service_drift};
 
 #[cfg(test)]
@@ -45,7 +51,13 @@ pub struct OperatorSettings {
     pub repair: crate::plan::RepairTiming,
     /// The cluster's DNS domain (`cluster.local`), for certificate names.
     pub cluster_domain: String,
+    /// The operator's own image, run by the restore init containers of a cluster
+    /// bootstrapped from a snapshot (`etcd-operator restore-fetch` / `restore-commit`).
+    pub agent_image: String,
 }
+
+/// The operator's image when it is not told otherwise (what `deploy/operator` runs).
+pub const DEFAULT_AGENT_IMAGE: &str = "ghcr.io/etcd-operator-rs/etcd-operator:v0.1.0";
 
 impl Default for OperatorSettings {
     fn default() -> Self {
@@ -53,6 +65,7 @@ impl Default for OperatorSettings {
             etcd_image_repository: DEFAULT_ETCD_IMAGE_REPOSITORY.to_string(),
             repair: Default::default(),
             cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
+            agent_image: DEFAULT_AGENT_IMAGE.to_string(),
         }
     }
 }

@@ -276,12 +276,17 @@ pub fn member_pod(
             affinity: member.spec.affinity.clone(),
             topology_spread_constraints: member.spec.topology_spread_constraints.clone(),
             image_pull_secrets: member.spec.image_pull_secrets.clone(),
+            init_containers: non_empty_vec(super::restore_init_containers(member, start, settings)),
             containers: vec![container],
             volumes: Some(volumes),
             ..Default::default()
         }),
         status: None,
     })
+}
+
+fn non_empty_vec<T>(items: Vec<T>) -> Option<Vec<T>> {
+    (!items.is_empty()).then_some(items)
 }
 
 /// An environment variable read from one of the Pod's annotations when the container starts.

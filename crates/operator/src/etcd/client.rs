@@ -267,6 +267,7 @@ impl EtcdClient {
             raft_index: response.raft_index(),
             raft_applied_index: response.raft_applied_index(),
             raft_term: response.raft_term(),
+            revision: header.map(|h| h.revision()).unwrap_or_default(),
             is_learner: response.is_learner(),
             errors: response.errors().to_vec(),
         })

@@ -41,6 +41,8 @@ pub struct EndpointStatus {
     pub raft_index: u64,
     pub raft_applied_index: u64,
     pub raft_term: u64,
+    /// The store's revision in the response header.
+    pub revision: i64,
     pub is_learner: bool,
     /// Errors the member reports about itself (e.g. an active alarm), verbatim.
     pub errors: Vec<String>,

@@ -114,6 +114,12 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
         status.cluster_id = Some(member_id_hex(id));
     }
 
+    if status.restored_from.is_none()
+        && let Some(restored) = restored_from(ctx)
+    {
+        status.restored_from = Some(restored);
+    }
+
     if ctx.observed.security.auth_found_enabled {
         status.auth_enabled = Some(true);
     }
@@ -158,6 +164,23 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
     }
     status.conditions = Some(list);
     status
+}
+
+/// Recorded once, the first time the restored seed answers: the source and etcd's revision.
+fn restored_from(ctx: &Context<'_>) -> Option<etcd_operator_api::cluster::RestoredFrom> {
+    let uri = super::rules::restore_source_uri(ctx)?;
+    let seed = ctx
+        .members
+        .iter()
+        .find(|m| m.observed.member.spec.restore.is_some())?;
+    let status = ctx.observed.etcd.status_of(seed.id?)?;
+    Some(etcd_operator_api::cluster::RestoredFrom {
+        uri,
+        revision: Some(status.revision),
+        time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            ctx.now,
+        )),
+    })
 }
 
 /// `CertificatesValid`, with `spec.tls` and at least one usable certificate observed.

@@ -220,6 +220,12 @@ pub struct PodFacts {
     ///
     /// [`TRUSTED_CA_ANNOTATION`]: crate::build::TRUSTED_CA_ANNOTATION
     pub trusted_ca: Option<String>,
+    /// A restore init container of the seed's Pod failed: the agent's last line
+    /// (`RestoreFailed <Reason>: <message>`), from that container's termination message.
+    pub restore_failure: Option<String>,
+    /// The restore init container running now (a seed's first Pod filling its data
+    /// directory from a snapshot), while none fails.
+    pub restoring: Option<String>,
 }
 
 impl PodFacts {
@@ -239,6 +245,8 @@ impl PodFacts {
         let ready_changed_at = ready_condition
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| t.0);
+        let restore_failure = crate::build::restore_failure(&status);
+        let restoring = crate::build::restore_in_progress(&status);
         PodFacts {
             name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
@@ -281,6 +289,8 @@ impl PodFacts {
                 };
                 ended(c.state.as_ref()).or_else(|| ended(c.last_state.as_ref()))
             }),
+            restore_failure,
+            restoring,
         }
     }
 

@@ -487,6 +487,8 @@ pub enum WaitReason {
     InvalidObject,
     /// A Secret `spec.tls` names cannot be used.
     InvalidSecret,
+    /// The seed's data directory could not be restored from `spec.bootstrap.restore`.
+    RestoreFailed,
 }
 
 impl WaitReason {
@@ -512,6 +514,7 @@ impl WaitReason {
             WaitReason::OutOfMemory => "OutOfMemory",
             WaitReason::InvalidObject => "InvalidObject",
             WaitReason::InvalidSecret => "InvalidSecret",
+            WaitReason::RestoreFailed => "RestoreFailed",
         }
     }
 

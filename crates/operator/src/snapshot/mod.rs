@@ -11,6 +11,7 @@
 pub mod controller;
 pub mod decide;
 pub mod digest;
+pub mod restore;
 pub mod store;
 
 pub use controller::{SnapshotContext, run_snapshot_controller};

@@ -17,13 +17,15 @@
 //! deletion, with the reason), a changed root password applied, a safety stop: etcd answering with a cluster ID other than the one
 //! latched means our members talk to another cluster, and nothing may act on it; and the
 //! start instructions of the Pods (`start`): a member that has started restarts only on its
-//! own data, never bootstrapping or rejoining from an empty data directory.
+//! own data, never bootstrapping or rejoining from an empty data directory; then a failing
+//! restore of the seed from `spec.bootstrap.restore` (`restore`), which stops everything else.
 
 mod advance;
 mod helpers;
 mod lifecycle;
 mod operations;
 mod repair;
+mod restore;
 mod start;
 
 use super::context::Context;
@@ -33,10 +35,11 @@ use super::timing;
 
 pub use advance::caught_up;
 pub use lifecycle::QUORUM_RECOVERY_CONDITION;
+pub use restore::restore_source_uri;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {
-    let rules: [fn(&Context<'_>) -> Option<Decision>; 16] = [
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 17] = [
         lifecycle::cluster_deletion,
         lifecycle::paused,
         lifecycle::certificates,
@@ -45,6 +48,7 @@ pub fn decide(ctx: &Context<'_>) -> Decision {
         lifecycle::root_password_change,
         lifecycle::foreign_cluster_id,
         start::pod_start_instructions,
+        restore::restore_failed,
         lifecycle::quorum_recovery_in_progress,
         lifecycle::terminating_members,
         lifecycle::corrupt_alarm,

@@ -70,6 +70,8 @@ pub fn running_pod(member: &str) -> PodFacts {
         start: Some(crate::build::PodStart::own_data(member, &peer(member))),
         termination_message: None,
         trusted_ca: None,
+        restore_failure: None,
+        restoring: None,
     }
 }
 
@@ -276,6 +278,7 @@ impl Fx {
             raft_index: 1000,
             raft_applied_index: 1000,
             raft_term: 2,
+            revision: 42,
             is_learner: answer == Answer::Learner,
             errors: vec![],
         };

@@ -1,0 +1,554 @@
+//! Bootstrap from a snapshot: the init containers that fill the seed's data directory from
+//! `spec.bootstrap.restore` before etcd starts, and how their failure reads back.
+//!
+//! Only the seed's *first* Pod carries them (a member with `spec.restore` whose Pod is created
+//! with [`StartKind::Bootstrap`]): every later Pod of that member resumes on its own data, so a
+//! wiped volume is never filled from the old snapshot again (etcd refuses to start on it, and
+//! the member is replaced from the live cluster).
+//!
+//! Three steps, each safe to repeat, none leaving a half-filled data directory:
+//! 1. `restore-fetch` (the operator's image, `etcd-operator restore-fetch`): downloads the
+//!    object into `<volume>/.restore/snapshot.db.part`, checks etcd's trailing SHA-256 on the
+//!    way, fsyncs and renames it to `snapshot.db`.
+//! 2. `restore` (the member's etcd image): `etcdutl snapshot restore` (`etcdctl` for 3.4)
+//!    into `<volume>/.restore/data`, with the member's name, peer URL and the cluster token.
+//! 3. `restore-commit` (`etcd-operator restore-commit`): renames `.restore/data/member` into
+//!    the data directory, unless the data directory already holds a member (then it is kept),
+//!    and removes `.restore`.
+
+use etcd_operator_api::EtcdMember;
+use etcd_operator_api::shared::StorageMedium;
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EnvVar, EnvVarSource, PodStatus, SecretKeySelector, SecurityContext,
+    VolumeMount,
+};
+
+use super::pod::{DATA_DIR, PodStart, StartKind};
+use super::{OperatorSettings, member_data_dir, member_peer_url};
+
+/// The init containers, in order.
+pub const RESTORE_FETCH_CONTAINER: &str = "restore-fetch";
+pub const RESTORE_CONTAINER: &str = "restore";
+pub const RESTORE_COMMIT_CONTAINER: &str = "restore-commit";
+/// The scratch directory on the data volume (same filesystem as the data directory, so the
+/// final rename is atomic).
+pub const RESTORE_WORK_DIR: &str = "/var/lib/etcd/.restore";
+/// The first word of the agent's last line when it fails.
+pub const RESTORE_FAILED_MARK: &str = "RestoreFailed";
+
+/// The restore init containers of `member`'s Pod, or none: only for a persistent member with
+/// `spec.restore` from S3 whose Pod bootstraps the cluster.
+pub fn restore_init_containers(
+    member: &EtcdMember,
+    start: &PodStart,
+    settings: &OperatorSettings,
+) -> Vec<Container> {
+    let name = member.metadata.name.as_deref().unwrap_or_default();
+    let Some(s3) = member
+        .spec
+        .restore
+        .as_ref()
+        .and_then(|r| r.source.s3.as_ref())
+    else {
+        return Vec::new();
+    };
+    if start.kind(name) != StartKind::Bootstrap
+        || member.spec.storage.medium_or_default() != StorageMedium::Persistent
+    {
+        return Vec::new();
+    }
+    let mount = VolumeMount {
+        name: "data".to_string(),
+        mount_path: DATA_DIR.to_string(),
+        ..Default::default()
+    };
+    let secret_env = |var: &str| EnvVar {
+        name: var.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: s3.credentials_secret_ref.name.clone(),
+                key: var.to_string(),
+                optional: None,
+            }),
+            ..Default::default()
+        }),
+    };
+    let mut fetch_args = vec![
+        "restore-fetch".to_string(),
+        format!("--work-dir={RESTORE_WORK_DIR}"),
+        format!("--endpoint={}", s3.endpoint),
+        format!("--bucket={}", s3.bucket),
+        format!("--key={}", s3.key.clone().unwrap_or_default()),
+    ];
+    if let Some(region) = s3.region.as_deref().filter(|r| !r.is_empty()) {
+        fetch_args.push(format!("--region={region}"));
+    }
+    if s3.force_path_style == Some(true) {
+        fetch_args.push("--force-path-style".to_string());
+    }
+    let fetch = Container {
+        name: RESTORE_FETCH_CONTAINER.to_string(),
+        image: Some(settings.agent_image.clone()),
+        args: Some(fetch_args),
+        env: Some(vec![
+            secret_env("AWS_ACCESS_KEY_ID"),
+            secret_env("AWS_SECRET_ACCESS_KEY"),
+        ]),
+        ..agent_container(&mount)
+    };
+
+    let peer_url = member_peer_url(member);
+    let v34 = member.spec.version.starts_with("3.4");
+    let (tool, env) = if v34 {
+        (
+            "/usr/local/bin/etcdctl",
+            Some(vec![EnvVar {
+                name: "ETCDCTL_API".to_string(),
+                value: Some("3".to_string()),
+                value_from: None,
+            }]),
+        )
+    } else {
+        ("/usr/local/bin/etcdutl", None)
+    };
+    let restore = Container {
+        name: RESTORE_CONTAINER.to_string(),
+        image: Some(settings.etcd_image(&member.spec.version)),
+        command: Some(vec![
+            tool.to_string(),
+            "snapshot".to_string(),
+            "restore".to_string(),
+            format!("{RESTORE_WORK_DIR}/snapshot.db"),
+            format!("--data-dir={RESTORE_WORK_DIR}/data"),
+            format!("--name={name}"),
+            format!("--initial-cluster={name}={peer_url}"),
+            format!("--initial-cluster-token={}", member.spec.cluster_token),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+        ]),
+        env,
+        ..agent_container(&mount)
+    };
+    let commit = Container {
+        name: RESTORE_COMMIT_CONTAINER.to_string(),
+        image: Some(settings.agent_image.clone()),
+        args: Some(vec![
+            "restore-commit".to_string(),
+            format!("--work-dir={RESTORE_WORK_DIR}"),
+            format!("--data-dir={}", member_data_dir(member)),
+        ]),
+        ..agent_container(&mount)
+    };
+    vec![fetch, restore, commit]
+}
+
+/// What every restore container shares: the data volume, the last lines of a failed run as
+/// its termination message, no privileges.
+fn agent_container(mount: &VolumeMount) -> Container {
+    Container {
+        volume_mounts: Some(vec![mount.clone()]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                add: None,
+            }),
+            run_as_non_root: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Why a restore init container of this Pod is failing now, in one line; `None` while none
+/// fails (a container that failed once and then succeeded no longer counts).
+pub fn restore_failure(status: &PodStatus) -> Option<String> {
+    let restore_containers = [
+        RESTORE_FETCH_CONTAINER,
+        RESTORE_CONTAINER,
+        RESTORE_COMMIT_CONTAINER,
+    ];
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .filter(|c| restore_containers.contains(&c.name.as_str()))
+        .find_map(|c| {
+            let state = c.state.as_ref()?;
+            if let Some(waiting) = &state.waiting {
+                // The kubelet could not even start it (a missing Secret or key).
+                if waiting.reason.as_deref() == Some("CreateContainerConfigError") {
+                    return Some(format!(
+                        "{RESTORE_FAILED_MARK} CredentialsSecretInvalid: {}",
+                        waiting.message.clone().unwrap_or_default()
+                    ));
+                }
+                let last = c.last_state.as_ref()?.terminated.as_ref()?;
+                return (last.exit_code != 0)
+                    .then(|| failure_line(&c.name, last.message.as_deref()));
+            }
+            let ended = state.terminated.as_ref()?;
+            (ended.exit_code != 0).then(|| failure_line(&c.name, ended.message.as_deref()))
+        })
+}
+
+/// The restore step running now, while the Pod's restore init containers have started and
+/// not all finished (and none fails: see [`restore_failure`]); `None` otherwise, also for a
+/// Pod without them.
+pub fn restore_in_progress(status: &PodStatus) -> Option<String> {
+    let restore_containers = [
+        RESTORE_FETCH_CONTAINER,
+        RESTORE_CONTAINER,
+        RESTORE_COMMIT_CONTAINER,
+    ];
+    let statuses: Vec<_> = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .filter(|c| restore_containers.contains(&c.name.as_str()))
+        .collect();
+    if statuses.is_empty() || restore_failure(status).is_some() {
+        return None;
+    }
+    let done = |c: &&k8s_openapi::api::core::v1::ContainerStatus| {
+        c.state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .is_some_and(|t| t.exit_code == 0)
+    };
+    restore_containers.iter().find_map(|name| {
+        let c = statuses.iter().find(|c| c.name == *name)?;
+        (!done(c)).then(|| name.to_string())
+    })
+}
+
+/// The agent's own `RestoreFailed ...` line when there is one, else the tool's last line.
+fn failure_line(container: &str, message: Option<&str>) -> String {
+    let message = message.unwrap_or_default();
+    if let Some(line) = message
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(RESTORE_FAILED_MARK))
+    {
+        return line.trim().to_string();
+    }
+    let last = message
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no output");
+    let reason = if container == RESTORE_CONTAINER {
+        "SnapshotRestoreFailed"
+    } else {
+        "AgentFailed"
+    };
+    format!(
+        "{RESTORE_FAILED_MARK} {reason}: {container} failed: {}",
+        last.trim()
+    )
+}
+
+/// Splits `RestoreFailed <Reason>: <message>` into its reason and message.
+pub fn parse_restore_failure(line: &str) -> (String, String) {
+    let rest = line
+        .strip_prefix(RESTORE_FAILED_MARK)
+        .unwrap_or(line)
+        .trim_start();
+    match rest.split_once(": ") {
+        Some((reason, message)) if !reason.contains(' ') => {
+            (reason.to_string(), message.to_string())
+        }
+        _ => ("RestoreFailed".to_string(), rest.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use etcd_operator_api::shared::{RestoreSpec, S3SnapshotLocation, SnapshotLocation};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+        LocalObjectReference,
+    };
+
+    use super::*;
+    use crate::build::member_pod;
+    use crate::build::pod::InitialClusterState;
+    use crate::build::tests_support::member;
+
+    fn restored_member(version: &str) -> EtcdMember {
+        let mut m = member("etcd", "etcd-0");
+        m.spec.version = version.to_string();
+        m.spec.restore = Some(RestoreSpec {
+            source: SnapshotLocation {
+                s3: Some(S3SnapshotLocation {
+                    endpoint: "http://s3.local:9000".into(),
+                    bucket: "backups".into(),
+                    key: Some("prod/before.db".into()),
+                    credentials_secret_ref: LocalObjectReference {
+                        name: "s3-credentials".into(),
+                    },
+                    region: None,
+                    force_path_style: Some(true),
+                }),
+                pvc: None,
+            },
+        });
+        m
+    }
+
+    fn start(state: InitialClusterState, initial: &str) -> PodStart {
+        PodStart {
+            initial_cluster: initial.to_string(),
+            state,
+        }
+    }
+
+    fn bootstrap() -> PodStart {
+        start(
+            InitialClusterState::New,
+            "etcd-0=http://etcd-0.etcd.prod.svc:2380",
+        )
+    }
+
+    fn init_names(m: &EtcdMember, s: &PodStart) -> Vec<String> {
+        member_pod(m, s, &OperatorSettings::default())
+            .unwrap()
+            .spec
+            .unwrap()
+            .init_containers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+    }
+
+    #[test]
+    fn only_the_bootstrapping_pod_of_a_restored_member_restores() {
+        let m = restored_member("3.5.1");
+        assert_eq!(
+            init_names(&m, &bootstrap()),
+            [
+                RESTORE_FETCH_CONTAINER,
+                RESTORE_CONTAINER,
+                RESTORE_COMMIT_CONTAINER
+            ]
+        );
+        // Every later Pod of the same member resumes on its own data: a wiped volume is never
+        // filled from the old snapshot again.
+        let own = PodStart::own_data("etcd-0", "http://etcd-0.etcd.prod.svc:2380");
+        assert!(init_names(&m, &own).is_empty());
+        let join = start(
+            InitialClusterState::Existing,
+            "etcd-0=http://etcd-0.etcd.prod.svc:2380,etcd-1=http://etcd-1.etcd.prod.svc:2380",
+        );
+        assert!(init_names(&m, &join).is_empty());
+        // A member without a restore source never restores.
+        assert!(init_names(&member("etcd", "etcd-0"), &bootstrap()).is_empty());
+        // Memory-backed members are refused by the planner; no restore either.
+        let mut memory = restored_member("3.5.1");
+        memory.spec.storage.medium = Some(etcd_operator_api::shared::StorageMedium::Memory);
+        assert!(init_names(&memory, &bootstrap()).is_empty());
+    }
+
+    #[test]
+    fn restore_uses_the_members_identity_and_the_right_tool() {
+        let settings = OperatorSettings::default();
+        for (version, tool) in [
+            ("3.5.1", "/usr/local/bin/etcdutl"),
+            ("3.4.23", "/usr/local/bin/etcdctl"),
+        ] {
+            let m = restored_member(version);
+            let containers = restore_init_containers(&m, &bootstrap(), &settings);
+            let fetch = &containers[0];
+            assert_eq!(fetch.image.as_deref(), Some(DEFAULT_AGENT_IMAGE_FOR_TEST));
+            let args = fetch.args.clone().unwrap();
+            for arg in [
+                "restore-fetch",
+                "--endpoint=http://s3.local:9000",
+                "--bucket=backups",
+                "--key=prod/before.db",
+                "--force-path-style",
+            ] {
+                assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
+            }
+            let env = fetch.env.clone().unwrap();
+            assert!(
+                env.iter().all(|e| e.value.is_none()),
+                "credentials only by reference"
+            );
+            assert_eq!(
+                env[0]
+                    .value_from
+                    .as_ref()
+                    .unwrap()
+                    .secret_key_ref
+                    .as_ref()
+                    .unwrap()
+                    .name,
+                "s3-credentials"
+            );
+            let restore = &containers[1];
+            assert_eq!(restore.image, Some(settings.etcd_image(version)));
+            let command = restore.command.clone().unwrap();
+            assert_eq!(command[0], tool);
+            for flag in [
+                "--name=etcd-0",
+                "--initial-cluster=etcd-0=http://etcd-0.etcd.prod.svc:2380",
+                "--initial-advertise-peer-urls=http://etcd-0.etcd.prod.svc:2380",
+                "--initial-cluster-token=prod-etcd-uid-etcd",
+                "--data-dir=/var/lib/etcd/.restore/data",
+            ] {
+                assert!(command.iter().any(|a| a == flag), "{flag} in {command:?}");
+            }
+            let api3 = restore
+                .env
+                .iter()
+                .flatten()
+                .any(|e| e.name == "ETCDCTL_API" && e.value.as_deref() == Some("3"));
+            assert_eq!(api3, version == "3.4.23");
+            let commit = containers[2].args.clone().unwrap();
+            assert!(commit.iter().any(|a| a == "--data-dir=/var/lib/etcd"));
+            for c in &containers {
+                assert_eq!(
+                    c.termination_message_policy.as_deref(),
+                    Some("FallbackToLogsOnError")
+                );
+            }
+        }
+    }
+
+    const DEFAULT_AGENT_IMAGE_FOR_TEST: &str = super::super::DEFAULT_AGENT_IMAGE;
+
+    fn status(container: ContainerStatus) -> PodStatus {
+        PodStatus {
+            init_container_statuses: Some(vec![container]),
+            ..Default::default()
+        }
+    }
+
+    fn terminated(code: i32, message: &str) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                message: Some(message.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn waiting(reason: &str, message: &str) -> ContainerState {
+        ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.to_string()),
+                message: Some(message.to_string()),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn failures_read_back_from_the_init_containers() {
+        let line = "RestoreFailed SnapshotNotFound: the restore source s3://b/k does not exist";
+        // Failed now.
+        let now = status(ContainerStatus {
+            name: RESTORE_FETCH_CONTAINER.into(),
+            state: Some(terminated(1, &format!("some log\n{line}\n"))),
+            ..Default::default()
+        });
+        assert_eq!(restore_failure(&now).as_deref(), Some(line));
+        // Backing off after a failure.
+        let backoff = status(ContainerStatus {
+            name: RESTORE_FETCH_CONTAINER.into(),
+            state: Some(waiting("CrashLoopBackOff", "back-off")),
+            last_state: Some(terminated(1, line)),
+            ..Default::default()
+        });
+        assert_eq!(restore_failure(&backoff).as_deref(), Some(line));
+        // Failed once, then succeeded: no failure.
+        let recovered = status(ContainerStatus {
+            name: RESTORE_FETCH_CONTAINER.into(),
+            state: Some(terminated(0, "")),
+            last_state: Some(terminated(1, line)),
+            ..Default::default()
+        });
+        assert_eq!(restore_failure(&recovered), None);
+        // The Secret is missing: the kubelet cannot start it.
+        let no_secret = status(ContainerStatus {
+            name: RESTORE_FETCH_CONTAINER.into(),
+            state: Some(waiting(
+                "CreateContainerConfigError",
+                "secret \"s3\" not found",
+            )),
+            ..Default::default()
+        });
+        let (reason, message) = parse_restore_failure(&restore_failure(&no_secret).unwrap());
+        assert_eq!(reason, "CredentialsSecretInvalid");
+        assert!(message.contains("secret \"s3\" not found"));
+        // etcdutl's own words when the restore step fails.
+        let tool = status(ContainerStatus {
+            name: RESTORE_CONTAINER.into(),
+            state: Some(terminated(1, "Error: snapshot file has wrong size\n")),
+            ..Default::default()
+        });
+        let (reason, message) = parse_restore_failure(&restore_failure(&tool).unwrap());
+        assert_eq!(reason, "SnapshotRestoreFailed");
+        assert!(message.contains("wrong size"), "{message}");
+        // Other init containers do not count.
+        let other = status(ContainerStatus {
+            name: "something-else".into(),
+            state: Some(terminated(1, line)),
+            ..Default::default()
+        });
+        assert_eq!(restore_failure(&other), None);
+    }
+
+    #[test]
+    fn a_running_restore_is_in_progress_until_every_step_succeeded() {
+        let named = |name: &str, state: ContainerState| ContainerStatus {
+            name: name.into(),
+            state: Some(state),
+            ..Default::default()
+        };
+        let running = ContainerState {
+            running: Some(Default::default()),
+            ..Default::default()
+        };
+        let pending = waiting("PodInitializing", "");
+        let pod = |containers: Vec<ContainerStatus>| PodStatus {
+            init_container_statuses: Some(containers),
+            ..Default::default()
+        };
+        let fetching = pod(vec![
+            named(RESTORE_FETCH_CONTAINER, running.clone()),
+            named(RESTORE_CONTAINER, pending.clone()),
+            named(RESTORE_COMMIT_CONTAINER, pending.clone()),
+        ]);
+        assert_eq!(
+            restore_in_progress(&fetching).as_deref(),
+            Some(RESTORE_FETCH_CONTAINER)
+        );
+        let restoring = pod(vec![
+            named(RESTORE_FETCH_CONTAINER, terminated(0, "")),
+            named(RESTORE_CONTAINER, running.clone()),
+            named(RESTORE_COMMIT_CONTAINER, pending),
+        ]);
+        assert_eq!(
+            restore_in_progress(&restoring).as_deref(),
+            Some(RESTORE_CONTAINER)
+        );
+        let done = pod(vec![
+            named(RESTORE_FETCH_CONTAINER, terminated(0, "")),
+            named(RESTORE_CONTAINER, terminated(0, "")),
+            named(RESTORE_COMMIT_CONTAINER, terminated(0, "")),
+        ]);
+        assert_eq!(restore_in_progress(&done), None);
+        let failed = pod(vec![named(
+            RESTORE_FETCH_CONTAINER,
+            terminated(1, "RestoreFailed SnapshotNotFound: gone"),
+        )]);
+        assert_eq!(restore_in_progress(&failed), None);
+        assert_eq!(restore_in_progress(&PodStatus::default()), None);
+    }
+}

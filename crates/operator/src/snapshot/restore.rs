@@ -1,0 +1,278 @@
+//! The restore agent: what `etcd-operator restore-fetch` and `restore-commit` do inside the
+//! seed's first Pod (see `build::restore` for the init containers). Failures end with one
+//! line `RestoreFailed <Reason>: <message>` on stderr, which the kubelet hands to the operator
+//! as the container's termination message (`FallbackToLogsOnError`); never a secret.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use etcd_operator_api::shared::S3SnapshotLocation;
+use futures::StreamExt;
+use object_store::{GetOptions, ObjectStore};
+
+use super::decide::Failure;
+use super::digest::SnapshotDigest;
+use super::store::{S3Credentials, classify, s3_store};
+use crate::build::RESTORE_FAILED_MARK;
+
+/// Why a restore step failed: a reason (CamelCase, the condition's) and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreError {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl RestoreError {
+    fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        RestoreError {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// The line the operator reads back.
+    pub fn line(&self) -> String {
+        format!("{RESTORE_FAILED_MARK} {}: {}", self.reason, self.message)
+    }
+}
+
+/// The fix every fetch failure shares.
+const FIX: &str = "fix spec.bootstrap.restore.source or the store; the Pod retries by itself";
+
+/// A store failure, worded for reading a restore source.
+pub fn restore_failure_of(failure: &Failure, uri: &str) -> RestoreError {
+    match failure {
+        Failure::Unauthorized => RestoreError::new(
+            "Unauthorized",
+            format!(
+                "the S3 credentials were refused reading {uri}: fix AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in the credentials Secret; the Pod retries by itself"
+            ),
+        ),
+        Failure::AccessDenied { detail } => RestoreError::new(
+            "AccessDenied",
+            format!("access denied reading {uri} ({detail}): grant s3:GetObject; {FIX}"),
+        ),
+        Failure::BucketNotFound { bucket } => RestoreError::new(
+            "BucketNotFound",
+            format!("bucket not found: the store has no bucket {bucket}; {FIX}"),
+        ),
+        Failure::EndpointUnreachable { endpoint, detail } => RestoreError::new(
+            "EndpointUnreachable",
+            format!("the S3 endpoint {endpoint} is unreachable ({detail}); {FIX}"),
+        ),
+        Failure::InvalidDestination { detail } => RestoreError::new(
+            "InvalidSource",
+            format!("the restore source is not usable: {detail}; {FIX}"),
+        ),
+        other => RestoreError::new(
+            "StoreError",
+            format!("reading {uri} failed ({}); {FIX}", other.reason()),
+        ),
+    }
+}
+
+/// The restore source as the agent gets it on its command line (credentials from the
+/// environment, which the Pod fills from the credentials Secret).
+#[derive(Clone, Debug)]
+pub struct FetchArgs {
+    pub work_dir: PathBuf,
+    pub location: S3SnapshotLocation,
+    pub credentials: Option<S3Credentials>,
+}
+
+/// Downloads the snapshot into `<work>/snapshot.db`: a fresh work directory, the bytes
+/// streamed into `snapshot.db.part` with etcd's trailing SHA-256 checked on the way, fsync,
+/// rename. Returns (size, SHA-256 hex).
+pub async fn fetch(args: &FetchArgs) -> Result<(u64, String), RestoreError> {
+    let key = args.location.key.clone().unwrap_or_default();
+    let uri = super::decide::object_uri(&args.location.bucket, &key);
+    let credentials = args.credentials.clone().ok_or_else(|| {
+        RestoreError::new(
+            "CredentialsSecretInvalid",
+            "AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is not set: the credentials Secret lacks the key; add it",
+        )
+    })?;
+    let store = s3_store(&args.location, &credentials).map_err(|f| restore_failure_of(&f, &uri))?;
+    let io = |what: &str, e: std::io::Error| {
+        RestoreError::new(
+            "VolumeError",
+            format!(
+                "{what} on the member's volume failed: {e}; check the PVC (free space, permissions)"
+            ),
+        )
+    };
+    let _ = std::fs::remove_dir_all(&args.work_dir);
+    std::fs::create_dir_all(&args.work_dir).map_err(|e| io("creating the work directory", e))?;
+    let part = args.work_dir.join("snapshot.db.part");
+    let mut file = std::fs::File::create(&part).map_err(|e| io("creating the snapshot file", e))?;
+
+    let path = object_store::path::Path::from(key.as_str());
+    let result = match store.get_opts(&path, GetOptions::default()).await {
+        Ok(result) => result,
+        Err(object_store::Error::NotFound { source, .. })
+            if !source.to_string().contains("NoSuchBucket") =>
+        {
+            return Err(RestoreError::new(
+                "SnapshotNotFound",
+                format!("the restore source {uri} does not exist; {FIX}"),
+            ));
+        }
+        Err(e) => return Err(restore_failure_of(&classify(&e, &args.location), &uri)),
+    };
+    let mut stream = result.into_stream();
+    let mut digest = SnapshotDigest::default();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| restore_failure_of(&classify(&e, &args.location), &uri))?;
+        digest.update(&chunk);
+        file.write_all(&chunk)
+            .map_err(|e| io("writing the snapshot", e))?;
+    }
+    let digested = digest.finish();
+    if !digested.trailer_matches {
+        return Err(RestoreError::new(
+            "NotASnapshot",
+            format!(
+                "{uri} ({} bytes) is not an etcd snapshot, or is damaged: its last 32 bytes are not the SHA-256 of the rest (checksum mismatch); point spec.bootstrap.restore.source at a snapshot an EtcdSnapshot or `etcdctl snapshot save` made",
+                digested.size
+            ),
+        ));
+    }
+    file.sync_all().map_err(|e| io("syncing the snapshot", e))?;
+    drop(file);
+    std::fs::rename(&part, args.work_dir.join("snapshot.db"))
+        .map_err(|e| io("renaming the snapshot", e))?;
+    sync_dir(&args.work_dir).map_err(|e| io("syncing the work directory", e))?;
+    Ok((digested.size, digested.sha256))
+}
+
+/// What `commit` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Committed {
+    /// The restored member directory is now the data directory's.
+    Restored,
+    /// The data directory already held a member (a restore committed before, or etcd ran):
+    /// kept as it is.
+    KeptExisting,
+}
+
+/// Moves `<work>/data/member` to `<data_dir>/member` (one rename on one filesystem, so etcd
+/// sees either nothing or the whole restored directory), unless the data directory already
+/// holds a member; removes the work directory either way.
+pub fn commit(work_dir: &Path, data_dir: &Path) -> Result<Committed, RestoreError> {
+    let io = |what: &str, e: std::io::Error| {
+        RestoreError::new(
+            "VolumeError",
+            format!(
+                "{what} on the member's volume failed: {e}; check the PVC (free space, permissions)"
+            ),
+        )
+    };
+    let target = data_dir.join("member");
+    if target.exists() {
+        let _ = std::fs::remove_dir_all(work_dir);
+        return Ok(Committed::KeptExisting);
+    }
+    let restored = work_dir.join("data").join("member");
+    if !restored.is_dir() {
+        return Err(RestoreError::new(
+            "SnapshotRestoreFailed",
+            format!(
+                "{} is missing: the restore step produced no member directory",
+                restored.display()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(data_dir).map_err(|e| io("creating the data directory", e))?;
+    std::fs::rename(&restored, &target).map_err(|e| io("moving the restored data", e))?;
+    sync_dir(data_dir).map_err(|e| io("syncing the data directory", e))?;
+    std::fs::remove_dir_all(work_dir).map_err(|e| io("removing the work directory", e))?;
+    Ok(Committed::Restored)
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("restore-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn commit_moves_the_restored_member_and_removes_the_work_dir() {
+        let root = scratch("move");
+        let work = root.join(".restore");
+        std::fs::create_dir_all(work.join("data/member/wal")).unwrap();
+        std::fs::write(work.join("data/member/wal/0.wal"), b"x").unwrap();
+        let data = root.join("data");
+        assert_eq!(commit(&work, &data).unwrap(), Committed::Restored);
+        assert!(data.join("member/wal/0.wal").is_file());
+        assert!(!work.exists());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn commit_never_replaces_an_existing_member() {
+        let root = scratch("keep");
+        let work = root.join(".restore");
+        std::fs::create_dir_all(work.join("data/member/wal")).unwrap();
+        std::fs::create_dir_all(root.join("member/snap")).unwrap();
+        std::fs::write(root.join("member/snap/db"), b"live").unwrap();
+        assert_eq!(commit(&work, &root).unwrap(), Committed::KeptExisting);
+        assert_eq!(std::fs::read(root.join("member/snap/db")).unwrap(), b"live");
+        assert!(!root.join("member/wal").exists());
+        assert!(!work.exists());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn commit_without_restored_data_fails_and_leaves_the_data_dir_empty() {
+        let root = scratch("none");
+        let work = root.join(".restore");
+        std::fs::create_dir_all(&work).unwrap();
+        let error = commit(&work, &root.join("data")).unwrap_err();
+        assert_eq!(error.reason, "SnapshotRestoreFailed");
+        assert!(!root.join("data/member").exists());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn failure_lines_parse_back() {
+        let error = RestoreError::new(
+            "SnapshotNotFound",
+            "the restore source s3://b/k does not exist",
+        );
+        let (reason, message) = crate::build::parse_restore_failure(&error.line());
+        assert_eq!(reason, "SnapshotNotFound");
+        assert_eq!(message, "the restore source s3://b/k does not exist");
+    }
+
+    #[test]
+    fn store_failures_name_the_source_and_never_say_snapshot_retry() {
+        let cases = [
+            (Failure::Unauthorized, "Unauthorized"),
+            (
+                Failure::BucketNotFound { bucket: "b".into() },
+                "BucketNotFound",
+            ),
+            (
+                Failure::EndpointUnreachable {
+                    endpoint: "http://x".into(),
+                    detail: "refused".into(),
+                },
+                "EndpointUnreachable",
+            ),
+        ];
+        for (failure, reason) in cases {
+            let error = restore_failure_of(&failure, "s3://b/k.db");
+            assert_eq!(error.reason, reason);
+            assert!(!error.message.contains("EtcdSnapshot"), "{}", error.message);
+        }
+    }
+}
