@@ -217,7 +217,10 @@ pub enum SnapshotCommand {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
     let n: u64 = number
         .parse()
         .map_err(|_| format!("{text:?} is not a duration such as 90s, 10m or 1h"))?;
@@ -264,7 +267,8 @@ where
         }
     };
     let format = cli.output;
-    match execute(cli).await {
+    // Boxed: the commands' futures are large, and a caller's stack (a test thread) is small.
+    match Box::pin(execute(cli)).await {
         Ok(printed) => Outcome {
             code: printed.code,
             stdout: printed.render(format),
@@ -353,17 +357,18 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
             add_member(&session, peer_url).await
         }
         Command::Snapshot {
-            create: Some(SnapshotCommand::Create {
-                name,
-                cluster,
-                pvc,
-                sub_path,
-                s3_bucket,
-                s3_endpoint,
-                s3_key,
-                s3_secret,
-                timeout,
-            }),
+            create:
+                Some(SnapshotCommand::Create {
+                    name,
+                    cluster,
+                    pvc,
+                    sub_path,
+                    s3_bucket,
+                    s3_endpoint,
+                    s3_key,
+                    s3_secret,
+                    timeout,
+                }),
             ..
         } => {
             let destination = match (pvc, s3_bucket) {
@@ -454,8 +459,20 @@ fn status(session: &Session, only: Option<&str>) -> anyhow::Result<Printed> {
     let view = &session.observed.etcd;
     let quota = quota(session);
     let mut table = Table::new(&[
-        "NAME", "ID", "LEADER", "LEARNER", "VERSION", "DB SIZE", "IN USE", "QUOTA", "RAFT INDEX",
-        "RAFT TERM", "ALARMS", "POD", "MEMBER", "ERROR",
+        "NAME",
+        "ID",
+        "LEADER",
+        "LEARNER",
+        "VERSION",
+        "DB SIZE",
+        "IN USE",
+        "QUOTA",
+        "RAFT INDEX",
+        "RAFT TERM",
+        "ALARMS",
+        "POD",
+        "MEMBER",
+        "ERROR",
     ]);
     let mut rows = Vec::new();
     for member in pick(session, only)? {
@@ -519,14 +536,22 @@ fn status(session: &Session, only: Option<&str>) -> anyhow::Result<Printed> {
             status
                 .map(|s| (s.leader != 0 && s.leader == s.member_id).to_string())
                 .unwrap_or_else(dash),
-            status.map(|s| s.is_learner.to_string()).unwrap_or_else(dash),
+            status
+                .map(|s| s.is_learner.to_string())
+                .unwrap_or_else(dash),
             status.map(|s| s.version.clone()).unwrap_or_else(dash),
             status.map(|s| bytes(s.db_size)).unwrap_or_else(dash),
             status.map(|s| bytes(s.db_size_in_use)).unwrap_or_else(dash),
             percent.map(|p| format!("{p:.1}%")).unwrap_or_else(dash),
-            status.map(|s| s.raft_index.to_string()).unwrap_or_else(dash),
+            status
+                .map(|s| s.raft_index.to_string())
+                .unwrap_or_else(dash),
             status.map(|s| s.raft_term.to_string()).unwrap_or_else(dash),
-            if alarms.is_empty() { dash() } else { alarms.join(",") },
+            if alarms.is_empty() {
+                dash()
+            } else {
+                alarms.join(",")
+            },
             pod_phase,
             member_phase,
             if error.is_empty() { dash() } else { error },
@@ -546,7 +571,15 @@ fn members(session: &Session) -> anyhow::Result<Printed> {
         .members
         .as_ref()
         .map_err(|e| anyhow!("etcd's member list is not available: {e}"))?;
-    let mut table = Table::new(&["ID", "NAME", "STARTED", "LEARNER", "PEER URLS", "CLIENT URLS", "ETCDMEMBER"]);
+    let mut table = Table::new(&[
+        "ID",
+        "NAME",
+        "STARTED",
+        "LEARNER",
+        "PEER URLS",
+        "CLIENT URLS",
+        "ETCDMEMBER",
+    ]);
     let mut rows = Vec::new();
     for member in list {
         let object = session
@@ -566,11 +599,19 @@ fn members(session: &Session) -> anyhow::Result<Printed> {
         }));
         table.push(vec![
             member_id_hex(member.id),
-            if member.name.is_empty() { "-".into() } else { member.name.clone() },
+            if member.name.is_empty() {
+                "-".into()
+            } else {
+                member.name.clone()
+            },
             member.has_started().to_string(),
             member.is_learner.to_string(),
             member.peer_urls.join(","),
-            if member.client_urls.is_empty() { "-".into() } else { member.client_urls.join(",") },
+            if member.client_urls.is_empty() {
+                "-".into()
+            } else {
+                member.client_urls.join(",")
+            },
             object.unwrap_or_else(|| "-".into()),
         ]);
     }
@@ -627,7 +668,12 @@ fn health(session: &Session) -> Printed {
     let mut table = Table::new(&["MEMBER", "ROLE", "HEALTHY", "DETAIL"]);
     for (role, list) in [("voter", &voters), ("learner", &learners)] {
         for v in list {
-            table.push(vec![v.name.clone(), role.into(), v.healthy.to_string(), v.detail.clone()]);
+            table.push(vec![
+                v.name.clone(),
+                role.into(),
+                v.healthy.to_string(),
+                v.detail.clone(),
+            ]);
         }
     }
     let summary = format!(
@@ -662,7 +708,10 @@ fn health(session: &Session) -> Printed {
 }
 
 /// Members in the order defrag visits them: followers first, the leader last.
-fn followers_first<'a>(session: &Session, members: Vec<&'a ObservedMember>) -> Vec<&'a ObservedMember> {
+fn followers_first<'a>(
+    session: &Session,
+    members: Vec<&'a ObservedMember>,
+) -> Vec<&'a ObservedMember> {
     let leader = session.observed.etcd.leader();
     let mut members = members;
     members.sort_by_key(|m| member_id(session, m).is_some_and(|id| Some(id) == leader));
@@ -676,16 +725,23 @@ async fn defrag(session: &Session, only: Option<&str>) -> anyhow::Result<Printed
     for member in members {
         let name = member_name(member);
         if member.pod.is_none() {
-            bail!("member {name} has no Pod: nothing to defragment; run again once it is back, or with --member for the others");
+            bail!(
+                "member {name} has no Pod: nothing to defragment; run again once it is back, or with --member for the others"
+            );
         }
         let client = session.etcd_member(name, Timeouts::DEFRAGMENT).await?;
         let url = session.local_url(name)?;
-        let before = client.endpoint_status(url).await.map_err(|e| anyhow!(e.to_string()))?;
-        client
-            .defragment(url)
+        let before = client
+            .endpoint_status(url)
             .await
-            .map_err(|e| anyhow!("defragmenting {name}: {e}; the members before it were defragmented"))?;
-        let after = client.endpoint_status(url).await.map_err(|e| anyhow!(e.to_string()))?;
+            .map_err(|e| anyhow!(e.to_string()))?;
+        client.defragment(url).await.map_err(|e| {
+            anyhow!("defragmenting {name}: {e}; the members before it were defragmented")
+        })?;
+        let after = client
+            .endpoint_status(url)
+            .await
+            .map_err(|e| anyhow!(e.to_string()))?;
         rows.push(json!({"name": name, "dbSizeBefore": before.db_size, "dbSizeAfter": after.db_size, "dbSizeInUse": after.db_size_in_use}));
         table.push(vec![
             name.to_string(),
@@ -704,7 +760,10 @@ async fn defrag(session: &Session, only: Option<&str>) -> anyhow::Result<Printed
 
 async fn compact(session: &Session, revision: Option<i64>) -> anyhow::Result<Printed> {
     let client = session.etcd().await?;
-    let current = client.revision().await.map_err(|e| anyhow!(e.to_string()))?;
+    let current = client
+        .revision()
+        .await
+        .map_err(|e| anyhow!(e.to_string()))?;
     let revision = revision.unwrap_or(current);
     if revision > current {
         bail!(Usage(format!(
@@ -717,7 +776,9 @@ async fn compact(session: &Session, revision: Option<i64>) -> anyhow::Result<Pri
     Ok(Printed {
         value: json!({"compactedRevision": revision, "currentRevision": current}),
         table: None,
-        lines: vec![format!("compacted revision {revision} (current revision {current})")],
+        lines: vec![format!(
+            "compacted revision {revision} (current revision {current})"
+        )],
         code: 0,
     })
 }
@@ -746,7 +807,11 @@ fn alarm_list(session: &Session) -> anyhow::Result<Printed> {
     for alarm in alarms {
         let name = name_of_id(session, alarm.member_id);
         rows.push(json!({"memberID": member_id_hex(alarm.member_id), "name": name, "alarm": alarm.kind.to_string()}));
-        table.push(vec![member_id_hex(alarm.member_id), name, alarm.kind.to_string()]);
+        table.push(vec![
+            member_id_hex(alarm.member_id),
+            name,
+            alarm.kind.to_string(),
+        ]);
     }
     let lines = if alarms.is_empty() {
         vec!["no active alarms".to_string()]
@@ -777,8 +842,14 @@ async fn alarm_disarm(session: &Session, only: Option<&str>) -> anyhow::Result<P
         None => None,
     };
     let mut disarmed = Vec::new();
-    for alarm in alarms.into_iter().filter(|a| only_id.is_none_or(|id| a.member_id == id)) {
-        client.disarm(alarm).await.map_err(|e| anyhow!(e.to_string()))?;
+    for alarm in alarms
+        .into_iter()
+        .filter(|a| only_id.is_none_or(|id| a.member_id == id))
+    {
+        client
+            .disarm(alarm)
+            .await
+            .map_err(|e| anyhow!(e.to_string()))?;
         disarmed.push(alarm);
     }
     let still = client.alarms().await.map_err(|e| anyhow!(e.to_string()))?;
@@ -812,7 +883,12 @@ async fn forfeit_leadership(session: &Session, to: Option<&str>) -> anyhow::Resu
         .members
         .iter()
         .find(|m| member_id(session, m) == Some(leader))
-        .ok_or_else(|| anyhow!("the leader {} is not one of the cluster's EtcdMembers", member_id_hex(leader)))?;
+        .ok_or_else(|| {
+            anyhow!(
+                "the leader {} is not one of the cluster's EtcdMembers",
+                member_id_hex(leader)
+            )
+        })?;
     let candidates: Vec<&ObservedMember> = session
         .observed
         .members
@@ -823,16 +899,18 @@ async fn forfeit_leadership(session: &Session, to: Option<&str>) -> anyhow::Resu
         })
         .filter(|m| {
             let url = etcd_operator::build::member_client_url(&m.member);
-            view.observation_at(&url).is_some_and(|o| {
-                o.is_healthy() && o.status.as_ref().is_ok_and(|s| !s.is_learner)
-            })
+            view.observation_at(&url)
+                .is_some_and(|o| o.is_healthy() && o.status.as_ref().is_ok_and(|s| !s.is_learner))
         })
         .filter(|m| to.is_none_or(|t| member_name(m) == t))
         .collect();
     let Some(target) = candidates.first() else {
         bail!(match to {
-            Some(to) => format!("member {to} is not a healthy voter other than the leader; see `kubectl etcd status`"),
-            None => "no other healthy voter to hand leadership to; see `kubectl etcd health`".into(),
+            Some(to) => format!(
+                "member {to} is not a healthy voter other than the leader; see `kubectl etcd status`"
+            ),
+            None =>
+                "no other healthy voter to hand leadership to; see `kubectl etcd health`".into(),
         });
     };
     let target_id = member_id(session, target).unwrap_or_default();
@@ -909,10 +987,14 @@ async fn add_member(session: &Session, peer_url: &str) -> anyhow::Result<Printed
     })
 }
 
-/// Streams a snapshot into `<file>.part` (created new, fsynced), checks etcd's trailing
-/// SHA-256, renames it over `file` and fsyncs the directory: `file` is either absent or a
-/// whole, verified snapshot.
-async fn snapshot_save(session: &Session, file: &Path, only: Option<&str>) -> anyhow::Result<Printed> {
+/// Streams a snapshot into `.<file>.part` (created new, fsynced), checks etcd's trailing
+/// SHA-256, links it as `file` (never over an existing file) and fsyncs the directory: `file`
+/// is either absent or a whole, verified snapshot.
+async fn snapshot_save(
+    session: &Session,
+    file: &Path,
+    only: Option<&str>,
+) -> anyhow::Result<Printed> {
     use std::io::Write;
     let leader = session.observed.etcd.leader();
     let member = match only {
@@ -925,16 +1007,28 @@ async fn snapshot_save(session: &Session, file: &Path, only: Option<&str>) -> an
                 .iter()
                 .filter(|m| {
                     let url = etcd_operator::build::member_client_url(&m.member);
-                    session.observed.etcd.observation_at(&url).is_some_and(|o| o.is_healthy())
+                    session
+                        .observed
+                        .etcd
+                        .observation_at(&url)
+                        .is_some_and(|o| o.is_healthy())
                 })
                 .collect();
             healthy.sort_by_key(|m| member_id(session, m) != leader);
             healthy
                 .first()
                 .map(|m| member_name(m).to_string())
-                .ok_or_else(|| anyhow!("no healthy member to take a snapshot from; see `kubectl etcd health`"))?
+                .ok_or_else(|| {
+                    anyhow!("no healthy member to take a snapshot from; see `kubectl etcd health`")
+                })?
         }
     };
+    if file.exists() {
+        bail!(Usage(format!(
+            "{} exists; remove it or choose another file name",
+            file.display()
+        )));
+    }
     let client = session.etcd_member(&member, Timeouts::SNAPSHOT).await?;
     let revision = client.revision().await.ok();
     let mut stream = client
@@ -998,8 +1092,24 @@ async fn snapshot_save(session: &Session, file: &Path, only: Option<&str>) -> an
             return Err(err);
         }
     };
-    std::fs::rename(&temporary, file)
-        .with_context(|| format!("renaming {} to {}", temporary.display(), file.display()))?;
+    // A hard link publishes the whole file atomically and, unlike rename, never replaces an
+    // existing one; the temporary name goes after.
+    let linked = std::fs::hard_link(&temporary, file);
+    let _ = std::fs::remove_file(&temporary);
+    linked.map_err(|err| {
+        if err.kind() == std::io::ErrorKind::AlreadyExists {
+            anyhow!(Usage(format!(
+                "{} exists; remove it or choose another file name (nothing was written)",
+                file.display()
+            )))
+        } else {
+            anyhow!(err).context(format!(
+                "publishing {} as {}",
+                temporary.display(),
+                file.display()
+            ))
+        }
+    })?;
     if let Ok(dir) = std::fs::File::open(&directory) {
         let _ = dir.sync_all();
     }
@@ -1009,7 +1119,9 @@ async fn snapshot_save(session: &Session, file: &Path, only: Option<&str>) -> an
         lines: vec![format!(
             "saved {} ({size} bytes) from {member}{}\nsha256:{sha}",
             file.display(),
-            revision.map(|r| format!(" at revision {r}")).unwrap_or_default()
+            revision
+                .map(|r| format!(" at revision {r}"))
+                .unwrap_or_default()
         )],
         code: 0,
     })

@@ -121,7 +121,11 @@ mod tests {
     #[test]
     fn columns_align_on_the_widest_cell() {
         let mut table = Table::new(&["NAME", "ID", "LEADER"]);
-        table.push(vec!["main-0".into(), "8e9e05c52164694d".into(), "true".into()]);
+        table.push(vec![
+            "main-0".into(),
+            "8e9e05c52164694d".into(),
+            "true".into(),
+        ]);
         table.push(vec!["m-1".into(), "1".into(), "false".into()]);
         assert_eq!(
             table.render(),

@@ -59,9 +59,8 @@ pub async fn kube_client(target: &Target) -> anyhow::Result<(Client, String)> {
     let kubeconfig = match &target.kubeconfig {
         Some(path) => kube::config::Kubeconfig::read_from(path)
             .with_context(|| format!("reading the kubeconfig {}", path.display()))?,
-        None => kube::config::Kubeconfig::read().context(
-            "reading the kubeconfig ($KUBECONFIG or ~/.kube/config); pass --kubeconfig",
-        )?,
+        None => kube::config::Kubeconfig::read()
+            .context("reading the kubeconfig ($KUBECONFIG or ~/.kube/config); pass --kubeconfig")?,
     };
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
@@ -116,7 +115,13 @@ pub async fn find_cluster(
 /// A store holding the cluster's objects of one kind, listed once.
 async fn listed<K>(api: Api<K>, cluster: &str) -> anyhow::Result<Store<K>>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, mut writer) = reflector::store::<K>();
     let items = api
@@ -189,10 +194,17 @@ impl Session {
         let name = cluster.metadata.name.clone().unwrap_or_default();
         let ns = |c: &Client| c.clone();
         let stores = Stores {
-            clusters: listed(Api::<EtcdCluster>::namespaced(ns(&client), &namespace), &name)
-                .await
-                .unwrap_or_else(|_| reflector::store().0),
-            members: listed(Api::<EtcdMember>::namespaced(ns(&client), &namespace), &name).await?,
+            clusters: listed(
+                Api::<EtcdCluster>::namespaced(ns(&client), &namespace),
+                &name,
+            )
+            .await
+            .unwrap_or_else(|_| reflector::store().0),
+            members: listed(
+                Api::<EtcdMember>::namespaced(ns(&client), &namespace),
+                &name,
+            )
+            .await?,
             pods: listed(Api::<Pod>::namespaced(ns(&client), &namespace), &name).await?,
             pvcs: listed(
                 Api::<PersistentVolumeClaim>::namespaced(ns(&client), &namespace),
@@ -293,9 +305,12 @@ impl Session {
 
     /// Why the port-forward to member `name` failed, if it did.
     pub fn forward_error(&self, member: &str) -> Option<String> {
-        self.forwards
-            .get(member)
-            .and_then(|f| f.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        self.forwards.get(member).and_then(|f| {
+            f.last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        })
     }
 
     /// A client over every member, with the operator's access.
@@ -314,7 +329,11 @@ impl Session {
     }
 
     /// A client of exactly one member.
-    pub async fn etcd_member(&self, member: &str, timeouts: Timeouts) -> anyhow::Result<EtcdClient> {
+    pub async fn etcd_member(
+        &self,
+        member: &str,
+        timeouts: Timeouts,
+    ) -> anyhow::Result<EtcdClient> {
         let url = self.local_url(member)?;
         EtcdClient::connect_endpoint(url, timeouts, &self.observed.security.access)
             .await

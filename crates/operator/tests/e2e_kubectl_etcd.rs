@@ -33,15 +33,27 @@ impl Etcdctl {
     }
 
     fn member_url(&self, member: &str) -> String {
-        format!("{}://{member}.etcd.{}.svc:2379", self.scheme(), self.namespace)
+        format!(
+            "{}://{member}.etcd.{}.svc:2379",
+            self.scheme(),
+            self.namespace
+        )
     }
 
     fn service(&self) -> String {
-        format!("{}://etcd-client.{}.svc:2379", self.scheme(), self.namespace)
+        format!(
+            "{}://etcd-client.{}.svc:2379",
+            self.scheme(),
+            self.namespace
+        )
     }
 
     fn run(&self, endpoints: &str, args: &[&str]) -> Result<String, String> {
-        let mut command = self.cluster.network.command(ETCDCTL).map_err(|e| e.to_string())?;
+        let mut command = self
+            .cluster
+            .network
+            .command(ETCDCTL)
+            .map_err(|e| e.to_string())?;
         command
             .arg(format!("--endpoints={endpoints}"))
             .arg("--dial-timeout=3s")
@@ -107,10 +119,28 @@ impl Etcdctl {
 /// `kubectl etcd <args>` against the sandbox: exit code, stdout, stderr.
 async fn plugin(cluster: &Cluster, namespace: &str, args: &[&str]) -> (i32, String, String) {
     let kubeconfig = cluster.kubeconfig_path().display().to_string();
-    let mut argv = vec!["kubectl-etcd", "--kubeconfig", &kubeconfig, "-n", namespace];
-    argv.extend_from_slice(args);
+    let mut argv: Vec<String> = ["kubectl-etcd", "--kubeconfig", &kubeconfig, "-n", namespace]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    argv.extend(args.iter().map(|a| a.to_string()));
     let started = Instant::now();
-    let outcome = kubectl_etcd::run(argv).await;
+    // On a thread of its own with the stack the binary gives its workers (src/main.rs): the
+    // plugin's futures nest deeper than a test thread's 2 MiB allows in a debug build.
+    let outcome = tokio::task::block_in_place(|| {
+        std::thread::Builder::new()
+            .stack_size(32 * 1024 * 1024)
+            .spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(kubectl_etcd::run(argv))
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
     println!(
         "{namespace}: kubectl etcd {} -> {} in {:?}",
         args.join(" "),
@@ -139,7 +169,12 @@ fn cluster_yaml(namespace: &str, version: &str, secure: bool) -> String {
     yaml
 }
 
-async fn create(cluster: &Arc<Cluster>, namespace: &'static str, version: &str, secure: bool) -> Etcdctl {
+async fn create(
+    cluster: &Arc<Cluster>,
+    namespace: &'static str,
+    version: &str,
+    secure: bool,
+) -> Etcdctl {
     create_namespace(&cluster.client(), namespace).await;
     let mut tls = None;
     if secure {
@@ -147,8 +182,14 @@ async fn create(cluster: &Arc<Cluster>, namespace: &'static str, version: &str, 
             support::kubectl(
                 cluster,
                 &[
-                    "-n", namespace, "create", "secret", "generic", "etcd-root",
-                    "--type=kubernetes.io/basic-auth", "--from-literal=username=root",
+                    "-n",
+                    namespace,
+                    "create",
+                    "secret",
+                    "generic",
+                    "etcd-root",
+                    "--type=kubernetes.io/basic-auth",
+                    "--from-literal=username=root",
                     &format!("--from-literal=password={ROOT_PASSWORD}"),
                 ],
             )
@@ -173,6 +214,46 @@ async fn create(cluster: &Arc<Cluster>, namespace: &'static str, version: &str, 
         namespace,
         tls,
     }
+}
+
+/// Waits until the EtcdCluster reports three Ready members (Available, not Progressing) and
+/// etcdctl (with TLS and root's password where the cluster has them) lists three started voters.
+async fn converged(etcdctl: &Etcdctl) {
+    let client = etcdctl.cluster.client();
+    let ns = etcdctl.namespace;
+    eventually(
+        &format!("{ns}/etcd to converge on 3 members"),
+        LIMIT,
+        || async {
+            let cluster = get_cluster(&client, ns, "etcd").await;
+            let status = cluster.status.clone().unwrap_or_default();
+            let available = support::condition(&cluster, "Available");
+            let progressing = support::condition(&cluster, "Progressing");
+            if status.ready_members != Some(3)
+                || available.as_deref() != Some("True")
+                || progressing.as_deref() != Some("False")
+            {
+                return Err(format!(
+                    "ready {:?}, Available {available:?}, Progressing {progressing:?}",
+                    status.ready_members
+                ));
+            }
+            let listed = etcdctl.run(&etcdctl.service(), &["member", "list", "-w", "json"])?;
+            let listed: Value = serde_json::from_str(&listed).map_err(|e| e.to_string())?;
+            let started = listed["members"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| {
+                    m["name"].as_str().is_some_and(|n| !n.is_empty()) && m["isLearner"] != true
+                })
+                .count();
+            (started == 3)
+                .then_some(())
+                .ok_or(format!("etcdctl lists {started} started voters: {listed}"))
+        },
+    )
+    .await;
 }
 
 fn sha256_hex(path: &Path) -> String {
@@ -256,7 +337,10 @@ async fn common_commands(etcdctl: &Etcdctl, version: &str) {
     // health: all three voters healthy, exit 0.
     let (code, out, err) = plugin(cluster, ns, &["health"]).await;
     assert_eq!(code, 0, "{ns}: {out}{err}");
-    assert!(out.contains("Healthy: 3 of 3 voters healthy, quorum is 2"), "{out}");
+    assert!(
+        out.contains("Healthy: 3 of 3 voters healthy, quorum is 2"),
+        "{out}"
+    );
 
     // compact to the current revision: etcdctl can no longer read an older one.
     for i in 0..5 {
@@ -266,7 +350,10 @@ async fn common_commands(etcdctl: &Etcdctl, version: &str) {
     }
     let revision = etcdctl.revision();
     let compacted = plugin_json(cluster, ns, &["compact"]).await;
-    assert_eq!(compacted["compactedRevision"], revision, "{ns}: {compacted}");
+    assert_eq!(
+        compacted["compactedRevision"], revision,
+        "{ns}: {compacted}"
+    );
     let old = etcdctl.run(
         &etcdctl.service(),
         &["get", "plugin-key", &format!("--rev={}", revision - 2)],
@@ -275,7 +362,12 @@ async fn common_commands(etcdctl: &Etcdctl, version: &str) {
         old.as_ref().is_err_and(|e| e.contains("compacted")),
         "{ns}: an old revision is gone after compact: {old:?}"
     );
-    let (code, _, err) = plugin(cluster, ns, &["compact", "--revision", &(revision + 1000).to_string()]).await;
+    let (code, _, err) = plugin(
+        cluster,
+        ns,
+        &["compact", "--revision", &(revision + 1000).to_string()],
+    )
+    .await;
     assert_eq!(code, 1);
     assert!(err.contains("in the future"), "{err}");
 
@@ -288,20 +380,36 @@ async fn common_commands(etcdctl: &Etcdctl, version: &str) {
         .map(|d| d["name"].as_str().unwrap())
         .collect();
     assert_eq!(order.len(), 3, "{defrag}");
-    assert_eq!(order[2], leader_name, "{ns}: the leader is defragmented last");
+    assert_eq!(
+        order[2], leader_name,
+        "{ns}: the leader is defragmented last"
+    );
 
     // alarms: none, as etcdctl says.
     let alarms = plugin_json(cluster, ns, &["alarm", "list"]).await;
     assert_eq!(alarms["alarms"], serde_json::json!([]));
-    assert_eq!(etcdctl.run(&etcdctl.service(), &["alarm", "list"]).unwrap().trim(), "");
+    assert_eq!(
+        etcdctl
+            .run(&etcdctl.service(), &["alarm", "list"])
+            .unwrap()
+            .trim(),
+        ""
+    );
 
     // snapshot: written atomically, its SHA-256 printed; etcdctl reads it as a snapshot.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("backup.db");
     let saved = plugin_json(cluster, ns, &["snapshot", file.to_str().unwrap()]).await;
-    assert_eq!(saved["sha256"], sha256_hex(&file), "{ns}: the printed hash is the file's");
+    assert_eq!(
+        saved["sha256"],
+        sha256_hex(&file),
+        "{ns}: the printed hash is the file's"
+    );
     assert_eq!(saved["sizeBytes"], std::fs::metadata(&file).unwrap().len());
-    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names.len(), 1, "{ns}: no temporary file left: {names:?}");
     let checked = tokio::task::block_in_place(|| {
         std::process::Command::new(ETCDCTL)
@@ -309,7 +417,11 @@ async fn common_commands(etcdctl: &Etcdctl, version: &str) {
             .output()
             .unwrap()
     });
-    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
     let checked: Value = serde_json::from_slice(&checked.stdout).unwrap();
     assert!(checked["totalKey"].as_u64().unwrap() > 0, "{checked}");
     let (code, _, err) = plugin(cluster, ns, &["snapshot", file.to_str().unwrap()]).await;
@@ -320,17 +432,24 @@ async fn common_commands(etcdctl: &Etcdctl, version: &str) {
     let moved = plugin_json(cluster, ns, &["forfeit-leadership"]).await;
     assert_eq!(moved["from"], leader_name.as_str());
     let to = moved["toID"].as_str().unwrap().to_string();
-    eventually(&format!("{ns}: the new leader"), Duration::from_secs(30), || {
-        let seen = etcdctl.leader_at(&leader_name);
-        let to = to.clone();
-        async move { (seen == to).then_some(()).ok_or(format!("leader {seen}")) }
-    })
+    eventually(
+        &format!("{ns}: the new leader"),
+        Duration::from_secs(30),
+        || {
+            let seen = etcdctl.leader_at(&leader_name);
+            let to = to.clone();
+            async move { (seen == to).then_some(()).ok_or(format!("leader {seen}")) }
+        },
+    )
     .await;
 
     // Errors that say what to do, with exit code 1 (2 for bad usage).
     let (code, _, err) = plugin(cluster, ns, &["status", "nope"]).await;
     assert_eq!(code, 1);
-    assert!(err.contains("EtcdCluster") && err.contains("kubectl get etcdclusters"), "{err}");
+    assert!(
+        err.contains("EtcdCluster") && err.contains("kubectl get etcdclusters"),
+        "{err}"
+    );
     let (code, _, err) = plugin(cluster, ns, &["status", "--member", "ghost"]).await;
     assert_eq!(code, 1);
     assert!(err.contains("no member ghost"), "{err}");
@@ -352,15 +471,24 @@ async fn paused_operations(etcdctl: &Etcdctl) {
     let spec = get_cluster(&cluster.client(), ns, "etcd").await.spec;
     assert_eq!(spec.paused, Some(true));
 
-    let added = plugin_json(cluster, ns, &["add-member", "--peer-url", "http://10.244.250.250:2380"]).await;
+    let added = plugin_json(
+        cluster,
+        ns,
+        &["add-member", "--peer-url", "http://10.244.250.250:2380"],
+    )
+    .await;
     let id = added["id"].as_str().unwrap().to_string();
     let members = etcdctl.members();
-    assert!(members.iter().any(|(i, _, learner)| *i == id && *learner), "{members:?}");
+    assert!(
+        members.iter().any(|(i, _, learner)| *i == id && *learner),
+        "{members:?}"
+    );
     let removed = plugin_json(cluster, ns, &["remove-member", "--member", &id]).await;
     assert_eq!(removed["removed"], id.as_str());
     assert!(etcdctl.members().iter().all(|(i, _, _)| *i != id));
 
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(cluster.client(), ns);
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(cluster.client(), ns);
     pods.delete("etcd-2", &Default::default()).await.unwrap();
     eventually(&format!("{ns}: etcd-2 gone"), LIMIT, || async {
         match pods.get_opt("etcd-2").await {
@@ -372,14 +500,20 @@ async fn paused_operations(etcdctl: &Etcdctl) {
     let (code, out, err) = plugin(cluster, ns, &["health"]).await;
     assert_eq!(code, 3, "{ns}: minority lost exits 3: {out}{err}");
     assert!(out.contains("MinorityLost: 2 of 3 voters healthy"), "{out}");
-    let evidence = out.lines().find(|l| l.starts_with("etcd-2")).unwrap_or_default();
-    assert!(evidence.contains("false") && evidence.contains("no Pod"), "{out}");
+    let evidence = out
+        .lines()
+        .find(|l| l.starts_with("etcd-2"))
+        .unwrap_or_default();
+    assert!(
+        evidence.contains("false") && evidence.contains("no Pod"),
+        "{out}"
+    );
     let status = plugin_json(cluster, ns, &["status", "--member", "etcd-2"]).await;
     assert_eq!(status["members"][0]["podPhase"], "Missing");
 
     let (code, out, err) = plugin(cluster, ns, &["resume"]).await;
     assert_eq!((code, out.trim()), (0, "etcdcluster/etcd resumed"), "{err}");
-    cluster.wait_converged(ns, "etcd", 3, LIMIT).await;
+    converged(etcdctl).await;
     let (code, out, _) = plugin(cluster, ns, &["health"]).await;
     assert_eq!(code, 0, "{out}");
 }
@@ -393,16 +527,22 @@ async fn kubectl_etcd_against_plaintext_and_tls_auth_clusters() {
         create(&cluster, "plugin-plain", "3.5.1", false),
         create(&cluster, "plugin-tls", "3.4.23", true),
     );
-    tokio::join!(
-        cluster.wait_converged("plugin-plain", "etcd", 3, LIMIT),
-        cluster.wait_converged("plugin-tls", "etcd", 3, LIMIT),
-    );
+    tokio::join!(converged(&plain), converged(&secure));
     println!("both clusters converged after {:?}", started.elapsed());
-    tokio::join!(common_commands(&plain, "3.5.1"), common_commands(&secure, "3.4.23"));
+    tokio::join!(
+        common_commands(&plain, "3.5.1"),
+        common_commands(&secure, "3.4.23")
+    );
     // The TLS cluster is reached with the operator's client certificate and root's password
     // from the Secrets: without the password etcd would refuse (auth is on).
     let status = plugin_json(&cluster, "plugin-tls", &["status"]).await;
-    assert!(status["members"].as_array().unwrap().iter().all(|m| m["error"].is_null()));
+    assert!(
+        status["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["error"].is_null())
+    );
     paused_operations(&plain).await;
     println!("done after {:?}", started.elapsed());
 }
