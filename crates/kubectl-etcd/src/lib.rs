@@ -69,6 +69,8 @@ pub struct MemberArg {
 }
 
 #[derive(Subcommand, Debug)]
+// Parsed once per process: the size of the largest variant (`snapshot create`) does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Every member in one table: ID, leader, learner, version, DB size and in use with % of
     /// quota, raft index and term, alarms, Pod and EtcdMember phase.
@@ -300,7 +302,7 @@ fn chain(err: &anyhow::Error) -> String {
 
 /// The binary's entry point: prints and exits with the code.
 pub async fn main() -> i32 {
-    let outcome = run(std::env::args_os()).await;
+    let outcome = run(std::env::args_os().collect::<Vec<_>>()).await;
     let _ = std::io::stdout().write_all(outcome.stdout.as_bytes());
     let _ = std::io::stderr().write_all(outcome.stderr.as_bytes());
     outcome.code
