@@ -212,6 +212,12 @@ pub enum SnapshotCommand {
         /// Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
         #[arg(long)]
         s3_secret: Option<String>,
+        /// The bucket's region.
+        #[arg(long)]
+        s3_region: Option<String>,
+        /// Path-style URLs (MinIO, Ceph, moto).
+        #[arg(long)]
+        s3_force_path_style: bool,
         /// How long to wait for the snapshot to finish.
         #[arg(long, default_value = "10m", value_parser = parse_duration)]
         timeout: Duration,
@@ -369,6 +375,8 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
                     s3_endpoint,
                     s3_key,
                     s3_secret,
+                    s3_region,
+                    s3_force_path_style,
                     timeout,
                 }),
             ..
@@ -378,6 +386,8 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
                 (None, Some(bucket)) => json!({"s3": {
                     "endpoint": s3_endpoint, "bucket": bucket, "key": s3_key,
                     "credentialsSecretRef": {"name": s3_secret},
+                    "region": s3_region,
+                    "forcePathStyle": s3_force_path_style.then_some(true),
                 }}),
                 _ => bail!(Usage(
                     "say where the snapshot goes: --pvc <claim> or --s3-bucket <bucket> --s3-endpoint <url> --s3-secret <secret>".into()

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::certs::{make_leaf, secret_data};
 use support::cluster::{Cluster, ETCDCTL, start_cluster};
+use support::moto::Moto;
 use support::{create_namespace, eventually, get_cluster};
 
 const LIMIT: Duration = Duration::from_secs(240);
@@ -460,6 +461,85 @@ async fn common_commands(etcdctl: &Etcdctl, version: &str) {
     assert_eq!(parsed["health"], "Healthy");
 }
 
+/// `snapshot create`: an EtcdSnapshot to S3 (moto in the cluster network) made, waited for,
+/// and its artifact printed as the EtcdSnapshot's status has it.
+async fn snapshot_create(etcdctl: &Etcdctl) {
+    let cluster = &etcdctl.cluster;
+    let ns = etcdctl.namespace;
+    let dir = tempfile::tempdir().unwrap();
+    let moto = tokio::task::block_in_place(|| Moto::start(cluster, dir.path(), "plugin-backups"));
+    let (ok, _, err) = tokio::task::block_in_place(|| {
+        support::kubectl(
+            cluster,
+            &[
+                "-n",
+                ns,
+                "create",
+                "secret",
+                "generic",
+                "s3-creds",
+                &format!("--from-literal=AWS_ACCESS_KEY_ID={}", moto.key_id),
+                &format!("--from-literal=AWS_SECRET_ACCESS_KEY={}", moto.secret),
+            ],
+        )
+    });
+    assert!(ok, "{err}");
+    let created = plugin_json(
+        cluster,
+        ns,
+        &[
+            "snapshot",
+            "create",
+            "first",
+            "--cluster",
+            "etcd",
+            "--s3-bucket",
+            "plugin-backups",
+            "--s3-endpoint",
+            &moto.url,
+            "--s3-secret",
+            "s3-creds",
+            "--s3-key",
+            "plugin/",
+            "--s3-region",
+            "us-east-1",
+            "--s3-force-path-style",
+            "--timeout",
+            "3m",
+        ],
+    )
+    .await;
+    assert_eq!(created["phase"], "Complete", "{created}");
+    let snapshots: kube::Api<etcd_operator_api::EtcdSnapshot> =
+        kube::Api::namespaced(cluster.client(), ns);
+    let stored = snapshots
+        .get("first")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .artifact
+        .unwrap();
+    assert_eq!(created["artifact"]["uri"], stored.uri.as_str());
+    assert!(
+        stored.uri.starts_with("s3://plugin-backups/"),
+        "{}",
+        stored.uri
+    );
+    assert_eq!(
+        created["artifact"]["checksum"],
+        stored.checksum.unwrap().as_str()
+    );
+    // Without a destination: usage advice, nothing created.
+    let (code, _, err) = plugin(cluster, ns, &["snapshot", "create", "second"]).await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--pvc") && err.contains("--s3-bucket"),
+        "{err}"
+    );
+    assert!(snapshots.get_opt("second").await.unwrap().is_none());
+}
+
 /// With the operator kept away (pause): a learner added and removed, a lost Pod seen as a
 /// minority lost (exit 3) with the member named, then resume heals it.
 async fn paused_operations(etcdctl: &Etcdctl) {
@@ -543,6 +623,7 @@ async fn kubectl_etcd_against_plaintext_and_tls_auth_clusters() {
             .iter()
             .all(|m| m["error"].is_null())
     );
+    snapshot_create(&secure).await;
     paused_operations(&plain).await;
     println!("done after {:?}", started.elapsed());
 }
