@@ -111,6 +111,10 @@ impl RunningCluster {
         config.shutdown_grace_period = options.shutdown_grace_period;
         let kubelet = Arc::new(Kubelet::start(config).await?);
         api.server.register_pod_logs(kubelet.pod_logs());
+        api.server.register_pod_streams(Arc::new(NodeStreams {
+            kubelet: kubelet.clone(),
+            network: network.clone(),
+        }));
         let control_socket =
             crate::control::serve(&dir.join(crate::control::SOCKET), kubelet.clone())
                 .context("opening the control socket")?;
@@ -133,5 +137,36 @@ impl RunningCluster {
 impl Drop for RunningCluster {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The nodes' side of `pods/exec` (a command joined to the container, as the kubelet runs it)
+/// and `pods/portforward` (a connection from inside the cluster network to the Pod's IP).
+struct NodeStreams {
+    kubelet: Arc<Kubelet>,
+    network: Arc<ClusterNetwork>,
+}
+
+#[async_trait::async_trait]
+impl crate::apiserver::PodStreams for NodeStreams {
+    fn exec_command(
+        &self,
+        request: &crate::apiserver::ExecRequest,
+    ) -> Result<std::process::Command, String> {
+        self.kubelet
+            .exec_in_container(
+                &request.namespace,
+                &request.pod,
+                Some(&request.container),
+                &request.command,
+            )
+            .map_err(|err| format!("unable to exec in container {}: {err}", request.container))
+    }
+
+    async fn connect(
+        &self,
+        address: std::net::SocketAddr,
+    ) -> std::io::Result<tokio::net::TcpStream> {
+        self.network.connect(address).await
     }
 }

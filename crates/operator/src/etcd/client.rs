@@ -322,6 +322,18 @@ impl EtcdClient {
         Ok(response.header().map(|h| h.revision()).unwrap_or_default())
     }
 
+    /// Compacts the key space up to `revision` (physical: waits until the backend dropped the
+    /// old revisions), as `etcdctl compact --physical` does; for `kubectl etcd compact`.
+    pub async fn compact(&self, revision: i64) -> Result<(), EtcdError> {
+        let mut kv = self.client.kv_client();
+        let compacting = kv.compact(
+            revision,
+            Some(etcd_client::CompactionOptions::new().with_physical()),
+        );
+        self.call("Compact", compacting).await?;
+        Ok(())
+    }
+
     /// etcd's Maintenance.Snapshot from the answering member (use a client of one endpoint,
     /// [`EtcdClient::connect_endpoint`] with [`Timeouts::SNAPSHOT`]): the backend database as a
     /// stream of chunks, the last 32 bytes of which are the SHA-256 of everything before them.

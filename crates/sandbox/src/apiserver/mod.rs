@@ -24,8 +24,10 @@ pub mod request;
 pub mod selector;
 mod server;
 pub mod store;
+pub mod streams;
 pub mod tls;
 
 pub use error::{ApiError, ApiResult};
 pub use logs::{LogError, LogRequest, LogStream, PodLogs};
 pub use server::{ApiServer, ApiServerConfig, RunningApiServer};
+pub use streams::{ExecRequest, PodStreams};

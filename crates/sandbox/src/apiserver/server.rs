@@ -52,6 +52,7 @@ pub struct ApiServer {
     /// The cluster CA, in PEM: what clients verify the server with.
     pub ca_pem: String,
     pod_logs: RwLock<Option<Arc<dyn PodLogs>>>,
+    pod_streams: RwLock<Option<Arc<dyn super::streams::PodStreams>>>,
     pub(crate) openapi: super::http::OpenApiCache,
     pub(crate) shutdown: CancellationToken,
 }
@@ -64,6 +65,18 @@ impl ApiServer {
 
     pub(crate) fn pod_logs(&self) -> Option<Arc<dyn PodLogs>> {
         self.pod_logs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Attaches the node agent's side of `pods/exec` and `pods/portforward`.
+    pub fn register_pod_streams(&self, streams: Arc<dyn super::streams::PodStreams>) {
+        *self.pod_streams.write().unwrap_or_else(|p| p.into_inner()) = Some(streams);
+    }
+
+    pub(crate) fn pod_streams(&self) -> Option<Arc<dyn super::streams::PodStreams>> {
+        self.pod_streams
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
@@ -110,6 +123,7 @@ impl RunningApiServer {
             admin_token: super::auth::random_token(),
             ca_pem: certificates.ca_pem.clone(),
             pod_logs: RwLock::new(None),
+            pod_streams: RwLock::new(None),
             openapi: super::http::OpenApiCache::default(),
             shutdown: shutdown.clone(),
         });

@@ -43,6 +43,11 @@ fn subresource_shape(
             other("autoscaling", "v1", "Scale"),
         ),
         "log" => (vec!["get"], other("", "v1", "Pod")),
+        "exec" => (vec!["create", "get"], other("", "v1", "PodExecOptions")),
+        "portforward" => (
+            vec!["create", "get"],
+            other("", "v1", "PodPortForwardOptions"),
+        ),
         "eviction" => (vec!["create"], other("policy", "v1", "Eviction")),
         "binding" => (vec!["create"], other("", "v1", "Binding")),
         "token" => (

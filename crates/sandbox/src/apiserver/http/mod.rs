@@ -5,6 +5,7 @@ mod negotiate;
 mod openapi;
 mod patch;
 mod resources;
+mod streams;
 mod subresources;
 mod table;
 mod watch;
@@ -40,6 +41,11 @@ pub struct Call {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub accept: Accept,
+    /// The query as sent: `pods/exec` repeats `command=` once per argument.
+    pub raw_query: String,
+    /// The connection's upgrade, when the request asks for one (a WebSocket for exec and
+    /// port-forward); taken by the handler that answers 101.
+    pub upgrade: std::sync::Mutex<Option<hyper::upgrade::OnUpgrade>>,
 }
 
 impl Call {
@@ -91,9 +97,14 @@ impl Call {
 /// Answers one HTTP request.
 pub async fn respond(
     server: Arc<ApiServer>,
-    request: Request<hyper::body::Incoming>,
+    mut request: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
+    let upgrade = request
+        .headers()
+        .contains_key(http::header::UPGRADE)
+        .then(|| hyper::upgrade::on(&mut request));
     let (parts, body) = request.into_parts();
+    let raw_query = parts.uri.query().unwrap_or("").to_string();
     let path = parts.uri.path().to_string();
     let query = parse_query(parts.uri.query());
     let accounts = ResourceId::new("", "serviceaccounts");
@@ -136,6 +147,8 @@ pub async fn respond(
         headers: parts.headers,
         body,
         accept,
+        raw_query,
+        upgrade: std::sync::Mutex::new(upgrade),
     };
     let routed = route(&call.method, &path, &call.query);
     let result = match routed {
@@ -241,13 +254,15 @@ async fn serve_resource(call: &Call, request: ResourceRequest) -> ApiResult<Resp
     };
     match (request.subresource.as_deref(), request.verb) {
         (Some("log"), "get") => subresources::pod_log(call, &ctx).await,
+        (Some("exec"), "get" | "create") => streams::exec(call, &ctx),
+        (Some("portforward"), "get" | "create") => streams::portforward(call, &ctx),
         (Some("eviction"), "create") => subresources::evict(call, &ctx),
         (Some("token"), "create") => subresources::token_request(call, &ctx),
         (Some("binding"), "create") => subresources::bind(call, &ctx),
         (Some("scale"), verb @ ("get" | "update" | "patch")) => {
             subresources::scale(call, &ctx, verb)
         }
-        (Some("log" | "eviction" | "token" | "binding" | "scale"), _) => {
+        (Some("log" | "eviction" | "token" | "binding" | "scale" | "exec" | "portforward"), _) => {
             Err(ApiError::method_not_allowed(format!(
                 "{} is not allowed on this subresource",
                 request.verb

@@ -101,7 +101,7 @@ const BUILTINS: &[Builtin] = &[
         .short(&["po"])
         .categories(ALL)
         .status()
-        .extra(&["log", "eviction", "binding"])
+        .extra(&["log", "eviction", "binding", "exec", "portforward"])
         .columns(columns::pod),
     kind(
         "",

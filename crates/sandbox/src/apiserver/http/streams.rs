@@ -1,0 +1,491 @@
+//! `pods/exec` and `pods/portforward` over WebSocket, as kube-apiserver (proxying the kubelet)
+//! serves them. Every binary message starts with a channel byte.
+//!
+//! - exec, `v5.channel.k8s.io` / `v4.channel.k8s.io`: 0 stdin, 1 stdout, 2 stderr, 3 the
+//!   final `Status` (JSON; `NonZeroExitCode` with cause `ExitCode`), 4 terminal resize
+//!   (ignored), and in v5 only 255 "close": `[255, 0]` closes the command's stdin.
+//! - port-forward, `v4.channel.k8s.io` (and the older `channel.k8s.io`): port *i* of the
+//!   `ports` parameter gets data channel 2*i* and error channel 2*i*+1; the server first sends
+//!   the port number (two bytes, little endian) on both, then the bytes of one TCP connection
+//!   to the Pod's IP. The socket closes when every connection to the Pod has ended.
+//!
+//! kubectl's port-forward tunnels SPDY inside the WebSocket (`SPDY/3.1+portforward.k8s.io`)
+//! or falls back to a SPDY upgrade; kube-sandbox serves neither and says so.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::body::Body;
+use futures::{SinkExt, StreamExt};
+use http::{Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
+
+use super::Call;
+use super::resources::Target;
+use crate::apiserver::error::{ApiError, ApiResult};
+use crate::apiserver::streams::{ExecRequest, PodStreams};
+
+const EXEC_PROTOCOLS: &[&str] = &["v5.channel.k8s.io", "v4.channel.k8s.io"];
+const PORTFORWARD_PROTOCOLS: &[&str] = &["v4.channel.k8s.io", "channel.k8s.io"];
+const STDIN: u8 = 0;
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const ERROR: u8 = 3;
+const CLOSE: u8 = 255;
+const CHUNK: usize = 32 * 1024;
+
+/// Every value of a query parameter, in order (`command=a&command=b`), each also split on
+/// commas when `split` (`ports=2379,2380`).
+fn query_values(raw: &str, name: &str) -> Vec<String> {
+    raw.split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .filter(|(key, _)| *key == name)
+        .map(|(_, value)| {
+            super::super::request::parse_query(Some(&format!("v={value}")))
+                .remove("v")
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn flag(call: &Call, name: &str) -> bool {
+    matches!(call.param(name), Some("true" | "1"))
+}
+
+/// The subprotocol both sides speak, after checking this is a WebSocket handshake.
+fn websocket_protocol(
+    call: &Call,
+    supported: &[&'static str],
+    what: &str,
+) -> ApiResult<(&'static str, String)> {
+    let header = |name: &http::HeaderName| {
+        call.headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect::<Vec<_>>()
+    };
+    let upgrade = header(&http::header::UPGRADE);
+    let offered = header(&http::header::SEC_WEBSOCKET_PROTOCOL);
+    if !upgrade.iter().any(|u| u.eq_ignore_ascii_case("websocket")) {
+        return Err(ApiError::bad_request(format!(
+            "kube-sandbox serves {what} over WebSocket only (subprotocols {}), not over a SPDY upgrade (Upgrade: {}); use a client that speaks WebSocket (kube-rs, client-go's WebSocket executor, kubectl exec v1.30 or newer)",
+            supported.join(", "),
+            upgrade.join(", ")
+        )));
+    }
+    let Some(key) = call
+        .headers
+        .get(http::header::SEC_WEBSOCKET_KEY)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Err(ApiError::bad_request(
+            "a WebSocket upgrade needs Sec-WebSocket-Key",
+        ));
+    };
+    let Some(protocol) = supported.iter().find(|p| offered.iter().any(|o| o == *p)) else {
+        return Err(ApiError::bad_request(format!(
+            "kube-sandbox does not speak any of the WebSocket subprotocols offered for {what} ({}); it speaks {}{}",
+            offered.join(", "),
+            supported.join(", "),
+            if offered.iter().any(|o| o.starts_with("SPDY/")) {
+                " (SPDY tunnelled in a WebSocket, as kubectl port-forward sends, is not served)"
+            } else {
+                ""
+            }
+        )));
+    };
+    Ok((
+        protocol,
+        tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()),
+    ))
+}
+
+fn switching_protocols(protocol: &str, accept: &str) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(http::header::UPGRADE, "websocket")
+        .header(http::header::CONNECTION, "Upgrade")
+        .header(http::header::SEC_WEBSOCKET_ACCEPT, accept)
+        .header(http::header::SEC_WEBSOCKET_PROTOCOL, protocol)
+        .body(Body::empty())
+        .unwrap_or_default()
+}
+
+fn take_upgrade(call: &Call) -> ApiResult<hyper::upgrade::OnUpgrade> {
+    call.upgrade
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .ok_or_else(|| ApiError::bad_request("the request asks for no connection upgrade"))
+}
+
+fn streams(call: &Call) -> ApiResult<Arc<dyn PodStreams>> {
+    call.server.pod_streams().ok_or_else(|| {
+        ApiError::bad_request("no node agent is attached to this API server: nothing runs Pods")
+    })
+}
+
+fn pod(call: &Call, target: &Target) -> ApiResult<(String, Arc<Value>)> {
+    let name = target.name()?.to_string();
+    let pod = call
+        .server
+        .store
+        .get(&target.kind.storage_id(), &target.namespace, &name)
+        .ok_or_else(|| ApiError::not_found("", "pods", &name))?;
+    Ok((name, pod))
+}
+
+/// The WebSocket once the 101 has gone out.
+async fn websocket(
+    upgrade: hyper::upgrade::OnUpgrade,
+) -> Option<WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>> {
+    match upgrade.await {
+        Ok(upgraded) => {
+            Some(WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await)
+        }
+        Err(err) => {
+            tracing::debug!(%err, "a WebSocket upgrade did not complete");
+            None
+        }
+    }
+}
+
+fn normal_close() -> Message {
+    Message::Close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "".into(),
+    }))
+}
+
+fn frame(channel: u8, data: &[u8]) -> Message {
+    let mut bytes = Vec::with_capacity(data.len() + 1);
+    bytes.push(channel);
+    bytes.extend_from_slice(data);
+    Message::binary(bytes)
+}
+
+pub fn exec(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
+    let (name, pod) = pod(call, target)?;
+    let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
+    if matches!(phase, "Succeeded" | "Failed") {
+        return Err(ApiError::bad_request(format!(
+            "cannot exec into a container in a completed pod; current phase is {phase}"
+        )));
+    }
+    let containers: Vec<String> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect();
+    let container = match (call.param("container"), containers.as_slice()) {
+        (Some(c), _) if containers.iter().any(|n| n == c) => c.to_string(),
+        (Some(c), _) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
+        (None, [only, ..]) => only.clone(),
+        (None, []) => {
+            return Err(ApiError::bad_request(format!(
+                "pod {name} has no containers"
+            )));
+        }
+    };
+    let command = query_values(&call.raw_query, "command");
+    if command.is_empty() {
+        return Err(ApiError::bad_request("you must specify at least 1 command"));
+    }
+    let request = ExecRequest {
+        namespace: target.namespace.clone(),
+        pod: name,
+        container,
+        command,
+        stdin: flag(call, "stdin"),
+        stdout: flag(call, "stdout"),
+        stderr: flag(call, "stderr"),
+        tty: flag(call, "tty"),
+    };
+    let (protocol, accept) = websocket_protocol(call, EXEC_PROTOCOLS, "pods/exec")?;
+    let streams = streams(call)?;
+    let mut command = streams
+        .exec_command(&request)
+        .map_err(ApiError::bad_request)?;
+    let piped = |on: bool| {
+        if on {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        }
+    };
+    command
+        .stdin(piped(request.stdin))
+        .stdout(piped(request.stdout))
+        .stderr(piped(request.stderr || request.tty));
+    let upgrade = take_upgrade(call)?;
+    let mut command = tokio::process::Command::from(command);
+    command.kill_on_drop(true);
+    let child = command.spawn().map_err(|err| {
+        ApiError::bad_request(format!(
+            "failed to exec in container {}: {}: {err}",
+            request.container, request.command[0]
+        ))
+    })?;
+    let close_signal = protocol == "v5.channel.k8s.io";
+    tokio::spawn(async move {
+        let mut child = child;
+        let Some(socket) = websocket(upgrade).await else {
+            let _ = child.kill().await;
+            return;
+        };
+        run_exec(socket, child, close_signal, request).await;
+    });
+    Ok(switching_protocols(protocol, &accept))
+}
+
+async fn pump(
+    mut reader: impl tokio::io::AsyncRead + Unpin,
+    channel: u8,
+    out: mpsc::Sender<Message>,
+) {
+    let mut buffer = vec![0u8; CHUNK];
+    loop {
+        match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if out.send(frame(channel, &buffer[..n])).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The `Status` written on the error channel when the command ends, as the kubelet writes it.
+fn exit_status(request: &ExecRequest, status: std::process::ExitStatus) -> Value {
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    if code == 0 {
+        return json!({"metadata": {}, "status": "Success"});
+    }
+    json!({
+        "metadata": {},
+        "status": "Failure",
+        "message": format!(
+            "command terminated with non-zero exit code: error executing command {:?}, exit code {code}",
+            request.command
+        ),
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
+    })
+}
+
+async fn run_exec<S>(
+    socket: WebSocketStream<S>,
+    mut child: tokio::process::Child,
+    close_signal: bool,
+    request: ExecRequest,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sink, mut incoming) = socket.split();
+    let (out, mut outgoing) = mpsc::channel::<Message>(16);
+    let writer = tokio::spawn(async move {
+        while let Some(message) = outgoing.recv().await {
+            if sink.send(message).await.is_err() {
+                return;
+            }
+        }
+        // A normal closure (1000): client-go reads a close without a status (1005) as an error.
+        let _ = sink.send(normal_close()).await;
+        let _ = sink.close().await;
+    });
+    let mut pumps = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        pumps.push(tokio::spawn(pump(stdout, STDOUT, out.clone())));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        pumps.push(tokio::spawn(pump(stderr, STDERR, out.clone())));
+    }
+    let mut stdin = child.stdin.take();
+    let reader = async move {
+        while let Some(Ok(message)) = incoming.next().await {
+            match message {
+                Message::Binary(bytes) if !bytes.is_empty() => match bytes[0] {
+                    STDIN => {
+                        if let Some(pipe) = stdin.as_mut()
+                            && pipe.write_all(&bytes[1..]).await.is_err()
+                        {
+                            stdin = None;
+                        }
+                    }
+                    CLOSE if close_signal && bytes.get(1) == Some(&STDIN) => stdin = None,
+                    _ => {}
+                },
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+    };
+    let status = tokio::select! {
+        status = child.wait() => status.ok(),
+        () = reader => None,
+    };
+    let Some(status) = status else {
+        // The client went away: the command goes too, as the kubelet kills it.
+        let _ = child.kill().await;
+        drop(out);
+        writer.abort();
+        return;
+    };
+    for pump in pumps {
+        let _ = pump.await;
+    }
+    let status = exit_status(&request, status);
+    let _ = out.send(frame(ERROR, status.to_string().as_bytes())).await;
+    drop(out);
+    let _ = writer.await;
+}
+
+pub fn portforward(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
+    let (name, pod) = pod(call, target)?;
+    let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
+    if phase != "Running" {
+        return Err(ApiError::bad_request(format!(
+            "unable to forward port because pod is not running. Current status={phase}"
+        )));
+    }
+    let ip: IpAddr = pod["status"]["podIP"]
+        .as_str()
+        .and_then(|ip| ip.parse().ok())
+        .ok_or_else(|| ApiError::bad_request(format!("pod {name} has no IP address yet")))?;
+    let (protocol, accept) = websocket_protocol(call, PORTFORWARD_PROTOCOLS, "pods/portforward")?;
+    let mut ports = Vec::new();
+    for value in query_values(&call.raw_query, "ports") {
+        for port in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match port.parse::<u16>() {
+                Ok(port) if port > 0 => ports.push(port),
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid port {port:?}: a port is a number from 1 to 65535"
+                    )));
+                }
+            }
+        }
+    }
+    if ports.is_empty() {
+        return Err(ApiError::bad_request(
+            "query parameter \"ports\" is required",
+        ));
+    }
+    let streams = streams(call)?;
+    let upgrade = take_upgrade(call)?;
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    tokio::spawn(async move {
+        let Some(socket) = websocket(upgrade).await else {
+            return;
+        };
+        run_portforward(socket, streams, ip, ports, format!("pod {name}, uid {uid}")).await;
+    });
+    Ok(switching_protocols(protocol, &accept))
+}
+
+async fn run_portforward<S>(
+    socket: WebSocketStream<S>,
+    streams: Arc<dyn PodStreams>,
+    ip: IpAddr,
+    ports: Vec<u16>,
+    pod: String,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sink, mut incoming) = socket.split();
+    let (out, mut outgoing) = mpsc::channel::<Message>(16);
+    let writer = tokio::spawn(async move {
+        while let Some(message) = outgoing.recv().await {
+            if sink.send(message).await.is_err() {
+                return;
+            }
+        }
+        // A normal closure (1000): client-go reads a close without a status (1005) as an error.
+        let _ = sink.send(normal_close()).await;
+        let _ = sink.close().await;
+    });
+    let mut writers = Vec::with_capacity(ports.len());
+    let mut pumps = Vec::new();
+    for (index, port) in ports.iter().enumerate() {
+        let data = (2 * index) as u8;
+        let prefix = port.to_le_bytes();
+        let _ = out.send(frame(data, &prefix)).await;
+        let _ = out.send(frame(data + 1, &prefix)).await;
+        match streams.connect(SocketAddr::new(ip, *port)).await {
+            Ok(tcp) => {
+                let (read, write) = tcp.into_split();
+                writers.push(Some(write));
+                pumps.push(tokio::spawn(pump(read, data, out.clone())));
+            }
+            Err(err) => {
+                writers.push(None);
+                let message = format!(
+                    "error forwarding port {port} to {pod}: failed to connect to {ip}:{port}: {err}"
+                );
+                let _ = out.send(frame(data + 1, message.as_bytes())).await;
+            }
+        }
+    }
+    drop(out);
+    let reader = async {
+        while let Some(Ok(message)) = incoming.next().await {
+            match message {
+                Message::Binary(bytes) if bytes.len() > 1 && bytes[0] % 2 == 0 => {
+                    let index = usize::from(bytes[0] / 2);
+                    if let Some(slot) = writers.get_mut(index)
+                        && let Some(write) = slot.as_mut()
+                        && write.write_all(&bytes[1..]).await.is_err()
+                    {
+                        *slot = None;
+                    }
+                }
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+    };
+    let pumps_done = futures::future::join_all(pumps);
+    tokio::select! {
+        _ = pumps_done => {
+            // Every connection to the Pod has ended: the writer closes the socket.
+            let _ = writer.await;
+        }
+        () = reader => {
+            writer.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_values;
+
+    #[test]
+    fn repeated_and_encoded_values_are_kept_in_order() {
+        let raw = "command=sh&command=-c&command=echo%20a%26b&container=etcd&ports=2379%2C2380";
+        assert_eq!(query_values(raw, "command"), ["sh", "-c", "echo a&b"]);
+        assert_eq!(query_values(raw, "ports"), ["2379,2380"]);
+        assert!(query_values(raw, "stdin").is_empty());
+    }
+}

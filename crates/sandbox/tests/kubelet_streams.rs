@@ -1,0 +1,239 @@
+//! `pods/exec` and `pods/portforward` over WebSocket (needs root): kube-rs's `Api::exec` and
+//! `Api::portforward`, and the real kubectl v1.32 (PATH) and v1.33 (install-deps.sh) `exec`.
+//! kubectl's `port-forward` speaks SPDY (tunnelled in a WebSocket or by upgrade), which the
+//! sandbox does not serve: it gets an error that says so.
+
+mod kubelet_support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use kube::api::{Api, AttachParams};
+use kubelet_support::{pod_manifest, web_container};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const KUBECTL_133: &str = "/usr/local/lib/kubectl-v1.33/kubectl";
+
+async fn read_all(reader: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
+    let mut text = String::new();
+    if let Some(mut reader) = reader {
+        reader.read_to_string(&mut text).await.unwrap();
+    }
+    text
+}
+
+/// Runs `command` through kube-rs's exec with stdin `input` (closed after it); stdout,
+/// stderr and the final Status.
+async fn exec(pods: &Api<Pod>, command: &[&str], input: Option<&str>) -> (String, String, Status) {
+    let params = AttachParams::default()
+        .stdin(input.is_some())
+        .stdout(true)
+        .stderr(true);
+    let mut attached = pods.exec("web", command.to_vec(), &params).await.unwrap();
+    if let (Some(text), Some(mut stdin)) = (input, attached.stdin()) {
+        stdin.write_all(text.as_bytes()).await.unwrap();
+        stdin.shutdown().await.unwrap();
+        drop(stdin);
+    }
+    let stdout = attached.stdout();
+    let stderr = attached.stderr();
+    let status = attached.take_status().unwrap();
+    let (out, err) = tokio::join!(read_all(stdout), read_all(stderr));
+    let status = tokio::time::timeout(LIMIT, status).await.unwrap().unwrap();
+    (out, err, status)
+}
+
+async fn kubectl(
+    binary: &str,
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    input: Option<&str>,
+) -> std::process::Output {
+    let mut child = tokio::process::Command::new(binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{binary} runs (bash scripts/install-deps.sh): {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(text) = input {
+        stdin.write_all(text.as_bytes()).await.unwrap();
+    }
+    drop(stdin);
+    tokio::time::timeout(LIMIT, child.wait_with_output())
+        .await
+        .expect("kubectl finishes")
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_and_port_forward_over_websocket() {
+    kubelet_support::require_binary(KUBECTL_133);
+    let cluster = kubelet_support::start_with(kubelet_support::ClusterOptions {
+        nodes: 1,
+        ..Default::default()
+    })
+    .await;
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest(
+                "web",
+                json!({"app": "web"}),
+                None,
+                json!([web_container(8080)]),
+            ),
+        )
+        .await;
+    cluster.wait_ready("default", "web", LIMIT).await;
+    let pods = cluster.pods("default");
+
+    // kube-rs exec: stdout, stderr and a non-zero exit code in the Status.
+    let started = Instant::now();
+    let (out, err, status) = exec(
+        &pods,
+        &["sh", "-c", "hostname; echo to-stderr >&2; exit 3"],
+        None,
+    )
+    .await;
+    eprintln!("kube-rs exec answered in {:?}", started.elapsed());
+    assert_eq!(out, "web\n", "the command runs in the Pod's UTS namespace");
+    assert_eq!(err, "to-stderr\n");
+    assert_eq!(status.status.as_deref(), Some("Failure"), "{status:?}");
+    assert_eq!(status.reason.as_deref(), Some("NonZeroExitCode"));
+    let causes = status.details.and_then(|d| d.causes).unwrap_or_default();
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.reason.as_deref() == Some("ExitCode") && c.message.as_deref() == Some("3")),
+        "{causes:?}"
+    );
+    // Stdin, closed with v5's close signal, reaches the command; success is a Success status.
+    let (out, _, status) = exec(&pods, &["sh", "-c", "tr a-z A-Z"], Some("piped in\n")).await;
+    assert_eq!(out, "PIPED IN\n");
+    assert_eq!(status.status.as_deref(), Some("Success"), "{status:?}");
+    // A command that does not exist fails the same way a container runtime reports it.
+    let missing = AttachParams::default().stdout(true).stderr(true);
+    let mut attached = pods
+        .exec("web", vec!["/no/such/program"], &missing)
+        .await
+        .map(Some)
+        .unwrap_or(None);
+    if let Some(attached) = attached.as_mut() {
+        let status = attached.take_status().unwrap().await.unwrap();
+        assert_ne!(status.status.as_deref(), Some("Success"), "{status:?}");
+    }
+
+    // kube-rs port-forward: an HTTP exchange with the Pod's server, twice at once.
+    let exchange = |pods: Api<Pod>| async move {
+        let mut forwarder = pods.portforward("web", &[8080]).await.unwrap();
+        let mut stream = forwarder.take_stream(8080).unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        drop(stream);
+        // The server closed the socket when the Pod closed its connection (as the kubelet
+        // does); kube-rs then fails to send its own Close (SendAfterClosing), which is harmless.
+        let _ = forwarder.join().await;
+        response
+    };
+    let (first, second) = tokio::join!(exchange(pods.clone()), exchange(pods.clone()));
+    for response in [first, second] {
+        assert!(response.starts_with("HTTP/1.0 200"), "{response}");
+        assert!(response.ends_with("\r\n\r\nweb"), "{response}");
+    }
+    // A port nothing listens on: the error channel says so.
+    let mut forwarder = pods.portforward("web", &[9999]).await.unwrap();
+    let error = forwarder.take_error(9999).unwrap().await;
+    let error = error.expect("an error message for a closed port");
+    assert!(error.contains("error forwarding port 9999"), "{error}");
+    forwarder.abort();
+
+    // The real kubectl exec, v1.32 and v1.33: output, stdin and the exit code.
+    let kubeconfig = cluster.kubeconfig();
+    for binary in ["kubectl", KUBECTL_133] {
+        let output = kubectl(
+            binary,
+            &kubeconfig,
+            &[
+                "exec",
+                "web",
+                "--",
+                "sh",
+                "-c",
+                "echo out $HOSTNAME; echo err >&2; exit 4",
+            ],
+            None,
+        )
+        .await;
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "out web\n",
+            "{binary}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.starts_with("err\n"), "{binary}: {stderr}");
+        assert_eq!(
+            output.status.code(),
+            Some(4),
+            "{binary} exits with the command's code: {stderr}"
+        );
+        let output = kubectl(
+            binary,
+            &kubeconfig,
+            &["exec", "-i", "web", "-c", "web", "--", "wc", "-l"],
+            Some("one\ntwo\nthree\n"),
+        )
+        .await;
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "3",
+            "{binary}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output.status.success());
+        let output = kubectl(
+            binary,
+            &kubeconfig,
+            &["exec", "web", "-c", "nope", "--", "true"],
+            None,
+        )
+        .await;
+        assert!(!output.status.success());
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("nope"),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    // kubectl port-forward speaks SPDY; the sandbox refuses it with a message naming the way
+    // that works (a WebSocket client such as kube-rs), and kubectl exits non-zero.
+    let output = kubectl(
+        "kubectl",
+        &kubeconfig,
+        &[
+            "port-forward",
+            "pod/web",
+            "18080:8080",
+            "--pod-running-timeout=5s",
+        ],
+        None,
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("kubectl port-forward: {stderr}");
+    assert!(!output.status.success());
+    assert!(stderr.contains("SPDY"), "{stderr}");
+}
