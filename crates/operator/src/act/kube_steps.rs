@@ -68,6 +68,19 @@ pub async fn perform(
             }
             Ok(last)
         }
+        Step::SetMemberVersion { member, version } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"version": version},
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
         Step::RemoveFinalizer { member } => {
             let current =
                 observed_member(observed, member).ok_or_else(|| ActError::NotObserved {

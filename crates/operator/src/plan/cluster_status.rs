@@ -89,7 +89,8 @@ pub fn latched(ctx: &Context<'_>) -> EtcdCluster {
                 .progress_deadline
                 .as_ref()
                 .is_some_and(|d| d.0 <= now);
-            if reached || expired {
+            if reached || expired || super::rules::rollout::retarget_version(ctx, current, &wanted)
+            {
                 status.observed = Some(wanted);
                 status.progress_deadline = Some(deadline);
             }
@@ -399,6 +400,7 @@ fn progress_reason(ctx: &Context<'_>, step: &Step) -> &'static str {
         }
         _ if running < ctx.desired => "ScalingOut",
         _ if running > ctx.desired => "ScalingIn",
+        _ if !super::rules::rollout::outdated_members(ctx).is_empty() => "RollingUpdate",
         _ if ctx
             .members
             .iter()

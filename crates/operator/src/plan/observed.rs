@@ -220,6 +220,9 @@ pub struct PodFacts {
     ///
     /// [`TRUSTED_CA_ANNOTATION`]: crate::build::TRUSTED_CA_ANNOTATION
     pub trusted_ca: Option<String>,
+    /// The image of the etcd container (what a rolling upgrade compares with the image of the
+    /// member's `spec.version`); `None` when the Pod has no etcd container.
+    pub image: Option<String>,
 }
 
 impl PodFacts {
@@ -274,6 +277,11 @@ impl PodFacts {
                 .as_ref()
                 .and_then(|a| a.get(crate::build::TRUSTED_CA_ANNOTATION))
                 .cloned(),
+            image: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.iter().find(|c| c.name == ETCD_CONTAINER))
+                .and_then(|c| c.image.clone()),
             termination_message: etcd.and_then(|c| {
                 let ended = |s: Option<&k8s_openapi::api::core::v1::ContainerState>| {
                     s.and_then(|s| s.terminated.as_ref())

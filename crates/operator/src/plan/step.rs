@@ -54,6 +54,12 @@ pub enum Step {
         members: Vec<String>,
         dormant: bool,
     },
+    /// Set the EtcdMember's `spec.version` (a rolling upgrade or a roll-back of one member):
+    /// its running Pod is untouched; the Pod is replaced in a later step.
+    SetMemberVersion {
+        member: String,
+        version: String,
+    },
     /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
     /// are gone.
     RemoveFinalizer {
@@ -211,6 +217,7 @@ pub enum StepKind {
     CreateMember,
     DeleteMember,
     SetDormant,
+    SetMemberVersion,
     RemoveFinalizer,
     CreatePvc,
     DeletePvc,
@@ -242,6 +249,7 @@ impl Step {
             Step::CreateMember(_) => StepKind::CreateMember,
             Step::DeleteMember { .. } => StepKind::DeleteMember,
             Step::SetDormant { .. } => StepKind::SetDormant,
+            Step::SetMemberVersion { .. } => StepKind::SetMemberVersion,
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
             Step::CreatePvc(_) => StepKind::CreatePvc,
             Step::DeletePvc { .. } => StepKind::DeletePvc,
@@ -291,6 +299,7 @@ impl Step {
             Step::SetPhase { member, .. }
             | Step::DeleteMember { member }
             | Step::RemoveFinalizer { member }
+            | Step::SetMemberVersion { member, .. }
             | Step::DeletePvc { member, .. }
             | Step::DeletePod { member, .. }
             | Step::LabelPod { member, .. }
@@ -324,6 +333,7 @@ impl Step {
             Step::DeleteMember { .. } => "MemberDeleted",
             Step::SetDormant { dormant: true, .. } => "ClusterStopping",
             Step::SetDormant { dormant: false, .. } => "ClusterResuming",
+            Step::SetMemberVersion { .. } => "MemberVersionChanged",
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
             Step::CreatePvc(_) => "VolumeCreated",
             Step::DeletePvc { .. } => "VolumeDeleted",
@@ -369,6 +379,9 @@ impl Step {
                 "{} members: {}",
                 if *dormant { "stopping" } else { "resuming" },
                 members.join(", ")
+            ),
+            Step::SetMemberVersion { member, version } => format!(
+                "member {member} is to run etcd {version} (its Pod is created again on its data next)"
             ),
             Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
             Step::CreatePvc(p) => {
@@ -475,6 +488,11 @@ pub enum WaitReason {
     UnsupportedSpec,
     /// `spec.version` differs from the running members; rolling upgrades are not implemented.
     UpgradeNotImplemented,
+    /// The version change asked for is not an upgrade path etcd supports (skipped minor,
+    /// downgrade below the cluster version, unknown version, auth-enabled 3.4 to 3.5).
+    UpgradeRefused,
+    /// A member did not come up on the new version: the rollout stopped after it.
+    UpgradeFailed,
     /// The cluster had formed, but its EtcdMembers are gone.
     ClusterLost,
     /// etcd answers with another cluster ID than the one latched.
@@ -506,6 +524,8 @@ impl WaitReason {
             WaitReason::QuorumAtRisk => "QuorumAtRisk",
             WaitReason::UnsupportedSpec => "UnsupportedSpec",
             WaitReason::UpgradeNotImplemented => "UpgradeNotImplemented",
+            WaitReason::UpgradeRefused => "UpgradeRefused",
+            WaitReason::UpgradeFailed => "UpgradeFailed",
             WaitReason::ClusterLost => "ClusterLost",
             WaitReason::ClusterIdMismatch => "ClusterIDMismatch",
             WaitReason::ForeignObject => "ForeignObject",

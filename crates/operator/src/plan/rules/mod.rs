@@ -6,7 +6,8 @@
 //! 4. members being deleted (leave sequence);
 //! 5. CORRUPT alarm;
 //! 6. NOSPACE alarm;
-//! 7. per-member repair;
+//! 7. per-member repair (preceded by a stalled version rollout: a member that cannot start
+//!    on its new version stops the rollout, and is rolled back when the spec goes back);
 //! 8. lost quorum;
 //! 9. advance non-Ready members;
 //! 10. cluster operations behind the readiness gate.
@@ -24,6 +25,7 @@ mod helpers;
 mod lifecycle;
 mod operations;
 mod repair;
+pub mod rollout;
 mod start;
 
 use super::context::Context;
@@ -36,7 +38,7 @@ pub use lifecycle::QUORUM_RECOVERY_CONDITION;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {
-    let rules: [fn(&Context<'_>) -> Option<Decision>; 16] = [
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 17] = [
         lifecycle::cluster_deletion,
         lifecycle::paused,
         lifecycle::certificates,
@@ -49,6 +51,7 @@ pub fn decide(ctx: &Context<'_>) -> Decision {
         lifecycle::terminating_members,
         lifecycle::corrupt_alarm,
         lifecycle::nospace_alarm,
+        rollout::stalled_upgrade,
         repair::member_repair,
         repair::lost_quorum,
         advance::advance_members,

@@ -70,6 +70,7 @@ pub fn running_pod(member: &str) -> PodFacts {
         start: Some(crate::build::PodStart::own_data(member, &peer(member))),
         termination_message: None,
         trusted_ca: None,
+        image: None,
     }
 }
 

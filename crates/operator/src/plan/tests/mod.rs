@@ -9,6 +9,7 @@ mod membership;
 mod operations;
 mod properties;
 mod repair;
+mod rollout;
 mod simulation;
 mod start;
 mod status;
