@@ -81,6 +81,19 @@ pub async fn perform(
                 .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
                 .await
         }
+        Step::SetMemberConfig { member, config, .. } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": config,
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
         Step::RemoveFinalizer { member } => {
             let current =
                 observed_member(observed, member).ok_or_else(|| ActError::NotObserved {

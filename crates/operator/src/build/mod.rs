@@ -10,6 +10,7 @@ mod metadata;
 mod pdb;
 mod pod;
 mod pvc;
+mod rollout;
 mod service;
 
 pub use event::{EventType, REPORTING_COMPONENT, event};
@@ -23,6 +24,7 @@ pub use pod::{
     PEER_PORT, PodStart, StartKind, member_pod,
 };
 pub use pvc::member_pvc;
+pub use rollout::{CONFIG_DIGEST_ANNOTATION, MemberConfig};
 pub use service::{client_service, headless_service, service_drift};
 
 #[cfg(test)]

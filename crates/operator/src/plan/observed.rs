@@ -223,6 +223,11 @@ pub struct PodFacts {
     /// The image of the etcd container (what a rolling upgrade compares with the image of the
     /// member's `spec.version`); `None` when the Pod has no etcd container.
     pub image: Option<String>,
+    /// The config digest the Pod was created with ([`CONFIG_DIGEST_ANNOTATION`]); `None`
+    /// for a Pod made by an older operator (left alone by config rollouts).
+    ///
+    /// [`CONFIG_DIGEST_ANNOTATION`]: crate::build::CONFIG_DIGEST_ANNOTATION
+    pub config_digest: Option<String>,
 }
 
 impl PodFacts {
@@ -276,6 +281,12 @@ impl PodFacts {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(crate::build::TRUSTED_CA_ANNOTATION))
+                .cloned(),
+            config_digest: pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::build::CONFIG_DIGEST_ANNOTATION))
                 .cloned(),
             image: pod
                 .spec

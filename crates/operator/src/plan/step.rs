@@ -60,6 +60,14 @@ pub enum Step {
         member: String,
         version: String,
     },
+    /// Set the restart-relevant config of the EtcdMember's spec (a config rollout): its running
+    /// Pod is untouched; the Pod is replaced in a later step.
+    SetMemberConfig {
+        member: String,
+        config: Box<crate::build::MemberConfig>,
+        /// The fields that change, for the Event.
+        changed: Vec<&'static str>,
+    },
     /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
     /// are gone.
     RemoveFinalizer {
@@ -218,6 +226,7 @@ pub enum StepKind {
     DeleteMember,
     SetDormant,
     SetMemberVersion,
+    SetMemberConfig,
     RemoveFinalizer,
     CreatePvc,
     DeletePvc,
@@ -250,6 +259,7 @@ impl Step {
             Step::DeleteMember { .. } => StepKind::DeleteMember,
             Step::SetDormant { .. } => StepKind::SetDormant,
             Step::SetMemberVersion { .. } => StepKind::SetMemberVersion,
+            Step::SetMemberConfig { .. } => StepKind::SetMemberConfig,
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
             Step::CreatePvc(_) => StepKind::CreatePvc,
             Step::DeletePvc { .. } => StepKind::DeletePvc,
@@ -300,6 +310,7 @@ impl Step {
             | Step::DeleteMember { member }
             | Step::RemoveFinalizer { member }
             | Step::SetMemberVersion { member, .. }
+            | Step::SetMemberConfig { member, .. }
             | Step::DeletePvc { member, .. }
             | Step::DeletePod { member, .. }
             | Step::LabelPod { member, .. }
@@ -334,6 +345,7 @@ impl Step {
             Step::SetDormant { dormant: true, .. } => "ClusterStopping",
             Step::SetDormant { dormant: false, .. } => "ClusterResuming",
             Step::SetMemberVersion { .. } => "MemberVersionChanged",
+            Step::SetMemberConfig { .. } => "MemberConfigChanged",
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
             Step::CreatePvc(_) => "VolumeCreated",
             Step::DeletePvc { .. } => "VolumeDeleted",
@@ -382,6 +394,12 @@ impl Step {
             ),
             Step::SetMemberVersion { member, version } => format!(
                 "member {member} is to run etcd {version} (its Pod is created again on its data next)"
+            ),
+            Step::SetMemberConfig {
+                member, changed, ..
+            } => format!(
+                "member {member} takes the new {} (its Pod is created again on its data next)",
+                changed.join(", ")
             ),
             Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
             Step::CreatePvc(p) => {

@@ -17,8 +17,10 @@
 //! replace it); setting `spec.version` back rolls it back while etcd's cluster version has not
 //! moved.
 
+use crate::build::MemberConfig;
 use crate::plan::context::{Context, MemberView};
 use crate::plan::decision::{Decision, MemberEdit};
+use crate::plan::observed::PodFacts;
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
@@ -142,7 +144,7 @@ fn wanted_image(ctx: &Context<'_>, m: &MemberView<'_>) -> String {
 }
 
 /// `m`'s live Pod runs an image other than the one of its `spec.version`.
-fn pod_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
+fn image_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
     m.observed
         .pod
         .as_ref()
@@ -151,13 +153,49 @@ fn pod_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
         .is_some_and(|image| image != wanted_image(ctx, m))
 }
 
-/// Running members that do not run the target version yet (by spec or by Pod).
+/// `m`'s live Pod was created with another config than its spec's (a Pod without the digest,
+/// made by an older operator, is left alone).
+fn config_outdated(m: &MemberView<'_>) -> bool {
+    m.observed
+        .pod
+        .as_ref()
+        .filter(|p| !p.deleting)
+        .and_then(|p| p.config_digest.as_deref())
+        .is_some_and(|d| d != MemberConfig::of_member(&m.observed.member.spec).digest())
+}
+
+/// `m`'s live Pod is not what its spec says (image or config).
+fn pod_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
+    image_outdated(ctx, m) || config_outdated(m)
+}
+
+/// The restart-relevant config of the target (`status.observed`).
+fn target_config(ctx: &Context<'_>) -> Option<MemberConfig> {
+    ctx.cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.observed.as_ref())
+        .map(MemberConfig::of_target)
+}
+
+/// The fields of `m`'s spec that differ from the target's config.
+fn config_changes(ctx: &Context<'_>, m: &MemberView<'_>) -> Vec<&'static str> {
+    target_config(ctx)
+        .map(|t| t.differences(&MemberConfig::of_member(&m.observed.member.spec)))
+        .unwrap_or_default()
+}
+
+/// Running members that do not run the target yet (version or config, by spec or by Pod).
 pub fn outdated_members<'c, 'a>(ctx: &'c Context<'a>) -> Vec<&'c MemberView<'a>> {
     let Some(target) = target_version(ctx) else {
         return Vec::new();
     };
     ctx.running()
-        .filter(|m| m.observed.member.spec.version != target || pod_outdated(ctx, m))
+        .filter(|m| {
+            m.observed.member.spec.version != target
+                || !config_changes(ctx, m).is_empty()
+                || pod_outdated(ctx, m)
+        })
         .collect()
 }
 
@@ -203,58 +241,84 @@ pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
             version: target,
         }));
     }
+    let changed = config_changes(ctx, m);
+    if !changed.is_empty() {
+        return Some(Decision::act(Step::SetMemberConfig {
+            member: m.name.to_string(),
+            config: Box::new(target_config(ctx)?),
+            changed,
+        }));
+    }
     let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
     if m.memory && !ctx.others_have_quorum(m.id) {
         return Some(Decision::wait(
             WaitReason::QuorumAtRisk,
             format!(
-                "{} is to run etcd {version}; it is memory-backed, so its restart is a replacement, and the others cannot keep quorum without it. Scale the cluster out first (3 members or more)",
+                "{} is to restart on a new version or configuration; it is memory-backed, so its restart is a replacement, and the others cannot keep quorum without it. Scale the cluster out first (3 members or more)",
                 m.name
             ),
             timing::BLOCKED_POLL,
         ));
     }
-    let was = running_version(ctx, m).unwrap_or_else(|| "another version".to_string());
-    leadership_first(ctx, m).or_else(|| {
-        Some(
-            Decision::act(delete_pod(m, pod)).with(MemberEdit::new(m.name).not_ready(
-                "Upgrading",
-                format!(
-                    "{} is restarted on etcd {version} (it ran {was}): its Pod is created again on its data",
-                    m.name
-                ),
-            )),
+    let (reason, why) = if image_outdated(ctx, m) {
+        let was = running_version(ctx, m).unwrap_or_else(|| "another version".to_string());
+        (
+            "Upgrading",
+            format!(
+                "{} is restarted on etcd {version} (it ran {was}): its Pod is created again on its data",
+                m.name
+            ),
         )
+    } else {
+        (
+            "ConfigChanged",
+            format!(
+                "{}'s configuration changed: its Pod is created again on its data with it",
+                m.name
+            ),
+        )
+    };
+    leadership_first(ctx, m).or_else(|| {
+        Some(Decision::act(delete_pod(m, pod)).with(MemberEdit::new(m.name).not_ready(reason, why)))
     })
 }
 
-/// A member whose Pod runs a version etcd has not yet reported for it and cannot start (image
-/// not pulled, crash loop), with the reason.
+/// Why `pod` cannot start as it is (image not pulled, crash loop, ended), if it cannot.
+fn pod_failing(pod: &PodFacts) -> Option<String> {
+    if pod.deleting || pod.ready {
+        return None;
+    }
+    if let Some(reason) = pod
+        .waiting_reason
+        .as_deref()
+        .filter(|r| CANNOT_START.contains(r))
+    {
+        Some(reason.to_string())
+    } else if pod.restart_count >= 2 {
+        Some(format!(
+            "its etcd container restarted {} times",
+            pod.restart_count
+        ))
+    } else if pod.phase.is_terminal() {
+        Some(format!("its Pod ended in phase {:?}", pod.phase))
+    } else {
+        None
+    }
+}
+
+/// A member whose Pod cannot start and is part of a rollout: it runs a version etcd has not
+/// yet reported for it, its Pod is not what its spec says, or its spec is not the target's.
+/// With the reason.
 pub fn failed_upgrade<'c, 'a>(ctx: &'c Context<'a>) -> Option<(&'c MemberView<'a>, String)> {
+    let target = target_version(ctx)?;
     ctx.running().find_map(|m| {
-        let pod = m
-            .observed
-            .pod
-            .as_ref()
-            .filter(|p| !p.deleting && !p.ready)?;
-        let ran = m.status().version?;
-        if ran == m.observed.member.spec.version && !pod_outdated(ctx, m) {
-            return None;
-        }
-        let why = if let Some(reason) = pod
-            .waiting_reason
-            .as_deref()
-            .filter(|r| CANNOT_START.contains(r))
-        {
-            reason.to_string()
-        } else if pod.restart_count >= 2 {
-            format!("its etcd container restarted {} times", pod.restart_count)
-        } else if pod.phase.is_terminal() {
-            format!("its Pod ended in phase {:?}", pod.phase)
-        } else {
-            return None;
-        };
-        Some((m, why))
+        let why = pod_failing(m.observed.pod.as_ref()?)?;
+        let spec = &m.observed.member.spec;
+        let in_rollout = m.status().version.is_some_and(|ran| ran != spec.version)
+            || pod_outdated(ctx, m)
+            || spec.version != target
+            || !config_changes(ctx, m).is_empty();
+        in_rollout.then_some((m, why))
     })
 }
 
@@ -288,6 +352,27 @@ pub fn stalled_upgrade(ctx: &Context<'_>) -> Option<Decision> {
             )),
         );
     }
+    let changed = config_changes(ctx, m);
+    if !changed.is_empty() {
+        let message = format!(
+            "{} did not start with its configuration ({why}); it takes the target's {}",
+            m.name,
+            changed.join(", ")
+        );
+        return Some(
+            Decision::act(Step::SetMemberConfig {
+                member: m.name.to_string(),
+                config: Box::new(target_config(ctx)?),
+                changed,
+            })
+            .with(MemberEdit::new(m.name).not_ready("RolloutFailed", message)),
+        );
+    }
+    if ran == *version || ran.is_empty() {
+        // Not a version change: a configuration that does not start is repaired like any
+        // failing member (the rest of the rollout waits behind the gate).
+        return None;
+    }
     let allowed_back = cluster_version(ctx)
         .map(|(a, b)| format!(" (allowed while etcd's cluster version is still {a}.{b})"))
         .unwrap_or_default();
@@ -313,7 +398,7 @@ pub fn stalled_upgrade(ctx: &Context<'_>) -> Option<Decision> {
 fn replace_outdated_failing_pod(ctx: &Context<'_>) -> Option<Decision> {
     let m = ctx.running().find(|m| {
         pod_outdated(ctx, m)
-            && m.observed.pod.as_ref().is_some_and(|p| !p.ready)
+            && m.observed.pod.as_ref().and_then(pod_failing).is_some()
             && (!m.memory || ctx.others_have_quorum(m.id))
     })?;
     let pod = m.observed.pod.as_ref()?;
@@ -328,17 +413,20 @@ fn replace_outdated_failing_pod(ctx: &Context<'_>) -> Option<Decision> {
     )
 }
 
-/// Whether a new `spec.version` is adopted as the target although the previous target is not
-/// reached: a member failed to start on the previous target version (going back must not wait
-/// for the progress deadline).
+/// Whether a new `spec.version` or config is adopted as the target although the previous
+/// target is not reached: a member of the rollout failed to start on the previous target
+/// (going back must not wait for the progress deadline). Only when nothing else changed.
 pub fn retarget_version(
     ctx: &Context<'_>,
     current: &etcd_operator_api::cluster::ObservedClusterSpec,
     wanted: &etcd_operator_api::cluster::ObservedClusterSpec,
 ) -> bool {
-    let mut same_but_version = current.clone();
-    same_but_version.version = wanted.version.clone();
-    same_but_version == *wanted
-        && current.version != wanted.version
-        && failed_upgrade(ctx).is_some()
+    let mut same_but_rollout = current.clone();
+    same_but_rollout.version = wanted.version.clone();
+    same_but_rollout.options = wanted.options.clone();
+    same_but_rollout.resources = wanted.resources.clone();
+    same_but_rollout.affinity = wanted.affinity.clone();
+    same_but_rollout.topology_spread_constraints = wanted.topology_spread_constraints.clone();
+    same_but_rollout.image_pull_secrets = wanted.image_pull_secrets.clone();
+    same_but_rollout == *wanted && current != wanted && failed_upgrade(ctx).is_some()
 }

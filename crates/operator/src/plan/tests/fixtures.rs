@@ -71,6 +71,7 @@ pub fn running_pod(member: &str) -> PodFacts {
         termination_message: None,
         trusted_ca: None,
         image: None,
+        config_digest: None,
     }
 }
 

@@ -5,7 +5,7 @@ use etcd_operator_api::MemberPhase;
 
 use super::fixtures::*;
 use crate::plan::rules::rollout::{check_path, parse_version};
-use crate::plan::{Step, WaitReason, plan_next_step};
+use crate::plan::{Step, WaitReason};
 
 #[test]
 fn versions_parse_as_major_minor_patch_only() {
@@ -227,6 +227,46 @@ fn a_starting_pod_on_the_new_version_is_not_a_failure() {
                 ..
             }
         ),
+        "{:?}",
+        fx.step()
+    );
+}
+
+#[test]
+fn a_member_counts_as_ready_only_with_its_pod_ready() {
+    let mut fx = Fx::healthy(3);
+    fx.pod_mut("etcd-2").ready = false;
+    let plan = fx.plan();
+    assert!(
+        matches!(&plan.step, Step::Wait { reason: WaitReason::WaitingForMember, message } if message.contains("etcd-2")),
+        "{:?}",
+        plan.step
+    );
+    let status = planned_member_status(&fx, &plan, "etcd-2");
+    let ready = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "PodNotReady")
+    );
+    assert_eq!(plan.cluster_status.unwrap().ready_members, Some(2));
+}
+
+#[test]
+fn a_pod_without_a_config_digest_is_left_alone_and_a_changed_digest_restarts_it() {
+    let mut fx = Fx::healthy(3);
+    assert_eq!(
+        fx.step(),
+        Step::Idle,
+        "Pods of an older operator: no digest, no restart"
+    );
+    fx.pod_mut("etcd-2").config_digest = Some("something-else".into());
+    assert!(
+        matches!(fx.step(), Step::DeletePod { ref member, .. } if member == "etcd-2"),
         "{:?}",
         fx.step()
     );

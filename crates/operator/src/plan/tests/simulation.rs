@@ -231,6 +231,14 @@ impl Sim {
             Step::SetMemberVersion { member, version } => {
                 fx.member_mut(&member).spec.version = version;
             }
+            Step::SetMemberConfig { member, config, .. } => {
+                let spec = &mut fx.member_mut(&member).spec;
+                spec.options = config.options;
+                spec.resources = config.resources;
+                spec.affinity = config.affinity;
+                spec.topology_spread_constraints = config.topology_spread_constraints;
+                spec.image_pull_secrets = config.image_pull_secrets;
+            }
             Step::RemoveFinalizer { member } => {
                 fx.obs
                     .members
@@ -279,6 +287,12 @@ impl Sim {
                     .as_ref()
                     .and_then(|s| s.containers.first())
                     .and_then(|c| c.image.clone());
+                facts.config_digest = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::build::CONFIG_DIGEST_ANNOTATION))
+                    .cloned();
                 let version = facts
                     .image
                     .as_deref()
@@ -798,4 +812,38 @@ fn a_patch_change_and_the_way_back_before_the_cluster_version_moved_are_rolled()
     sim.fx.status_mut().observed.as_mut().unwrap().version = "3.5.1".into();
     run_upgrade(&mut sim, 400, None);
     assert_all_on(&sim, "3.5.1");
+}
+
+#[test]
+fn a_config_change_rolls_every_member_leader_last_and_none_twice() {
+    use etcd_operator_api::shared::EtcdOptions;
+    // Pods created by this operator carry the digest of their member's config.
+    let mut fx = cluster_on(3, "3.5.1", "3.5.1", false);
+    for i in 0..3 {
+        let m = name(i);
+        let digest = crate::build::MemberConfig::of_member(&fx.member_mut(&m).spec).digest();
+        fx.pod_mut(&m).config_digest = Some(digest);
+    }
+    let options = EtcdOptions {
+        quota_backend_bytes: Some(1 << 30),
+        auto_compaction_retention: Some("5m".into()),
+        ..Default::default()
+    };
+    fx.obs.cluster.spec.options = Some(options.clone());
+    fx.status_mut().observed.as_mut().unwrap().options = Some(options.clone());
+    let mut sim = Sim::new(fx);
+    let deleted = run_upgrade(&mut sim, 400, Some(4));
+    sim.assert_converged(3);
+    assert_eq!(deleted, vec![name(1), name(2), name(0)]);
+    assert_eq!(kinds_count(&sim.steps, StepKind::SetMemberConfig), 3);
+    for m in &sim.fx.obs.members {
+        assert_eq!(m.member.spec.options.as_ref(), Some(&options));
+        let digest = crate::build::MemberConfig::of_member(&m.member.spec).digest();
+        assert_eq!(
+            m.pod.as_ref().unwrap().config_digest.as_ref(),
+            Some(&digest)
+        );
+    }
+    // Converged: another pass restarts nothing.
+    assert_eq!(run_upgrade(&mut sim, 10, None), Vec::<String>::new());
 }
