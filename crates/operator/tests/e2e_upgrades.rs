@@ -8,7 +8,9 @@
 //!    shown on the 3.4 cluster before it, an unknown version): nothing restarts;
 //! 3. a version whose image cannot start (3.6.0: the sandbox has no such image): the rollout
 //!    stops after one member, the others keep serving, and going back to 3.5.1 heals it;
-//! 4. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement).
+//! 4. a config rollout on the PVC cluster (quota and auto-compaction options): every Pod
+//!    restarted once with the new flags, the leader last, same member IDs;
+//! 5. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement).
 
 mod support;
 
@@ -325,7 +327,67 @@ async fn e2e_rolling_upgrades() {
         report.longest_unavailable.as_millis()
     );
 
-    // 4. Memory-backed 3.4.23 → 3.5.1.
+    // 4. A config rollout: quota and auto-compaction.
+    let ids = cluster.etcd_members("upg", "etcd").unwrap();
+    let first_leader = leader(&cluster, "upg").await;
+    let before = pods(&cluster, "upg").await;
+    let workload = Workload::start(cluster.network.clone(), "upg", "etcd", "upg-config");
+    let started = Instant::now();
+    let patch = r#"{"spec":{"options":{"quotaBackendBytes":1073741824,"autoCompactionMode":"periodic","autoCompactionRetention":"5m"}}}"#;
+    let (ok, _, stderr) = kubectl(
+        &cluster,
+        &[
+            "-n",
+            "upg",
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            patch,
+        ],
+    );
+    assert!(ok, "kubectl patch options: {stderr}");
+    let order = restart_order(&cluster, "upg", &before, "the new options").await;
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+    let took = started.elapsed();
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "upg: config rollout in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
+        took.as_secs_f64(),
+        report.longest_unavailable.as_millis()
+    );
+    assert_eq!(order.last(), Some(&first_leader), "the leader last");
+    assert_eq!(cluster.etcd_members("upg", "etcd").unwrap(), ids);
+    let list = Api::<Pod>::namespaced(client.clone(), "upg")
+        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
+        .await
+        .unwrap();
+    for pod in &list.items {
+        let container = &pod.spec.as_ref().unwrap().containers[0];
+        let line: Vec<String> = container
+            .command
+            .iter()
+            .flatten()
+            .chain(container.args.iter().flatten())
+            .cloned()
+            .collect();
+        for flag in [
+            "--quota-backend-bytes=1073741824",
+            "--auto-compaction-mode=periodic",
+            "--auto-compaction-retention=5m",
+        ] {
+            assert!(line.iter().any(|a| a.contains(flag)), "{flag} in {line:?}");
+        }
+    }
+    for m in members(&client, "upg", "etcd").await {
+        assert_eq!(
+            m.spec.options.and_then(|o| o.quota_backend_bytes),
+            Some(1073741824)
+        );
+    }
+
+    // 5. Memory-backed 3.4.23 → 3.5.1.
     upgrade_under_load(&cluster, "upm").await;
 
     println!(
