@@ -199,7 +199,11 @@ async fn e2e_failpoint_matrix() {
         },
     )
     .await;
-    assert_eq!(cluster.recorded_ids("fpu", "etcd").await, ids, "same members");
+    assert_eq!(
+        cluster.recorded_ids("fpu", "etcd").await,
+        ids,
+        "same members"
+    );
     let upgraded = support::get_cluster(&client, "fpu", "etcd").await;
     let versions: Vec<Option<String>> = upgraded
         .status
@@ -208,7 +212,11 @@ async fn e2e_failpoint_matrix() {
         .into_iter()
         .map(|m| m.version)
         .collect();
-    assert_eq!(versions, vec![Some("3.5.1".to_string()); 3], "every member on 3.5.1");
+    assert_eq!(
+        versions,
+        vec![Some("3.5.1".to_string()); 3],
+        "every member on 3.5.1"
+    );
     println!(
         "e2e_failpoint_matrix: {:.0} s",
         test_started.elapsed().as_secs_f64()

@@ -428,5 +428,28 @@ pub fn retarget_version(
     same_but_rollout.affinity = wanted.affinity.clone();
     same_but_rollout.topology_spread_constraints = wanted.topology_spread_constraints.clone();
     same_but_rollout.image_pull_secrets = wanted.image_pull_secrets.clone();
+    if target_refused(ctx) {
+        // Nothing moved for a refused target: any new spec is taken at once.
+        return true;
+    }
     same_but_rollout == *wanted && current != wanted && failed_upgrade(ctx).is_some()
+}
+
+/// The latched version is refused (`UpgradeRefused`): some member is still to take it and the
+/// path from etcd's cluster version does not allow it.
+pub fn target_refused(ctx: &Context<'_>) -> bool {
+    let Some(target) = target_version(ctx) else {
+        return false;
+    };
+    ctx.running()
+        .any(|m| m.observed.member.spec.version != target)
+        && refusal(ctx, &target).is_some_and(|d| {
+            matches!(
+                d.step,
+                Step::Wait {
+                    reason: WaitReason::UpgradeRefused,
+                    ..
+                }
+            )
+        })
 }

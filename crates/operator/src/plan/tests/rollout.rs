@@ -271,3 +271,55 @@ fn a_pod_without_a_config_digest_is_left_alone_and_a_changed_digest_restarts_it(
         fx.step()
     );
 }
+
+#[test]
+fn a_refused_target_gives_way_to_the_next_spec_at_once() {
+    let mut fx = on(3, "3.5.1", "3.4.23");
+    fx.status_mut().progress_deadline = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        at(200_000),
+    ));
+    refused_with(&fx);
+    fx.obs.cluster.spec.version = "3.5.1".into();
+    let plan = fx.plan();
+    let latched = plan
+        .cluster_status
+        .as_ref()
+        .unwrap()
+        .observed
+        .as_ref()
+        .unwrap();
+    assert_eq!(latched.version, "3.5.1");
+    fx.write_statuses(&plan);
+    assert_eq!(fx.step(), Step::Idle);
+}
+
+#[test]
+fn a_rollout_past_its_progress_deadline_is_reported_as_not_progressing() {
+    let mut fx = on(3, "3.4.23", "3.5.1");
+    // etcd-1 is on its way (its Pod starting), the deadline has passed.
+    let image = fx.obs.settings.etcd_image("3.5.1");
+    fx.member_mut("etcd-1").spec.version = "3.5.1".into();
+    fx.pod_mut("etcd-1").image = Some(image);
+    fx.pod_mut("etcd-1").ready = false;
+    fx.status_mut().progress_deadline = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        at(99_000),
+    ));
+    let plan = fx.plan();
+    let (status, reason) = cluster_condition(&fx, &plan, "Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ProgressDeadlineExceeded")
+    );
+    // Before the deadline the same state is progress.
+    fx.status_mut().progress_deadline = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        at(200_000),
+    ));
+    let plan = fx.plan();
+    assert_eq!(
+        cluster_condition(&fx, &plan, "Progressing").0,
+        "True",
+        "{:?} {:?}",
+        plan.step,
+        cluster_condition(&fx, &plan, "Progressing")
+    );
+}
