@@ -24,7 +24,7 @@ pub use pod::{
     PEER_PORT, PodStart, StartKind, member_pod,
 };
 pub use pvc::member_pvc;
-pub use rollout::{CONFIG_DIGEST_ANNOTATION, MemberConfig};
+pub use rollout::{CONFIG_DIGEST_ANNOTATION, MemberConfig, missing_metadata, replacing_patch};
 pub use service::{client_service, headless_service, service_drift};
 
 #[cfg(test)]

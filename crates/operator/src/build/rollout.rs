@@ -78,6 +78,69 @@ impl MemberConfig {
     }
 }
 
+/// A merge patch that turns `old` into `new` (`additionalMetadata`): keys `old` has and `new`
+/// lacks become null (removed), since a merge patch otherwise keeps them.
+pub fn replacing_patch(
+    old: Option<&etcd_operator_api::shared::AdditionalMetadata>,
+    new: Option<&etcd_operator_api::shared::AdditionalMetadata>,
+) -> serde_json::Value {
+    let Some(new) = new else {
+        return serde_json::Value::Null;
+    };
+    let side = |old: Option<&std::collections::BTreeMap<String, String>>,
+                new: Option<&std::collections::BTreeMap<String, String>>| {
+        let mut map = serde_json::Map::new();
+        for key in old.into_iter().flatten().map(|(k, _)| k) {
+            map.insert(key.clone(), serde_json::Value::Null);
+        }
+        for (key, value) in new.into_iter().flatten() {
+            map.insert(key.clone(), serde_json::Value::String(value.clone()));
+        }
+        serde_json::Value::Object(map)
+    };
+    serde_json::json!({
+        "labels": side(old.and_then(|o| o.labels.as_ref()), new.labels.as_ref()),
+        "annotations": side(old.and_then(|o| o.annotations.as_ref()), new.annotations.as_ref()),
+    })
+}
+
+/// The labels and annotations of `additional` that the live Pod lacks (or holds another value
+/// of), leaving out the operator's own keys: what a metadata change patches in place.
+pub fn missing_metadata(
+    additional: Option<&etcd_operator_api::shared::AdditionalMetadata>,
+    own_labels: &std::collections::BTreeMap<String, String>,
+    pod_labels: &std::collections::BTreeMap<String, String>,
+    pod_annotations: &std::collections::BTreeMap<String, String>,
+) -> (
+    std::collections::BTreeMap<String, String>,
+    std::collections::BTreeMap<String, String>,
+) {
+    let reserved = |k: &String| k.starts_with(super::metadata::RESERVED_PREFIX);
+    let Some(additional) = additional else {
+        return Default::default();
+    };
+    let labels = additional
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, v)| {
+            !reserved(k)
+                && !own_labels.contains_key(*k)
+                && *k != etcd_operator_api::labels::ROLE
+                && pod_labels.get(*k) != Some(v)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let annotations = additional
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, v)| !reserved(k) && pod_annotations.get(*k) != Some(v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (labels, annotations)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +160,47 @@ mod tests {
         assert_eq!(quota.differences(&base), vec!["options"]);
         let json = serde_json::to_value(&base).unwrap();
         assert!(json["options"].is_null() && json["imagePullSecrets"].is_null());
+    }
+
+    #[test]
+    fn metadata_patches_replace_and_skip_the_operators_keys() {
+        use etcd_operator_api::shared::AdditionalMetadata;
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let old = AdditionalMetadata {
+            labels: Some(map(&[("team", "a"), ("gone", "x")])),
+            annotations: None,
+        };
+        let new = AdditionalMetadata {
+            labels: Some(map(&[("team", "b")])),
+            annotations: Some(map(&[("note", "n")])),
+        };
+        let patch = replacing_patch(Some(&old), Some(&new));
+        assert_eq!(patch["labels"]["team"], "b");
+        assert!(patch["labels"]["gone"].is_null());
+        assert_eq!(patch["annotations"]["note"], "n");
+        assert!(replacing_patch(Some(&old), None).is_null());
+
+        let own = map(&[("app.kubernetes.io/component", "etcd-0")]);
+        let wanted = AdditionalMetadata {
+            labels: Some(map(&[
+                ("team", "b"),
+                ("app.kubernetes.io/component", "mine"),
+                ("etcd-operator.cozystack.io/x", "y"),
+            ])),
+            annotations: Some(map(&[("note", "n")])),
+        };
+        let (labels, annotations) = missing_metadata(
+            Some(&wanted),
+            &own,
+            &map(&[("team", "a")]),
+            &map(&[("note", "n")]),
+        );
+        assert_eq!(labels, map(&[("team", "b")]));
+        assert!(annotations.is_empty());
     }
 }

@@ -228,6 +228,9 @@ pub struct PodFacts {
     ///
     /// [`CONFIG_DIGEST_ANNOTATION`]: crate::build::CONFIG_DIGEST_ANNOTATION
     pub config_digest: Option<String>,
+    /// The Pod's labels and annotations (for `additionalMetadata` patched in place).
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl PodFacts {
@@ -282,6 +285,8 @@ impl PodFacts {
                 .as_ref()
                 .and_then(|a| a.get(crate::build::TRUSTED_CA_ANNOTATION))
                 .cloned(),
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            annotations: pod.metadata.annotations.clone().unwrap_or_default(),
             config_digest: pod
                 .metadata
                 .annotations

@@ -68,6 +68,18 @@ pub enum Step {
         /// The fields that change, for the Event.
         changed: Vec<&'static str>,
     },
+    /// Set the EtcdMember's `spec.additionalMetadata` to the target's (no restart).
+    SetMemberMetadata {
+        member: String,
+        metadata: Option<etcd_operator_api::shared::AdditionalMetadata>,
+    },
+    /// Add or update these labels and annotations on the member's running Pod, in place.
+    PatchPodMetadata {
+        member: String,
+        pod: String,
+        labels: std::collections::BTreeMap<String, String>,
+        annotations: std::collections::BTreeMap<String, String>,
+    },
     /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
     /// are gone.
     RemoveFinalizer {
@@ -227,6 +239,8 @@ pub enum StepKind {
     SetDormant,
     SetMemberVersion,
     SetMemberConfig,
+    SetMemberMetadata,
+    PatchPodMetadata,
     RemoveFinalizer,
     CreatePvc,
     DeletePvc,
@@ -260,6 +274,8 @@ impl Step {
             Step::SetDormant { .. } => StepKind::SetDormant,
             Step::SetMemberVersion { .. } => StepKind::SetMemberVersion,
             Step::SetMemberConfig { .. } => StepKind::SetMemberConfig,
+            Step::SetMemberMetadata { .. } => StepKind::SetMemberMetadata,
+            Step::PatchPodMetadata { .. } => StepKind::PatchPodMetadata,
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
             Step::CreatePvc(_) => StepKind::CreatePvc,
             Step::DeletePvc { .. } => StepKind::DeletePvc,
@@ -311,6 +327,8 @@ impl Step {
             | Step::RemoveFinalizer { member }
             | Step::SetMemberVersion { member, .. }
             | Step::SetMemberConfig { member, .. }
+            | Step::SetMemberMetadata { member, .. }
+            | Step::PatchPodMetadata { member, .. }
             | Step::DeletePvc { member, .. }
             | Step::DeletePod { member, .. }
             | Step::LabelPod { member, .. }
@@ -346,6 +364,8 @@ impl Step {
             Step::SetDormant { dormant: false, .. } => "ClusterResuming",
             Step::SetMemberVersion { .. } => "MemberVersionChanged",
             Step::SetMemberConfig { .. } => "MemberConfigChanged",
+            Step::SetMemberMetadata { .. } => "MemberMetadataChanged",
+            Step::PatchPodMetadata { .. } => "PodMetadataPatched",
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
             Step::CreatePvc(_) => "VolumeCreated",
             Step::DeletePvc { .. } => "VolumeDeleted",
@@ -400,6 +420,20 @@ impl Step {
             } => format!(
                 "member {member} takes the new {} (its Pod is created again on its data next)",
                 changed.join(", ")
+            ),
+            Step::SetMemberMetadata { member, .. } => {
+                format!("member {member} takes the new additionalMetadata (no restart)")
+            }
+            Step::PatchPodMetadata {
+                pod,
+                labels,
+                annotations,
+                ..
+            } => format!(
+                "Pod {pod} gets {} in place (labels: {}; annotations: {})",
+                "spec.additionalMetadata",
+                labels.keys().cloned().collect::<Vec<_>>().join(", "),
+                annotations.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
             Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
             Step::CreatePvc(p) => {

@@ -453,3 +453,35 @@ pub fn target_refused(ctx: &Context<'_>) -> bool {
             )
         })
 }
+
+/// Behind the readiness gate, after the version and config rollouts: a changed
+/// `additionalMetadata` is recorded on each EtcdMember and patched onto its running Pod in
+/// place, never restarting it. Keys removed from `additionalMetadata` stay on running Pods.
+pub fn metadata_rollout(ctx: &Context<'_>) -> Option<Decision> {
+    let target = ctx.cluster.status.as_ref()?.observed.as_ref()?;
+    ctx.running().find_map(|m| {
+        let spec = &m.observed.member.spec;
+        if spec.additional_metadata != target.additional_metadata {
+            return Some(Decision::act(Step::SetMemberMetadata {
+                member: m.name.to_string(),
+                metadata: target.additional_metadata.clone(),
+            }));
+        }
+        let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
+        let own = etcd_operator_api::labels::member_labels(&spec.cluster_name, m.name);
+        let (labels, annotations) = crate::build::missing_metadata(
+            spec.additional_metadata.as_ref(),
+            &own,
+            &pod.labels,
+            &pod.annotations,
+        );
+        (!labels.is_empty() || !annotations.is_empty()).then(|| {
+            Decision::act(Step::PatchPodMetadata {
+                member: m.name.to_string(),
+                pod: pod.name.clone(),
+                labels,
+                annotations,
+            })
+        })
+    })
+}

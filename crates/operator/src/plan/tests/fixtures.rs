@@ -72,6 +72,8 @@ pub fn running_pod(member: &str) -> PodFacts {
         trusted_ca: None,
         image: None,
         config_digest: None,
+        labels: Default::default(),
+        annotations: Default::default(),
     }
 }
 

@@ -231,6 +231,19 @@ impl Sim {
             Step::SetMemberVersion { member, version } => {
                 fx.member_mut(&member).spec.version = version;
             }
+            Step::SetMemberMetadata { member, metadata } => {
+                fx.member_mut(&member).spec.additional_metadata = metadata;
+            }
+            Step::PatchPodMetadata {
+                member,
+                labels,
+                annotations,
+                ..
+            } => {
+                let pod = fx.pod_mut(&member);
+                pod.labels.extend(labels);
+                pod.annotations.extend(annotations);
+            }
             Step::SetMemberConfig { member, config, .. } => {
                 let spec = &mut fx.member_mut(&member).spec;
                 spec.options = config.options;
@@ -287,6 +300,8 @@ impl Sim {
                     .as_ref()
                     .and_then(|s| s.containers.first())
                     .and_then(|c| c.image.clone());
+                facts.labels = pod.metadata.labels.clone().unwrap_or_default();
+                facts.annotations = pod.metadata.annotations.clone().unwrap_or_default();
                 facts.config_digest = pod
                     .metadata
                     .annotations
@@ -846,4 +861,34 @@ fn a_config_change_rolls_every_member_leader_last_and_none_twice() {
     }
     // Converged: another pass restarts nothing.
     assert_eq!(run_upgrade(&mut sim, 10, None), Vec::<String>::new());
+}
+
+#[test]
+fn additional_metadata_is_patched_onto_running_pods_without_a_restart() {
+    use etcd_operator_api::shared::AdditionalMetadata;
+    let mut fx = cluster_on(3, "3.5.1", "3.5.1", false);
+    let metadata = AdditionalMetadata {
+        labels: Some([("team".to_string(), "storage".to_string())].into()),
+        annotations: Some([("owner".to_string(), "ops".to_string())].into()),
+    };
+    fx.obs.cluster.spec.additional_metadata = Some(metadata.clone());
+    fx.status_mut()
+        .observed
+        .as_mut()
+        .unwrap()
+        .additional_metadata = Some(metadata.clone());
+    let mut sim = Sim::new(fx);
+    let deleted = run_upgrade(&mut sim, 100, Some(4));
+    assert!(deleted.is_empty(), "no restart: {deleted:?}");
+    assert_eq!(kinds_count(&sim.steps, StepKind::SetMemberMetadata), 3);
+    assert_eq!(kinds_count(&sim.steps, StepKind::PatchPodMetadata), 3);
+    for m in &sim.fx.obs.members {
+        assert_eq!(m.member.spec.additional_metadata.as_ref(), Some(&metadata));
+        let pod = m.pod.as_ref().unwrap();
+        assert_eq!(pod.labels.get("team").map(String::as_str), Some("storage"));
+        assert_eq!(
+            pod.annotations.get("owner").map(String::as_str),
+            Some("ops")
+        );
+    }
 }
