@@ -10,7 +10,8 @@
 //!    stops after one member, the others keep serving, and going back to 3.5.1 heals it;
 //! 4. a config rollout on the PVC cluster (quota and auto-compaction options): every Pod
 //!    restarted once with the new flags, the leader last, same member IDs;
-//! 5. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement).
+//! 5. an `additionalMetadata` change patched onto the running Pods, none restarted;
+//! 6. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement).
 
 mod support;
 
@@ -387,7 +388,56 @@ async fn e2e_rolling_upgrades() {
         );
     }
 
-    // 5. Memory-backed 3.4.23 → 3.5.1.
+    // 5. additionalMetadata: patched in place, no restart.
+    let before = pods(&cluster, "upg").await;
+    let patch = r#"{"spec":{"additionalMetadata":{"labels":{"team":"storage"},"annotations":{"owner":"ops"}}}}"#;
+    let (ok, _, stderr) = kubectl(
+        &cluster,
+        &[
+            "-n",
+            "upg",
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            patch,
+        ],
+    );
+    assert!(ok, "kubectl patch additionalMetadata: {stderr}");
+    let pod_api = Api::<Pod>::namespaced(client.clone(), "upg");
+    eventually("the Pods to carry the new metadata", LIMIT, || async {
+        let list = pod_api
+            .list(&ListParams::default().labels("team=storage"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let annotated = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("owner"))
+                    .is_some_and(|v| v == "ops")
+            })
+            .count();
+        if annotated == 3 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{annotated} of 3 Pods carry team=storage and owner=ops"
+            ))
+        }
+    })
+    .await;
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+    assert_eq!(
+        pods(&cluster, "upg").await,
+        before,
+        "no Pod restarted for metadata"
+    );
+
+    // 6. Memory-backed 3.4.23 → 3.5.1.
     upgrade_under_load(&cluster, "upm").await;
 
     println!(
