@@ -27,6 +27,8 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_member_delete",
     "after_finalizer_remove",
     "after_pod_start_set",
+    "after_member_version_set",
+    "after_member_config_set",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -72,6 +74,8 @@ pub fn after_step(step: &Step) {
         Step::DeleteMember { .. } => fail::fail_point!("after_member_delete"),
         Step::RemoveFinalizer { .. } => fail::fail_point!("after_finalizer_remove"),
         Step::SetPodStart { .. } => fail::fail_point!("after_pod_start_set"),
+        Step::SetMemberVersion { .. } => fail::fail_point!("after_member_version_set"),
+        Step::SetMemberConfig { .. } => fail::fail_point!("after_member_config_set"),
         _ => {}
     }
     #[cfg(not(feature = "failpoints"))]

@@ -40,6 +40,8 @@ pub struct ClusterFigures {
     pub ready: i64,
     /// Learners and voters in etcd's member list.
     pub learners: i64,
+    /// Running members that do not run the target version or config yet (a rollout).
+    pub outdated: i64,
     pub voters: i64,
     /// A voter served a linearizable read.
     pub quorum: bool,
@@ -126,6 +128,7 @@ pub fn cluster_figures(observed: &Observed, plan: &Plan, now: Timestamp) -> Clus
         members: observed.members.len() as i64,
         ready: i64::from(ready),
         learners,
+        outdated: crate::plan::outdated_members(&facts) as i64,
         voters: list.len() as i64 - learners,
         quorum: observed.etcd.is_healthy(),
         leader: observed.etcd.leader(),
@@ -235,6 +238,7 @@ pub struct Metrics {
     leader: Gauge,
     members: Family<ClusterLabels, Gauge>,
     learners: Family<ClusterLabels, Gauge>,
+    outdated_members: Family<ClusterLabels, Gauge>,
     ready_members: Family<ClusterLabels, Gauge>,
     has_quorum: Family<ClusterLabels, Gauge>,
     has_leader: Family<ClusterLabels, Gauge>,
@@ -311,6 +315,12 @@ impl Metrics {
             "cluster_learners",
             "Learners in etcd's member list",
             learners.clone(),
+        );
+        let outdated_members = Family::<ClusterLabels, Gauge>::default();
+        registry.register(
+            "cluster_outdated_members",
+            "Running members not yet on the target version or configuration (a rollout in progress or stopped)",
+            outdated_members.clone(),
         );
         let ready_members = Family::<ClusterLabels, Gauge>::default();
         registry.register(
@@ -429,6 +439,7 @@ impl Metrics {
             leader,
             members,
             learners,
+            outdated_members,
             ready_members,
             has_quorum,
             has_leader,
@@ -501,6 +512,9 @@ impl Metrics {
             .set(figures.desired);
         self.members.get_or_create(&labels).set(figures.members);
         self.learners.get_or_create(&labels).set(figures.learners);
+        self.outdated_members
+            .get_or_create(&labels)
+            .set(figures.outdated);
         self.voters.get_or_create(&labels).set(figures.voters);
         self.ready_members.get_or_create(&labels).set(figures.ready);
         self.has_quorum
@@ -663,6 +677,7 @@ impl Metrics {
         for family in [
             &self.members,
             &self.learners,
+            &self.outdated_members,
             &self.ready_members,
             &self.has_quorum,
             &self.has_leader,
@@ -746,6 +761,16 @@ mod tests {
             .iter()
             .find(|m| m.member == member)
             .unwrap_or_else(|| panic!("no figures for {member}: {figures:?}"))
+    }
+
+    #[test]
+    fn members_not_on_the_target_version_count_as_outdated() {
+        let mut fx = Fx::healthy(3);
+        assert_eq!(figures(&fx).outdated, 0);
+        fx.status_mut().observed.as_mut().unwrap().version = "3.5.2".into();
+        assert_eq!(figures(&fx).outdated, 3);
+        fx.member_mut(&name(1)).spec.version = "3.5.2".into();
+        assert_eq!(figures(&fx).outdated, 2);
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! running through it all lost no acknowledged write.
 //!
 //! Scenarios: scale-out 3 → 4 and scale-in 4 → 3 (the leader being the member removed) of a
-//! PVC-backed cluster, and the replacement of a memory-backed member that lost its Pod.
+//! PVC-backed cluster, the replacement of a memory-backed member that lost its Pod, and a
+//! rolling upgrade 3.4.23 → 3.5.1 (the member's version set, its Pod deleted and created
+//! again, the leader's leadership moved).
 
 mod support;
 
@@ -164,6 +166,57 @@ async fn e2e_failpoint_matrix() {
     let after = cluster.recorded_ids("fpm", "etcd").await;
     assert_ne!(after[1], ids[1], "etcd-1 is a new member");
     assert_eq!((&after[0], &after[2]), (&ids[0], &ids[2]));
+    // A rolling upgrade 3.4.23 → 3.5.1: each member's spec.version, its Pod deleted and created
+    // again on its data, the leader's leadership moved before its turn.
+    create_namespace(&client, "fpu").await;
+    cluster.apply(&cluster_yaml("etcd", "fpu", 3, "").replace("\"3.5.1\"", "\"3.4.23\""));
+    cluster.wait_converged("fpu", "etcd", 3, LIMIT).await;
+    let ids = cluster.recorded_ids("fpu", "etcd").await;
+    crash_through(
+        &cluster,
+        "fpu",
+        3,
+        &[
+            "after_member_version_set",
+            "after_pod_delete",
+            "after_pod_create",
+            "after_move_leader",
+        ],
+        || async {
+            let (ok, _, stderr) = support::kubectl(
+                &cluster,
+                &[
+                    "-n",
+                    "fpu",
+                    "patch",
+                    "etcdcluster/etcd",
+                    "--type=merge",
+                    "-p",
+                    r#"{"spec":{"version":"3.5.1"}}"#,
+                ],
+            );
+            assert!(ok, "kubectl patch spec.version: {stderr}");
+        },
+    )
+    .await;
+    assert_eq!(
+        cluster.recorded_ids("fpu", "etcd").await,
+        ids,
+        "same members"
+    );
+    let upgraded = support::get_cluster(&client, "fpu", "etcd").await;
+    let versions: Vec<Option<String>> = upgraded
+        .status
+        .and_then(|s| s.members)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.version)
+        .collect();
+    assert_eq!(
+        versions,
+        vec![Some("3.5.1".to_string()); 3],
+        "every member on 3.5.1"
+    );
     println!(
         "e2e_failpoint_matrix: {:.0} s",
         test_started.elapsed().as_secs_f64()

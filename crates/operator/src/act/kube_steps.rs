@@ -68,6 +68,50 @@ pub async fn perform(
             }
             Ok(last)
         }
+        Step::SetMemberVersion { member, version } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"version": version},
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
+        Step::SetMemberConfig { member, config, .. } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": config,
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
+        Step::SetMemberMetadata { member, metadata } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            // A merge patch merges maps: null first removes what the member had, so the new
+            // value replaces it whole.
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"additionalMetadata": crate::build::replacing_patch(
+                    current.spec.additional_metadata.as_ref(),
+                    metadata.as_ref(),
+                )},
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
         Step::RemoveFinalizer { member } => {
             let current =
                 observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
@@ -114,6 +158,17 @@ pub async fn perform(
         Step::LabelPod { pod, voter, .. } => {
             let value = voter.then_some(ROLE_VOTER);
             let patch = json!({"metadata": {"labels": {ROLE: value}}});
+            writer
+                .merge_patch::<Pod>(ObjectKind::Pod, pod, &patch)
+                .await
+        }
+        Step::PatchPodMetadata {
+            pod,
+            labels,
+            annotations,
+            ..
+        } => {
+            let patch = json!({"metadata": {"labels": labels, "annotations": annotations}});
             writer
                 .merge_patch::<Pod>(ObjectKind::Pod, pod, &patch)
                 .await

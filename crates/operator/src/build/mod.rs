@@ -11,6 +11,7 @@ mod pdb;
 mod pod;
 mod pvc;
 mod restore;
+mod rollout;
 mod service;
 
 pub use event::{EventType, REPORTING_COMPONENT, event};
@@ -29,6 +30,7 @@ pub use restore::{
     RESTORE_WORK_DIR, parse_restore_failure, restore_failure, restore_in_progress,
     restore_init_containers,
 };
+pub use rollout::{CONFIG_DIGEST_ANNOTATION, MemberConfig, missing_metadata, replacing_patch};
 pub use service::{client_service, headless_service, service_drift};
 
 #[cfg(test)]

@@ -41,8 +41,9 @@ pub fn cluster_token(cluster: &EtcdCluster) -> String {
     )
 }
 
-/// The running members match the target: the right count, every one ready, none leaving; at
-/// zero, every member dormant with its Pod gone.
+/// The running members match the target: the right count, every one ready, none leaving, none
+/// still to roll to the target's version or config; at zero, every member dormant with its Pod
+/// gone.
 pub fn target_reached(ctx: &Context<'_>) -> bool {
     if ctx.members.iter().any(|m| m.deleting) {
         return false;
@@ -58,6 +59,7 @@ pub fn target_reached(ctx: &Context<'_>) -> bool {
         && running.len() == ctx.desired as usize
         && running.iter().all(|m| m.is_ready())
         && ctx.strays.is_empty()
+        && super::rules::rollout::outdated_members(ctx).is_empty()
 }
 
 /// The cluster with this pass's latches: the token on the first pass; the target
@@ -89,7 +91,8 @@ pub fn latched(ctx: &Context<'_>) -> EtcdCluster {
                 .progress_deadline
                 .as_ref()
                 .is_some_and(|d| d.0 <= now);
-            if reached || expired {
+            if reached || expired || super::rules::rollout::retarget_version(ctx, current, &wanted)
+            {
                 status.observed = Some(wanted);
                 status.progress_deadline = Some(deadline);
             }
@@ -382,6 +385,26 @@ fn cluster_conditions(
         (Step::Wait { reason, message }, _) if reason.needs_attention() => {
             Wanted::new(cond::PROGRESSING, false, reason.as_str(), message.clone())
         }
+        (step, _)
+            if deadline_passed(ctx)
+                && !reached
+                && !super::rules::rollout::outdated_members(ctx).is_empty() =>
+        {
+            Wanted::new(
+                cond::PROGRESSING,
+                false,
+                "ProgressDeadlineExceeded",
+                format!(
+                    "the rollout did not finish within spec.progressDeadlineSeconds; still to roll: {} (spec changes are adopted now): {}",
+                    super::rules::rollout::outdated_members(ctx)
+                        .iter()
+                        .map(|m| m.name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    step.message()
+                ),
+            )
+        }
         (step, _) if deadline_passed(ctx) && !reached => Wanted::new(
             cond::PROGRESSING,
             true,
@@ -422,6 +445,7 @@ fn progress_reason(ctx: &Context<'_>, step: &Step) -> &'static str {
         }
         _ if running < ctx.desired => "ScalingOut",
         _ if running > ctx.desired => "ScalingIn",
+        _ if !super::rules::rollout::outdated_members(ctx).is_empty() => "RollingUpdate",
         _ if ctx
             .members
             .iter()

@@ -58,9 +58,22 @@ impl MemberView<'_> {
         !self.deleting && !self.dormant
     }
 
-    /// Ready in the sense of the readiness gate: phase Ready and a healthy voter.
+    /// Ready in the sense of the readiness gate: phase Ready, a healthy voter, and its Pod
+    /// Ready (the client Service routes by Pod readiness, so a member etcd calls healthy
+    /// whose Pod is not Ready yet serves no client).
     pub fn is_ready(&self) -> bool {
-        self.phase == MemberPhase::Ready && self.health == Health::Healthy && self.is_voter()
+        self.phase == MemberPhase::Ready
+            && self.health == Health::Healthy
+            && self.is_voter()
+            && self.pod_ready()
+    }
+
+    /// Its Pod exists, is not going away, and is Ready.
+    pub fn pod_ready(&self) -> bool {
+        self.observed
+            .pod
+            .as_ref()
+            .is_some_and(|p| p.ready && !p.deleting)
     }
 
     pub fn status(&self) -> etcd_operator_api::EtcdMemberStatus {

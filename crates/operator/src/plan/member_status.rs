@@ -175,6 +175,13 @@ fn ready(m: &MemberView<'_>, edit: Option<&MemberEdit>) -> Wanted {
         }
         Some(_) => {}
     }
+    if phase == MemberPhase::Ready && m.health == Health::Healthy && m.is_voter() && !m.pod_ready()
+    {
+        return no(
+            "PodNotReady",
+            "etcd reports the member healthy, but its Pod is not Ready yet (clients reach it through the client Service only once it is)".into(),
+        );
+    }
     if phase == MemberPhase::Ready && m.health == Health::Healthy && m.is_voter() {
         return Wanted::new(
             cond::READY,

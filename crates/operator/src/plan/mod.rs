@@ -36,6 +36,11 @@ use k8s_openapi::jiff::Timestamp;
 /// The facts one pass derives from its observation (members matched to etcd, health), for the
 /// metrics.
 pub(crate) use context::Context as PassFacts;
+
+/// Running members not yet on the target version or config (the rollout metric).
+pub(crate) fn outdated_members(ctx: &PassFacts<'_>) -> usize {
+    rules::rollout::outdated_members(ctx).len()
+}
 pub use context::Health;
 pub use observed::{
     CertificateFacts, IssuedFacts, IssuedMember, IssuedState, Observed, ObservedMember, Password,

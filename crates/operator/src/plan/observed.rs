@@ -226,6 +226,17 @@ pub struct PodFacts {
     /// The restore init container running now (a seed's first Pod filling its data
     /// directory from a snapshot), while none fails.
     pub restoring: Option<String>,
+    /// The image of the etcd container (what a rolling upgrade compares with the image of the
+    /// member's `spec.version`); `None` when the Pod has no etcd container.
+    pub image: Option<String>,
+    /// The config digest the Pod was created with ([`CONFIG_DIGEST_ANNOTATION`]); `None`
+    /// for a Pod made by an older operator (left alone by config rollouts).
+    ///
+    /// [`CONFIG_DIGEST_ANNOTATION`]: crate::build::CONFIG_DIGEST_ANNOTATION
+    pub config_digest: Option<String>,
+    /// The Pod's labels and annotations (for `additionalMetadata` patched in place).
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl PodFacts {
@@ -282,6 +293,19 @@ impl PodFacts {
                 .as_ref()
                 .and_then(|a| a.get(crate::build::TRUSTED_CA_ANNOTATION))
                 .cloned(),
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            annotations: pod.metadata.annotations.clone().unwrap_or_default(),
+            config_digest: pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::build::CONFIG_DIGEST_ANNOTATION))
+                .cloned(),
+            image: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.iter().find(|c| c.name == ETCD_CONTAINER))
+                .and_then(|c| c.image.clone()),
             termination_message: etcd.and_then(|c| {
                 let ended = |s: Option<&k8s_openapi::api::core::v1::ContainerState>| {
                     s.and_then(|s| s.terminated.as_ref())

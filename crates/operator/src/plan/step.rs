@@ -54,6 +54,32 @@ pub enum Step {
         members: Vec<String>,
         dormant: bool,
     },
+    /// Set the EtcdMember's `spec.version` (a rolling upgrade or a roll-back of one member):
+    /// its running Pod is untouched; the Pod is replaced in a later step.
+    SetMemberVersion {
+        member: String,
+        version: String,
+    },
+    /// Set the restart-relevant config of the EtcdMember's spec (a config rollout): its running
+    /// Pod is untouched; the Pod is replaced in a later step.
+    SetMemberConfig {
+        member: String,
+        config: Box<crate::build::MemberConfig>,
+        /// The fields that change, for the Event.
+        changed: Vec<&'static str>,
+    },
+    /// Set the EtcdMember's `spec.additionalMetadata` to the target's (no restart).
+    SetMemberMetadata {
+        member: String,
+        metadata: Option<etcd_operator_api::shared::AdditionalMetadata>,
+    },
+    /// Add or update these labels and annotations on the member's running Pod, in place.
+    PatchPodMetadata {
+        member: String,
+        pod: String,
+        labels: std::collections::BTreeMap<String, String>,
+        annotations: std::collections::BTreeMap<String, String>,
+    },
     /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
     /// are gone.
     RemoveFinalizer {
@@ -211,6 +237,10 @@ pub enum StepKind {
     CreateMember,
     DeleteMember,
     SetDormant,
+    SetMemberVersion,
+    SetMemberConfig,
+    SetMemberMetadata,
+    PatchPodMetadata,
     RemoveFinalizer,
     CreatePvc,
     DeletePvc,
@@ -242,6 +272,10 @@ impl Step {
             Step::CreateMember(_) => StepKind::CreateMember,
             Step::DeleteMember { .. } => StepKind::DeleteMember,
             Step::SetDormant { .. } => StepKind::SetDormant,
+            Step::SetMemberVersion { .. } => StepKind::SetMemberVersion,
+            Step::SetMemberConfig { .. } => StepKind::SetMemberConfig,
+            Step::SetMemberMetadata { .. } => StepKind::SetMemberMetadata,
+            Step::PatchPodMetadata { .. } => StepKind::PatchPodMetadata,
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
             Step::CreatePvc(_) => StepKind::CreatePvc,
             Step::DeletePvc { .. } => StepKind::DeletePvc,
@@ -291,6 +325,10 @@ impl Step {
             Step::SetPhase { member, .. }
             | Step::DeleteMember { member }
             | Step::RemoveFinalizer { member }
+            | Step::SetMemberVersion { member, .. }
+            | Step::SetMemberConfig { member, .. }
+            | Step::SetMemberMetadata { member, .. }
+            | Step::PatchPodMetadata { member, .. }
             | Step::DeletePvc { member, .. }
             | Step::DeletePod { member, .. }
             | Step::LabelPod { member, .. }
@@ -324,6 +362,10 @@ impl Step {
             Step::DeleteMember { .. } => "MemberDeleted",
             Step::SetDormant { dormant: true, .. } => "ClusterStopping",
             Step::SetDormant { dormant: false, .. } => "ClusterResuming",
+            Step::SetMemberVersion { .. } => "MemberVersionChanged",
+            Step::SetMemberConfig { .. } => "MemberConfigChanged",
+            Step::SetMemberMetadata { .. } => "MemberMetadataChanged",
+            Step::PatchPodMetadata { .. } => "PodMetadataPatched",
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
             Step::CreatePvc(_) => "VolumeCreated",
             Step::DeletePvc { .. } => "VolumeDeleted",
@@ -369,6 +411,29 @@ impl Step {
                 "{} members: {}",
                 if *dormant { "stopping" } else { "resuming" },
                 members.join(", ")
+            ),
+            Step::SetMemberVersion { member, version } => format!(
+                "member {member} is to run etcd {version} (its Pod is created again on its data next)"
+            ),
+            Step::SetMemberConfig {
+                member, changed, ..
+            } => format!(
+                "member {member} takes the new {} (its Pod is created again on its data next)",
+                changed.join(", ")
+            ),
+            Step::SetMemberMetadata { member, .. } => {
+                format!("member {member} takes the new additionalMetadata (no restart)")
+            }
+            Step::PatchPodMetadata {
+                pod,
+                labels,
+                annotations,
+                ..
+            } => format!(
+                "Pod {pod} gets {} in place (labels: {}; annotations: {})",
+                "spec.additionalMetadata",
+                labels.keys().cloned().collect::<Vec<_>>().join(", "),
+                annotations.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
             Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
             Step::CreatePvc(p) => {
@@ -475,6 +540,11 @@ pub enum WaitReason {
     UnsupportedSpec,
     /// `spec.version` differs from the running members; rolling upgrades are not implemented.
     UpgradeNotImplemented,
+    /// The version change asked for is not an upgrade path etcd supports (skipped minor,
+    /// downgrade below the cluster version, unknown version, auth-enabled 3.4 to 3.5).
+    UpgradeRefused,
+    /// A member did not come up on the new version: the rollout stopped after it.
+    UpgradeFailed,
     /// The cluster had formed, but its EtcdMembers are gone.
     ClusterLost,
     /// etcd answers with another cluster ID than the one latched.
@@ -508,6 +578,8 @@ impl WaitReason {
             WaitReason::QuorumAtRisk => "QuorumAtRisk",
             WaitReason::UnsupportedSpec => "UnsupportedSpec",
             WaitReason::UpgradeNotImplemented => "UpgradeNotImplemented",
+            WaitReason::UpgradeRefused => "UpgradeRefused",
+            WaitReason::UpgradeFailed => "UpgradeFailed",
             WaitReason::ClusterLost => "ClusterLost",
             WaitReason::ClusterIdMismatch => "ClusterIDMismatch",
             WaitReason::ForeignObject => "ForeignObject",

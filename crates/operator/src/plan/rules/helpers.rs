@@ -47,6 +47,11 @@ pub fn create_pod(ctx: &Context<'_>, m: &MemberView<'_>) -> Decision {
     let start = pod_start(ctx, m);
     match member_pod(&m.observed.member, &start, &ctx.observed.settings) {
         Ok(mut pod) => {
+            // What it was configured with: a later config rollout compares it.
+            pod.metadata.annotations.get_or_insert_default().insert(
+                crate::build::CONFIG_DIGEST_ANNOTATION.to_string(),
+                crate::build::MemberConfig::of_member(&m.observed.member.spec).digest(),
+            );
             // What its etcd will trust: a later change of the CAs restarts it.
             if let Some(trust) = ctx.observed.security.trust.get(m.name) {
                 pod.metadata.annotations.get_or_insert_default().insert(

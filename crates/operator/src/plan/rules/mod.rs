@@ -6,7 +6,8 @@
 //! 4. members being deleted (leave sequence);
 //! 5. CORRUPT alarm;
 //! 6. NOSPACE alarm;
-//! 7. per-member repair;
+//! 7. per-member repair (preceded by a stalled version rollout: a member that cannot start
+//!    on its new version stops the rollout, and is rolled back when the spec goes back);
 //! 8. lost quorum;
 //! 9. advance non-Ready members;
 //! 10. cluster operations behind the readiness gate.
@@ -26,6 +27,7 @@ mod lifecycle;
 mod operations;
 mod repair;
 mod restore;
+pub mod rollout;
 mod start;
 
 use super::context::Context;
@@ -39,7 +41,7 @@ pub use restore::restore_source_uri;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {
-    let rules: [fn(&Context<'_>) -> Option<Decision>; 17] = [
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 18] = [
         lifecycle::cluster_deletion,
         lifecycle::paused,
         lifecycle::certificates,
@@ -53,6 +55,7 @@ pub fn decide(ctx: &Context<'_>) -> Decision {
         lifecycle::terminating_members,
         lifecycle::corrupt_alarm,
         lifecycle::nospace_alarm,
+        rollout::stalled_upgrade,
         repair::member_repair,
         repair::lost_quorum,
         advance::advance_members,

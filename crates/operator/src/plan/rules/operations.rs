@@ -1,14 +1,13 @@
 //! Rule 10, cluster operations behind the readiness gate: bootstrap, strays, scale out, scale
-//! in, scale to zero and back, the PodDisruptionBudget and the voter labels; upgrades are an
-//! explicit branch for now.
+//! in, scale to zero and back, the PodDisruptionBudget and the voter labels, the CA trust
+//! rollout, and version rollouts (`rollout.rs`).
 
-use etcd_operator_api::MemberPhase;
 use etcd_operator_api::shared::StorageMedium;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::helpers::{delete_pod, leadership_first};
 use crate::build::{member_name, member_ordinal, new_member, voter_pdb};
-use crate::plan::context::{Context, Health};
+use crate::plan::context::Context;
 use crate::plan::decision::{Decision, MemberEdit};
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
@@ -24,7 +23,8 @@ pub fn cluster_operations(ctx: &Context<'_>) -> Option<Decision> {
         .or_else(|| voter_labels(ctx))
         .or_else(|| enable_auth(ctx))
         .or_else(|| trust_rollout(ctx))
-        .or_else(|| upgrade(ctx))
+        .or_else(|| super::rollout::version_rollout(ctx))
+        .or_else(|| super::rollout::metadata_rollout(ctx))
 }
 
 /// The CAs a member's Secrets hold changed since its Pod was created (a CA rotation): etcd
@@ -329,32 +329,4 @@ fn voter_labels(ctx: &Context<'_>) -> Option<Decision> {
             })
         })
     })
-}
-
-/// Version upgrades are an explicit branch for now: new members take the target version,
-/// running members keep theirs, and the status says so.
-fn upgrade(ctx: &Context<'_>) -> Option<Decision> {
-    let target = ctx
-        .cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.observed.as_ref())
-        .map(|o| o.version.clone())?;
-    let behind: Vec<String> = ctx
-        .running()
-        .filter(|m| m.observed.member.spec.version != target)
-        .filter(|m| m.phase == MemberPhase::Ready && m.health == Health::Healthy)
-        .map(|m| format!("{} ({})", m.name, m.observed.member.spec.version))
-        .collect();
-    if behind.is_empty() {
-        return None;
-    }
-    Some(Decision::wait(
-        WaitReason::UpgradeNotImplemented,
-        format!(
-            "spec.version {target} differs from running members {}: rolling upgrades are not implemented yet; members created from now on run {target}",
-            behind.join(", ")
-        ),
-        timing::IDLE_POLL,
-    ))
 }

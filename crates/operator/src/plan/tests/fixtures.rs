@@ -72,6 +72,10 @@ pub fn running_pod(member: &str) -> PodFacts {
         trusted_ca: None,
         restore_failure: None,
         restoring: None,
+        image: None,
+        config_digest: None,
+        labels: Default::default(),
+        annotations: Default::default(),
     }
 }
 

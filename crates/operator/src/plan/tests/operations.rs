@@ -273,15 +273,21 @@ fn rule10_members_named_by_another_operator_are_handled() {
 }
 
 #[test]
-fn rule10_version_change_is_reported_as_not_implemented() {
+fn rule10_version_change_rolls_a_follower_first() {
     let mut fx = Fx::healthy(3);
     fx.obs.cluster.spec.version = "3.5.2".into();
     fx.status_mut().observed.as_mut().unwrap().version = "3.5.2".into();
     let plan = fx.plan();
-    assert_eq!(wait_reason(&plan.step), WaitReason::UpgradeNotImplemented);
+    assert_eq!(
+        plan.step,
+        Step::SetMemberVersion {
+            member: "etcd-1".into(),
+            version: "3.5.2".into()
+        }
+    );
     assert_eq!(
         cluster_condition(&fx, &plan, "Progressing"),
-        ("False".into(), "UpgradeNotImplemented".into())
+        ("True".into(), "RollingUpdate".into())
     );
 }
 

@@ -228,6 +228,30 @@ impl Sim {
                     fx.member_mut(&m).spec.dormant = dormant.then_some(true);
                 }
             }
+            Step::SetMemberVersion { member, version } => {
+                fx.member_mut(&member).spec.version = version;
+            }
+            Step::SetMemberMetadata { member, metadata } => {
+                fx.member_mut(&member).spec.additional_metadata = metadata;
+            }
+            Step::PatchPodMetadata {
+                member,
+                labels,
+                annotations,
+                ..
+            } => {
+                let pod = fx.pod_mut(&member);
+                pod.labels.extend(labels);
+                pod.annotations.extend(annotations);
+            }
+            Step::SetMemberConfig { member, config, .. } => {
+                let spec = &mut fx.member_mut(&member).spec;
+                spec.options = config.options;
+                spec.resources = config.resources;
+                spec.affinity = config.affinity;
+                spec.topology_spread_constraints = config.topology_spread_constraints;
+                spec.image_pull_secrets = config.image_pull_secrets;
+            }
             Step::RemoveFinalizer { member } => {
                 fx.obs
                     .members
@@ -271,6 +295,24 @@ impl Sim {
                     .as_ref()
                     .and_then(|a| a.get(crate::build::TRUSTED_CA_ANNOTATION))
                     .cloned();
+                facts.image = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.clone());
+                facts.labels = pod.metadata.labels.clone().unwrap_or_default();
+                facts.annotations = pod.metadata.annotations.clone().unwrap_or_default();
+                facts.config_digest = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::build::CONFIG_DIGEST_ANNOTATION))
+                    .cloned();
+                let version = facts
+                    .image
+                    .as_deref()
+                    .and_then(|i| i.rsplit_once(":v"))
+                    .map(|(_, v)| v.to_string());
                 fx.with_pod(&name, facts);
                 let listed = fx
                     .obs
@@ -300,6 +342,9 @@ impl Sim {
                         fx.set_leader(&name);
                     }
                     None => {}
+                }
+                if let Some(version) = version {
+                    answer_version(fx, &name, &version);
                 }
             }
             Step::DeletePod { member, .. } => {
@@ -390,6 +435,17 @@ impl Sim {
         let status = obs.cluster.status.clone().unwrap();
         assert_eq!(status.ready_members, Some(n as i32));
         assert_eq!(status.cluster_id.as_deref(), Some("c1"));
+    }
+}
+
+/// `member`'s etcd reports server version `version` from now on.
+fn answer_version(fx: &mut Fx, member: &str, version: &str) {
+    for o in &mut fx.obs.etcd.endpoints {
+        if o.endpoint == client(member)
+            && let Ok(s) = &mut o.status
+        {
+            s.version = version.to_string();
+        }
     }
 }
 
@@ -622,5 +678,217 @@ fn a_ca_rotation_keeps_every_certificate_trusted_at_every_step() {
         sim.steps.clear();
         sim.run(50, Crash::Never);
         assert!(sim.steps.is_empty(), "{:?}", sim.steps);
+    }
+}
+
+/// A converged cluster of `n` members running `old` (spec, Pod image, etcd's answer and
+/// the recorded version), with the target (spec and latch) at `new`.
+fn cluster_on(n: u32, old: &str, new: &str, memory: bool) -> Fx {
+    let mut fx = Fx::healthy(n);
+    if memory {
+        fx.make_memory_backed();
+    }
+    let image = fx.obs.settings.etcd_image(old);
+    for i in 0..n {
+        let m = name(i);
+        fx.member_mut(&m).spec.version = old.to_string();
+        fx.member_mut(&m).status.get_or_insert_default().version = Some(old.to_string());
+        fx.pod_mut(&m).image = Some(image.clone());
+        answer_version(&mut fx, &m, old);
+    }
+    fx.obs.cluster.spec.version = new.to_string();
+    fx.status_mut().observed.as_mut().unwrap().version = new.to_string();
+    fx
+}
+
+/// Runs an upgrade to Idle, asserting at every step: a Pod is deleted only when its member
+/// does not lead and every other voter is healthy, at most one member at a time is away.
+/// Returns the members whose Pods were deleted, in order.
+fn run_upgrade(sim: &mut Sim, limit: usize, crash_every: Option<u32>) -> Vec<String> {
+    let mut deleted = Vec::new();
+    for pass in 0..limit {
+        let plan = plan_next_step(&sim.fx.obs, at(sim.t));
+        sim.t += 1;
+        if plan.step == Step::Idle {
+            sim.fx.write_statuses(&plan);
+            return deleted;
+        }
+        if let Some(n) = crash_every {
+            if (pass as u32).is_multiple_of(n) {
+                continue;
+            }
+            if pass as u32 % n == 1 {
+                sim.fx.write_statuses(&plan);
+                continue;
+            }
+        }
+        if let Step::DeletePod { member, .. } = &plan.step {
+            let leader = sim.fx.obs.etcd.leader();
+            assert_ne!(
+                leader,
+                Some(id_of(member)),
+                "{member}'s Pod deleted while it leads"
+            );
+            let away = sim
+                .fx
+                .obs
+                .members
+                .iter()
+                .filter(|m| m.pod.is_none())
+                .count();
+            assert_eq!(
+                away, 0,
+                "{member}'s Pod deleted while another member is away"
+            );
+            deleted.push(member.clone());
+        }
+        sim.fx.write_statuses(&plan);
+        sim.steps.push(plan.step.kind());
+        sim.apply(plan.step);
+    }
+    panic!(
+        "no convergence after {limit} passes; last steps: {:?}",
+        &sim.steps[sim.steps.len().saturating_sub(12)..]
+    );
+}
+
+fn assert_all_on(sim: &Sim, version: &str) {
+    let image = sim.fx.obs.settings.etcd_image(version);
+    for m in &sim.fx.obs.members {
+        assert_eq!(m.member.spec.version, version);
+        assert_eq!(
+            m.pod.as_ref().unwrap().image.as_deref(),
+            Some(image.as_str())
+        );
+    }
+}
+
+#[test]
+fn a_version_upgrade_rolls_followers_first_and_the_leader_last() {
+    for n in [3, 5] {
+        let mut sim = Sim::new(cluster_on(n, "3.4.23", "3.5.1", false));
+        let deleted = run_upgrade(&mut sim, 400, None);
+        sim.assert_converged(n as usize);
+        assert_all_on(&sim, "3.5.1");
+        // Followers by ordinal, then etcd-0 (the leader at the start), each exactly once.
+        let mut expected: Vec<String> = (1..n).map(name).collect();
+        expected.push(name(0));
+        assert_eq!(deleted, expected, "{n} members");
+        assert_eq!(
+            kinds_count(&sim.steps, StepKind::SetMemberVersion),
+            n as usize
+        );
+        assert_eq!(kinds_count(&sim.steps, StepKind::MoveLeader), 1);
+        assert_eq!(
+            kinds_count(&sim.steps, StepKind::AddLearner),
+            0,
+            "same identities"
+        );
+        // etcd-0 handed leadership to the lowest-ordinal other Ready voter before it went.
+        assert_eq!(sim.fx.obs.etcd.leader(), Some(id_of(&name(1))));
+    }
+}
+
+#[test]
+fn a_version_upgrade_resumes_after_crashes_between_every_two_steps() {
+    for every in [3, 4, 7] {
+        let mut sim = Sim::new(cluster_on(3, "3.4.23", "3.5.1", false));
+        let deleted = run_upgrade(&mut sim, 600, Some(every));
+        sim.assert_converged(3);
+        assert_all_on(&sim, "3.5.1");
+        assert_eq!(
+            deleted,
+            vec![name(1), name(2), name(0)],
+            "crash every {every}"
+        );
+    }
+}
+
+#[test]
+fn a_memory_backed_upgrade_replaces_one_member_at_a_time() {
+    let mut sim = Sim::new(cluster_on(3, "3.4.23", "3.5.1", true));
+    let deleted = run_upgrade(&mut sim, 600, Some(4));
+    sim.assert_converged(3);
+    assert_all_on(&sim, "3.5.1");
+    assert_eq!(deleted, vec![name(1), name(2), name(0)]);
+    assert_eq!(
+        kinds_count(&sim.steps, StepKind::AddLearner),
+        3,
+        "each replaced"
+    );
+}
+
+#[test]
+fn a_patch_change_and_the_way_back_before_the_cluster_version_moved_are_rolled() {
+    let mut sim = Sim::new(cluster_on(3, "3.5.1", "3.5.2", false));
+    run_upgrade(&mut sim, 400, None);
+    assert_all_on(&sim, "3.5.2");
+    sim.fx.obs.cluster.spec.version = "3.5.1".into();
+    sim.fx.status_mut().observed.as_mut().unwrap().version = "3.5.1".into();
+    run_upgrade(&mut sim, 400, None);
+    assert_all_on(&sim, "3.5.1");
+}
+
+#[test]
+fn a_config_change_rolls_every_member_leader_last_and_none_twice() {
+    use etcd_operator_api::shared::EtcdOptions;
+    // Pods created by this operator carry the digest of their member's config.
+    let mut fx = cluster_on(3, "3.5.1", "3.5.1", false);
+    for i in 0..3 {
+        let m = name(i);
+        let digest = crate::build::MemberConfig::of_member(&fx.member_mut(&m).spec).digest();
+        fx.pod_mut(&m).config_digest = Some(digest);
+    }
+    let options = EtcdOptions {
+        quota_backend_bytes: Some(1 << 30),
+        auto_compaction_retention: Some("5m".into()),
+        ..Default::default()
+    };
+    fx.obs.cluster.spec.options = Some(options.clone());
+    fx.status_mut().observed.as_mut().unwrap().options = Some(options.clone());
+    let mut sim = Sim::new(fx);
+    let deleted = run_upgrade(&mut sim, 400, Some(4));
+    sim.assert_converged(3);
+    assert_eq!(deleted, vec![name(1), name(2), name(0)]);
+    assert_eq!(kinds_count(&sim.steps, StepKind::SetMemberConfig), 3);
+    for m in &sim.fx.obs.members {
+        assert_eq!(m.member.spec.options.as_ref(), Some(&options));
+        let digest = crate::build::MemberConfig::of_member(&m.member.spec).digest();
+        assert_eq!(
+            m.pod.as_ref().unwrap().config_digest.as_ref(),
+            Some(&digest)
+        );
+    }
+    // Converged: another pass restarts nothing.
+    assert_eq!(run_upgrade(&mut sim, 10, None), Vec::<String>::new());
+}
+
+#[test]
+fn additional_metadata_is_patched_onto_running_pods_without_a_restart() {
+    use etcd_operator_api::shared::AdditionalMetadata;
+    let mut fx = cluster_on(3, "3.5.1", "3.5.1", false);
+    let metadata = AdditionalMetadata {
+        labels: Some([("team".to_string(), "storage".to_string())].into()),
+        annotations: Some([("owner".to_string(), "ops".to_string())].into()),
+    };
+    fx.obs.cluster.spec.additional_metadata = Some(metadata.clone());
+    fx.status_mut()
+        .observed
+        .as_mut()
+        .unwrap()
+        .additional_metadata = Some(metadata.clone());
+    let mut sim = Sim::new(fx);
+    let deleted = run_upgrade(&mut sim, 100, Some(4));
+    assert!(deleted.is_empty(), "no restart: {deleted:?}");
+    assert_eq!(kinds_count(&sim.steps, StepKind::SetMemberMetadata), 3);
+    assert_eq!(kinds_count(&sim.steps, StepKind::PatchPodMetadata), 3);
+    for m in &sim.fx.obs.members {
+        assert_eq!(m.member.spec.additional_metadata.as_ref(), Some(&metadata));
+        let pod = m.pod.as_ref().unwrap();
+        assert_eq!(pod.labels.get("team").map(String::as_str), Some("storage"));
+        assert_eq!(
+            pod.annotations.get("owner").map(String::as_str),
+            Some("ops")
+        );
     }
 }

@@ -1,0 +1,487 @@
+//! Rolling version changes (issue 12): a changed `spec.version` rolls the members one at a
+//! time on their own data, behind the readiness gate, followers first and the leader last
+//! with its leadership moved first (the same mechanism as the CA trust rollout), after the
+//! upgrade path has been checked against etcd's cluster version.
+//!
+//! Per member, progress is read from the objects, so a crash anywhere resumes:
+//! 1. `spec.version` of the EtcdMember differs from the target: [`Step::SetMemberVersion`]
+//!    (its running Pod is untouched);
+//! 2. its Pod's etcd image is not the image of its `spec.version`: leadership moved away if it
+//!    leads, then its Pod deleted (its status says `Ready=False Upgrading` first);
+//! 3. the repair rule creates the Pod again on its PVC (a memory-backed member is replaced,
+//!    only while the others keep quorum) and the advance rules bring it back to Ready; the
+//!    gate holds the next member until etcd reports it healthy and its Pod is Ready.
+//!
+//! A member that does not come up on its new version (image not pulled, crash loop) stops the
+//! rollout after it ([`stalled_upgrade`], ahead of the repair ladder, which would otherwise
+//! replace it); setting `spec.version` back rolls it back while etcd's cluster version has not
+//! moved.
+
+use crate::build::MemberConfig;
+use crate::plan::context::{Context, MemberView};
+use crate::plan::decision::{Decision, MemberEdit};
+use crate::plan::observed::PodFacts;
+use crate::plan::step::{Step, WaitReason};
+use crate::plan::timing;
+
+use super::helpers::{delete_pod, leadership_first};
+
+/// The etcd minor versions the operator knows how to run (its flags and probes).
+pub const KNOWN_MINORS: &[(u64, u64)] = &[(3, 4), (3, 5), (3, 6)];
+
+/// Container waiting reasons that mean the container cannot start as it is.
+const CANNOT_START: &[&str] = &[
+    "CrashLoopBackOff",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerError",
+    "CreateContainerConfigError",
+    "RunContainerError",
+];
+
+/// `MAJOR.MINOR.PATCH`.
+pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = v.trim().trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    let patch = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((major, minor, patch))
+}
+
+/// Whether going to `target` is a path etcd supports from a cluster whose cluster version is
+/// `cluster` (`MAJOR.MINOR`): patch changes within the cluster's minor, or one minor up. A
+/// downgrade below the cluster version, an unknown version (a minor the operator does not know)
+/// and a skipped minor are refused,
+/// and so is 3.4 → 3.5 with authentication on (etcd's 3.5 upgrade guide: "If your cluster
+/// enables auth, rolling upgrade from 3.4 or older version isn't supported because 3.5 changes
+/// a format of WAL entries related to auth"). `Err` says why and what is allowed.
+pub fn check_path(cluster: (u64, u64), target: &str, auth: bool) -> Result<(), String> {
+    let (cm, cn) = cluster;
+    let allowed = format!(
+        "allowed from etcd's cluster version {cm}.{cn}: a {cm}.{cn}.x patch version, or {cm}.{}.x",
+        cn + 1
+    );
+    let Some((tm, tn, _)) = parse_version(target) else {
+        return Err(format!(
+            "spec.version {target} is not a MAJOR.MINOR.PATCH etcd version; {allowed}"
+        ));
+    };
+    if (tm, tn) < (cm, cn) {
+        return Err(format!(
+            "spec.version {target} is a downgrade below etcd's cluster version {cm}.{cn} (every member has run {cm}.{cn}, and etcd does not go back from it in a rolling change); {allowed}"
+        ));
+    }
+    if !KNOWN_MINORS.contains(&(tm, tn)) {
+        return Err(format!(
+            "spec.version {target} is not a version this operator knows (it runs etcd {}); {allowed} within those",
+            KNOWN_MINORS
+                .iter()
+                .map(|(a, b)| format!("{a}.{b}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if tm != cm || tn > cn + 1 {
+        return Err(format!(
+            "spec.version {target} skips a minor version (etcd upgrades one minor at a time); {allowed}"
+        ));
+    }
+    if auth && (cm, cn) == (3, 4) && (tm, tn) == (3, 5) {
+        return Err(format!(
+            "spec.version {target}: authentication is enabled, and etcd's 3.5 upgrade guide rules out a rolling upgrade from 3.4 with auth enabled (3.5 changes the format of the WAL entries related to auth). Keep 3.4.x, or move the data to a new 3.5 cluster (snapshot and restore)"
+        ));
+    }
+    Ok(())
+}
+
+/// The cluster's target version (`status.observed.version`, latched).
+pub fn target_version(ctx: &Context<'_>) -> Option<String> {
+    ctx.cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.observed.as_ref())
+        .map(|o| o.version.clone())
+}
+
+/// The version `m`'s etcd runs: what it answers now, else what it last answered (its
+/// `status.version`).
+pub fn running_version(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<String> {
+    m.id.and_then(|id| ctx.observed.etcd.status_of(id))
+        .map(|s| s.version.clone())
+        .or_else(|| m.status().version)
+}
+
+/// etcd's cluster version (`MAJOR.MINOR`): the lowest minor the running members run. This is
+/// how etcd itself sets it (its leader raises the cluster version to the lowest server version
+/// of all members once every member runs it); it is read from the server versions each member
+/// reports (or last reported) in its Status, not from the image tags.
+pub fn cluster_version(ctx: &Context<'_>) -> Option<(u64, u64)> {
+    ctx.running()
+        .filter_map(|m| running_version(ctx, m))
+        .filter_map(|v| parse_version(&v))
+        .map(|(a, b, _)| (a, b))
+        .min()
+}
+
+fn auth_on(ctx: &Context<'_>) -> bool {
+    ctx.cluster.status.as_ref().and_then(|s| s.auth_enabled) == Some(true)
+        || ctx.observed.security.auth_found_enabled
+        || ctx
+            .observed
+            .cluster
+            .spec
+            .auth
+            .as_ref()
+            .is_some_and(etcd_operator_api::cluster::AuthSpec::is_enabled)
+}
+
+/// The image `m`'s Pod should run.
+fn wanted_image(ctx: &Context<'_>, m: &MemberView<'_>) -> String {
+    ctx.observed
+        .settings
+        .etcd_image(&m.observed.member.spec.version)
+}
+
+/// `m`'s live Pod runs an image other than the one of its `spec.version`.
+fn image_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
+    m.observed
+        .pod
+        .as_ref()
+        .filter(|p| !p.deleting)
+        .and_then(|p| p.image.as_deref())
+        .is_some_and(|image| image != wanted_image(ctx, m))
+}
+
+/// `m`'s live Pod was created with another config than its spec's (a Pod without the digest,
+/// made by an older operator, is left alone).
+fn config_outdated(m: &MemberView<'_>) -> bool {
+    m.observed
+        .pod
+        .as_ref()
+        .filter(|p| !p.deleting)
+        .and_then(|p| p.config_digest.as_deref())
+        .is_some_and(|d| d != MemberConfig::of_member(&m.observed.member.spec).digest())
+}
+
+/// `m`'s live Pod is not what its spec says (image or config).
+fn pod_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
+    image_outdated(ctx, m) || config_outdated(m)
+}
+
+/// The restart-relevant config of the target (`status.observed`).
+fn target_config(ctx: &Context<'_>) -> Option<MemberConfig> {
+    ctx.cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.observed.as_ref())
+        .map(MemberConfig::of_target)
+}
+
+/// The fields of `m`'s spec that differ from the target's config.
+fn config_changes(ctx: &Context<'_>, m: &MemberView<'_>) -> Vec<&'static str> {
+    target_config(ctx)
+        .map(|t| t.differences(&MemberConfig::of_member(&m.observed.member.spec)))
+        .unwrap_or_default()
+}
+
+/// Running members that do not run the target yet (version or config, by spec or by Pod).
+pub fn outdated_members<'c, 'a>(ctx: &'c Context<'a>) -> Vec<&'c MemberView<'a>> {
+    let Some(target) = target_version(ctx) else {
+        return Vec::new();
+    };
+    ctx.running()
+        .filter(|m| {
+            m.observed.member.spec.version != target
+                || !config_changes(ctx, m).is_empty()
+                || pod_outdated(ctx, m)
+        })
+        .collect()
+}
+
+/// The path check for `target`, as a refusal to report.
+fn refusal(ctx: &Context<'_>, target: &str) -> Option<Decision> {
+    let Some(cluster) = cluster_version(ctx) else {
+        return Some(Decision::wait(
+            WaitReason::WaitingForMember,
+            format!(
+                "spec.version {target}: waiting for the members to report their etcd version before checking the upgrade path"
+            ),
+            timing::MEMBER_POLL,
+        ));
+    };
+    check_path(cluster, target, auth_on(ctx))
+        .err()
+        .map(|why| Decision::wait(WaitReason::UpgradeRefused, why, timing::BLOCKED_POLL))
+}
+
+/// Behind the readiness gate: the next member of a version rollout, one step.
+pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
+    let target = target_version(ctx)?;
+    let outdated = outdated_members(ctx);
+    if outdated.is_empty() {
+        return None;
+    }
+    if outdated
+        .iter()
+        .any(|m| m.observed.member.spec.version != target)
+        && let Some(refused) = refusal(ctx, &target)
+    {
+        return Some(refused);
+    }
+    let leader = ctx.observed.etcd.leader();
+    // Followers first (lowest ordinal first), the leader last.
+    let m = *outdated
+        .iter()
+        .min_by_key(|m| m.id.is_some() && m.id == leader)?;
+    let version = &m.observed.member.spec.version;
+    if *version != target {
+        return Some(Decision::act(Step::SetMemberVersion {
+            member: m.name.to_string(),
+            version: target,
+        }));
+    }
+    let changed = config_changes(ctx, m);
+    if !changed.is_empty() {
+        return Some(Decision::act(Step::SetMemberConfig {
+            member: m.name.to_string(),
+            config: Box::new(target_config(ctx)?),
+            changed,
+        }));
+    }
+    let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
+    if m.memory && !ctx.others_have_quorum(m.id) {
+        return Some(Decision::wait(
+            WaitReason::QuorumAtRisk,
+            format!(
+                "{} is to restart on a new version or configuration; it is memory-backed, so its restart is a replacement, and the others cannot keep quorum without it. Scale the cluster out first (3 members or more)",
+                m.name
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
+    let (reason, why) = if image_outdated(ctx, m) {
+        let was = running_version(ctx, m).unwrap_or_else(|| "another version".to_string());
+        (
+            "Upgrading",
+            format!(
+                "{} is restarted on etcd {version} (it ran {was}): its Pod is created again on its data",
+                m.name
+            ),
+        )
+    } else {
+        (
+            "ConfigChanged",
+            format!(
+                "{}'s configuration changed: its Pod is created again on its data with it",
+                m.name
+            ),
+        )
+    };
+    leadership_first(ctx, m).or_else(|| {
+        Some(Decision::act(delete_pod(m, pod)).with(MemberEdit::new(m.name).not_ready(reason, why)))
+    })
+}
+
+/// Why `pod` cannot start as it is (image not pulled, crash loop, ended), if it cannot.
+fn pod_failing(pod: &PodFacts) -> Option<String> {
+    if pod.deleting || pod.ready {
+        return None;
+    }
+    if let Some(reason) = pod
+        .waiting_reason
+        .as_deref()
+        .filter(|r| CANNOT_START.contains(r))
+    {
+        Some(reason.to_string())
+    } else if pod.restart_count >= 2 {
+        Some(format!(
+            "its etcd container restarted {} times",
+            pod.restart_count
+        ))
+    } else if pod.phase.is_terminal() {
+        Some(format!("its Pod ended in phase {:?}", pod.phase))
+    } else {
+        None
+    }
+}
+
+/// A member whose Pod cannot start and is part of a rollout: it runs a version etcd has not
+/// yet reported for it, its Pod is not what its spec says, or its spec is not the target's.
+/// With the reason.
+pub fn failed_upgrade<'c, 'a>(ctx: &'c Context<'a>) -> Option<(&'c MemberView<'a>, String)> {
+    let target = target_version(ctx)?;
+    ctx.running().find_map(|m| {
+        let why = pod_failing(m.observed.pod.as_ref()?)?;
+        let spec = &m.observed.member.spec;
+        let in_rollout = m.status().version.is_some_and(|ran| ran != spec.version)
+            || pod_outdated(ctx, m)
+            || spec.version != target
+            || !config_changes(ctx, m).is_empty();
+        in_rollout.then_some((m, why))
+    })
+}
+
+/// Ahead of the repair ladder: a member that cannot start on its new version stops the
+/// rollout (reported, the others keep serving); once `spec.version` changes again to a path
+/// allowed from etcd's cluster version (back to the version it ran, typically), the member
+/// takes that version and its failing Pod is replaced on its data.
+pub fn stalled_upgrade(ctx: &Context<'_>) -> Option<Decision> {
+    if let Some(decision) = replace_outdated_failing_pod(ctx) {
+        return Some(decision);
+    }
+    let (m, why) = failed_upgrade(ctx)?;
+    let target = target_version(ctx)?;
+    let version = &m.observed.member.spec.version;
+    let ran = m.status().version.unwrap_or_default();
+    if *version != target {
+        if let Some(refused) = refusal(ctx, &target) {
+            return Some(refused);
+        }
+        return Some(
+            Decision::act(Step::SetMemberVersion {
+                member: m.name.to_string(),
+                version: target.clone(),
+            })
+            .with(MemberEdit::new(m.name).not_ready(
+                "UpgradeFailed",
+                format!(
+                    "{} did not start on etcd {version} ({why}); it goes to {target} on its data",
+                    m.name
+                ),
+            )),
+        );
+    }
+    let changed = config_changes(ctx, m);
+    if !changed.is_empty() {
+        let message = format!(
+            "{} did not start with its configuration ({why}); it takes the target's {}",
+            m.name,
+            changed.join(", ")
+        );
+        return Some(
+            Decision::act(Step::SetMemberConfig {
+                member: m.name.to_string(),
+                config: Box::new(target_config(ctx)?),
+                changed,
+            })
+            .with(MemberEdit::new(m.name).not_ready("RolloutFailed", message)),
+        );
+    }
+    if ran == *version || ran.is_empty() {
+        // Not a version change: a configuration that does not start is repaired like any
+        // failing member (the rest of the rollout waits behind the gate).
+        return None;
+    }
+    let allowed_back = cluster_version(ctx)
+        .map(|(a, b)| format!(" (allowed while etcd's cluster version is still {a}.{b})"))
+        .unwrap_or_default();
+    Some(
+        Decision::wait(
+            WaitReason::UpgradeFailed,
+            format!(
+                "{} does not start on etcd {version} ({why}): the rollout stopped after it, and the other members keep serving. Set spec.version back to {ran}{allowed_back}, or to a version whose image starts",
+                m.name
+            ),
+            timing::BLOCKED_POLL,
+        )
+        .with(MemberEdit::new(m.name).not_ready(
+            "UpgradeFailed",
+            format!("etcd {version} does not start ({why}); it ran {ran}"),
+        )),
+    )
+}
+
+/// A Pod that is not Ready and runs another image than its member's `spec.version` (the
+/// member was set back after a failed upgrade) is deleted, to be created again on its data:
+/// it serves nothing. A memory-backed member's only while the others keep quorum.
+fn replace_outdated_failing_pod(ctx: &Context<'_>) -> Option<Decision> {
+    let m = ctx.running().find(|m| {
+        pod_outdated(ctx, m)
+            && m.observed.pod.as_ref().and_then(pod_failing).is_some()
+            && (!m.memory || ctx.others_have_quorum(m.id))
+    })?;
+    let pod = m.observed.pod.as_ref()?;
+    Some(
+        Decision::act(delete_pod(m, pod)).with(MemberEdit::new(m.name).not_ready(
+            "Upgrading",
+            format!(
+                "{} runs etcd {} now; its Pod, which did not start, is created again on its data",
+                m.name, m.observed.member.spec.version
+            ),
+        )),
+    )
+}
+
+/// Whether a new `spec.version` or config is adopted as the target although the previous
+/// target is not reached: a member of the rollout failed to start on the previous target
+/// (going back must not wait for the progress deadline). Only when nothing else changed.
+pub fn retarget_version(
+    ctx: &Context<'_>,
+    current: &etcd_operator_api::cluster::ObservedClusterSpec,
+    wanted: &etcd_operator_api::cluster::ObservedClusterSpec,
+) -> bool {
+    let mut same_but_rollout = current.clone();
+    same_but_rollout.version = wanted.version.clone();
+    same_but_rollout.options = wanted.options.clone();
+    same_but_rollout.resources = wanted.resources.clone();
+    same_but_rollout.affinity = wanted.affinity.clone();
+    same_but_rollout.topology_spread_constraints = wanted.topology_spread_constraints.clone();
+    same_but_rollout.image_pull_secrets = wanted.image_pull_secrets.clone();
+    if target_refused(ctx) {
+        // Nothing moved for a refused target: any new spec is taken at once.
+        return true;
+    }
+    same_but_rollout == *wanted && current != wanted && failed_upgrade(ctx).is_some()
+}
+
+/// The latched version is refused (`UpgradeRefused`): some member is still to take it and the
+/// path from etcd's cluster version does not allow it.
+pub fn target_refused(ctx: &Context<'_>) -> bool {
+    let Some(target) = target_version(ctx) else {
+        return false;
+    };
+    ctx.running()
+        .any(|m| m.observed.member.spec.version != target)
+        && refusal(ctx, &target).is_some_and(|d| {
+            matches!(
+                d.step,
+                Step::Wait {
+                    reason: WaitReason::UpgradeRefused,
+                    ..
+                }
+            )
+        })
+}
+
+/// Behind the readiness gate, after the version and config rollouts: a changed
+/// `additionalMetadata` is recorded on each EtcdMember and patched onto its running Pod in
+/// place, never restarting it. Keys removed from `additionalMetadata` stay on running Pods.
+pub fn metadata_rollout(ctx: &Context<'_>) -> Option<Decision> {
+    let target = ctx.cluster.status.as_ref()?.observed.as_ref()?;
+    ctx.running().find_map(|m| {
+        let spec = &m.observed.member.spec;
+        if spec.additional_metadata != target.additional_metadata {
+            return Some(Decision::act(Step::SetMemberMetadata {
+                member: m.name.to_string(),
+                metadata: target.additional_metadata.clone(),
+            }));
+        }
+        let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
+        let own = etcd_operator_api::labels::member_labels(&spec.cluster_name, m.name);
+        let (labels, annotations) = crate::build::missing_metadata(
+            spec.additional_metadata.as_ref(),
+            &own,
+            &pod.labels,
+            &pod.annotations,
+        );
+        (!labels.is_empty() || !annotations.is_empty()).then(|| {
+            Decision::act(Step::PatchPodMetadata {
+                member: m.name.to_string(),
+                pod: pod.name.clone(),
+                labels,
+                annotations,
+            })
+        })
+    })
+}

@@ -1,0 +1,325 @@
+//! Version rollouts: the upgrade path check, refusals before anything moves, a member that
+//! cannot start on its new version, and the way back.
+
+use etcd_operator_api::MemberPhase;
+
+use super::fixtures::*;
+use crate::plan::rules::rollout::{check_path, parse_version};
+use crate::plan::{Step, WaitReason};
+
+#[test]
+fn versions_parse_as_major_minor_patch_only() {
+    assert_eq!(parse_version("3.5.1"), Some((3, 5, 1)));
+    assert_eq!(parse_version("3.4.23"), Some((3, 4, 23)));
+    for bad in ["3.5", "3.5.1.2", "x.5.1", "", "3.5.-1"] {
+        assert_eq!(parse_version(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn the_upgrade_path_allows_patches_and_one_minor_up_only() {
+    let ok = [
+        ((3, 4), "3.4.1", false),
+        ((3, 4), "3.4.23", true),
+        ((3, 4), "3.5.1", false),
+        ((3, 5), "3.5.0", true),
+        ((3, 5), "3.6.0", false),
+    ];
+    for (cluster, target, auth) in ok {
+        assert_eq!(
+            check_path(cluster, target, auth),
+            Ok(()),
+            "{cluster:?} → {target}"
+        );
+    }
+    let refused = [
+        (
+            (3, 5),
+            "3.4.23",
+            false,
+            "downgrade below etcd's cluster version 3.5",
+        ),
+        ((3, 4), "3.6.0", false, "skips a minor version"),
+        ((3, 4), "4.0.0", false, "not a version this operator knows"),
+        ((3, 5), "3.7.0", false, "not a version this operator knows"),
+        ((3, 6), "3.7.0", false, "not a version this operator knows"),
+        (
+            (3, 4),
+            "3.5.1",
+            true,
+            "rules out a rolling upgrade from 3.4 with auth enabled",
+        ),
+        ((3, 5), "3.4.23", true, "downgrade"),
+    ];
+    for (cluster, target, auth, why) in refused {
+        let err = check_path(cluster, target, auth).unwrap_err();
+        assert!(err.contains(why), "{cluster:?} → {target}: {err}");
+        assert!(
+            err.contains("allowed from etcd's cluster version") || auth,
+            "{err}"
+        );
+    }
+}
+
+/// `cluster_on` of the simulation, for table tests.
+fn on(n: u32, old: &str, new: &str) -> Fx {
+    let mut fx = Fx::healthy(n);
+    let image = fx.obs.settings.etcd_image(old);
+    for i in 0..n {
+        let m = name(i);
+        fx.member_mut(&m).spec.version = old.to_string();
+        fx.member_mut(&m).status.get_or_insert_default().version = Some(old.to_string());
+        fx.pod_mut(&m).image = Some(image.clone());
+        for o in &mut fx.obs.etcd.endpoints {
+            if o.endpoint == client(&m)
+                && let Ok(s) = &mut o.status
+            {
+                s.version = old.to_string();
+            }
+        }
+    }
+    fx.obs.cluster.spec.version = new.to_string();
+    fx.status_mut().observed.as_mut().unwrap().version = new.to_string();
+    fx
+}
+
+fn refused_with(fx: &Fx) -> String {
+    match fx.step() {
+        Step::Wait {
+            reason: WaitReason::UpgradeRefused,
+            message,
+        } => message,
+        other => panic!("expected UpgradeRefused, got {other:?}"),
+    }
+}
+
+#[test]
+fn refused_paths_move_nothing_and_say_what_is_allowed() {
+    // Downgrade after the upgrade completed (every member runs 3.5).
+    let msg = refused_with(&on(3, "3.5.1", "3.4.23"));
+    assert!(
+        msg.contains("downgrade below etcd's cluster version 3.5"),
+        "{msg}"
+    );
+    assert!(msg.contains("3.5.x"), "{msg}");
+    // Skipped minor, unknown version.
+    assert!(refused_with(&on(3, "3.4.23", "3.6.0")).contains("skips a minor"));
+    assert!(refused_with(&on(3, "3.6.0", "3.7.1")).contains("not a version this operator knows"));
+    // Auth on, 3.4 → 3.5.
+    let mut fx = on(3, "3.4.23", "3.5.1");
+    fx.status_mut().auth_enabled = Some(true);
+    assert!(refused_with(&fx).contains("auth"));
+    // The Progressing condition carries the refusal, and the Event is a Warning.
+    let fx = on(3, "3.4.23", "3.6.0");
+    let plan = fx.plan();
+    let (status, reason) = cluster_condition(&fx, &plan, "Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "UpgradeRefused")
+    );
+    assert_eq!(plan.step.event_type(), crate::build::EventType::Warning);
+}
+
+#[test]
+fn mid_rollout_the_cluster_version_is_the_lowest_a_member_runs() {
+    // etcd-1 runs 3.5.1 already, the others 3.4.23: going back to 3.4 is allowed.
+    let mut fx = on(3, "3.4.23", "3.4.23");
+    let image = fx.obs.settings.etcd_image("3.5.1");
+    fx.member_mut("etcd-1").spec.version = "3.5.1".into();
+    fx.pod_mut("etcd-1").image = Some(image);
+    for o in &mut fx.obs.etcd.endpoints {
+        if o.endpoint == client("etcd-1")
+            && let Ok(s) = &mut o.status
+        {
+            s.version = "3.5.1".into();
+        }
+    }
+    assert_eq!(
+        fx.step(),
+        Step::SetMemberVersion {
+            member: "etcd-1".into(),
+            version: "3.4.23".into()
+        }
+    );
+}
+
+/// etcd-1 was set to `bad` and its Pod cannot pull the image; the others run `good`.
+fn failing(good: &str, bad: &str) -> Fx {
+    let mut fx = on(3, good, bad);
+    let image = fx.obs.settings.etcd_image(bad);
+    fx.member_mut("etcd-1").spec.version = bad.into();
+    let pod = fx.pod_mut("etcd-1");
+    pod.image = Some(image);
+    pod.ready = false;
+    pod.waiting_reason = Some("ImagePullBackOff".into());
+    fx.answer("etcd-1", Answer::Down);
+    fx.set_phase("etcd-1", MemberPhase::Ready, at(0));
+    fx
+}
+
+#[test]
+fn a_member_that_cannot_start_stops_the_rollout_and_is_rolled_back_on_request() {
+    let fx = failing("3.5.1", "3.6.0");
+    let plan = fx.plan();
+    let Step::Wait {
+        reason: WaitReason::UpgradeFailed,
+        message,
+    } = &plan.step
+    else {
+        panic!("expected UpgradeFailed, got {:?}", plan.step);
+    };
+    assert!(
+        message.contains("etcd-1 does not start on etcd 3.6.0 (ImagePullBackOff)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Set spec.version back to 3.5.1"),
+        "{message}"
+    );
+    assert!(
+        message.contains("cluster version is still 3.5"),
+        "{message}"
+    );
+    let (status, reason) = cluster_condition(&fx, &plan, "Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "UpgradeFailed")
+    );
+
+    // The spec goes back: the latch takes it at once (the target was not reached).
+    let mut fx = failing("3.5.1", "3.6.0");
+    fx.obs.cluster.spec.version = "3.5.1".into();
+    let plan = fx.plan();
+    let latched = plan
+        .cluster_status
+        .as_ref()
+        .unwrap()
+        .observed
+        .as_ref()
+        .unwrap();
+    assert_eq!(latched.version, "3.5.1");
+    fx.write_statuses(&plan);
+    assert_eq!(
+        fx.step(),
+        Step::SetMemberVersion {
+            member: "etcd-1".into(),
+            version: "3.5.1".into()
+        }
+    );
+    fx.member_mut("etcd-1").spec.version = "3.5.1".into();
+    assert!(
+        matches!(fx.step(), Step::DeletePod { ref member, .. } if member == "etcd-1"),
+        "{:?}",
+        fx.step()
+    );
+}
+
+#[test]
+fn a_starting_pod_on_the_new_version_is_not_a_failure() {
+    let mut fx = failing("3.4.23", "3.5.1");
+    fx.pod_mut("etcd-1").waiting_reason = None;
+    fx.pod_mut("etcd-1").restart_count = 0;
+    assert!(
+        !matches!(
+            fx.step(),
+            Step::Wait {
+                reason: WaitReason::UpgradeFailed,
+                ..
+            }
+        ),
+        "{:?}",
+        fx.step()
+    );
+}
+
+#[test]
+fn a_member_counts_as_ready_only_with_its_pod_ready() {
+    let mut fx = Fx::healthy(3);
+    fx.pod_mut("etcd-2").ready = false;
+    let plan = fx.plan();
+    assert!(
+        matches!(&plan.step, Step::Wait { reason: WaitReason::WaitingForMember, message } if message.contains("etcd-2")),
+        "{:?}",
+        plan.step
+    );
+    let status = planned_member_status(&fx, &plan, "etcd-2");
+    let ready = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "PodNotReady")
+    );
+    assert_eq!(plan.cluster_status.unwrap().ready_members, Some(2));
+}
+
+#[test]
+fn a_pod_without_a_config_digest_is_left_alone_and_a_changed_digest_restarts_it() {
+    let mut fx = Fx::healthy(3);
+    assert_eq!(
+        fx.step(),
+        Step::Idle,
+        "Pods of an older operator: no digest, no restart"
+    );
+    fx.pod_mut("etcd-2").config_digest = Some("something-else".into());
+    assert!(
+        matches!(fx.step(), Step::DeletePod { ref member, .. } if member == "etcd-2"),
+        "{:?}",
+        fx.step()
+    );
+}
+
+#[test]
+fn a_refused_target_gives_way_to_the_next_spec_at_once() {
+    let mut fx = on(3, "3.5.1", "3.4.23");
+    fx.status_mut().progress_deadline = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        at(200_000),
+    ));
+    refused_with(&fx);
+    fx.obs.cluster.spec.version = "3.5.1".into();
+    let plan = fx.plan();
+    let latched = plan
+        .cluster_status
+        .as_ref()
+        .unwrap()
+        .observed
+        .as_ref()
+        .unwrap();
+    assert_eq!(latched.version, "3.5.1");
+    fx.write_statuses(&plan);
+    assert_eq!(fx.step(), Step::Idle);
+}
+
+#[test]
+fn a_rollout_past_its_progress_deadline_is_reported_as_not_progressing() {
+    let mut fx = on(3, "3.4.23", "3.5.1");
+    // etcd-1 is on its way (its Pod starting), the deadline has passed.
+    let image = fx.obs.settings.etcd_image("3.5.1");
+    fx.member_mut("etcd-1").spec.version = "3.5.1".into();
+    fx.pod_mut("etcd-1").image = Some(image);
+    fx.pod_mut("etcd-1").ready = false;
+    fx.status_mut().progress_deadline = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        at(99_000),
+    ));
+    let plan = fx.plan();
+    let (status, reason) = cluster_condition(&fx, &plan, "Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ProgressDeadlineExceeded")
+    );
+    // Before the deadline the same state is progress.
+    fx.status_mut().progress_deadline = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        at(200_000),
+    ));
+    let plan = fx.plan();
+    assert_eq!(
+        cluster_condition(&fx, &plan, "Progressing").0,
+        "True",
+        "{:?} {:?}",
+        plan.step,
+        cluster_condition(&fx, &plan, "Progressing")
+    );
+}

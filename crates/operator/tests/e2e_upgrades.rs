@@ -1,0 +1,447 @@
+//! Rolling version changes on one shared sandbox, by the operator deployed from `deploy/`, with
+//! the client workload writing through the client Service the whole time (no acknowledged
+//! write may be lost; the longest unavailability is printed per scenario):
+//!
+//! 1. 3 PVC-backed members 3.4.23 → 3.5.1: followers first, the leader last, same member IDs,
+//!    every Pod on the new image, etcd reporting 3.5.1 everywhere;
+//! 2. refused paths on that cluster (downgrade to 3.4 after the upgrade, a skipped minor is
+//!    shown on the 3.4 cluster before it, an unknown version): nothing restarts;
+//! 3. a version whose image cannot start (3.6.0: the sandbox has no such image): the rollout
+//!    stops after one member, the others keep serving, and going back to 3.5.1 heals it;
+//! 4. a config rollout on the PVC cluster (quota and auto-compaction options): every Pod
+//!    restarted once with the new flags, the leader last, same member IDs;
+//! 5. an `additionalMetadata` change patched onto the running Pods, none restarted;
+//! 6. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use support::cluster::{Cluster, pod_ready, start_cluster};
+use support::workload::Workload;
+use support::{create_namespace, eventually, get_cluster, kubectl, members};
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn yaml(namespace: &str, version: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: 3\n  version: \"{version}\"\n{extra}"
+    )
+}
+
+fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
+    let patch = format!("{{\"spec\":{{\"version\":\"{version}\"}}}}");
+    let (ok, _, stderr) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+    );
+    assert!(ok, "kubectl patch spec.version={version}: {stderr}");
+}
+
+/// Pod name → (UID, etcd image, Ready).
+async fn pods(cluster: &Cluster, namespace: &str) -> BTreeMap<String, (String, String, bool)> {
+    let list = Api::<Pod>::namespaced(cluster.client(), namespace)
+        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
+        .await
+        .expect("listing Pods");
+    list.items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let image = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default();
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                (
+                    p.metadata.uid.clone().unwrap_or_default(),
+                    image,
+                    pod_ready(p),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The Progressing condition's (status, reason, message).
+async fn progressing(cluster: &Cluster, namespace: &str) -> (String, String, String) {
+    get_cluster(&cluster.client(), namespace, "etcd")
+        .await
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Progressing")
+        .map(|c| (c.status, c.reason, c.message))
+        .unwrap_or_default()
+}
+
+async fn wait_progressing(cluster: &Cluster, namespace: &str, reason: &str) -> String {
+    eventually(
+        &format!("{namespace}: Progressing=False {reason}"),
+        LIMIT,
+        || async {
+            let (status, r, message) = progressing(cluster, namespace).await;
+            if status == "False" && r == reason {
+                Ok(message)
+            } else {
+                Err(format!("Progressing={status} {r}: {message}"))
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until every member's spec, Pod image and etcd's answer are `version`, converged.
+async fn wait_all_on(cluster: &Cluster, namespace: &str, version: &str) {
+    let client = cluster.client();
+    eventually(
+        &format!("{namespace}: every member on {version}"),
+        LIMIT,
+        || async {
+            let c = get_cluster(&client, namespace, "etcd").await;
+            let running: Vec<Option<String>> = c
+                .status
+                .as_ref()
+                .and_then(|s| s.members.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|m| m.version)
+                .collect();
+            let specs: Vec<String> = members(&client, namespace, "etcd")
+                .await
+                .into_iter()
+                .map(|m| m.spec.version)
+                .collect();
+            let images: Vec<String> = pods(cluster, namespace)
+                .await
+                .into_values()
+                .map(|(_, image, _)| image)
+                .collect();
+            let done = running.len() == 3
+                && running.iter().all(|v| v.as_deref() == Some(version))
+                && specs.iter().all(|v| v == version)
+                && images.len() == 3
+                && images.iter().all(|i| i.ends_with(&format!(":v{version}")));
+            if done {
+                Ok(())
+            } else {
+                Err(format!(
+                    "etcd {running:?}, specs {specs:?}, images {images:?}"
+                ))
+            }
+        },
+    )
+    .await;
+    cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
+}
+
+/// Watches the Pods while a rollout runs: the order in which members got a new Pod.
+async fn restart_order(
+    cluster: &Cluster,
+    namespace: &str,
+    before: &BTreeMap<String, (String, String, bool)>,
+    version: &str,
+) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    let started = Instant::now();
+    while order.len() < before.len() {
+        assert!(
+            started.elapsed() < LIMIT,
+            "{namespace}: rollout to {version} not done; restarted {order:?}\n{}",
+            cluster.operator_logs().await
+        );
+        for (name, (uid, _, _)) in pods(cluster, namespace).await {
+            let new = before.get(&name).is_some_and(|(old, _, _)| *old != uid);
+            if new && !order.contains(&name) {
+                order.push(name);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    order
+}
+
+async fn leader(cluster: &Cluster, namespace: &str) -> String {
+    get_cluster(&cluster.client(), namespace, "etcd")
+        .await
+        .status
+        .and_then(|s| s.leader)
+        .expect("a leader")
+}
+
+/// A Warning Event on the EtcdCluster with `reason`.
+fn warning_event(cluster: &Cluster, namespace: &str, reason: &str) -> bool {
+    let (ok, out, _) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "events",
+            "--field-selector",
+            &format!("reason={reason},type=Warning"),
+            "-o",
+            "name",
+        ],
+    );
+    ok && !out.trim().is_empty()
+}
+
+/// Upgrades `namespace`'s cluster 3.4.23 → 3.5.1 under the workload.
+async fn upgrade_under_load(cluster: &Cluster, namespace: &str) {
+    let ids = cluster.etcd_members(namespace, "etcd").unwrap();
+    let first_leader = leader(cluster, namespace).await;
+    let before = pods(cluster, namespace).await;
+    let workload = Workload::start(cluster.network.clone(), namespace, "etcd", namespace);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    set_version(cluster, namespace, "3.5.1");
+    let order = restart_order(cluster, namespace, &before, "3.5.1").await;
+    wait_all_on(cluster, namespace, "3.5.1").await;
+    let took = started.elapsed();
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "{namespace}: 3.4.23 -> 3.5.1 in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
+        took.as_secs_f64(),
+        report.longest_unavailable.as_millis()
+    );
+    assert_eq!(
+        order.last(),
+        Some(&first_leader),
+        "the leader's Pod is restarted last"
+    );
+    assert_ne!(
+        leader(cluster, namespace).await,
+        "",
+        "a leader after the upgrade"
+    );
+    let after = cluster.etcd_members(namespace, "etcd").unwrap();
+    if !namespace.ends_with('m') {
+        assert_eq!(after, ids, "PVC-backed members keep their etcd identities");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_rolling_upgrades() {
+    let test_started = Instant::now();
+    let cluster = start_cluster(3).await;
+    cluster.deploy_operator(1).await;
+    let client = cluster.client();
+    create_namespace(&client, "upg").await;
+    create_namespace(&client, "upm").await;
+    cluster.apply(&yaml("upg", "3.4.23", ""));
+    cluster.apply(&yaml(
+        "upm",
+        "3.4.23",
+        "  storage:\n    medium: Memory\n    size: 256Mi\n",
+    ));
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+    cluster.wait_converged("upm", "etcd", 3, LIMIT).await;
+
+    // A skipped minor, refused on the 3.4 cluster before anything moves.
+    let before = pods(&cluster, "upg").await;
+    set_version(&cluster, "upg", "3.6.0");
+    let message = wait_progressing(&cluster, "upg", "UpgradeRefused").await;
+    assert!(message.contains("skips a minor version"), "{message}");
+    assert!(message.contains("3.5.x"), "says what is allowed: {message}");
+    assert!(warning_event(&cluster, "upg", "UpgradeRefused"));
+    assert_eq!(pods(&cluster, "upg").await, before, "nothing restarted");
+    set_version(&cluster, "upg", "3.4.23");
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+
+    // 1. PVC-backed 3.4.23 → 3.5.1.
+    upgrade_under_load(&cluster, "upg").await;
+
+    // 2. Refused: a downgrade below the cluster version now at 3.5, an unknown version.
+    let before = pods(&cluster, "upg").await;
+    for (version, why) in [
+        ("3.4.23", "downgrade below etcd's cluster version 3.5"),
+        ("4.0.0", "not a version this operator knows"),
+    ] {
+        set_version(&cluster, "upg", version);
+        let message = eventually(&format!("{version} refused"), LIMIT, || async {
+            let (status, reason, message) = progressing(&cluster, "upg").await;
+            if status == "False" && reason == "UpgradeRefused" && message.contains(why) {
+                Ok(message)
+            } else {
+                Err(format!("Progressing={status} {reason}: {message}"))
+            }
+        })
+        .await;
+        println!("upg: spec.version {version} refused: {message}");
+        assert_eq!(pods(&cluster, "upg").await, before, "nothing restarted");
+    }
+    set_version(&cluster, "upg", "3.5.1");
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+
+    // 3. A version that cannot start: one member tries, the rollout stops, the rest serves;
+    //    going back heals it.
+    let workload = Workload::start(cluster.network.clone(), "upg", "etcd", "upg-bad");
+    set_version(&cluster, "upg", "3.6.0");
+    let message = wait_progressing(&cluster, "upg", "UpgradeFailed").await;
+    println!("upg: 3.6.0: {message}");
+    assert!(
+        message.contains("does not start on etcd 3.6.0"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Set spec.version back to 3.5.1"),
+        "{message}"
+    );
+    assert!(warning_event(&cluster, "upg", "UpgradeFailed"));
+    let now = pods(&cluster, "upg").await;
+    let tried: Vec<&String> = now
+        .iter()
+        .filter(|(name, (uid, _, _))| before.get(*name).is_none_or(|(old, _, _)| old != uid))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        tried.len(),
+        1,
+        "the rollout stopped after one member: {now:?}"
+    );
+    let serving = now.values().filter(|(_, _, ready)| *ready).count();
+    assert_eq!(serving, 2, "the other members keep serving: {now:?}");
+    set_version(&cluster, "upg", "3.5.1");
+    wait_all_on(&cluster, "upg", "3.5.1").await;
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "upg: failed 3.6.0 and back: longest unavailability {} ms",
+        report.longest_unavailable.as_millis()
+    );
+
+    // 4. A config rollout: quota and auto-compaction.
+    let ids = cluster.etcd_members("upg", "etcd").unwrap();
+    let first_leader = leader(&cluster, "upg").await;
+    let before = pods(&cluster, "upg").await;
+    let workload = Workload::start(cluster.network.clone(), "upg", "etcd", "upg-config");
+    let started = Instant::now();
+    let patch = r#"{"spec":{"options":{"quotaBackendBytes":1073741824,"autoCompactionMode":"periodic","autoCompactionRetention":"5m"}}}"#;
+    let (ok, _, stderr) = kubectl(
+        &cluster,
+        &[
+            "-n",
+            "upg",
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            patch,
+        ],
+    );
+    assert!(ok, "kubectl patch options: {stderr}");
+    let order = restart_order(&cluster, "upg", &before, "the new options").await;
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+    let took = started.elapsed();
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "upg: config rollout in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
+        took.as_secs_f64(),
+        report.longest_unavailable.as_millis()
+    );
+    assert_eq!(order.last(), Some(&first_leader), "the leader last");
+    assert_eq!(cluster.etcd_members("upg", "etcd").unwrap(), ids);
+    let list = Api::<Pod>::namespaced(client.clone(), "upg")
+        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
+        .await
+        .unwrap();
+    for pod in &list.items {
+        let container = &pod.spec.as_ref().unwrap().containers[0];
+        let line: Vec<String> = container
+            .command
+            .iter()
+            .flatten()
+            .chain(container.args.iter().flatten())
+            .cloned()
+            .collect();
+        for flag in [
+            "--quota-backend-bytes=1073741824",
+            "--auto-compaction-mode=periodic",
+            "--auto-compaction-retention=5m",
+        ] {
+            assert!(line.iter().any(|a| a.contains(flag)), "{flag} in {line:?}");
+        }
+    }
+    for m in members(&client, "upg", "etcd").await {
+        assert_eq!(
+            m.spec.options.and_then(|o| o.quota_backend_bytes),
+            Some(1073741824)
+        );
+    }
+
+    // 5. additionalMetadata: patched in place, no restart.
+    let before = pods(&cluster, "upg").await;
+    let patch = r#"{"spec":{"additionalMetadata":{"labels":{"team":"storage"},"annotations":{"owner":"ops"}}}}"#;
+    let (ok, _, stderr) = kubectl(
+        &cluster,
+        &[
+            "-n",
+            "upg",
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            patch,
+        ],
+    );
+    assert!(ok, "kubectl patch additionalMetadata: {stderr}");
+    let pod_api = Api::<Pod>::namespaced(client.clone(), "upg");
+    eventually("the Pods to carry the new metadata", LIMIT, || async {
+        let list = pod_api
+            .list(&ListParams::default().labels("team=storage"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let annotated = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("owner"))
+                    .is_some_and(|v| v == "ops")
+            })
+            .count();
+        if annotated == 3 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{annotated} of 3 Pods carry team=storage and owner=ops"
+            ))
+        }
+    })
+    .await;
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+    assert_eq!(
+        pods(&cluster, "upg").await,
+        before,
+        "no Pod restarted for metadata"
+    );
+
+    // 6. Memory-backed 3.4.23 → 3.5.1.
+    upgrade_under_load(&cluster, "upm").await;
+
+    println!(
+        "e2e_rolling_upgrades: {:.0} s",
+        test_started.elapsed().as_secs_f64()
+    );
+}
