@@ -161,6 +161,7 @@ pub async fn perform(
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. }
+        | Step::DisarmAlarm { .. }
         | Step::EnableAuth
         | Step::ChangeRootPassword
         | Step::IssueCertificate { .. } => Ok(None),

@@ -100,7 +100,8 @@ async fn perform(
         Step::AddLearner { .. }
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
-        | Step::MoveLeader { .. } => {
+        | Step::MoveLeader { .. }
+        | Step::DisarmAlarm { .. } => {
             etcd_steps::perform(
                 ctx,
                 &plan.step,

@@ -305,7 +305,7 @@ fn cluster_conditions(
             true,
             "CorruptAlarm",
             format!(
-                "{alarm}: the member's data diverged; automatic replacement is not implemented yet, remove and re-add the member"
+                "{alarm}: the member's data diverged; the operator replaces it with a new member that joins empty (see the EtcdMember's status) and then disarms the alarm"
             ),
         )
     } else if let Some(alarm) = alarms.iter().find(|a| a.kind == AlarmKind::NoSpace) {

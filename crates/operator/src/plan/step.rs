@@ -139,6 +139,12 @@ pub enum Step {
         to: String,
         to_id: u64,
     },
+    /// etcd Alarm DEACTIVATE of `alarm`, once its cause is gone (a CORRUPT member removed from
+    /// etcd). `member` names the EtcdMember the alarm named, if one does.
+    DisarmAlarm {
+        member: Option<String>,
+        alarm: crate::etcd::Alarm,
+    },
 }
 
 /// What [`Step::IssueCertificate`] makes.
@@ -226,6 +232,7 @@ pub enum StepKind {
     MoveLeader,
     EnableAuth,
     ChangeRootPassword,
+    DisarmAlarm,
 }
 
 impl Step {
@@ -257,6 +264,7 @@ impl Step {
             Step::MoveLeader { .. } => StepKind::MoveLeader,
             Step::EnableAuth => StepKind::EnableAuth,
             Step::ChangeRootPassword => StepKind::ChangeRootPassword,
+            Step::DisarmAlarm { .. } => StepKind::DisarmAlarm,
         }
     }
 
@@ -297,7 +305,9 @@ impl Step {
             | Step::SetPodStart { member, .. }
             | Step::AddLearner { member, .. }
             | Step::PromoteLearner { member, .. } => Some(member),
-            Step::RemoveEtcdMember { member, .. } => member.as_deref(),
+            Step::RemoveEtcdMember { member, .. } | Step::DisarmAlarm { member, .. } => {
+                member.as_deref()
+            }
             Step::CreateMember(m) => m.metadata.name.as_deref(),
             Step::CreatePod(p) => p.metadata.name.as_deref(),
             Step::CreatePvc(p) => p
@@ -342,6 +352,7 @@ impl Step {
             Step::MoveLeader { .. } => "LeaderMoved",
             Step::EnableAuth => "AuthEnabled",
             Step::ChangeRootPassword => "RootPasswordChanged",
+            Step::DisarmAlarm { .. } => "AlarmDisarmed",
         }
     }
 
@@ -430,6 +441,12 @@ impl Step {
             Step::MoveLeader { from, to, .. } => match from {
                 Some(from) => format!("leadership moved from {from} to {to}"),
                 None => format!("leadership moved to {to}"),
+            },
+            Step::DisarmAlarm { member, alarm } => match member {
+                Some(m) => {
+                    format!("{alarm} ({m}) disarmed: the member it names is no longer in etcd")
+                }
+                None => format!("{alarm} disarmed: etcd no longer lists the member it names"),
             },
         }
     }

@@ -3,11 +3,11 @@
 use etcd_operator_api::MemberPhase;
 
 use super::helpers::{delete_pod, leadership_first};
-use super::repair::restore_dead_pod;
+use super::repair::{continue_replacement, restore_dead_pod};
 use crate::etcd::{AlarmKind, member_id_hex};
 use crate::plan::conditions;
 use crate::plan::context::Context;
-use crate::plan::decision::Decision;
+use crate::plan::decision::{Decision, MemberEdit};
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
@@ -157,15 +157,95 @@ pub fn terminating_members(ctx: &Context<'_>) -> Option<Decision> {
     }))
 }
 
-/// Rule 5, CORRUPT alarm: the automatic replacement is not implemented yet, so it reports
-/// (the Degraded condition names the member and what to do) and holds back every change
-/// except bringing dead Pods back on their own data, which can only add healthy capacity.
+/// Rule 5, CORRUPT alarm: the member the alarm names has data that diverged from the
+/// others. It goes straight to `Replacing` (written first, with the reason on the member), is
+/// moved off leadership if it leads, and removed from etcd, all only while the other voters
+/// have quorum without it and no other repair runs. Once etcd no longer lists it the alarm is
+/// disarmed at once (its data can no longer reach the cluster: etcd refuses a removed
+/// member), which lets the cluster take writes again; the replacement then continues under
+/// rule 7 (its Pod and PVC deleted, a new member joining empty as a learner from the healthy
+/// majority and promoted once caught up). Dead Pods are still brought back on their own data
+/// first, which can only add healthy capacity.
 pub fn corrupt_alarm(ctx: &Context<'_>) -> Option<Decision> {
-    alarm_branch(
-        ctx,
-        AlarmKind::Corrupt,
-        WaitReason::CorruptAlarm,
-        "the member's data diverged from the others. Automatic replacement is not implemented yet: delete that member's EtcdMember (it is re-created empty) once the cluster has quorum without it, then disarm the alarm",
+    let alarm = *ctx.alarms().iter().find(|a| a.kind == AlarmKind::Corrupt)?;
+    if let Some(restore) = restore_dead_pod(ctx) {
+        return Some(restore);
+    }
+    let listed = ctx
+        .observed
+        .etcd
+        .members
+        .as_ref()
+        .ok()
+        .map(|list| list.iter().any(|m| m.id == alarm.member_id));
+    let named = ctx.members.iter().find(|m| m.id == Some(alarm.member_id));
+    match listed {
+        Some(false) => {
+            return Some(Decision::act(Step::DisarmAlarm {
+                member: named.map(|m| m.name.to_string()),
+                alarm,
+            }));
+        }
+        Some(true) => {}
+        None => {
+            return Some(Decision::wait(
+                WaitReason::CorruptAlarm,
+                format!(
+                    "{alarm}: etcd's member list did not answer, so the replacement waits (nothing is removed on a partial view)"
+                ),
+                timing::MEMBER_POLL,
+            ));
+        }
+    }
+    let Some(m) = named.filter(|m| m.is_running() && !m.deleting) else {
+        return Some(Decision::wait(
+            WaitReason::CorruptAlarm,
+            format!(
+                "{alarm}: no running EtcdMember of this cluster has that ID, so the operator replaces nothing; remove that member with etcdctl member remove once the cluster has quorum without it, then disarm the alarm"
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    };
+    if m.phase == MemberPhase::Replacing {
+        return Some(continue_replacement(ctx, m));
+    }
+    if let Some(other) = ctx.members.iter().find(|o| {
+        o.name != m.name
+            && o.is_running()
+            && matches!(o.phase, MemberPhase::Recreating | MemberPhase::Replacing)
+    }) {
+        return Some(Decision::wait(
+            WaitReason::CorruptAlarm,
+            format!(
+                "{alarm}: {} will be replaced once the repair of {} is done (one repair at a time)",
+                m.name, other.name
+            ),
+            timing::MEMBER_POLL,
+        ));
+    }
+    if !ctx.others_have_quorum(m.id) {
+        let (healthy, voters, quorum) = ctx.quorum_numbers();
+        return Some(Decision::wait(
+            WaitReason::CorruptAlarm,
+            format!(
+                "{alarm}: {} is not replaced while the other voters lack quorum without it ({healthy}/{voters} voters healthy, quorum {quorum}); bring the other members back, or restore from a snapshot",
+                m.name
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
+    Some(
+        Decision::set_phase(m.name, MemberPhase::Replacing).with(
+            MemberEdit::new(m.name)
+                .phase(MemberPhase::Replacing)
+                .not_ready(
+                    "CorruptAlarm",
+                    format!(
+                        "etcd raised CORRUPT against {}: its data diverged from the others; it is removed and replaced by a new member that joins empty from the healthy majority",
+                        m.name
+                    ),
+                ),
+        ),
     )
 }
 
