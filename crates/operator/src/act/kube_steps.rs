@@ -162,6 +162,8 @@ pub async fn perform(
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. }
         | Step::DisarmAlarm { .. }
+        | Step::Compact { .. }
+        | Step::Defragment { .. }
         | Step::EnableAuth
         | Step::ChangeRootPassword
         | Step::IssueCertificate { .. } => Ok(None),

@@ -101,7 +101,9 @@ async fn perform(
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. }
-        | Step::DisarmAlarm { .. } => {
+        | Step::DisarmAlarm { .. }
+        | Step::Compact { .. }
+        | Step::Defragment { .. } => {
             etcd_steps::perform(
                 ctx,
                 &plan.step,

@@ -314,7 +314,7 @@ fn cluster_conditions(
             true,
             "NoSpaceAlarm",
             format!(
-                "{alarm}: etcd refuses writes; compact and defragment (EtcdDefrag), raise spec.options.quotaBackendBytes, then disarm the alarm"
+                "{alarm}: etcd refuses writes; the operator compacts the keyspace, defragments the members (followers first, the leader last) and disarms the alarm once every member is below 90 % of its quota (see the Progressing condition; if the live data itself is too big, raise spec.options.quotaBackendBytes)"
             ),
         )
     } else if !available.status && available.reason == "QuorumLost" {

@@ -145,6 +145,20 @@ pub enum Step {
         member: Option<String>,
         alarm: crate::etcd::Alarm,
     },
+    /// etcd Compact (physical) up to `revision`, the current one: the first step of the
+    /// NOSPACE remediation. A revision already compacted counts as done.
+    Compact {
+        revision: i64,
+    },
+    /// etcd Defragment of member `member` alone at its client URL `endpoint` (the NOSPACE
+    /// remediation, one member per pass, followers first, the leader last). `db_size` is its
+    /// backend size before, for the Event.
+    Defragment {
+        member: String,
+        endpoint: String,
+        db_size: i64,
+        leader: bool,
+    },
 }
 
 /// What [`Step::IssueCertificate`] makes.
@@ -233,6 +247,8 @@ pub enum StepKind {
     EnableAuth,
     ChangeRootPassword,
     DisarmAlarm,
+    Compact,
+    Defragment,
 }
 
 impl Step {
@@ -265,6 +281,8 @@ impl Step {
             Step::EnableAuth => StepKind::EnableAuth,
             Step::ChangeRootPassword => StepKind::ChangeRootPassword,
             Step::DisarmAlarm { .. } => StepKind::DisarmAlarm,
+            Step::Compact { .. } => StepKind::Compact,
+            Step::Defragment { .. } => StepKind::Defragment,
         }
     }
 
@@ -304,7 +322,8 @@ impl Step {
             | Step::LabelPod { member, .. }
             | Step::SetPodStart { member, .. }
             | Step::AddLearner { member, .. }
-            | Step::PromoteLearner { member, .. } => Some(member),
+            | Step::PromoteLearner { member, .. }
+            | Step::Defragment { member, .. } => Some(member),
             Step::RemoveEtcdMember { member, .. } | Step::DisarmAlarm { member, .. } => {
                 member.as_deref()
             }
@@ -353,6 +372,8 @@ impl Step {
             Step::EnableAuth => "AuthEnabled",
             Step::ChangeRootPassword => "RootPasswordChanged",
             Step::DisarmAlarm { .. } => "AlarmDisarmed",
+            Step::Compact { .. } => "KeyspaceCompacted",
+            Step::Defragment { .. } => "MemberDefragmented",
         }
     }
 
@@ -442,12 +463,32 @@ impl Step {
                 Some(from) => format!("leadership moved from {from} to {to}"),
                 None => format!("leadership moved to {to}"),
             },
-            Step::DisarmAlarm { member, alarm } => match member {
-                Some(m) => {
-                    format!("{alarm} ({m}) disarmed: the member it names is no longer in etcd")
+            Step::DisarmAlarm { member, alarm } => {
+                let who = member
+                    .as_ref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default();
+                match alarm.kind {
+                    crate::etcd::AlarmKind::Corrupt => {
+                        format!("{alarm}{who} disarmed: etcd no longer lists the member it names")
+                    }
+                    crate::etcd::AlarmKind::NoSpace => format!(
+                        "{alarm}{who} disarmed: every member's backend is below 90 % of its quota"
+                    ),
                 }
-                None => format!("{alarm} disarmed: etcd no longer lists the member it names"),
-            },
+            }
+            Step::Compact { revision } => format!(
+                "NOSPACE remediation: keyspace compacted up to revision {revision} (older versions of keys are dropped)"
+            ),
+            Step::Defragment {
+                member,
+                db_size,
+                leader,
+                ..
+            } => format!(
+                "NOSPACE remediation: {} {member} defragmented (backend {db_size} bytes before)",
+                if *leader { "leader" } else { "member" }
+            ),
         }
     }
 

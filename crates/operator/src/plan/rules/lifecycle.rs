@@ -6,7 +6,7 @@ use super::helpers::{delete_pod, leadership_first};
 use super::repair::{continue_replacement, restore_dead_pod};
 use crate::etcd::{AlarmKind, member_id_hex};
 use crate::plan::conditions;
-use crate::plan::context::Context;
+use crate::plan::context::{Context, Health, MemberView};
 use crate::plan::decision::{Decision, MemberEdit};
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
@@ -249,39 +249,133 @@ pub fn corrupt_alarm(ctx: &Context<'_>) -> Option<Decision> {
     )
 }
 
-/// Rule 6, NOSPACE alarm: automatic compaction and defragmentation are not implemented yet
-/// (an EtcdDefrag a person creates does both the defragmentation and the disarm), so it
-/// reports and holds back changes as [`corrupt_alarm`] does.
+/// Rule 6, NOSPACE alarm: etcd refuses writes because a member's backend reached its quota.
+/// Remedied one step per pass, each derived from what is observed, so a crash resumes it:
+///
+/// 1. wait until every member etcd lists answers Status and every voter is healthy (nothing
+///    is compacted or defragmented on a partial view);
+/// 2. every member's backend below 90 % of the quota it runs with (its EtcdMember's
+///    `quotaBackendBytes`, else etcd's 2 GiB): disarm the alarm;
+/// 3. the keyspace not compacted up to the current revision: compact (physically);
+/// 4. a member over 90 % with reclaimable pages (more than 1 % of its quota): defragment it,
+///    followers first, the leader last, one member per pass;
+/// 5. otherwise the live data itself is over 90 % of the quota: report it (raise
+///    `spec.options.quotaBackendBytes`) instead of looping.
+///
+/// Dead Pods are brought back on their own data first, as under CORRUPT.
 pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
-    alarm_branch(
-        ctx,
-        AlarmKind::NoSpace,
-        WaitReason::NoSpaceAlarm,
-        "etcd refuses writes. Compact the keyspace, then create an EtcdDefrag (it defragments every member, the leader last, and disarms the alarm); if the live data itself exceeds the quota, raise spec.options.quotaBackendBytes. Automatic remediation is not implemented yet",
-    )
-}
-
-fn alarm_branch(
-    ctx: &Context<'_>,
-    kind: AlarmKind,
-    reason: WaitReason,
-    advice: &str,
-) -> Option<Decision> {
-    let alarm = ctx.alarms().iter().find(|a| a.kind == kind)?;
+    let alarm = *ctx.alarms().iter().find(|a| a.kind == AlarmKind::NoSpace)?;
     if let Some(restore) = restore_dead_pod(ctx) {
         return Some(restore);
     }
-    let member = ctx
-        .members
+    let etcd = &ctx.observed.etcd;
+    let wait = |message: String, requeue| {
+        Some(Decision::wait(
+            WaitReason::NoSpaceAlarm,
+            format!("{alarm}: etcd refuses writes. {message}"),
+            requeue,
+        ))
+    };
+    let listed = etcd.member_list();
+    let mut sizes = Vec::new();
+    let mut silent = Vec::new();
+    for info in listed {
+        let member = ctx.members.iter().find(|m| m.id == Some(info.id));
+        let label = member
+            .map(|m| m.name.to_string())
+            .unwrap_or_else(|| member_id_hex(info.id));
+        match (member, etcd.status_of(info.id)) {
+            (Some(m), Some(status)) if info.is_learner || m.health == Health::Healthy => {
+                sizes.push((m, status, nospace_quota(m)));
+            }
+            _ => silent.push(label),
+        }
+    }
+    if listed.is_empty() || !silent.is_empty() {
+        return wait(
+            format!(
+                "The remediation (compact, defragment, disarm) waits until every member answers and the voters are healthy; not answering: {}",
+                if silent.is_empty() {
+                    "etcd's member list".to_string()
+                } else {
+                    silent.join(", ")
+                }
+            ),
+            timing::MEMBER_POLL,
+        );
+    }
+    let limit = |quota: i64| quota / 10 * 9;
+    let over: Vec<_> = sizes
         .iter()
-        .find(|m| m.id == Some(alarm.member_id))
-        .map(|m| m.name.to_string())
-        .unwrap_or_else(|| member_id_hex(alarm.member_id));
-    Some(Decision::wait(
-        reason,
-        format!("{kind} alarm raised by member {member}: {advice}"),
+        .filter(|(_, s, quota)| s.db_size >= limit(*quota))
+        .collect();
+    if over.is_empty() {
+        return Some(Decision::act(Step::DisarmAlarm {
+            member: ctx
+                .members
+                .iter()
+                .find(|m| m.id == Some(alarm.member_id))
+                .map(|m| m.name.to_string()),
+            alarm,
+        }));
+    }
+    match etcd.compaction {
+        None => {
+            return wait(
+                "Cannot tell whether the keyspace is compacted (etcd did not answer); the remediation waits".to_string(),
+                timing::MEMBER_POLL,
+            );
+        }
+        Some(c) if !c.compacted => {
+            return Some(Decision::act(Step::Compact {
+                revision: c.revision,
+            }));
+        }
+        Some(_) => {}
+    }
+    let leader = etcd.leader();
+    let mut reclaimable: Vec<_> = over
+        .iter()
+        .filter(|(_, s, quota)| s.db_size - s.db_size_in_use > quota / 100)
+        .collect();
+    reclaimable.sort_by_key(|(m, _, _)| (m.id == leader, m.name));
+    if let Some((m, s, _)) = reclaimable.first() {
+        return Some(Decision::act(Step::Defragment {
+            member: m.name.to_string(),
+            endpoint: crate::build::member_client_url(&m.observed.member),
+            db_size: s.db_size,
+            leader: m.id == leader,
+        }));
+    }
+    let detail = over
+        .iter()
+        .map(|(m, s, quota)| {
+            format!(
+                "{} holds {} bytes of live data, quota {quota}",
+                m.name, s.db_size_in_use
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    wait(
+        format!(
+            "The keyspace is compacted and defragmented, but the live data itself is over 90 % of the quota ({detail}): raise spec.options.quotaBackendBytes, or delete keys; the alarm is disarmed once every member runs below 90 % of its quota"
+        ),
         timing::BLOCKED_POLL,
-    ))
+    )
+}
+
+/// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's
+/// default (2 GiB).
+fn nospace_quota(m: &MemberView<'_>) -> i64 {
+    m.observed
+        .member
+        .spec
+        .options
+        .as_ref()
+        .and_then(|o| o.quota_backend_bytes)
+        .filter(|bytes| *bytes > 0)
+        .unwrap_or(crate::metrics::DEFAULT_QUOTA_BACKEND_BYTES)
 }
 
 /// The Secrets of `spec.tls` cannot be used (missing, wrong type or keys, a key that does not

@@ -363,17 +363,124 @@ fn rule5_corrupt_alarm_still_restores_dead_pods() {
     assert_eq!(fx.step().kind(), StepKind::CreatePod);
 }
 
-#[test]
-fn rule6_nospace_alarm_is_reported_with_what_to_do() {
+const QUOTA: i64 = 8 << 20;
+
+/// Three members with an 8 MiB quota whose backends are `size` bytes, `in_use` of them live,
+/// NOSPACE raised by etcd-0 (the leader), the keyspace compacted or not.
+fn nospace(size: i64, in_use: i64, compacted: bool) -> Fx {
     let mut fx = Fx::healthy(3);
+    for i in 0..3 {
+        fx.member_mut(&name(i)).spec.options = Some(etcd_operator_api::shared::EtcdOptions {
+            quota_backend_bytes: Some(QUOTA),
+            ..Default::default()
+        });
+        sizes(&mut fx, &name(i), size, in_use);
+    }
     fx.alarm("etcd-0", AlarmKind::NoSpace);
+    fx.obs.etcd.compaction = Some(crate::etcd::Compaction {
+        revision: 500,
+        compacted,
+    });
+    fx
+}
+
+fn sizes(fx: &mut Fx, member: &str, size: i64, in_use: i64) {
+    for o in &mut fx.obs.etcd.endpoints {
+        if o.endpoint == client(member)
+            && let Ok(s) = o.status.as_mut()
+        {
+            s.db_size = size;
+            s.db_size_in_use = in_use;
+        }
+    }
+}
+
+#[test]
+fn rule6_nospace_compacts_first() {
+    let fx = nospace(QUOTA, QUOTA - 1000, false);
     let plan = fx.plan();
-    assert_eq!(wait_reason(&plan.step), WaitReason::NoSpaceAlarm);
-    assert!(plan.step.message().contains("defragment"));
+    assert_eq!(plan.step, Step::Compact { revision: 500 });
     assert_eq!(
         cluster_condition(&fx, &plan, "Degraded"),
         ("True".into(), "NoSpaceAlarm".into())
     );
+}
+
+#[test]
+fn rule6_nospace_defragments_followers_first_the_leader_last() {
+    let mut fx = nospace(QUOTA, QUOTA / 4, true);
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let step = fx.step();
+        let Step::Defragment { member, leader, .. } = &step else {
+            panic!("expected a defragmentation, got {step:?}");
+        };
+        order.push((member.clone(), *leader));
+        assert!(!step.is_destructive());
+        // Defragmented: the file shrinks to its live data.
+        sizes(&mut fx, member, QUOTA / 4 + 4096, QUOTA / 4);
+    }
+    assert_eq!(
+        order,
+        [
+            ("etcd-1".to_string(), false),
+            ("etcd-2".to_string(), false),
+            ("etcd-0".to_string(), true)
+        ]
+    );
+    // Every member below 90 %: the alarm goes.
+    assert_eq!(
+        fx.step(),
+        Step::DisarmAlarm {
+            member: Some("etcd-0".into()),
+            alarm: crate::etcd::Alarm {
+                member_id: id_of("etcd-0"),
+                kind: AlarmKind::NoSpace
+            }
+        }
+    );
+}
+
+#[test]
+fn rule6_nospace_from_live_data_is_reported_not_looped() {
+    let fx = nospace(QUOTA, QUOTA - 1000, true);
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::NoSpaceAlarm);
+    assert!(
+        step.message()
+            .contains("raise spec.options.quotaBackendBytes"),
+        "{step:?}"
+    );
+    assert_eq!(step.event_type(), crate::build::EventType::Warning);
+    // The quota raised (the members run with it): below 90 % of it, disarmed.
+    let mut fx = fx;
+    for i in 0..3 {
+        fx.member_mut(&name(i))
+            .spec
+            .options
+            .as_mut()
+            .unwrap()
+            .quota_backend_bytes = Some(4 * QUOTA);
+    }
+    assert_eq!(fx.step().kind(), StepKind::DisarmAlarm);
+}
+
+#[test]
+fn rule6_nospace_waits_for_every_member_and_for_the_compaction_state() {
+    let mut fx = nospace(QUOTA, QUOTA / 4, false);
+    fx.answer("etcd-2", Answer::NoQuorum);
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::NoSpaceAlarm);
+    assert!(step.message().contains("etcd-2"), "{step:?}");
+    let mut fx = nospace(QUOTA, QUOTA / 4, false);
+    fx.obs.etcd.compaction = None;
+    assert!(!fx.step().mutates());
+}
+
+#[test]
+fn rule6_nospace_below_the_quota_is_disarmed_at_once() {
+    let fx = nospace(QUOTA / 2, QUOTA / 4, false);
+    assert_eq!(fx.step().kind(), StepKind::DisarmAlarm);
 }
 
 #[test]

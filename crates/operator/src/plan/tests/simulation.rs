@@ -208,6 +208,7 @@ impl Sim {
                 }
             }
             Step::UpdateService(_) => {}
+            Step::Compact { .. } | Step::Defragment { .. } => {}
             Step::DisarmAlarm { alarm, .. } => {
                 if let Ok(alarms) = fx.obs.etcd.alarms.as_mut() {
                     alarms.retain(|a| *a != alarm);
