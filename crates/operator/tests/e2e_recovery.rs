@@ -8,6 +8,11 @@
 //!   their IDs;
 //! - the same against the leader: leadership is handed over first (a LeaderMoved Event), then
 //!   the same replacement;
+//! - NOSPACE on clusters with an 8 MiB quota filled with overwritten keys until etcd refuses
+//!   writes: the operator compacts, defragments every member (the leader last) and disarms
+//!   the alarm, and writes are accepted again; then filled with live data until refused: the
+//!   operator says to raise the quota (a Warning) instead of looping, and once keys are
+//!   deleted it remedies and disarms;
 //! - no acknowledged write is lost, and writes are accepted again afterwards.
 
 mod support;
@@ -19,7 +24,7 @@ use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use support::cluster::{Cluster, client_endpoint, start_cluster};
+use support::cluster::{Cluster, ETCDCTL, client_endpoint, start_cluster};
 use support::workload::{Workload, cluster_client};
 use support::{cluster_yaml, create_namespace, eventually, get_cluster, members};
 
@@ -68,17 +73,30 @@ async fn cluster_events(client: &Client, cluster: &str) -> Vec<(String, String, 
         .collect()
 }
 
-/// Alarm ACTIVATE CORRUPT against member `id`, through the cluster's Service.
+/// Alarm ACTIVATE CORRUPT against member `id`, through the cluster's Service; etcd answers
+/// with the alarm it activated.
 async fn raise_corrupt(cluster: &Cluster, name: &str, id: u64) {
     let mut client = cluster_client(&cluster.network, &client_endpoint(NS, name), None)
         .await
         .expect("an etcd client in the cluster network");
     let mut options = AlarmOptions::new();
     options.with_member(id);
-    client
+    let response = client
         .alarm(AlarmAction::Activate, AlarmType::Corrupt, Some(options))
         .await
         .expect("Alarm ACTIVATE CORRUPT");
+    assert!(
+        response
+            .alarms()
+            .iter()
+            .any(|a| a.member_id() == id && a.alarm() == AlarmType::Corrupt),
+        "{name}: etcd did not activate CORRUPT on {id:x}: {:?}",
+        response
+            .alarms()
+            .iter()
+            .map(|a| (a.member_id(), a.alarm()))
+            .collect::<Vec<_>>()
+    );
 }
 
 /// CORRUPT against the member `victim` of cluster `name` (3 members): it is replaced by a new
@@ -95,11 +113,6 @@ async fn corrupt_member_is_replaced(cluster: &Cluster, name: &str, victim: &str,
         .collect();
 
     raise_corrupt(cluster, name, u64::from_str_radix(&old_id, 16).unwrap()).await;
-    let alarms = tokio::task::block_in_place(|| {
-        cluster.etcdctl(&client_endpoint(NS, name), &["alarm", "list"])
-    })
-    .expect("alarm list");
-    assert!(alarms.contains("CORRUPT"), "{alarms}");
     eprintln!("{name}: CORRUPT raised against {victim} ({old_id})");
     let raised = std::time::Instant::now();
 
@@ -208,19 +221,218 @@ async fn corrupt_scenario(cluster: &Cluster, name: &str) {
     report.assert_no_loss();
 }
 
+/// The backend quota of the NOSPACE clusters: 8 MiB.
+const SMALL_QUOTA: i64 = 8 << 20;
+
+/// Puts 64 KiB values until etcd refuses (at most 400 of them): over five keys when `live`
+/// is `None`, else each under its own `live-<round>-N` key.
+fn fill_until_refused(cluster: &Cluster, name: &str, live: Option<u32>) {
+    let endpoint = client_endpoint(NS, name);
+    let key = match live {
+        None => "k$((i % 5))".to_string(),
+        Some(round) => format!("live-{round}-$i"),
+    };
+    let script = format!(
+        "V=$(head -c 65536 /dev/zero | tr '\\0' x); for i in $(seq 1 400); do {ETCDCTL} --endpoints={endpoint} put {key} \"$V\" >/dev/null 2>&1 || exit 0; done; exit 1"
+    );
+    let output = tokio::task::block_in_place(|| {
+        cluster
+            .network
+            .command("/bin/sh")
+            .expect("the cluster network")
+            .args(["-c", &script])
+            .output()
+            .expect("running the fill script")
+    });
+    assert!(
+        output.status.success(),
+        "{name}: etcd never refused a write over its 8 MiB quota"
+    );
+}
+
+fn etcdctl(cluster: &Cluster, name: &str, args: &[&str]) -> Result<String, String> {
+    tokio::task::block_in_place(|| cluster.etcdctl(&client_endpoint(NS, name), args))
+}
+
+/// Waits until NOSPACE is gone and a write is accepted.
+async fn writes_accepted(cluster: &Cluster, name: &str, key: &str) {
+    eventually(
+        &format!("{name}: NOSPACE remedied and writes accepted"),
+        REMEDY,
+        || async {
+            let alarms = etcdctl(cluster, name, &["alarm", "list"])?;
+            if alarms.contains("NOSPACE") {
+                return Err(format!("still armed: {alarms}"));
+            }
+            etcdctl(cluster, name, &["put", key, "v"]).map(|_| ())
+        },
+    )
+    .await;
+}
+
+async fn nospace_scenario(cluster: &Cluster, name: &str) {
+    let client = cluster.client();
+    let workload = Workload::start(
+        cluster.network.clone(),
+        NS,
+        name,
+        &format!("{name}-nospace"),
+    );
+    let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
+        .await
+        .into_iter()
+        .map(|(n, _, _)| n)
+        .collect();
+    let ids_before = recorded_ids(&client, name).await;
+
+    // Overwritten keys: compaction and defragmentation reclaim the space.
+    // etcd refused a write: NOSPACE is raised (the Events below show the operator disarm it).
+    fill_until_refused(cluster, name, None);
+    let raised = std::time::Instant::now();
+    writes_accepted(cluster, name, "after-nospace").await;
+    eprintln!(
+        "{name}: NOSPACE from overwritten keys remedied in {:.1} s",
+        raised.elapsed().as_secs_f64()
+    );
+    let events: Vec<(String, String, String)> = cluster_events(&client, name)
+        .await
+        .into_iter()
+        .filter(|(n, _, _)| !seen.contains(n))
+        .collect();
+    let reasons: Vec<&str> = events.iter().map(|(_, r, _)| r.as_str()).collect();
+    let compacted = reasons
+        .iter()
+        .position(|r| *r == "KeyspaceCompacted")
+        .unwrap_or_else(|| panic!("no compaction: {events:?}"));
+    let defrags: Vec<&(String, String, String)> = events
+        .iter()
+        .filter(|(_, r, _)| r == "MemberDefragmented")
+        .collect();
+    assert_eq!(
+        defrags.len(),
+        3,
+        "every member defragmented once: {events:?}"
+    );
+    assert!(
+        defrags[2].2.contains("leader") && !defrags[0].2.contains("leader"),
+        "followers first, the leader last: {defrags:?}"
+    );
+    let first_defrag = reasons
+        .iter()
+        .position(|r| *r == "MemberDefragmented")
+        .unwrap();
+    let disarmed = reasons
+        .iter()
+        .rposition(|r| *r == "AlarmDisarmed")
+        .unwrap_or_else(|| panic!("not disarmed by the operator: {events:?}"));
+    assert!(
+        compacted < first_defrag && first_defrag < disarmed,
+        "{events:?}"
+    );
+
+    // Live data over the quota: reported, not looped; deleting keys lets it through.
+    let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
+        .await
+        .into_iter()
+        .map(|(n, _, _)| n)
+        .collect();
+    // Each refusal is remedied as far as compaction and defragmentation go; once what is left
+    // is live data over 90 % of the quota, the operator says so. Fill again while it could
+    // still get below (bbolt's free pages after the fill can be reclaimed once or twice).
+    let mut reported = None;
+    for round in 1..=5 {
+        fill_until_refused(cluster, name, Some(round));
+        let outcome = eventually(
+            &format!(
+                "{name}: live data over the quota reported, or the alarm disarmed (round {round})"
+            ),
+            REMEDY,
+            || async {
+                let events = cluster_events(&client, name).await;
+                if let Some(e) = events.iter().find(|(n, r, m)| {
+                    !seen.contains(n)
+                        && r == "NoSpaceAlarm"
+                        && m.contains("raise spec.options.quotaBackendBytes")
+                }) {
+                    return Ok(Some(e.2.clone()));
+                }
+                let alarms = etcdctl(cluster, name, &["alarm", "list"])?;
+                if alarms.contains("NOSPACE") {
+                    Err(format!("still armed, not reported: {events:?}"))
+                } else {
+                    Ok(None)
+                }
+            },
+        )
+        .await;
+        if let Some(message) = outcome {
+            eprintln!("{name}: reported after {round} fill(s): {message}");
+            reported = Some(message);
+            break;
+        }
+    }
+    assert!(reported.is_some(), "{name}: live data never reported");
+    let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
+        .await
+        .into_iter()
+        .map(|(n, _, _)| n)
+        .collect();
+    // A few passes later: still armed, no compaction or defragmentation loop.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let during: Vec<String> = cluster_events(&client, name)
+        .await
+        .into_iter()
+        .filter(|(n, _, _)| !seen.contains(n))
+        .map(|(_, r, _)| r)
+        .collect();
+    let alarms = eventually(
+        &format!("{name}: the alarm list"),
+        Duration::from_secs(30),
+        || async { etcdctl(cluster, name, &["alarm", "list"]) },
+    )
+    .await;
+    assert!(alarms.contains("NOSPACE"), "{name}: {alarms}");
+    let work = during
+        .iter()
+        .filter(|r| *r == "KeyspaceCompacted" || *r == "MemberDefragmented")
+        .count();
+    assert_eq!(work, 0, "looping: {during:?}");
+    eventually(
+        &format!("{name}: deleting the live keys under NOSPACE"),
+        Duration::from_secs(30),
+        || async { etcdctl(cluster, name, &["del", "--prefix", "live-"]) },
+    )
+    .await;
+    writes_accepted(cluster, name, "after-live-data").await;
+
+    assert_eq!(
+        recorded_ids(&client, name).await,
+        ids_before,
+        "no member was replaced"
+    );
+    let report = workload.stop().await;
+    report.assert_no_loss();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn e2e_recovery_corrupt_on_3_4_and_3_5() {
+async fn e2e_recovery_alarms_on_3_4_and_3_5() {
     let cluster = start_cluster(3).await;
     cluster.deploy_operator(1).await;
     let client = cluster.client();
     create_namespace(&client, NS).await;
     cluster.apply(&cluster_yaml("v34", NS, 3, "").replace("3.5.1", "3.4.23"));
     cluster.apply(&cluster_yaml("v35", NS, 3, ""));
-    cluster.wait_converged(NS, "v34", 3, CONVERGE).await;
-    cluster.wait_converged(NS, "v35", 3, CONVERGE).await;
+    let quota = format!("  options:\n    quotaBackendBytes: {SMALL_QUOTA}\n");
+    cluster.apply(&cluster_yaml("n34", NS, 3, &quota).replace("3.5.1", "3.4.23"));
+    cluster.apply(&cluster_yaml("n35", NS, 3, &quota));
+    for name in ["v34", "v35", "n34", "n35"] {
+        cluster.wait_converged(NS, name, 3, CONVERGE).await;
+    }
 
     tokio::join!(
         corrupt_scenario(&cluster, "v34"),
-        corrupt_scenario(&cluster, "v35")
+        corrupt_scenario(&cluster, "v35"),
+        nospace_scenario(&cluster, "n34"),
+        nospace_scenario(&cluster, "n35"),
     );
 }
