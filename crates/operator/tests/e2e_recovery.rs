@@ -227,7 +227,7 @@ const SMALL_QUOTA: i64 = 8 << 20;
 /// Puts 64 KiB values until etcd refuses (at most 400 of them): over five keys when `live`
 /// is `None`, else each under its own `live-<round>-N` key.
 fn fill_until_refused(cluster: &Cluster, name: &str, live: Option<u32>) {
-    let endpoint = client_endpoint(NS, name);
+    let endpoint = member_endpoints(name);
     let key = match live {
         None => "k$((i % 5))".to_string(),
         Some(round) => format!("live-{round}-$i"),
@@ -250,8 +250,18 @@ fn fill_until_refused(cluster: &Cluster, name: &str, live: Option<u32>) {
     );
 }
 
+/// The three members' own client URLs. Not the client Service: a member's readiness is etcd's
+/// `/health`, which fails while any alarm is active, so under NOSPACE the Service has no
+/// endpoints at all.
+fn member_endpoints(name: &str) -> String {
+    (0..3)
+        .map(|i| format!("http://{name}-{i}.{name}.{NS}.svc:2379"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn etcdctl(cluster: &Cluster, name: &str, args: &[&str]) -> Result<String, String> {
-    tokio::task::block_in_place(|| cluster.etcdctl(&client_endpoint(NS, name), args))
+    tokio::task::block_in_place(|| cluster.etcdctl(&member_endpoints(name), args))
 }
 
 /// Waits until NOSPACE is gone and a write is accepted.
