@@ -268,6 +268,23 @@ pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
     if let Some(restore) = restore_dead_pod(ctx) {
         return Some(restore);
     }
+    let manual = ctx
+        .observed
+        .cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NOSPACE_REMEDIATION_ANNOTATION))
+        .is_some_and(|v| v == "manual");
+    if manual {
+        return Some(Decision::wait(
+            WaitReason::NoSpaceAlarm,
+            format!(
+                "{alarm}: etcd refuses writes, and the cluster's {NOSPACE_REMEDIATION_ANNOTATION} annotation is \"manual\": compact the keyspace, then create an EtcdDefrag (it defragments every member, the leader last, and disarms the alarm); if the live data itself exceeds the quota, raise spec.options.quotaBackendBytes"
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
     let etcd = &ctx.observed.etcd;
     let wait = |message: String, requeue| {
         Some(Decision::wait(
@@ -364,6 +381,10 @@ pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
         timing::BLOCKED_POLL,
     )
 }
+
+/// The EtcdCluster annotation that turns the automatic NOSPACE remediation off (`manual`): the
+/// alarm is then only reported, and an EtcdDefrag a person creates remedies it.
+pub const NOSPACE_REMEDIATION_ANNOTATION: &str = "etcd-operator.cozystack.io/nospace-remediation";
 
 /// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's
 /// default (2 GiB).

@@ -32,7 +32,7 @@ use super::step::Step;
 use super::timing;
 
 pub use advance::caught_up;
-pub use lifecycle::QUORUM_RECOVERY_CONDITION;
+pub use lifecycle::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {

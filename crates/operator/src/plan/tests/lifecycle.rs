@@ -478,6 +478,21 @@ fn rule6_nospace_waits_for_every_member_and_for_the_compaction_state() {
 }
 
 #[test]
+fn rule6_nospace_remediation_can_be_left_to_a_person() {
+    let mut fx = nospace(QUOTA, QUOTA / 4, false);
+    fx.obs.cluster.metadata.annotations = Some(
+        [(
+            crate::plan::NOSPACE_REMEDIATION_ANNOTATION.to_string(),
+            "manual".to_string(),
+        )]
+        .into(),
+    );
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::NoSpaceAlarm);
+    assert!(step.message().contains("EtcdDefrag"), "{step:?}");
+}
+
+#[test]
 fn rule6_nospace_below_the_quota_is_disarmed_at_once() {
     let fx = nospace(QUOTA / 2, QUOTA / 4, false);
     assert_eq!(fx.step().kind(), StepKind::DisarmAlarm);
