@@ -29,6 +29,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_pod_start_set",
     "after_member_version_set",
     "after_member_config_set",
+    "after_alarm_disarm",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -66,6 +67,7 @@ pub fn after_step(step: &Step) {
         Step::PromoteLearner { .. } => fail::fail_point!("after_member_promote"),
         Step::RemoveEtcdMember { .. } => fail::fail_point!("after_member_remove"),
         Step::MoveLeader { .. } => fail::fail_point!("after_move_leader"),
+        Step::DisarmAlarm { .. } => fail::fail_point!("after_alarm_disarm"),
         Step::CreatePod(_) => fail::fail_point!("after_pod_create"),
         Step::DeletePod { .. } => fail::fail_point!("after_pod_delete"),
         Step::CreatePvc(_) => fail::fail_point!("after_pvc_create"),

@@ -248,12 +248,20 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     cluster.apply(&cluster_yaml("v34", NS, 3, "").replace("3.5.1", "3.4.23"));
     cluster.apply(&cluster_yaml("v35", NS, 3, ""));
     start_tls_auth_cluster(&cluster);
-    cluster.apply(&cluster_yaml(
-        "nospace",
-        NS,
-        1,
-        &format!("  options:\n    quotaBackendBytes: {SMALL_QUOTA}\n"),
-    ));
+    // The operator's own NOSPACE remediation is turned off for this cluster: the EtcdDefrag
+    // run is what must disarm the alarm here (e2e_recovery.rs tests the automatic one).
+    cluster.apply(
+        &cluster_yaml(
+            "nospace",
+            NS,
+            1,
+            &format!("  options:\n    quotaBackendBytes: {SMALL_QUOTA}\n"),
+        )
+        .replace(
+            "\nspec:\n",
+            "\n  annotations:\n    etcd-operator.cozystack.io/nospace-remediation: manual\nspec:\n",
+        ),
+    );
     cluster.wait_converged(NS, "v34", 3, CONVERGE).await;
     cluster.wait_converged(NS, "v35", 3, CONVERGE).await;
     fill_and_compact(&cluster, "v34");

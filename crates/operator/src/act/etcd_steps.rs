@@ -44,6 +44,9 @@ pub async fn perform(
         Step::PromoteLearner { id, .. } => client.member_promote(*id).await.map(|_| ()),
         Step::RemoveEtcdMember { id, .. } => client.member_remove(*id).await.map(|_| ()),
         Step::MoveLeader { to_id, .. } => client.move_leader(*to_id).await,
+        Step::DisarmAlarm { alarm, .. } => client.disarm(*alarm).await,
+        Step::Compact { revision } => client.compact(*revision).await,
+        Step::Defragment { endpoint, .. } => client.defragment(&ctx.etcd_urls.map(endpoint)).await,
         Step::ChangeRootPassword | Step::EnableAuth => {
             let Some(password) = password else {
                 return Err(ActError::NotObserved {

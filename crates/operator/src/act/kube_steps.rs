@@ -216,6 +216,9 @@ pub async fn perform(
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. }
+        | Step::DisarmAlarm { .. }
+        | Step::Compact { .. }
+        | Step::Defragment { .. }
         | Step::EnableAuth
         | Step::ChangeRootPassword
         | Step::IssueCertificate { .. } => Ok(None),

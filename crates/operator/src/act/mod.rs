@@ -100,7 +100,10 @@ async fn perform(
         Step::AddLearner { .. }
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
-        | Step::MoveLeader { .. } => {
+        | Step::MoveLeader { .. }
+        | Step::DisarmAlarm { .. }
+        | Step::Compact { .. }
+        | Step::Defragment { .. } => {
             etcd_steps::perform(
                 ctx,
                 &plan.step,

@@ -166,7 +166,7 @@ fn probes_do_not_depend_on_quorum_for_liveness() {
     );
     assert_eq!(
         path(&container.readiness_probe),
-        ("/health".into(), IntOrString::Int(2381))
+        ("/health?exclude=NOSPACE".into(), IntOrString::Int(2381))
     );
 }
 

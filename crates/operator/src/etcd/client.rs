@@ -322,16 +322,51 @@ impl EtcdClient {
         Ok(response.header().map(|h| h.revision()).unwrap_or_default())
     }
 
-    /// Compacts the key space up to `revision` (physical: waits until the backend dropped the
-    /// old revisions), as `etcdctl compact --physical` does; for `kubectl etcd compact`.
+    /// The current revision, and whether the keyspace is compacted up to it: a serializable,
+    /// count-only read one revision back is refused as compacted exactly when it is.
+    pub async fn compaction(&self) -> Result<super::view::Compaction, EtcdError> {
+        let revision = self.revision().await?;
+        if revision <= 1 {
+            return Ok(super::view::Compaction {
+                revision,
+                compacted: true,
+            });
+        }
+        let mut kv = self.client.kv_client();
+        let reading = kv.get(
+            "\0",
+            Some(
+                GetOptions::new()
+                    .with_serializable()
+                    .with_count_only()
+                    .with_revision(revision - 1),
+            ),
+        );
+        let compacted = match self.call("Range", reading).await {
+            Ok(_) => false,
+            Err(e) if is_compacted(&e) => true,
+            Err(e) => return Err(e),
+        };
+        Ok(super::view::Compaction {
+            revision,
+            compacted,
+        })
+    }
+
+    /// Compact the keyspace up to `revision`, physically (the call returns once the pages
+    /// are free, so a defragmentation right after reclaims them). A revision already
+    /// compacted counts as done.
     pub async fn compact(&self, revision: i64) -> Result<(), EtcdError> {
         let mut kv = self.client.kv_client();
         let compacting = kv.compact(
             revision,
             Some(etcd_client::CompactionOptions::new().with_physical()),
         );
-        self.call("Compact", compacting).await?;
-        Ok(())
+        match self.call("Compact", compacting).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_compacted(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// etcd's Maintenance.Snapshot from the answering member (use a client of one endpoint,
@@ -588,4 +623,9 @@ fn member_info(m: &etcd_client::Member) -> MemberInfo {
         client_urls: m.client_urls().to_vec(),
         is_learner: m.is_learner(),
     }
+}
+
+/// `mvcc: required revision has been compacted`.
+fn is_compacted(e: &EtcdError) -> bool {
+    e.detail.contains("has been compacted")
 }

@@ -18,4 +18,4 @@ pub use error::{EtcdError, EtcdErrorKind};
 pub use types::{
     Alarm, AlarmKind, EndpointStatus, MemberAdded, MemberInfo, member_id_hex, parse_member_id,
 };
-pub use view::{EndpointObservation, EtcdView, observe_cluster};
+pub use view::{Compaction, EndpointObservation, EtcdView, observe_cluster};

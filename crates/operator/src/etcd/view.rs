@@ -47,6 +47,17 @@ pub struct EtcdView {
     pub alarms: Result<Vec<Alarm>, EtcdError>,
     /// Whether the cluster can serve a linearizable read through at least one voter.
     pub health: Result<(), EtcdError>,
+    /// Whether the keyspace is compacted up to the current revision: asked only while a
+    /// NOSPACE alarm is active (the remediation compacts first), `None` otherwise or when
+    /// etcd did not answer.
+    pub compaction: Option<Compaction>,
+}
+
+/// The current revision and whether everything below it is compacted away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    pub revision: i64,
+    pub compacted: bool,
 }
 
 impl EtcdView {
@@ -59,6 +70,7 @@ impl EtcdView {
             cluster_id: None,
             alarms: Err(err.clone()),
             health: Err(err),
+            compaction: None,
         }
     }
 
@@ -159,13 +171,21 @@ pub async fn observe_cluster(
         [only] => EtcdClient::connect_endpoint(only, timeouts, access).await,
         _ => EtcdClient::connect(cluster_endpoints, timeouts, access).await,
     };
-    let (members, alarms) = match connecting {
+    let (members, alarms, compaction) = match connecting {
         Ok(client) => {
             let (members, alarms) =
                 tokio::join!(client.member_list_with_cluster_id(), client.alarms());
-            (members, alarms)
+            let nospace = alarms
+                .as_ref()
+                .is_ok_and(|a| a.iter().any(|a| a.kind == super::types::AlarmKind::NoSpace));
+            let compaction = if nospace {
+                client.compaction().await.ok()
+            } else {
+                None
+            };
+            (members, alarms, compaction)
         }
-        Err(e) => (Err(e.clone()), Err(e)),
+        Err(e) => (Err(e.clone()), Err(e), None),
     };
     let (cluster_id, members) = match members {
         Ok((cluster_id, members)) => (Some(cluster_id).filter(|id| *id != 0), Ok(members)),
@@ -178,6 +198,7 @@ pub async fn observe_cluster(
         cluster_id,
         alarms,
         health,
+        compaction,
     }
 }
 

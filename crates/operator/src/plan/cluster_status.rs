@@ -331,7 +331,7 @@ fn cluster_conditions(
             true,
             "CorruptAlarm",
             format!(
-                "{alarm}: the member's data diverged; automatic replacement is not implemented yet, remove and re-add the member"
+                "{alarm}: the member's data diverged; the operator replaces it with a new member that joins empty (see the EtcdMember's status) and then disarms the alarm"
             ),
         )
     } else if let Some(alarm) = alarms.iter().find(|a| a.kind == AlarmKind::NoSpace) {
@@ -340,7 +340,7 @@ fn cluster_conditions(
             true,
             "NoSpaceAlarm",
             format!(
-                "{alarm}: etcd refuses writes; compact and defragment (EtcdDefrag), raise spec.options.quotaBackendBytes, then disarm the alarm"
+                "{alarm}: etcd refuses writes; the operator compacts the keyspace, defragments the members (followers first, the leader last) and disarms the alarm once every member is below 90 % of its quota (see the Progressing condition; if the live data itself is too big, raise spec.options.quotaBackendBytes)"
             ),
         )
     } else if !available.status && available.reason == "QuorumLost" {

@@ -46,8 +46,8 @@ pub use observed::{
     CertificateFacts, IssuedFacts, IssuedMember, IssuedState, Observed, ObservedMember, Password,
     PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
 };
-pub use rules::QUORUM_RECOVERY_CONDITION;
 pub use rules::caught_up;
+pub use rules::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};
 pub use step::{IssuedCertificate, Signer, Step, StepKind, WaitReason};
 pub use timing::{
     AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, IDLE_POLL, LEARNER_POLL, MAX_RECREATIONS, MEMBER_POLL,

@@ -165,6 +165,26 @@ pub enum Step {
         to: String,
         to_id: u64,
     },
+    /// etcd Alarm DEACTIVATE of `alarm`, once its cause is gone (a CORRUPT member removed from
+    /// etcd). `member` names the EtcdMember the alarm named, if one does.
+    DisarmAlarm {
+        member: Option<String>,
+        alarm: crate::etcd::Alarm,
+    },
+    /// etcd Compact (physical) up to `revision`, the current one: the first step of the
+    /// NOSPACE remediation. A revision already compacted counts as done.
+    Compact {
+        revision: i64,
+    },
+    /// etcd Defragment of member `member` alone at its client URL `endpoint` (the NOSPACE
+    /// remediation, one member per pass, followers first, the leader last). `db_size` is its
+    /// backend size before, for the Event.
+    Defragment {
+        member: String,
+        endpoint: String,
+        db_size: i64,
+        leader: bool,
+    },
 }
 
 /// What [`Step::IssueCertificate`] makes.
@@ -256,6 +276,9 @@ pub enum StepKind {
     MoveLeader,
     EnableAuth,
     ChangeRootPassword,
+    DisarmAlarm,
+    Compact,
+    Defragment,
 }
 
 impl Step {
@@ -291,6 +314,9 @@ impl Step {
             Step::MoveLeader { .. } => StepKind::MoveLeader,
             Step::EnableAuth => StepKind::EnableAuth,
             Step::ChangeRootPassword => StepKind::ChangeRootPassword,
+            Step::DisarmAlarm { .. } => StepKind::DisarmAlarm,
+            Step::Compact { .. } => StepKind::Compact,
+            Step::Defragment { .. } => StepKind::Defragment,
         }
     }
 
@@ -334,8 +360,11 @@ impl Step {
             | Step::LabelPod { member, .. }
             | Step::SetPodStart { member, .. }
             | Step::AddLearner { member, .. }
-            | Step::PromoteLearner { member, .. } => Some(member),
-            Step::RemoveEtcdMember { member, .. } => member.as_deref(),
+            | Step::PromoteLearner { member, .. }
+            | Step::Defragment { member, .. } => Some(member),
+            Step::RemoveEtcdMember { member, .. } | Step::DisarmAlarm { member, .. } => {
+                member.as_deref()
+            }
             Step::CreateMember(m) => m.metadata.name.as_deref(),
             Step::CreatePod(p) => p.metadata.name.as_deref(),
             Step::CreatePvc(p) => p
@@ -384,6 +413,9 @@ impl Step {
             Step::MoveLeader { .. } => "LeaderMoved",
             Step::EnableAuth => "AuthEnabled",
             Step::ChangeRootPassword => "RootPasswordChanged",
+            Step::DisarmAlarm { .. } => "AlarmDisarmed",
+            Step::Compact { .. } => "KeyspaceCompacted",
+            Step::Defragment { .. } => "MemberDefragmented",
         }
     }
 
@@ -496,6 +528,32 @@ impl Step {
                 Some(from) => format!("leadership moved from {from} to {to}"),
                 None => format!("leadership moved to {to}"),
             },
+            Step::DisarmAlarm { member, alarm } => {
+                let who = member
+                    .as_ref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default();
+                match alarm.kind {
+                    crate::etcd::AlarmKind::Corrupt => {
+                        format!("{alarm}{who} disarmed: etcd no longer lists the member it names")
+                    }
+                    crate::etcd::AlarmKind::NoSpace => format!(
+                        "{alarm}{who} disarmed: every member's backend is below 90 % of its quota"
+                    ),
+                }
+            }
+            Step::Compact { revision } => format!(
+                "NOSPACE remediation: keyspace compacted up to revision {revision} (older versions of keys are dropped)"
+            ),
+            Step::Defragment {
+                member,
+                db_size,
+                leader,
+                ..
+            } => format!(
+                "NOSPACE remediation: {} {member} defragmented (backend {db_size} bytes before)",
+                if *leader { "leader" } else { "member" }
+            ),
         }
     }
 

@@ -3,11 +3,11 @@
 use etcd_operator_api::MemberPhase;
 
 use super::helpers::{delete_pod, leadership_first};
-use super::repair::restore_dead_pod;
+use super::repair::{continue_replacement, restore_dead_pod};
 use crate::etcd::{AlarmKind, member_id_hex};
 use crate::plan::conditions;
-use crate::plan::context::Context;
-use crate::plan::decision::Decision;
+use crate::plan::context::{Context, Health, MemberView};
+use crate::plan::decision::{Decision, MemberEdit};
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
@@ -157,51 +157,246 @@ pub fn terminating_members(ctx: &Context<'_>) -> Option<Decision> {
     }))
 }
 
-/// Rule 5, CORRUPT alarm: the automatic replacement is not implemented yet, so it reports
-/// (the Degraded condition names the member and what to do) and holds back every change
-/// except bringing dead Pods back on their own data, which can only add healthy capacity.
+/// Rule 5, CORRUPT alarm: the member the alarm names has data that diverged from the
+/// others. It goes straight to `Replacing` (written first, with the reason on the member), is
+/// moved off leadership if it leads, and removed from etcd, all only while the other voters
+/// have quorum without it and no other repair runs. Once etcd no longer lists it the alarm is
+/// disarmed at once (its data can no longer reach the cluster: etcd refuses a removed
+/// member), which lets the cluster take writes again; the replacement then continues under
+/// rule 7 (its Pod and PVC deleted, a new member joining empty as a learner from the healthy
+/// majority and promoted once caught up). Dead Pods are still brought back on their own data
+/// first, which can only add healthy capacity.
 pub fn corrupt_alarm(ctx: &Context<'_>) -> Option<Decision> {
-    alarm_branch(
-        ctx,
-        AlarmKind::Corrupt,
-        WaitReason::CorruptAlarm,
-        "the member's data diverged from the others. Automatic replacement is not implemented yet: delete that member's EtcdMember (it is re-created empty) once the cluster has quorum without it, then disarm the alarm",
-    )
-}
-
-/// Rule 6, NOSPACE alarm: automatic compaction and defragmentation are not implemented yet
-/// (an EtcdDefrag a person creates does both the defragmentation and the disarm), so it
-/// reports and holds back changes as [`corrupt_alarm`] does.
-pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
-    alarm_branch(
-        ctx,
-        AlarmKind::NoSpace,
-        WaitReason::NoSpaceAlarm,
-        "etcd refuses writes. Compact the keyspace, then create an EtcdDefrag (it defragments every member, the leader last, and disarms the alarm); if the live data itself exceeds the quota, raise spec.options.quotaBackendBytes. Automatic remediation is not implemented yet",
-    )
-}
-
-fn alarm_branch(
-    ctx: &Context<'_>,
-    kind: AlarmKind,
-    reason: WaitReason,
-    advice: &str,
-) -> Option<Decision> {
-    let alarm = ctx.alarms().iter().find(|a| a.kind == kind)?;
+    let alarm = *ctx.alarms().iter().find(|a| a.kind == AlarmKind::Corrupt)?;
     if let Some(restore) = restore_dead_pod(ctx) {
         return Some(restore);
     }
-    let member = ctx
+    let listed = ctx
+        .observed
+        .etcd
         .members
+        .as_ref()
+        .ok()
+        .map(|list| list.iter().any(|m| m.id == alarm.member_id));
+    let named = ctx.members.iter().find(|m| m.id == Some(alarm.member_id));
+    match listed {
+        Some(false) => {
+            return Some(Decision::act(Step::DisarmAlarm {
+                member: named.map(|m| m.name.to_string()),
+                alarm,
+            }));
+        }
+        Some(true) => {}
+        None => {
+            return Some(Decision::wait(
+                WaitReason::CorruptAlarm,
+                format!(
+                    "{alarm}: etcd's member list did not answer, so the replacement waits (nothing is removed on a partial view)"
+                ),
+                timing::MEMBER_POLL,
+            ));
+        }
+    }
+    let Some(m) = named.filter(|m| m.is_running() && !m.deleting) else {
+        return Some(Decision::wait(
+            WaitReason::CorruptAlarm,
+            format!(
+                "{alarm}: no running EtcdMember of this cluster has that ID, so the operator replaces nothing; remove that member with etcdctl member remove once the cluster has quorum without it, then disarm the alarm"
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    };
+    if m.phase == MemberPhase::Replacing {
+        return Some(continue_replacement(ctx, m));
+    }
+    if let Some(other) = ctx.members.iter().find(|o| {
+        o.name != m.name
+            && o.is_running()
+            && matches!(o.phase, MemberPhase::Recreating | MemberPhase::Replacing)
+    }) {
+        return Some(Decision::wait(
+            WaitReason::CorruptAlarm,
+            format!(
+                "{alarm}: {} will be replaced once the repair of {} is done (one repair at a time)",
+                m.name, other.name
+            ),
+            timing::MEMBER_POLL,
+        ));
+    }
+    if !ctx.others_have_quorum(m.id) {
+        let (healthy, voters, quorum) = ctx.quorum_numbers();
+        return Some(Decision::wait(
+            WaitReason::CorruptAlarm,
+            format!(
+                "{alarm}: {} is not replaced while the other voters lack quorum without it ({healthy}/{voters} voters healthy, quorum {quorum}); bring the other members back, or restore from a snapshot",
+                m.name
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
+    Some(
+        Decision::set_phase(m.name, MemberPhase::Replacing).with(
+            MemberEdit::new(m.name)
+                .phase(MemberPhase::Replacing)
+                .not_ready(
+                    "CorruptAlarm",
+                    format!(
+                        "etcd raised CORRUPT against {}: its data diverged from the others; it is removed and replaced by a new member that joins empty from the healthy majority",
+                        m.name
+                    ),
+                ),
+        ),
+    )
+}
+
+/// Rule 6, NOSPACE alarm: etcd refuses writes because a member's backend reached its quota.
+/// Remedied one step per pass, each derived from what is observed, so a crash resumes it:
+///
+/// 1. wait until every member etcd lists answers Status and every voter is healthy (nothing
+///    is compacted or defragmented on a partial view);
+/// 2. every member's backend below 90 % of the quota it runs with (its EtcdMember's
+///    `quotaBackendBytes`, else etcd's 2 GiB): disarm the alarm;
+/// 3. the keyspace not compacted up to the current revision: compact (physically);
+/// 4. a member over 90 % with reclaimable pages (more than 1 % of its quota): defragment it,
+///    followers first, the leader last, one member per pass;
+/// 5. otherwise the live data itself is over 90 % of the quota: report it (raise
+///    `spec.options.quotaBackendBytes`) instead of looping.
+///
+/// Dead Pods are brought back on their own data first, as under CORRUPT.
+pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
+    let alarm = *ctx.alarms().iter().find(|a| a.kind == AlarmKind::NoSpace)?;
+    if let Some(restore) = restore_dead_pod(ctx) {
+        return Some(restore);
+    }
+    let manual = ctx
+        .observed
+        .cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NOSPACE_REMEDIATION_ANNOTATION))
+        .is_some_and(|v| v == "manual");
+    if manual {
+        return Some(Decision::wait(
+            WaitReason::NoSpaceAlarm,
+            format!(
+                "{alarm}: etcd refuses writes, and the cluster's {NOSPACE_REMEDIATION_ANNOTATION} annotation is \"manual\": compact the keyspace, then create an EtcdDefrag (it defragments every member, the leader last, and disarms the alarm); if the live data itself exceeds the quota, raise spec.options.quotaBackendBytes"
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
+    let etcd = &ctx.observed.etcd;
+    let wait = |message: String, requeue| {
+        Some(Decision::wait(
+            WaitReason::NoSpaceAlarm,
+            format!("{alarm}: etcd refuses writes. {message}"),
+            requeue,
+        ))
+    };
+    let listed = etcd.member_list();
+    let mut sizes = Vec::new();
+    let mut silent = Vec::new();
+    for info in listed {
+        let member = ctx.members.iter().find(|m| m.id == Some(info.id));
+        let label = member
+            .map(|m| m.name.to_string())
+            .unwrap_or_else(|| member_id_hex(info.id));
+        match (member, etcd.status_of(info.id)) {
+            (Some(m), Some(status)) if info.is_learner || m.health == Health::Healthy => {
+                sizes.push((m, status, nospace_quota(m)));
+            }
+            _ => silent.push(label),
+        }
+    }
+    if listed.is_empty() || !silent.is_empty() {
+        return wait(
+            format!(
+                "The remediation (compact, defragment, disarm) waits until every member answers and the voters are healthy; not answering: {}",
+                if silent.is_empty() {
+                    "etcd's member list".to_string()
+                } else {
+                    silent.join(", ")
+                }
+            ),
+            timing::MEMBER_POLL,
+        );
+    }
+    let limit = |quota: i64| quota / 10 * 9;
+    let over: Vec<_> = sizes
         .iter()
-        .find(|m| m.id == Some(alarm.member_id))
-        .map(|m| m.name.to_string())
-        .unwrap_or_else(|| member_id_hex(alarm.member_id));
-    Some(Decision::wait(
-        reason,
-        format!("{kind} alarm raised by member {member}: {advice}"),
+        .filter(|(_, s, quota)| s.db_size >= limit(*quota))
+        .collect();
+    if over.is_empty() {
+        return Some(Decision::act(Step::DisarmAlarm {
+            member: ctx
+                .members
+                .iter()
+                .find(|m| m.id == Some(alarm.member_id))
+                .map(|m| m.name.to_string()),
+            alarm,
+        }));
+    }
+    match etcd.compaction {
+        None => {
+            return wait(
+                "Cannot tell whether the keyspace is compacted (etcd did not answer); the remediation waits".to_string(),
+                timing::MEMBER_POLL,
+            );
+        }
+        Some(c) if !c.compacted => {
+            return Some(Decision::act(Step::Compact {
+                revision: c.revision,
+            }));
+        }
+        Some(_) => {}
+    }
+    let leader = etcd.leader();
+    let mut reclaimable: Vec<_> = over
+        .iter()
+        .filter(|(_, s, quota)| s.db_size - s.db_size_in_use > quota / 100)
+        .collect();
+    reclaimable.sort_by_key(|(m, _, _)| (m.id == leader, m.name));
+    if let Some((m, s, _)) = reclaimable.first() {
+        return Some(Decision::act(Step::Defragment {
+            member: m.name.to_string(),
+            endpoint: crate::build::member_client_url(&m.observed.member),
+            db_size: s.db_size,
+            leader: m.id == leader,
+        }));
+    }
+    let detail = over
+        .iter()
+        .map(|(m, s, quota)| {
+            format!(
+                "{} holds {} bytes of live data, quota {quota}",
+                m.name, s.db_size_in_use
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    wait(
+        format!(
+            "The keyspace is compacted and defragmented, but the live data itself is over 90 % of the quota ({detail}): raise spec.options.quotaBackendBytes, or delete keys; the alarm is disarmed once every member runs below 90 % of its quota"
+        ),
         timing::BLOCKED_POLL,
-    ))
+    )
+}
+
+/// The EtcdCluster annotation that turns the automatic NOSPACE remediation off (`manual`): the
+/// alarm is then only reported, and an EtcdDefrag a person creates remedies it.
+pub const NOSPACE_REMEDIATION_ANNOTATION: &str = "etcd-operator.cozystack.io/nospace-remediation";
+
+/// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's
+/// default (2 GiB).
+fn nospace_quota(m: &MemberView<'_>) -> i64 {
+    m.observed
+        .member
+        .spec
+        .options
+        .as_ref()
+        .and_then(|o| o.quota_backend_bytes)
+        .filter(|bytes| *bytes > 0)
+        .unwrap_or(crate::metrics::DEFAULT_QUOTA_BACKEND_BYTES)
 }
 
 /// The Secrets of `spec.tls` cannot be used (missing, wrong type or keys, a key that does not

@@ -36,7 +36,7 @@ use super::step::Step;
 use super::timing;
 
 pub use advance::caught_up;
-pub use lifecycle::QUORUM_RECOVERY_CONDITION;
+pub use lifecycle::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};
 pub use restore::restore_source_uri;
 
 /// Applies the rules in order.

@@ -169,7 +169,7 @@ fn continue_repairs(ctx: &Context<'_>) -> Option<Decision> {
 /// Provisioning with its identity forgotten, from where it joins as a new learner. The data
 /// goes only after etcd no longer lists the member, and the identity is forgotten only after
 /// the data is gone, so a crash at any point resumes here without reusing either.
-fn continue_replacement(ctx: &Context<'_>, m: &MemberView<'_>) -> Decision {
+pub(super) fn continue_replacement(ctx: &Context<'_>, m: &MemberView<'_>) -> Decision {
     if ctx.observed.etcd.members.is_err() {
         return Decision::wait(
             WaitReason::EtcdUnreachable,

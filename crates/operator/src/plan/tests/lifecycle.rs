@@ -196,19 +196,162 @@ fn rule4_outranks_repairs() {
     assert_eq!(fx.step().member(), Some("etcd-2"));
 }
 
+fn ready_reason(fx: &Fx, plan: &crate::plan::Plan, member: &str) -> Option<String> {
+    planned_member_status(fx, plan, member)
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.reason)
+}
+
 #[test]
-fn rule5_corrupt_alarm_is_reported_and_holds_scaling() {
+fn rule5_corrupt_member_goes_straight_to_replacing_before_scaling() {
     let mut fx = Fx::healthy(3);
     fx.obs.cluster.spec.replicas = Some(5);
     fx.status_mut().observed.as_mut().unwrap().replicas = 5;
     fx.alarm("etcd-1", AlarmKind::Corrupt);
     let plan = fx.plan();
-    assert_eq!(wait_reason(&plan.step), WaitReason::CorruptAlarm);
-    assert!(plan.step.message().contains("etcd-1"));
+    assert_eq!(
+        plan.step,
+        Step::SetPhase {
+            member: "etcd-1".into(),
+            phase: MemberPhase::Replacing
+        }
+    );
+    assert_eq!(
+        ready_reason(&fx, &plan, "etcd-1").as_deref(),
+        Some("CorruptAlarm")
+    );
     assert_eq!(
         cluster_condition(&fx, &plan, "Degraded"),
         ("True".into(), "CorruptAlarm".into())
     );
+}
+
+#[test]
+fn rule5_corrupt_follower_in_replacing_is_removed_from_etcd() {
+    let mut fx = Fx::healthy(3);
+    fx.alarm("etcd-1", AlarmKind::Corrupt);
+    fx.set_phase("etcd-1", MemberPhase::Replacing, at(90_000));
+    assert_eq!(
+        fx.step(),
+        Step::RemoveEtcdMember {
+            member: Some("etcd-1".into()),
+            id: id_of("etcd-1")
+        }
+    );
+}
+
+#[test]
+fn rule5_corrupt_leader_hands_leadership_over_before_removal() {
+    let mut fx = Fx::healthy(3);
+    fx.alarm("etcd-0", AlarmKind::Corrupt);
+    fx.set_phase("etcd-0", MemberPhase::Replacing, at(99_990));
+    assert_eq!(
+        fx.step(),
+        Step::MoveLeader {
+            from: Some("etcd-0".into()),
+            to: "etcd-1".into(),
+            to_id: id_of("etcd-1")
+        }
+    );
+}
+
+#[test]
+fn rule5_corrupt_alarm_is_disarmed_once_etcd_no_longer_lists_the_member() {
+    let mut fx = Fx::healthy(3);
+    fx.alarm("etcd-1", AlarmKind::Corrupt);
+    fx.set_phase("etcd-1", MemberPhase::Replacing, at(90_000));
+    fx.etcd_remove("etcd-1");
+    let step = fx.step();
+    assert_eq!(
+        step,
+        Step::DisarmAlarm {
+            member: Some("etcd-1".into()),
+            alarm: crate::etcd::Alarm {
+                member_id: id_of("etcd-1"),
+                kind: AlarmKind::Corrupt
+            }
+        }
+    );
+    assert!(!step.is_destructive());
+    // Disarmed: the replacement continues under rule 7 (its old Pod goes next).
+    fx.obs.etcd.alarms = Ok(vec![]);
+    assert_eq!(
+        fx.step(),
+        Step::DeletePod {
+            member: "etcd-1".into(),
+            pod: "etcd-1".into(),
+            uid: "pod-etcd-1".into(),
+        }
+    );
+}
+
+#[test]
+fn rule5_corrupt_member_is_not_replaced_when_the_others_lack_quorum() {
+    let mut fx = Fx::healthy(3);
+    fx.alarm("etcd-1", AlarmKind::Corrupt);
+    fx.answer("etcd-2", Answer::NoQuorum);
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::CorruptAlarm);
+    assert!(step.message().contains("lack quorum"), "{step:?}");
+    // Nor is a replacement already started pushed on: MemberRemove would lose quorum.
+    fx.set_phase("etcd-1", MemberPhase::Replacing, at(90_000));
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::QuorumAtRisk, "{step:?}");
+}
+
+#[test]
+fn rule5_corrupt_member_waits_for_another_repair() {
+    let mut fx = Fx::healthy(5);
+    fx.alarm("etcd-1", AlarmKind::Corrupt);
+    fx.set_phase("etcd-3", MemberPhase::Recreating, at(90_000));
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::CorruptAlarm);
+    assert!(step.message().contains("etcd-3"), "{step:?}");
+}
+
+#[test]
+fn rule5_corrupt_alarm_without_a_member_is_reported_or_disarmed() {
+    // An ID no EtcdMember claims but etcd lists: not ours to replace.
+    let mut fx = Fx::healthy(3);
+    fx.obs.etcd.alarms = Ok(vec![crate::etcd::Alarm {
+        member_id: 0xdead,
+        kind: AlarmKind::Corrupt,
+    }]);
+    fx.obs
+        .etcd
+        .members
+        .as_mut()
+        .unwrap()
+        .push(crate::etcd::MemberInfo {
+            id: 0xdead,
+            name: "stray".into(),
+            peer_urls: vec!["http://stray:2380".into()],
+            client_urls: vec![],
+            is_learner: false,
+        });
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::CorruptAlarm);
+    assert!(step.message().contains("etcdctl member remove"), "{step:?}");
+    // An ID etcd does not list: nothing of it is in the cluster, the alarm goes.
+    fx.obs
+        .etcd
+        .members
+        .as_mut()
+        .unwrap()
+        .retain(|m| m.id != 0xdead);
+    assert_eq!(fx.step().kind(), StepKind::DisarmAlarm);
+    // etcd's member list did not answer: nothing is decided on a partial view.
+    fx.alarm("etcd-1", AlarmKind::Corrupt);
+    fx.obs.etcd.members = Err(crate::etcd::EtcdError {
+        call: "MemberList",
+        endpoints: "all".into(),
+        kind: crate::etcd::EtcdErrorKind::Unreachable,
+        detail: "down".into(),
+    });
+    assert!(!fx.step().mutates());
 }
 
 #[test]
@@ -220,17 +363,139 @@ fn rule5_corrupt_alarm_still_restores_dead_pods() {
     assert_eq!(fx.step().kind(), StepKind::CreatePod);
 }
 
-#[test]
-fn rule6_nospace_alarm_is_reported_with_what_to_do() {
+const QUOTA: i64 = 8 << 20;
+
+/// Three members with an 8 MiB quota whose backends are `size` bytes, `in_use` of them live,
+/// NOSPACE raised by etcd-0 (the leader), the keyspace compacted or not.
+fn nospace(size: i64, in_use: i64, compacted: bool) -> Fx {
     let mut fx = Fx::healthy(3);
+    for i in 0..3 {
+        fx.member_mut(&name(i)).spec.options = Some(etcd_operator_api::shared::EtcdOptions {
+            quota_backend_bytes: Some(QUOTA),
+            ..Default::default()
+        });
+        sizes(&mut fx, &name(i), size, in_use);
+    }
     fx.alarm("etcd-0", AlarmKind::NoSpace);
+    fx.obs.etcd.compaction = Some(crate::etcd::Compaction {
+        revision: 500,
+        compacted,
+    });
+    fx
+}
+
+fn sizes(fx: &mut Fx, member: &str, size: i64, in_use: i64) {
+    for o in &mut fx.obs.etcd.endpoints {
+        if o.endpoint == client(member)
+            && let Ok(s) = o.status.as_mut()
+        {
+            s.db_size = size;
+            s.db_size_in_use = in_use;
+        }
+    }
+}
+
+#[test]
+fn rule6_nospace_compacts_first() {
+    let fx = nospace(QUOTA, QUOTA - 1000, false);
     let plan = fx.plan();
-    assert_eq!(wait_reason(&plan.step), WaitReason::NoSpaceAlarm);
-    assert!(plan.step.message().contains("defragment"));
+    assert_eq!(plan.step, Step::Compact { revision: 500 });
     assert_eq!(
         cluster_condition(&fx, &plan, "Degraded"),
         ("True".into(), "NoSpaceAlarm".into())
     );
+}
+
+#[test]
+fn rule6_nospace_defragments_followers_first_the_leader_last() {
+    let mut fx = nospace(QUOTA, QUOTA / 4, true);
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let step = fx.step();
+        let Step::Defragment { member, leader, .. } = &step else {
+            panic!("expected a defragmentation, got {step:?}");
+        };
+        order.push((member.clone(), *leader));
+        assert!(!step.is_destructive());
+        // Defragmented: the file shrinks to its live data.
+        sizes(&mut fx, member, QUOTA / 4 + 4096, QUOTA / 4);
+    }
+    assert_eq!(
+        order,
+        [
+            ("etcd-1".to_string(), false),
+            ("etcd-2".to_string(), false),
+            ("etcd-0".to_string(), true)
+        ]
+    );
+    // Every member below 90 %: the alarm goes.
+    assert_eq!(
+        fx.step(),
+        Step::DisarmAlarm {
+            member: Some("etcd-0".into()),
+            alarm: crate::etcd::Alarm {
+                member_id: id_of("etcd-0"),
+                kind: AlarmKind::NoSpace
+            }
+        }
+    );
+}
+
+#[test]
+fn rule6_nospace_from_live_data_is_reported_not_looped() {
+    let fx = nospace(QUOTA, QUOTA - 1000, true);
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::NoSpaceAlarm);
+    assert!(
+        step.message()
+            .contains("raise spec.options.quotaBackendBytes"),
+        "{step:?}"
+    );
+    assert_eq!(step.event_type(), crate::build::EventType::Warning);
+    // The quota raised (the members run with it): below 90 % of it, disarmed.
+    let mut fx = fx;
+    for i in 0..3 {
+        fx.member_mut(&name(i))
+            .spec
+            .options
+            .as_mut()
+            .unwrap()
+            .quota_backend_bytes = Some(4 * QUOTA);
+    }
+    assert_eq!(fx.step().kind(), StepKind::DisarmAlarm);
+}
+
+#[test]
+fn rule6_nospace_waits_for_every_member_and_for_the_compaction_state() {
+    let mut fx = nospace(QUOTA, QUOTA / 4, false);
+    fx.answer("etcd-2", Answer::NoQuorum);
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::NoSpaceAlarm);
+    assert!(step.message().contains("etcd-2"), "{step:?}");
+    let mut fx = nospace(QUOTA, QUOTA / 4, false);
+    fx.obs.etcd.compaction = None;
+    assert!(!fx.step().mutates());
+}
+
+#[test]
+fn rule6_nospace_remediation_can_be_left_to_a_person() {
+    let mut fx = nospace(QUOTA, QUOTA / 4, false);
+    fx.obs.cluster.metadata.annotations = Some(
+        [(
+            crate::plan::NOSPACE_REMEDIATION_ANNOTATION.to_string(),
+            "manual".to_string(),
+        )]
+        .into(),
+    );
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::NoSpaceAlarm);
+    assert!(step.message().contains("EtcdDefrag"), "{step:?}");
+}
+
+#[test]
+fn rule6_nospace_below_the_quota_is_disarmed_at_once() {
+    let fx = nospace(QUOTA / 2, QUOTA / 4, false);
+    assert_eq!(fx.step().kind(), StepKind::DisarmAlarm);
 }
 
 #[test]
@@ -246,7 +511,7 @@ fn rule5_corrupt_outranks_rule6_nospace() {
             kind: AlarmKind::Corrupt,
         },
     ]);
-    assert_eq!(wait_reason(&fx.step()), WaitReason::CorruptAlarm);
+    assert_eq!(fx.step().member(), Some("etcd-1"));
 }
 
 #[test]

@@ -7,7 +7,9 @@
 //! - one step per pass, and a stop of several members only when the target is zero;
 //! - paused means no mutation;
 //! - a memory-backed member is never started on empty data under its old identity;
-//! - a terminal PVC-backed Pod is always recovered, even without quorum.
+//! - a terminal PVC-backed Pod is always recovered, even without quorum;
+//! - a CORRUPT member is replaced only while the others have quorum and nothing else is being
+//!   repaired, and its alarm is disarmed only once etcd no longer lists it.
 
 use etcd_operator_api::MemberPhase;
 use etcd_operator_api::labels::quorum;
@@ -52,6 +54,8 @@ struct ClusterModel {
     leader: usize,
     etcd_list_ok: bool,
     stray: Option<(bool, bool)>,
+    /// An active alarm against member (ordinal): CORRUPT when true, else NOSPACE.
+    alarm: Option<(usize, bool)>,
 }
 
 fn phase() -> impl Strategy<Value = MemberPhase> {
@@ -150,16 +154,20 @@ fn cluster() -> impl Strategy<Value = ClusterModel> {
         0..6usize,
         prop::bool::weighted(0.9),
         prop::option::weighted(0.1, (any::<bool>(), any::<bool>())),
+        prop::option::weighted(0.2, (0..6usize, any::<bool>())),
     )
         .prop_map(
-            |(replicas, paused, formed, members, leader, etcd_list_ok, stray)| ClusterModel {
-                replicas,
-                paused,
-                formed,
-                members,
-                leader,
-                etcd_list_ok,
-                stray,
+            |(replicas, paused, formed, members, leader, etcd_list_ok, stray, alarm)| {
+                ClusterModel {
+                    replicas,
+                    paused,
+                    formed,
+                    members,
+                    leader,
+                    etcd_list_ok,
+                    stray,
+                    alarm,
+                }
             },
         )
 }
@@ -235,6 +243,14 @@ fn build(model: &ClusterModel) -> Fx {
     if !model.members.is_empty() {
         fx.set_leader(&name((model.leader % model.members.len()) as u32));
     }
+    if let Some((ordinal, corrupt)) = model.alarm {
+        let kind = if corrupt {
+            crate::etcd::AlarmKind::Corrupt
+        } else {
+            crate::etcd::AlarmKind::NoSpace
+        };
+        fx.alarm(&name(ordinal as u32), kind);
+    }
     if !model.etcd_list_ok {
         fx.obs.etcd.members = Err(crate::etcd::EtcdError {
             call: "MemberList",
@@ -268,6 +284,26 @@ fn quorum_after_losing(fx: &Fx, id: u64, removed: bool) -> bool {
     let after = healthy_count - u32::from(target_healthy);
     let set_after = voters.len() as u32 - u32::from(removed);
     !target_healthy || set_after == 0 || after >= quorum(set_after)
+}
+
+/// The healthy voters other than `id` are a quorum of the voter set (computed from the view).
+fn others_have_quorum(fx: &Fx, id: u64) -> bool {
+    let list = fx.obs.etcd.member_list();
+    let voters: Vec<u64> = list
+        .iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| m.id)
+        .collect();
+    let healthy = voters
+        .iter()
+        .filter(|v| **v != id)
+        .filter(|v| {
+            fx.obs.etcd.endpoints.iter().any(|o| {
+                o.status.as_ref().is_ok_and(|s| s.member_id == **v) && o.health == Some(Ok(()))
+            })
+        })
+        .count() as u32;
+    !voters.is_empty() && healthy >= quorum(voters.len() as u32)
 }
 
 fn member_model<'a>(model: &'a ClusterModel, member: &str) -> Option<&'a MemberModel> {
@@ -339,6 +375,47 @@ fn check(model: &ClusterModel, fx: &Fx, plan: &Plan) -> Result<(), TestCaseError
             prop_assert!(
                 !started && !m.recorded_uid,
                 "memory member {member} started on empty data under its old identity"
+            );
+        }
+    }
+
+    // CORRUPT: the named member is replaced only while the other voters have quorum without
+    // it and no other member is being repaired; the alarm is disarmed only once etcd no
+    // longer lists that member.
+    if let Some((ordinal, true)) = model.alarm {
+        let named = name(ordinal as u32);
+        if let Step::DisarmAlarm { alarm, .. } = step {
+            prop_assert!(
+                fx.obs
+                    .etcd
+                    .members
+                    .as_ref()
+                    .is_ok_and(|l| l.iter().all(|m| m.id != alarm.member_id)),
+                "{alarm} disarmed while etcd still lists the member"
+            );
+        }
+        if let Step::SetPhase {
+            member,
+            phase: MemberPhase::Replacing,
+        } = step
+            && *member == named
+            && member_model(model, member).is_some_and(|m| m.phase != MemberPhase::Replacing)
+            && planned_member_status(fx, plan, member)
+                .conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.reason == "CorruptAlarm")
+        {
+            let other_repair = model.members.iter().enumerate().any(|(i, m)| {
+                i != ordinal
+                    && !m.deleting
+                    && !m.dormant
+                    && matches!(m.phase, MemberPhase::Recreating | MemberPhase::Replacing)
+            });
+            prop_assert!(!other_repair, "{named} replaced while another repair runs");
+            prop_assert!(
+                others_have_quorum(fx, id_of(&named)),
+                "{named} replaced for CORRUPT while the others lack quorum"
             );
         }
     }

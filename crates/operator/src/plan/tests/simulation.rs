@@ -208,6 +208,12 @@ impl Sim {
                 }
             }
             Step::UpdateService(_) => {}
+            Step::Compact { .. } | Step::Defragment { .. } => {}
+            Step::DisarmAlarm { alarm, .. } => {
+                if let Ok(alarms) = fx.obs.etcd.alarms.as_mut() {
+                    alarms.retain(|a| *a != alarm);
+                }
+            }
             Step::CreatePdb(pdb) | Step::UpdatePdb(pdb) => fx.obs.pdb = Some(*pdb),
             Step::DeletePdb { .. } => fx.obs.pdb = None,
             Step::CreateMember(mut member) => {
@@ -890,5 +896,47 @@ fn additional_metadata_is_patched_onto_running_pods_without_a_restart() {
             pod.annotations.get("owner").map(String::as_str),
             Some("ops")
         );
+    }
+}
+
+/// CORRUPT against a follower, then against the leader, with crashes between steps: each is
+/// moved off leadership if it leads, removed, the alarm disarmed only after the removal, and a
+/// fresh learner joins and is promoted; never two members out at once.
+#[test]
+fn corrupt_member_is_replaced_then_the_alarm_disarmed() {
+    for (victim, crash) in [
+        ("etcd-1", Crash::Never),
+        ("etcd-0", Crash::Never),
+        ("etcd-2", Crash::Every(4)),
+        ("etcd-0", Crash::Every(3)),
+    ] {
+        let mut fx = Fx::healthy(3);
+        fx.alarm(victim, crate::etcd::AlarmKind::Corrupt);
+        let mut sim = Sim::new(fx);
+        sim.run(80, crash);
+        sim.assert_converged(3);
+        assert_eq!(sim.fx.obs.etcd.alarms.as_deref(), Ok(&[][..]), "{victim}");
+        let steps = &sim.steps;
+        let at = |kind: StepKind| {
+            steps
+                .iter()
+                .position(|k| *k == kind)
+                .unwrap_or_else(|| panic!("no {kind:?} for {victim}: {steps:?}"))
+        };
+        let removed = at(StepKind::RemoveEtcdMember);
+        assert!(removed < at(StepKind::DisarmAlarm), "{steps:?}");
+        assert!(
+            at(StepKind::DisarmAlarm) < at(StepKind::AddLearner),
+            "{steps:?}"
+        );
+        assert_eq!(
+            kinds_count(steps, StepKind::RemoveEtcdMember),
+            1,
+            "{steps:?}"
+        );
+        assert_eq!(kinds_count(steps, StepKind::DisarmAlarm), 1, "{steps:?}");
+        if victim == "etcd-0" {
+            assert!(at(StepKind::MoveLeader) < removed, "{steps:?}");
+        }
     }
 }
