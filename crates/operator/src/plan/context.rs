@@ -68,6 +68,15 @@ impl MemberView<'_> {
             && self.pod_ready()
     }
 
+    /// Able to take leadership: phase Ready, a healthy voter in etcd's view, its Pod there and
+    /// not going away (Ready or not: readiness is about serving clients).
+    pub fn can_lead(&self) -> bool {
+        self.phase == MemberPhase::Ready
+            && self.health == Health::Healthy
+            && self.is_voter()
+            && self.observed.pod.as_ref().is_some_and(|p| !p.deleting)
+    }
+
     /// Its Pod exists, is not going away, and is Ready.
     pub fn pod_ready(&self) -> bool {
         self.observed
@@ -269,10 +278,17 @@ impl<'a> Context<'a> {
     /// Where leadership goes before `leaving` is disrupted: the ready voter with the lowest
     /// ordinal, other than `leaving`.
     pub fn successor_for(&self, leaving: &str) -> Option<&MemberView<'a>> {
-        self.members
-            .iter()
-            .filter(|m| m.name != leaving && m.is_running())
+        let candidates = || {
+            self.members
+                .iter()
+                .filter(move |m| m.name != leaving && m.is_running())
+        };
+        // A Ready member first; else one etcd calls a healthy voter whose Pod runs but is not
+        // Ready: while an alarm stands (CORRUPT fails every Pod's readiness probe) leadership
+        // must still move off a member the operator is about to remove.
+        candidates()
             .find(|m| m.is_ready())
+            .or_else(|| candidates().find(|m| m.can_lead()))
     }
 
     /// Why a MemberAdd must wait, if it must: a learner not yet promoted, a member added but
