@@ -1,5 +1,6 @@
 //! Alarms against real etcd: NOSPACE raised by a tiny backend quota, CORRUPT raised through the
-//! alarm API, both visible in the view and disarmed through the wrapper.
+//! alarm API, both visible in the view and disarmed through the wrapper; and what the member
+//! Pods' readiness probe (`/health?exclude=NOSPACE` on the metrics port) answers under each.
 
 mod etcd_harness;
 
@@ -8,6 +9,28 @@ use std::time::Duration;
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
 use etcd_harness::{EtcdVersion, client_for, eventually, start_cluster, wait_healthy};
 use etcd_operator::etcd::{Alarm, AlarmKind, Timeouts, observe_cluster};
+
+/// `GET path` on an etcd HTTP listener (`http://host:port`): the response body.
+async fn http_get(url: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect to the metrics listener");
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await
+        .expect("send the request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("read the response");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or(response)
+}
 
 async fn nospace_alarm_is_observed_and_disarmed(version: EtcdVersion) {
     // 256 KiB of quota: a few hundred 4 KiB values exceed it.
@@ -43,6 +66,14 @@ async fn nospace_alarm_is_observed_and_disarmed(version: EtcdVersion) {
         status.db_size >= status.db_size_in_use && status.db_size > 0,
         "{status:?}"
     );
+
+    // The readiness probe: plain /health fails under NOSPACE, the probe's form does not (the
+    // member still serves reads and deletes).
+    let metrics = members[0].metrics_url();
+    let plain = http_get(&metrics, "/health").await;
+    assert!(plain.contains(r#""health":"false""#), "{plain}");
+    let probe = http_get(&metrics, "/health?exclude=NOSPACE").await;
+    assert!(probe.contains(r#""health":"true""#), "{probe}");
 
     client.disarm(alarms[0]).await.expect("disarm");
     assert_eq!(
@@ -99,6 +130,12 @@ async fn corrupt_alarm_is_observed_and_disarmed(version: EtcdVersion) {
             kind: AlarmKind::Corrupt
         }]
     );
+
+    // A corrupt cluster serves nothing: the readiness probe fails on every member.
+    for member in &members {
+        let probe = http_get(&member.metrics_url(), "/health?exclude=NOSPACE").await;
+        assert!(probe.contains(r#""health":"false""#), "{probe}");
+    }
 
     client
         .disarm(view.active_alarms()[0])

@@ -436,8 +436,8 @@ fn container_port(name: &str, port: i32) -> ContainerPort {
 // Readiness uses `/health`: a member without quorum cannot serve linearizable requests, so it
 // leaves the client Service, and the PodDisruptionBudget stops drains from making things worse.
 // Readiness never restarts anything. A learner reports healthy, so it becomes ready too.
-// It asks `/health?exclude=NOSPACE` (both versions honour `exclude`; checked with real 3.4.23
-// and 3.5.1 over quota): a member under NOSPACE still serves reads and deletes, and the
+// It asks `/health?exclude=NOSPACE` (both versions honour `exclude`; `tests/etcd_alarms.rs`
+// checks it on real 3.4.23 and 3.5.1 over quota, and that CORRUPT still fails it): a member under NOSPACE still serves reads and deletes, and the
 // operator's NOSPACE remedy moves leadership, which needs a Ready successor; plain `/health`
 // turned every Pod NotReady for as long as the alarm lasted (the client Service had no
 // endpoints at all). CORRUPT still fails it: a corrupt cluster serves nothing.
