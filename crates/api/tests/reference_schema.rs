@@ -16,6 +16,7 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdclusters", ".spec.paused"),
     ("etcdclusters", ".status.members"),
     ("etcdclusters", ".status.leader"),
+    ("etcdclusters", ".status.restoredFrom"),
     ("etcdmembers", ".status.phase"),
     ("etcdmembers", ".status.recreateCount"),
     ("etcdmembers", ".status.lastPhaseTransitionTime"),

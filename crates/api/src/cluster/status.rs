@@ -81,6 +81,7 @@ pub struct EtcdClusterStatus {
 #[serde(rename_all = "camelCase")]
 pub struct RestoredFrom {
     /// The snapshot, as `s3://<bucket>/<key>`.
+    #[serde(default)]
     pub uri: String,
     /// etcd's revision when the restored seed first answered (the snapshot's revision when
     /// no client wrote before the operator looked).
