@@ -661,6 +661,25 @@ impl Metrics {
         }
     }
 
+    /// Drops the series of every cluster that `present` does not name (the clusters in the
+    /// operator's cache). The reconcile forgets a cluster when it removes the finalizer, but a
+    /// pass that started from a stale copy (a cache that had not yet seen the finalizer go) can
+    /// record its series again, or count its failure, after that; nothing reconciles a cluster
+    /// that is gone, so this sweep is what takes such series away.
+    pub fn forget_clusters_except(&self, present: &std::collections::HashSet<(String, String)>) {
+        let gone: Vec<(String, String)> = self
+            .series
+            .lock()
+            .expect("cluster series")
+            .keys()
+            .filter(|key| !present.contains(*key))
+            .cloned()
+            .collect();
+        for (namespace, cluster) in gone {
+            self.forget_cluster(&namespace, &cluster);
+        }
+    }
+
     /// Drops the series of a cluster that is gone.
     pub fn forget_cluster(&self, namespace: &str, cluster: &str) {
         let labels = ClusterLabels {
@@ -930,5 +949,21 @@ mod tests {
 
         metrics.forget_cluster("prod", "etcd");
         assert_eq!(lines_of(&metrics.encode(), "etcd"), Vec::<String>::new());
+
+        // A late pass records the gone cluster again and counts its failure: the sweep over the
+        // clusters still cached drops it, and keeps a cluster that is still there.
+        metrics.observed_cluster(&figures(&fx), &fx.obs);
+        metrics.cluster_failed("prod", "etcd", "not_found");
+        metrics.cluster_failed("prod", "other", "etcd_unreachable");
+        assert!(!lines_of(&metrics.encode(), "etcd").is_empty());
+        let present = std::collections::HashSet::from([("prod".to_string(), "other".to_string())]);
+        metrics.forget_clusters_except(&present);
+        assert_eq!(lines_of(&metrics.encode(), "etcd"), Vec::<String>::new());
+        assert!(
+            metrics
+                .encode()
+                .contains("cluster_reconcile_errors_total{namespace=\"prod\",cluster=\"other\",kind=\"etcd_unreachable\"} 1"),
+            "the cluster still cached keeps its series"
+        );
     }
 }

@@ -471,6 +471,20 @@ async fn e2e_prometheus_alerts_fire_and_resolve_and_the_dashboard_queries_evalua
         )
     });
     assert!(ok, "kubectl delete: {stderr}");
+    // First the cluster itself goes (its members left, the finalizer removed), then its series:
+    // a failure says which of the two did not happen.
+    eventually("the deleted cluster to go", LIMIT, || async {
+        let (_, out, err) = block_in_place(|| {
+            support::kubectl(
+                &cluster,
+                &["-n", NS, "get", "etcdcluster,etcdmember", "-o", "name"],
+            )
+        });
+        (!out.contains("etcd34"))
+            .then_some(())
+            .ok_or_else(|| format!("still there: {out}{err}"))
+    })
+    .await;
     eventually("the deleted cluster's series to go", LIMIT, || async {
         let left = prometheus
             .query(&format!(

@@ -8,7 +8,7 @@ use etcd_operator_api::{EtcdCluster, EtcdMember};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::Client;
+use kube::{Client, ResourceExt};
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::watcher;
 use tracing::debug;
@@ -92,6 +92,34 @@ pub async fn run_controller(
         })
     };
 
+    // Series of clusters that are gone from the cache are dropped (see
+    // `Metrics::forget_clusters_except`).
+    let sweeper = {
+        let (stores, metrics) = (stores.clone(), ctx.metrics.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if stores
+                    .clusters
+                    .wait_until_ready()
+                    .now_or_never()
+                    .is_none_or(|ready| ready.is_err())
+                {
+                    continue;
+                }
+                let present: std::collections::HashSet<(String, String)> = stores
+                    .clusters
+                    .state()
+                    .iter()
+                    .map(|c| (c.namespace().unwrap_or_default(), c.name_any()))
+                    .collect();
+                metrics.forget_clusters_except(&present);
+            }
+        })
+    };
+
     let ctx_observer = ctx.observer.clone();
     let defrag_shutdown = shutdown.clone();
     let snapshots = crate::snapshot::run_snapshot_controller(
@@ -130,4 +158,5 @@ pub async fn run_controller(
     };
     futures::join!(clusters, snapshots, defrags, stop_defrags);
     readiness.abort();
+    sweeper.abort();
 }

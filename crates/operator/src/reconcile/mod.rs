@@ -134,6 +134,12 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     let (namespace, name) = key(cluster);
     let deleting = cluster.metadata.deletion_timestamp.is_some();
 
+    if deleting && !has_finalizer(cluster) {
+        // Our finalizer is gone (a pass removed it, or a person did): the cluster goes with
+        // what garbage collection takes; nothing is left to do, and nothing to report of it.
+        ctx.metrics.forget_cluster(&namespace, &name);
+        return Ok(Action::await_change());
+    }
     if !deleting && !has_finalizer(cluster) {
         let written = finalizer::add(&ctx.act, cluster).await?;
         wait_for_caches(stores, &[written], CACHE_LAG_LIMIT).await;
