@@ -21,9 +21,11 @@ test: deps
 	KUBECTL=$(KUBECTL_NEWER) $(CARGO) nextest run -p kube-sandbox $(KUBECTL_SUITES) --no-fail-fast
 	$(CARGO) test --workspace --doc
 
-## crds: regenerate deploy/crds/ from the Rust types.
+## crds: regenerate deploy/crds/ from the Rust types, and the chart's copy of them.
 crds:
 	$(CARGO) run -q -p etcd-operator -- crds --out-dir deploy/crds
+	rm -f deploy/helm/etcd-operator/files/crds/*.yaml
+	cp deploy/crds/*.yaml deploy/helm/etcd-operator/files/crds/
 
 lint:
 	$(CARGO) fmt --all -- --check

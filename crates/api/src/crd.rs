@@ -4,10 +4,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::{EtcdCluster, EtcdDefrag, EtcdDefragPolicy, EtcdMember, EtcdSnapshot, schema};
+use crate::{
+    EtcdCluster, EtcdDefrag, EtcdDefragPolicy, EtcdMember, EtcdSnapshot, EtcdSnapshotSchedule,
+    schema,
+};
 
 /// The CRDs of the API, in the order EtcdCluster, EtcdMember, EtcdSnapshot, EtcdDefrag,
-/// EtcdDefragPolicy.
+/// EtcdDefragPolicy, then the extension kind EtcdSnapshotSchedule.
 ///
 /// Use these rather than `CustomResourceExt::crd()` of each type: only these carry the
 /// finishing pass of [`crate::schema`] that makes the schemas equal to the reference's.
@@ -18,6 +21,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         EtcdSnapshot::crd(),
         EtcdDefrag::crd(),
         EtcdDefragPolicy::crd(),
+        EtcdSnapshotSchedule::crd(),
     ]
     .into_iter()
     .map(schema::finalize)

@@ -1,5 +1,5 @@
 //! The `etcd-operator.cozystack.io/v1alpha2` API: `EtcdCluster`, `EtcdMember`, `EtcdSnapshot`,
-//! `EtcdDefrag` and `EtcdDefragPolicy`, their CRDs, and the label keys and condition types shared by everything that
+//! `EtcdDefrag`, `EtcdDefragPolicy` and (an extension kind) `EtcdSnapshotSchedule`, their CRDs, and the label keys and condition types shared by everything that
 //! works with them.
 //!
 //! The schemas follow the reference operator's CRDs field for field, including its CEL rules;
@@ -15,6 +15,7 @@ pub mod member;
 pub mod schema;
 pub mod shared;
 pub mod snapshot;
+pub mod snapshot_schedule;
 
 pub use cluster::{EtcdCluster, EtcdClusterSpec, EtcdClusterStatus};
 pub use crd::{crd_file_name, crd_yaml, crds};
@@ -22,6 +23,9 @@ pub use defrag::{EtcdDefrag, EtcdDefragSpec, EtcdDefragStatus};
 pub use defrag_policy::{EtcdDefragPolicy, EtcdDefragPolicySpec, EtcdDefragPolicyStatus};
 pub use member::{EtcdMember, EtcdMemberSpec, EtcdMemberStatus, MemberPhase};
 pub use snapshot::{EtcdSnapshot, EtcdSnapshotSpec, EtcdSnapshotStatus};
+pub use snapshot_schedule::{
+    EtcdSnapshotSchedule, EtcdSnapshotScheduleSpec, EtcdSnapshotScheduleStatus,
+};
 
 /// The API group.
 pub const GROUP: &str = "etcd-operator.cozystack.io";

@@ -44,6 +44,23 @@ pub struct EtcdSnapshotSpec {
 
     /// Where the snapshot is written: S3 or a PVC.
     pub destination: SnapshotLocation,
+
+    /// Extension: what deleting this EtcdSnapshot does to its stored object. `Retain` (the
+    /// default, the reference behaviour) leaves it in the store; `Delete` removes it first
+    /// (only an object this snapshot wrote). Snapshots an EtcdSnapshotSchedule stamps are
+    /// `Delete`: the schedule's retention decides what is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_policy: Option<SnapshotDeletionPolicy>,
+}
+
+/// What deleting an EtcdSnapshot does to its stored object.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum SnapshotDeletionPolicy {
+    /// The object stays in the store.
+    #[default]
+    Retain,
+    /// The object is deleted before the EtcdSnapshot goes.
+    Delete,
 }
 
 /// What the operator last observed of a snapshot.

@@ -45,7 +45,7 @@ fn deploy_crds_holds_no_other_yaml() {
 }
 
 #[test]
-fn crds_are_the_five_resources_of_the_group() {
+fn crds_are_the_five_resources_of_the_group_and_the_extension_kind() {
     let crds = etcd_operator_api::crds();
     let names: Vec<_> = crds
         .iter()
@@ -59,6 +59,7 @@ fn crds_are_the_five_resources_of_the_group() {
             "etcdsnapshots.etcd-operator.cozystack.io",
             "etcddefrags.etcd-operator.cozystack.io",
             "etcddefragpolicies.etcd-operator.cozystack.io",
+            "etcdsnapshotschedules.etcd-operator.cozystack.io",
         ]
     );
     for crd in &crds {

@@ -29,6 +29,7 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdsnapshots", ".status.etcdVersion"),
     ("etcdsnapshots", ".status.verified"),
     ("etcdsnapshots", ".status.failureReason"),
+    ("etcdsnapshots", ".spec.deletionPolicy"),
 ];
 
 /// The reference CEL rules an extension guards: at `(crd, path)`, the reference's `rule` reads

@@ -254,6 +254,9 @@ pub struct Metrics {
     member_db_size_in_use: Family<MemberLabels, Gauge>,
     member_db_quota: Family<MemberLabels, Gauge>,
     certificate_expiry: Family<CertificateLabels, Gauge>,
+    snapshot_last_success: Family<ClusterLabels, Gauge>,
+    /// The clusters with a `snapshot_last_success` series.
+    snapshot_clusters: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
     /// Per cluster, what its series were last set from.
     series: std::sync::Mutex<std::collections::HashMap<(String, String), ClusterSeries>>,
 }
@@ -416,9 +419,18 @@ impl Metrics {
             prometheus_client::registry::Unit::Bytes,
             member_db_quota.clone(),
         );
+        let snapshot_last_success = Family::<ClusterLabels, Gauge>::default();
+        registry.register_with_unit(
+            "snapshot_last_success_timestamp",
+            "When the newest Complete and verified EtcdSnapshot of the cluster completed (Unix time)",
+            prometheus_client::registry::Unit::Seconds,
+            snapshot_last_success.clone(),
+        );
         Metrics {
             registry,
             certificate_expiry,
+            snapshot_last_success,
+            snapshot_clusters: Default::default(),
             series: Default::default(),
             desired_members,
             voters,
@@ -659,6 +671,30 @@ impl Metrics {
                 .get_or_create(&series(secret))
                 .set(seconds);
         }
+    }
+
+    /// The `snapshot_last_success_timestamp_seconds` series become `latest` (per namespace and
+    /// cluster, the Unix time the newest Complete, verified snapshot completed); clusters no
+    /// longer in it lose their series.
+    pub fn snapshot_successes(&self, latest: &std::collections::BTreeMap<(String, String), i64>) {
+        let mut known = self.snapshot_clusters.lock().expect("snapshot clusters");
+        for (namespace, cluster) in known.iter() {
+            if !latest.contains_key(&(namespace.clone(), cluster.clone())) {
+                self.snapshot_last_success.remove(&ClusterLabels {
+                    namespace: namespace.clone(),
+                    cluster: cluster.clone(),
+                });
+            }
+        }
+        for ((namespace, cluster), seconds) in latest {
+            self.snapshot_last_success
+                .get_or_create(&ClusterLabels {
+                    namespace: namespace.clone(),
+                    cluster: cluster.clone(),
+                })
+                .set(*seconds);
+        }
+        *known = latest.keys().cloned().collect();
     }
 
     /// Drops the series of every cluster that `present` does not name (the clusters in the
@@ -958,6 +994,20 @@ mod tests {
         assert!(!lines_of(&metrics.encode(), "etcd").is_empty());
         let present = std::collections::HashSet::from([("prod".to_string(), "other".to_string())]);
         metrics.forget_clusters_except(&present);
+
+        // Snapshot successes follow what is given, and go with it.
+        let mut latest = std::collections::BTreeMap::new();
+        latest.insert(("prod".to_string(), "other".to_string()), 1_767_225_600);
+        metrics.snapshot_successes(&latest);
+        assert!(metrics.encode().contains(
+            "etcd_operator_snapshot_last_success_timestamp_seconds{namespace=\"prod\",cluster=\"other\"} 1767225600"
+        ));
+        metrics.snapshot_successes(&Default::default());
+        assert!(
+            !metrics
+                .encode()
+                .contains("snapshot_last_success_timestamp_seconds{")
+        );
         assert_eq!(lines_of(&metrics.encode(), "etcd"), Vec::<String>::new());
         assert!(
             metrics

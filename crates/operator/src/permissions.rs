@@ -55,14 +55,26 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
     Permission {
         group: GROUP,
         resource: "etcdsnapshots",
-        verbs: &["get", "list", "watch"],
-        used_by: "snapshot::controller's watch of EtcdSnapshots",
+        verbs: &["get", "list", "watch", "create", "delete", "patch"],
+        used_by: "snapshot::controller's watch and its artifact finalizer (deletionPolicy Delete); an EtcdSnapshotSchedule creates its snapshots and deletes those beyond retention",
     },
     Permission {
         group: GROUP,
         resource: "etcdsnapshots/status",
         verbs: &["patch"],
         used_by: "snapshot::controller records phase, artifact, Ready condition and the extension fields",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcdsnapshotschedules",
+        verbs: &["get", "list", "watch"],
+        used_by: "the EtcdSnapshotSchedule controller's watch and fresh reads",
+    },
+    Permission {
+        group: GROUP,
+        resource: "etcdsnapshotschedules/status",
+        verbs: &["update"],
+        used_by: "the EtcdSnapshotSchedule controller writes lastScheduleTime, lastSuccessfulTime, active, kept",
     },
     Permission {
         group: GROUP,

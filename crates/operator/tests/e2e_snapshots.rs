@@ -581,6 +581,151 @@ async fn idle_clusters(cluster: Arc<Cluster>, moto: Arc<Moto>) {
     }
 }
 
+/// An EtcdSnapshotSchedule every minute keeping the last 2 (the pure retention is tested over
+/// weeks of ticks in `snapshot::schedule`): after the third snapshot completes, exactly the two
+/// newest EtcdSnapshots are left and the first one's object is gone from the store while the
+/// two kept are there. Then the deletion policy of a user's snapshots: `Delete` takes the
+/// object with it, the default `Retain` leaves it.
+async fn scheduled_snapshots(cluster: Arc<Cluster>, moto: Arc<Moto>) {
+    let namespace = "snap-sched";
+    let started = Instant::now();
+    create_namespace(&cluster.client(), namespace).await;
+    credentials_secret(
+        &cluster,
+        namespace,
+        "s3-credentials",
+        &moto.key_id,
+        &moto.secret,
+    );
+    apply(&cluster, &cluster_yaml(namespace, "etcd", 1, "3.5.1", ""));
+    wait_available(&cluster, namespace, "etcd", 1).await;
+    apply(
+        &cluster,
+        &format!(
+            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshotSchedule\nmetadata:\n  name: minutely\n  namespace: {namespace}\nspec:\n  clusterRef:\n    name: etcd\n  schedule: \"* * * * *\"\n  retention:\n    keepLast: 2\n  template:\n    destination:\n      s3:\n        endpoint: {}\n        bucket: {BUCKET}\n        key: sched\n        region: us-east-1\n        forcePathStyle: true\n        credentialsSecretRef:\n          name: s3-credentials\n",
+            moto.url
+        ),
+    );
+    let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), namespace);
+    let label = "etcd-operator.cozystack.io/snapshot-schedule=minutely";
+    let schedules: Api<etcd_operator_api::EtcdSnapshotSchedule> =
+        Api::namespaced(cluster.client(), namespace);
+    let seen_so_far = std::sync::Mutex::new(Vec::<String>::new());
+    eventually(
+        "three scheduled snapshots, the two newest kept",
+        Duration::from_secs(300),
+        || async {
+            let list = api
+                .list(&ListParams::default().labels(label))
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = schedules
+                .get("minutely")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .unwrap_or_default();
+            let names: Vec<(String, Option<String>)> = list
+                .items
+                .iter()
+                .filter(|s| s.metadata.deletion_timestamp.is_none())
+                .map(|s| {
+                    let phase = s
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase)
+                        .map(|p| format!("{p:?}"));
+                    (s.metadata.name.clone().unwrap_or_default(), phase)
+                })
+                .collect();
+            let mut seen = seen_so_far.lock().unwrap();
+            for (name, _) in &names {
+                if !seen.contains(name) {
+                    seen.push(name.clone());
+                }
+            }
+            seen.sort();
+            let complete = names
+                .iter()
+                .filter(|(_, p)| p.as_deref() == Some("Complete"))
+                .count();
+            (seen.len() >= 3 && complete == 2 && status.kept == Some(2))
+                .then_some(())
+                .ok_or_else(|| format!("seen {seen:?}, now {names:?}, status {status:?}"))
+        },
+    )
+    .await;
+    let seen = seen_so_far.into_inner().unwrap();
+    let key = |name: &str| format!("sched/{name}.db");
+    let first = seen[0].clone();
+    eventually("the pruned snapshot's object to go", LIMIT, || async {
+        blocking(|| moto.head(BUCKET, &key(&first)))
+            .is_err()
+            .then_some(())
+            .ok_or_else(|| format!("{} still in the store", key(&first)))
+    })
+    .await;
+    for kept in &seen[seen.len() - 2..] {
+        let head = blocking(|| moto.head(BUCKET, &key(kept))).expect("a kept snapshot's object");
+        assert!(head["size"].as_i64().unwrap_or(0) > 0, "{head}");
+    }
+    let status = schedules.get("minutely").await.unwrap().status.unwrap();
+    assert_eq!(status.newest_verified.as_ref(), seen.last());
+    assert!(status.last_successful_time.is_some(), "{status:?}");
+    println!(
+        "{namespace}: {} scheduled snapshots, the first pruned with its object ({:.0} s)",
+        seen.len(),
+        started.elapsed().as_secs_f64()
+    );
+    kubectl_ok(
+        &cluster,
+        &[
+            "-n",
+            namespace,
+            "patch",
+            "etcdsnapshotschedule",
+            "minutely",
+            "--type=merge",
+            "-p",
+            "{\"spec\":{\"suspend\":true}}",
+        ],
+    );
+
+    // A user's snapshots: `Delete` takes the object along, `Retain` (the default) does not.
+    for (name, policy) in [("by-hand-delete", "Delete"), ("by-hand-retain", "Retain")] {
+        let mut yaml = snapshot_yaml(
+            namespace,
+            name,
+            "etcd",
+            &moto.url,
+            BUCKET,
+            "by-hand",
+            "s3-credentials",
+        );
+        if policy == "Delete" {
+            yaml.push_str("  deletionPolicy: Delete\n");
+        }
+        apply(&cluster, &yaml);
+        wait_phase(&cluster, namespace, name, "Complete").await;
+        let object = format!("by-hand/{name}.db");
+        blocking(|| moto.head(BUCKET, &object)).expect("the object is stored");
+        kubectl_ok(
+            &cluster,
+            &[
+                "-n",
+                namespace,
+                "delete",
+                "etcdsnapshot",
+                name,
+                "--timeout=120s",
+            ],
+        );
+        let gone = blocking(|| moto.head(BUCKET, &object)).is_err();
+        assert_eq!(gone, policy == "Delete", "{policy}: object gone {gone}");
+        println!("{namespace}/{name}: deleted, deletionPolicy {policy}, object gone: {gone}");
+    }
+}
+
 /// A 3.5.1 cluster with mutual TLS on both ports and authentication: the operator dials it
 /// with its client certificate and the root password, as it does for everything else.
 async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
@@ -1174,6 +1319,7 @@ async fn e2e_snapshots_to_s3() {
     ));
     let idle = tokio::spawn(idle_clusters(cluster.clone(), moto.clone()));
     let tls = tokio::spawn(tls_auth_cluster(cluster.clone(), moto.clone()));
+    let scheduled = tokio::spawn(scheduled_snapshots(cluster.clone(), moto.clone()));
     v35.await.unwrap();
     // Restores run beside the bad inputs: neither writes to snap-35.
     let restore_35 = tokio::spawn(restore_into_new_cluster(
@@ -1209,6 +1355,7 @@ async fn e2e_snapshots_to_s3() {
     restore_35.await.unwrap();
     restore_34.await.unwrap();
     restore_bad.await.unwrap();
+    scheduled.await.unwrap();
     interrupted_snapshot_resumes(cluster.clone(), moto.clone(), "snap-35").await;
     println!("snapshots: {:.0} s in all", started.elapsed().as_secs_f64());
 }

@@ -558,7 +558,7 @@ fn status_code(error: &kube::Error) -> Option<u16> {
 }
 
 /// Records an Event about `object`; a failure is logged only.
-async fn record_event<K>(
+pub(crate) async fn record_event<K>(
     client: &Client,
     object: &K,
     warning: bool,

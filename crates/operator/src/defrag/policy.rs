@@ -190,80 +190,153 @@ pub fn decide(policy: PolicyFacts<'_>, runs: &[RunFacts], now: Timestamp) -> Pol
         .as_ref()
         .map(|t| t.0)
         .unwrap_or(policy.created);
+    let pass = schedule_pass(
+        ScheduleInput {
+            schedule: &spec.schedule,
+            suspend: spec.suspend == Some(true),
+            concurrency: spec.concurrency_policy.unwrap_or_default(),
+            starting_deadline_seconds: spec.starting_deadline_seconds,
+            anchor,
+            now,
+            kind: "EtcdDefrag",
+            name: policy.name,
+        },
+        &mut active,
+    );
+    let changed = set_condition(
+        &mut decision.status,
+        pass.condition.ok,
+        pass.condition.reason,
+        &pass.condition.message,
+        generation,
+        now,
+    );
+    if let Some(tick) = pass.last_schedule_time {
+        decision.status.last_schedule_time = Some(Time(tick));
+    }
+    decision.event = pass
+        .event
+        .filter(|e| changed || e.reason != "InvalidSchedule");
+    decision.stamp = pass.stamp;
+    decision.requeue = pass.requeue;
+    decision.status.active = refs(&active);
+    decision
+}
 
-    let schedule = match parse_schedule(&spec.schedule) {
+/// A schedule as [`schedule_pass`] reads it: the kind-independent part of a policy's spec and
+/// status.
+#[derive(Clone, Copy, Debug)]
+pub struct ScheduleInput<'a> {
+    pub schedule: &'a str,
+    pub suspend: bool,
+    pub concurrency: ConcurrencyPolicy,
+    pub starting_deadline_seconds: Option<i64>,
+    /// The latest tick acted on, else the object's creation: the next tick is after it.
+    pub anchor: Timestamp,
+    pub now: Timestamp,
+    /// The kind stamped (`EtcdDefrag`, `EtcdSnapshot`), for the messages.
+    pub kind: &'static str,
+    /// The policy's (or schedule's) name, for [`run_name`].
+    pub name: &'a str,
+}
+
+/// The condition a schedule pass sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleCondition {
+    pub ok: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What one pass over a schedule does, whatever it stamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulePass {
+    pub condition: ScheduleCondition,
+    /// The new `lastScheduleTime`, when a tick was acted on (stamped or skipped on purpose).
+    pub last_schedule_time: Option<Timestamp>,
+    /// Stamp an object for this tick (named by [`run_name`]).
+    pub stamp: Option<Timestamp>,
+    /// An `InvalidSchedule` Event is meant for when the condition changes only.
+    pub event: Option<PolicyEvent>,
+    pub requeue: Option<Duration>,
+}
+
+/// The tick due at `input.now` and what to do about it: stamp, skip (past the starting
+/// deadline, or `Forbid` with `active` runs), or nothing (suspended, invalid, not due). The
+/// name of a stamped object is added to `active`.
+pub fn schedule_pass(input: ScheduleInput<'_>, active: &mut Vec<String>) -> SchedulePass {
+    let now = input.now;
+    let kind = input.kind;
+    let schedule = match parse_schedule(input.schedule) {
         Ok(schedule) => schedule,
         Err(e) => {
             let message = format!("spec.schedule: {e}; fix the schedule");
-            if set_condition(
-                &mut decision.status,
-                false,
-                "InvalidSchedule",
-                &message,
-                generation,
-                now,
-            ) {
-                decision.event = Some(PolicyEvent {
+            return SchedulePass {
+                condition: ScheduleCondition {
+                    ok: false,
+                    reason: "InvalidSchedule",
+                    message: message.clone(),
+                },
+                last_schedule_time: None,
+                stamp: None,
+                event: Some(PolicyEvent {
                     warning: true,
                     reason: "InvalidSchedule",
                     message,
-                });
-            }
-            decision.status.active = refs(&active);
-            return decision;
+                }),
+                requeue: None,
+            };
         }
     };
-    let (due, next) = schedule.due(anchor, now);
-    decision.requeue = Some(
+    let (due, next) = schedule.due(input.anchor, now);
+    let requeue = Some(
         next.map(|n| Duration::from_secs((n.as_second() - now.as_second()).max(1) as u64))
             .unwrap_or(MAX_REQUEUE)
             .min(MAX_REQUEUE),
     );
-
-    if spec.suspend == Some(true) {
-        set_condition(
-            &mut decision.status,
-            false,
-            "Suspended",
-            "spec.suspend is set: no runs are stamped; runs in flight continue",
-            generation,
-            now,
-        );
+    if input.suspend {
         // A tick passing while suspended is skipped on purpose, so resuming does not stamp it.
-        if let Some(tick) = due {
-            decision.status.last_schedule_time = Some(Time(tick));
-        }
-        decision.status.active = refs(&active);
-        return decision;
+        return SchedulePass {
+            condition: ScheduleCondition {
+                ok: false,
+                reason: "Suspended",
+                message: format!(
+                    "spec.suspend is set: no {kind}s are stamped; those in flight continue"
+                ),
+            },
+            last_schedule_time: due,
+            stamp: None,
+            event: None,
+            requeue,
+        };
     }
-    set_condition(
-        &mut decision.status,
-        true,
-        "Scheduled",
-        &format!("stamping EtcdDefrags on {:?}", spec.schedule),
-        generation,
-        now,
-    );
-    let Some(tick) = due else {
-        decision.status.active = refs(&active);
-        return decision;
+    let mut pass = SchedulePass {
+        condition: ScheduleCondition {
+            ok: true,
+            reason: "Scheduled",
+            message: format!("stamping {kind}s on {:?}", input.schedule),
+        },
+        last_schedule_time: due,
+        stamp: None,
+        event: None,
+        requeue,
     };
-    decision.status.last_schedule_time = Some(Time(tick));
+    let Some(tick) = due else {
+        return pass;
+    };
     let late = now.as_second() - tick.as_second();
-    if let Some(deadline) = spec.starting_deadline_seconds
+    if let Some(deadline) = input.starting_deadline_seconds
         && late > deadline
     {
-        decision.event = Some(PolicyEvent {
+        pass.event = Some(PolicyEvent {
             warning: true,
             reason: "MissedSchedule",
             message: format!(
                 "skipped the run due at {tick}: {late}s late, past startingDeadlineSeconds {deadline}"
             ),
         });
-    } else if spec.concurrency_policy.unwrap_or_default() == ConcurrencyPolicy::Forbid
-        && !active.is_empty()
-    {
-        decision.event = Some(PolicyEvent {
+    } else if input.concurrency == ConcurrencyPolicy::Forbid && !active.is_empty() {
+        pass.event = Some(PolicyEvent {
             warning: false,
             reason: "ConcurrencyForbidden",
             message: format!(
@@ -272,20 +345,19 @@ pub fn decide(policy: PolicyFacts<'_>, runs: &[RunFacts], now: Timestamp) -> Pol
             ),
         });
     } else {
-        let name = run_name(policy.name, tick);
-        decision.event = Some(PolicyEvent {
+        let name = run_name(input.name, tick);
+        pass.event = Some(PolicyEvent {
             warning: false,
             reason: "RunCreated",
-            message: format!("created EtcdDefrag {name} for the run due at {tick}"),
+            message: format!("created {kind} {name} for the run due at {tick}"),
         });
         if !active.contains(&name) {
             active.push(name);
             active.sort();
         }
-        decision.stamp = Some(tick);
+        pass.stamp = Some(tick);
     }
-    decision.status.active = refs(&active);
-    decision
+    pass
 }
 
 fn refs(names: &[String]) -> Option<Vec<LocalObjectReference>> {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use etcd_operator_api::snapshot::SnapshotDeletionPolicy;
 use etcd_operator_api::{EtcdCluster, EtcdSnapshot};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Secret};
@@ -19,7 +20,7 @@ use object_store::path::Path;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::decide::{self, ClusterFacts, Failure, Next, Source, Stored, Voter};
+use super::decide::{self, ClusterFacts, Existing, Failure, Next, Source, Stored, Voter};
 use super::digest::SnapshotDigest;
 use super::store::{self, PARTS_IN_FLIGHT, S3Credentials};
 use crate::act::{ActContext, post_params};
@@ -75,20 +76,46 @@ pub async fn run_snapshot_controller(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.act.client.clone();
-    Controller::new(
+    let controller = Controller::new(
         scope.api::<EtcdSnapshot>(&client),
         watcher::Config::default(),
     )
     // Snapshots stream for as long as the database takes: two at a time at most.
-    .with_config(Config::default().concurrency(2))
-    .graceful_shutdown_on(shutdown)
-    .run(reconcile_snapshot, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            debug!(error = %e, "snapshot controller event");
+    .with_config(Config::default().concurrency(2));
+    let successes = tokio::spawn(record_successes(
+        controller.store(),
+        ctx.act.metrics.clone(),
+    ));
+    let shutdown = futures::FutureExt::shared(Box::pin(shutdown)
+        as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>);
+    let snapshots = controller
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile_snapshot, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                debug!(error = %e, "snapshot controller event");
+            }
+        });
+    let schedules = super::schedule_controller::run_schedule_controller(client, scope, shutdown);
+    futures::join!(snapshots, schedules);
+    successes.abort();
+}
+
+/// Every 10 s, the time of each cluster's newest Complete and verified snapshot goes to the
+/// `snapshot_last_success_timestamp_seconds` series (from the watch cache: an operator that
+/// restarts reports the same figure).
+async fn record_successes(
+    store: kube::runtime::reflector::Store<EtcdSnapshot>,
+    metrics: Arc<crate::metrics::Metrics>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        if store.wait_until_ready().await.is_err() {
+            return;
         }
-    })
-    .await;
+        metrics.snapshot_successes(&decide::latest_successes(&store.state()));
+    }
 }
 
 fn error_policy(
@@ -109,6 +136,9 @@ async fn reconcile_snapshot(
     snapshot: Arc<EtcdSnapshot>,
     ctx: Arc<SnapshotContext>,
 ) -> Result<Action, SnapshotError> {
+    if let Some(action) = deletion(&ctx, &snapshot).await? {
+        return Ok(action);
+    }
     let phase = snapshot.status.as_ref().and_then(|s| s.phase);
     if decide::next(phase, &snapshot.spec.destination, "", None) == Next::Nothing {
         return Ok(Action::await_change());
@@ -189,6 +219,123 @@ async fn reconcile_snapshot(
             }
             Ok(Action::await_change())
         }
+    }
+}
+
+/// The finalizer of an EtcdSnapshot with `deletionPolicy: Delete`: its stored object is
+/// deleted before the EtcdSnapshot goes.
+pub const ARTIFACT_FINALIZER: &str = "etcd-operator.cozystack.io/snapshot-artifact";
+
+/// How often a stored object that could not be deleted is tried again.
+const ARTIFACT_RETRY: Duration = Duration::from_secs(30);
+
+fn wants_artifact_deleted(snapshot: &EtcdSnapshot) -> bool {
+    snapshot.spec.deletion_policy == Some(SnapshotDeletionPolicy::Delete)
+}
+
+fn has_artifact_finalizer(snapshot: &EtcdSnapshot) -> bool {
+    snapshot
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == ARTIFACT_FINALIZER))
+}
+
+/// The deletion policy's part of a pass: with `Delete`, the finalizer is put on first; once
+/// the EtcdSnapshot is being deleted, its stored object is deleted (only an object this snapshot
+/// wrote) and the finalizer removed. `Some` ends the pass.
+async fn deletion(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+) -> Result<Option<Action>, SnapshotError> {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<EtcdSnapshot> = Api::namespaced(ctx.act.client.clone(), &namespace);
+    let own = name(snapshot);
+    let finalizers = |list: Vec<String>| json!({"metadata": {"finalizers": list, "resourceVersion": snapshot.metadata.resource_version}});
+    let current: Vec<String> = snapshot.metadata.finalizers.clone().unwrap_or_default();
+    if snapshot.metadata.deletion_timestamp.is_none() {
+        if wants_artifact_deleted(snapshot) && !has_artifact_finalizer(snapshot) {
+            let mut list = current;
+            list.push(ARTIFACT_FINALIZER.to_string());
+            ctx.act.count_write("EtcdSnapshot");
+            api.patch(
+                &own,
+                &PatchParams::default(),
+                &Patch::Merge(finalizers(list)),
+            )
+            .await
+            .map_err(|e| SnapshotError::Read(format!("EtcdSnapshot {namespace}/{own}"), e))?;
+        }
+        return Ok(None);
+    }
+    if !has_artifact_finalizer(snapshot) {
+        return Ok(Some(Action::await_change()));
+    }
+    match delete_artifact(ctx, snapshot).await {
+        Ok(said) => {
+            info!(namespace = %namespace, snapshot = %own, "{said}");
+            event(ctx, snapshot, "Normal", "ArtifactDeleted", &said).await;
+        }
+        Err(failure) => {
+            let message = format!(
+                "cannot delete the stored snapshot: {}; retrying every {} s. To keep the object \
+                 and let the EtcdSnapshot go, remove the finalizer {ARTIFACT_FINALIZER}",
+                failure.message(),
+                ARTIFACT_RETRY.as_secs()
+            );
+            warn!(namespace = %namespace, snapshot = %own, "{message}");
+            event(ctx, snapshot, "Warning", "ArtifactNotDeleted", &message).await;
+            return Ok(Some(Action::requeue(ARTIFACT_RETRY)));
+        }
+    }
+    let list: Vec<String> = current
+        .into_iter()
+        .filter(|f| f != ARTIFACT_FINALIZER)
+        .collect();
+    ctx.act.count_write("EtcdSnapshot");
+    match api
+        .patch(
+            &own,
+            &PatchParams::default(),
+            &Patch::Merge(finalizers(list)),
+        )
+        .await
+    {
+        Ok(_) => Ok(Some(Action::await_change())),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Some(Action::await_change())),
+        Err(e) => Err(SnapshotError::Read(
+            format!("EtcdSnapshot {namespace}/{own}"),
+            e,
+        )),
+    }
+}
+
+/// Deletes the stored object of `snapshot` if this snapshot wrote it; says what was done.
+async fn delete_artifact(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+) -> Result<String, Failure> {
+    let Some(s3) = &snapshot.spec.destination.s3 else {
+        return Ok("no object-store artifact to delete".to_string());
+    };
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+    let key = decide::object_key(s3.key.as_deref(), &name(snapshot));
+    let uri = decide::object_uri(&s3.bucket, &key);
+    let credentials = credentials(ctx, &namespace, &s3.credentials_secret_ref.name).await?;
+    let store = store::s3_store(s3, &credentials)?;
+    let path = Path::from(key.as_str());
+    match store::existing(&store, &path, s3).await? {
+        Existing::Absent => Ok(format!("{uri} is not in the store (nothing to delete)")),
+        Existing::Present {
+            writer: Some(writer),
+        } if writer == uid => {
+            store::delete(&store, &path, s3).await?;
+            Ok(format!("deleted {uri} (deletionPolicy Delete)"))
+        }
+        Existing::Present { .. } => Ok(format!(
+            "{uri} was written by another EtcdSnapshot: left in the store"
+        )),
     }
 }
 

@@ -343,6 +343,39 @@ pub enum Existing {
     },
 }
 
+/// Per (namespace, cluster), the Unix time the newest Complete and verified snapshot
+/// completed.
+pub fn latest_successes(
+    snapshots: &[std::sync::Arc<etcd_operator_api::EtcdSnapshot>],
+) -> std::collections::BTreeMap<(String, String), i64> {
+    let mut latest = std::collections::BTreeMap::new();
+    for snapshot in snapshots {
+        let Some(status) = &snapshot.status else {
+            continue;
+        };
+        if status.phase != Some(SnapshotPhase::Complete) || status.verified != Some(true) {
+            continue;
+        }
+        let Some(done) = status
+            .completion_time
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok())
+        else {
+            continue;
+        };
+        let key = (
+            snapshot.metadata.namespace.clone().unwrap_or_default(),
+            snapshot.spec.cluster_ref.name.clone(),
+        );
+        let seconds = done.as_second();
+        latest
+            .entry(key)
+            .and_modify(|t: &mut i64| *t = (*t).max(seconds))
+            .or_insert(seconds);
+    }
+    latest
+}
+
 /// The overwrite guard: only an absent object, or one this same EtcdSnapshot wrote (an
 /// attempt interrupted after the upload completed), may be written.
 pub fn may_write(existing: &Existing, own_uid: &str, uri: &str) -> Result<(), Failure> {
@@ -913,5 +946,75 @@ mod tests {
         let unverified = failed_status(&started, &mismatch, Some(&stored), later, Some(1));
         assert_eq!(unverified.verified, Some(false));
         assert!(unverified.artifact.is_some());
+    }
+
+    #[test]
+    fn the_latest_success_is_the_newest_complete_and_verified_snapshot_per_cluster() {
+        let snapshot = |ns: &str, cluster: &str, phase, verified, done: &str| {
+            let mut s = etcd_operator_api::EtcdSnapshot::new("s", Default::default());
+            s.metadata.namespace = Some(ns.into());
+            s.spec.cluster_ref.name = cluster.into();
+            s.status = Some(EtcdSnapshotStatus {
+                phase: Some(phase),
+                verified,
+                completion_time: Some(done.into()),
+                ..Default::default()
+            });
+            std::sync::Arc::new(s)
+        };
+        let all = [
+            snapshot(
+                "a",
+                "etcd",
+                SnapshotPhase::Complete,
+                Some(true),
+                "2026-01-01T00:00:00Z",
+            ),
+            snapshot(
+                "a",
+                "etcd",
+                SnapshotPhase::Complete,
+                Some(true),
+                "2026-01-02T00:00:00Z",
+            ),
+            // Newer, but failed or not verified: not a success.
+            snapshot(
+                "a",
+                "etcd",
+                SnapshotPhase::Failed,
+                None,
+                "2026-01-03T00:00:00Z",
+            ),
+            snapshot(
+                "a",
+                "etcd",
+                SnapshotPhase::Complete,
+                Some(false),
+                "2026-01-04T00:00:00Z",
+            ),
+            snapshot(
+                "b",
+                "etcd",
+                SnapshotPhase::Complete,
+                Some(true),
+                "2026-01-01T00:00:00Z",
+            ),
+            snapshot(
+                "b",
+                "other",
+                SnapshotPhase::Started,
+                None,
+                "2026-01-01T00:00:00Z",
+            ),
+        ];
+        let latest = latest_successes(&all);
+        let day = |d: &str| d.parse::<Timestamp>().unwrap().as_second();
+        assert_eq!(
+            latest,
+            std::collections::BTreeMap::from([
+                (("a".into(), "etcd".into()), day("2026-01-02T00:00:00Z")),
+                (("b".into(), "etcd".into()), day("2026-01-01T00:00:00Z")),
+            ])
+        );
     }
 }

@@ -12,6 +12,8 @@ pub mod controller;
 pub mod decide;
 pub mod digest;
 pub mod restore;
+pub mod schedule;
+pub mod schedule_controller;
 pub mod store;
 
 pub use controller::{SnapshotContext, run_snapshot_controller};

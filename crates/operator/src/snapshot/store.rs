@@ -161,6 +161,18 @@ pub async fn existing(
     }
 }
 
+/// Deletes the object at `path` (absent already counts as deleted).
+pub async fn delete(
+    store: &AmazonS3,
+    path: &Path,
+    location: &S3SnapshotLocation,
+) -> Result<(), Failure> {
+    match object_store::ObjectStoreExt::delete(store, path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(classify(&e, location)),
+    }
+}
+
 /// A multipart upload to `path` whose object will carry `uid` and `name` as metadata.
 pub async fn start_upload(
     store: &AmazonS3,
