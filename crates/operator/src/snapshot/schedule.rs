@@ -70,7 +70,7 @@ pub struct Retained {
 }
 
 /// Newest first (by time, then name).
-fn newest_first<'a>(mut snapshots: Vec<&'a SnapshotFacts>) -> Vec<&'a SnapshotFacts> {
+fn newest_first(mut snapshots: Vec<&SnapshotFacts>) -> Vec<&SnapshotFacts> {
     snapshots.sort_by(|a, b| (b.time(), &b.name).cmp(&(a.time(), &a.name)));
     snapshots
 }
