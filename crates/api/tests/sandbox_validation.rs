@@ -12,7 +12,9 @@ mod sandbox_engine;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use etcd_operator_api::{EtcdCluster, EtcdDefrag, EtcdDefragPolicy, EtcdMember, EtcdSnapshot};
+use etcd_operator_api::{
+    EtcdCluster, EtcdDefrag, EtcdDefragPolicy, EtcdMember, EtcdSnapshot, EtcdSnapshotSchedule,
+};
 use harness::{Case, Expect};
 use sandbox_engine::{Schemas, coverage};
 use serde_json::Value;
@@ -165,6 +167,7 @@ fn accepted_objects_round_trip_through_the_types() {
                 Some("EtcdSnapshot") => through::<EtcdSnapshot>(object),
                 Some("EtcdDefrag") => through::<EtcdDefrag>(object),
                 Some("EtcdDefragPolicy") => through::<EtcdDefragPolicy>(object),
+                Some("EtcdSnapshotSchedule") => through::<EtcdSnapshotSchedule>(object),
                 other => Err(format!("unknown kind {other:?}")),
             };
             if let Err(error) = written.and_then(|written| harness::round_trips(object, &written)) {
