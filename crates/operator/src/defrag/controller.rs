@@ -668,47 +668,102 @@ pub async fn reconcile_policy(
         &runs,
         now,
     );
-    for old in &decision.delete {
-        match defrags.delete(old, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(404) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if let Some(tick) = decision.stamp {
-        let run = stamped_run(&policy, tick);
-        match defrags.create(&post_params(), &run).await {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(409) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if policy.status.as_ref() != Some(&decision.status) {
+    let updated = (policy.status.as_ref() != Some(&decision.status)).then(|| {
         let mut updated = policy.clone();
         updated.status = Some(decision.status.clone());
-        match api.replace_status(&name, &post_params(), &updated).await {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(409) => {
-                return Ok(Action::requeue(Duration::from_millis(200)));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if let Some(event) = &decision.event {
-        record_event(
-            &ctx.client,
-            &policy,
-            event.warning,
-            event.reason,
-            &event.message,
+        updated
+    });
+    let stamp = decision.stamp.map(|tick| stamped_run(&policy, tick));
+    if let Some(soon) = perform_stamping(
+        &ctx.client,
+        &api,
+        Stamping {
+            policy: &policy,
+            runs: &defrags,
+            delete: &decision.delete,
+            stamp,
+            updated,
+            event: decision.event.as_ref(),
             now,
-        )
-        .await;
+        },
+    )
+    .await?
+    {
+        return Ok(soon);
     }
     Ok(decision
         .requeue
         .map(Action::requeue)
         .unwrap_or_else(Action::await_change))
+}
+
+/// What one pass of a stamping schedule (an EtcdDefragPolicy, an EtcdSnapshotSchedule)
+/// performs once its pure decision is made.
+pub(crate) struct Stamping<'a, P, R> {
+    pub policy: &'a P,
+    /// Where its runs live.
+    pub runs: &'a Api<R>,
+    /// Runs to delete (gone already is fine).
+    pub delete: &'a [String],
+    /// The run to create (there already is fine: a tick is stamped once).
+    pub stamp: Option<R>,
+    /// The policy with its new status, when the status changed.
+    pub updated: Option<P>,
+    pub event: Option<&'a policy::PolicyEvent>,
+    pub now: Timestamp,
+}
+
+/// Deletes, creates, replaces the status, records the Event, in that order. `Some` is a
+/// prompt retry: the status write met a newer version of the policy.
+pub(crate) async fn perform_stamping<P, R>(
+    client: &Client,
+    api: &Api<P>,
+    stamping: Stamping<'_, P, R>,
+) -> Result<Option<Action>, kube::Error>
+where
+    P: Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    R: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for old in stamping.delete {
+        match stamping.runs.delete(old, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(e) if status_code(&e) == Some(404) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(run) = &stamping.stamp {
+        match stamping.runs.create(&post_params(), run).await {
+            Ok(_) => {}
+            Err(e) if status_code(&e) == Some(409) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(updated) = &stamping.updated {
+        let name = updated.meta().name.clone().unwrap_or_default();
+        match api.replace_status(&name, &post_params(), updated).await {
+            Ok(_) => {}
+            Err(e) if status_code(&e) == Some(409) => {
+                return Ok(Some(Action::requeue(Duration::from_millis(200))));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(event) = stamping.event {
+        record_event(
+            client,
+            stamping.policy,
+            event.warning,
+            event.reason,
+            &event.message,
+            stamping.now,
+        )
+        .await;
+    }
+    Ok(None)
 }
 
 /// The EtcdDefrag a policy stamps for `tick`: owned by the policy (deleted with it), labelled

@@ -12,7 +12,7 @@ use etcd_operator_api::defrag_policy::{
     ConcurrencyPolicy, EtcdDefragPolicySpec, EtcdDefragPolicyStatus,
 };
 use k8s_openapi::api::core::v1::LocalObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 
@@ -203,22 +203,13 @@ pub fn decide(policy: PolicyFacts<'_>, runs: &[RunFacts], now: Timestamp) -> Pol
         },
         &mut active,
     );
-    let changed = set_condition(
-        &mut decision.status,
-        pass.condition.ok,
-        pass.condition.reason,
-        &pass.condition.message,
+    let status = &mut decision.status;
+    (decision.stamp, decision.event, decision.requeue) = pass.apply(
+        &mut status.conditions,
+        &mut status.last_schedule_time,
         generation,
         now,
     );
-    if let Some(tick) = pass.last_schedule_time {
-        decision.status.last_schedule_time = Some(Time(tick));
-    }
-    decision.event = pass
-        .event
-        .filter(|e| changed || e.reason != "InvalidSchedule");
-    decision.stamp = pass.stamp;
-    decision.requeue = pass.requeue;
     decision.status.active = refs(&active);
     decision
 }
@@ -259,6 +250,36 @@ pub struct SchedulePass {
     /// An `InvalidSchedule` Event is meant for when the condition changes only.
     pub event: Option<PolicyEvent>,
     pub requeue: Option<Duration>,
+}
+
+impl SchedulePass {
+    /// Sets a schedule's condition and `lastScheduleTime` from this pass; returns the tick to
+    /// stamp, the Event to record (an `InvalidSchedule` one only when the condition changed)
+    /// and the requeue.
+    pub fn apply(
+        self,
+        conditions: &mut Option<Vec<Condition>>,
+        last_schedule_time: &mut Option<Time>,
+        generation: Option<i64>,
+        now: Timestamp,
+    ) -> (Option<Timestamp>, Option<PolicyEvent>, Option<Duration>) {
+        let changed = super::decide::upsert_condition(
+            conditions.get_or_insert_with(Vec::new),
+            CONDITION,
+            self.condition.ok,
+            self.condition.reason,
+            &self.condition.message,
+            generation,
+            now,
+        );
+        if let Some(tick) = self.last_schedule_time {
+            *last_schedule_time = Some(Time(tick));
+        }
+        let event = self
+            .event
+            .filter(|e| changed || e.reason != "InvalidSchedule");
+        (self.stamp, event, self.requeue)
+    }
 }
 
 /// The tick due at `input.now` and what to do about it: stamp, skip (past the starting
@@ -380,23 +401,4 @@ fn history_beyond(runs: &[RunFacts], limit: Option<i32>) -> Vec<String> {
     });
     let excess = finished.len().saturating_sub(limit.max(0) as usize);
     finished[..excess].iter().map(|r| r.name.clone()).collect()
-}
-
-fn set_condition(
-    status: &mut EtcdDefragPolicyStatus,
-    ok: bool,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-    now: Timestamp,
-) -> bool {
-    super::decide::upsert_condition(
-        status.conditions.get_or_insert_with(Vec::new),
-        CONDITION,
-        ok,
-        reason,
-        message,
-        generation,
-        now,
-    )
 }

@@ -16,11 +16,11 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::defrag::policy::{PolicyEvent, ScheduleInput, schedule_pass};
 
+/// The condition of a schedule: the one an EtcdDefragPolicy has (`Active`).
+pub use crate::defrag::policy::CONDITION;
+
 /// The label on every EtcdSnapshot a schedule stamps: the schedule's name.
 pub const SCHEDULE_LABEL: &str = "etcd-operator.cozystack.io/snapshot-schedule";
-
-/// The condition of a schedule: True `Scheduled`, False `Suspended` or `InvalidSchedule`.
-pub const CONDITION: &str = "Active";
 
 /// Complete snapshots kept when `retention` is unset (or sets no rule).
 pub const DEFAULT_KEEP_LAST: i32 = 7;
@@ -244,18 +244,12 @@ pub fn decide(
         },
         &mut active,
     );
-    let changed = crate::defrag::decide::upsert_condition(
-        status.conditions.get_or_insert_with(Vec::new),
-        CONDITION,
-        pass.condition.ok,
-        pass.condition.reason,
-        &pass.condition.message,
+    let (stamp, event, requeue) = pass.apply(
+        &mut status.conditions,
+        &mut status.last_schedule_time,
         schedule.generation,
         now,
     );
-    if let Some(tick) = pass.last_schedule_time {
-        status.last_schedule_time = Some(Time(tick));
-    }
     status.active = (!active.is_empty()).then(|| {
         active
             .iter()
@@ -264,12 +258,10 @@ pub fn decide(
     });
     ScheduleDecision {
         status,
-        stamp: pass.stamp,
+        stamp,
         delete: retained.delete,
-        event: pass
-            .event
-            .filter(|e| changed || e.reason != "InvalidSchedule"),
-        requeue: pass.requeue,
+        event,
+        requeue,
     }
 }
 

@@ -12,7 +12,7 @@ use etcd_operator_api::{EtcdSnapshot, EtcdSnapshotSchedule, EtcdSnapshotSpec};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::ListParams;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -20,8 +20,7 @@ use kube::{Api, Client, ResourceExt};
 use tracing::{debug, warn};
 
 use super::schedule::{self, SCHEDULE_LABEL, ScheduleFacts, SnapshotFacts};
-use crate::act::{post_params, status_code};
-use crate::defrag::controller::record_event;
+use crate::defrag::controller::{Stamping, perform_stamping, record_event};
 use crate::defrag::policy::run_name;
 use crate::observe::Scope;
 
@@ -106,44 +105,28 @@ async fn reconcile_schedule(
         &facts,
         now,
     );
-    for old in &decision.delete {
-        match snapshots.delete(old, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(404) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    if let Some(tick) = decision.stamp {
-        match snapshots
-            .create(&post_params(), &stamped_snapshot(&found, tick))
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(409) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    if found.status.as_ref() != Some(&decision.status) {
+    let updated = (found.status.as_ref() != Some(&decision.status)).then(|| {
         let mut updated = found.clone();
         updated.status = Some(decision.status.clone());
-        match api.replace_status(&name, &post_params(), &updated).await {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(409) => {
-                return Ok(Action::requeue(Duration::from_millis(200)));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    if let Some(event) = &decision.event {
-        record_event(
-            &client,
-            &found,
-            event.warning,
-            event.reason,
-            &event.message,
+        updated
+    });
+    let stamp = decision.stamp.map(|tick| stamped_snapshot(&found, tick));
+    if let Some(soon) = perform_stamping(
+        &client,
+        &api,
+        Stamping {
+            policy: &found,
+            runs: &snapshots,
+            delete: &decision.delete,
+            stamp,
+            updated,
+            event: decision.event.as_ref(),
             now,
-        )
-        .await;
+        },
+    )
+    .await?
+    {
+        return Ok(soon);
     }
     if !decision.delete.is_empty() {
         record_event(
