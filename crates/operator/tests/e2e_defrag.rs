@@ -29,7 +29,7 @@ use etcd_operator_api::{EtcdDefrag, EtcdDefragPolicy};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use support::cluster::{Cluster, ETCDCTL, client_endpoint, start_cluster};
+use support::cluster::{Cluster, client_endpoint, start_cluster};
 use support::{cluster_yaml, condition, create_namespace, eventually, get_cluster, kubectl};
 
 const NS: &str = "defrag";
@@ -40,23 +40,9 @@ const RUN: Duration = Duration::from_secs(90);
 /// about 9 MiB of the backend becomes free pages.
 fn fill_and_compact(cluster: &Cluster, name: &str) {
     let endpoint = client_endpoint(NS, name);
-    let script = format!(
-        "V=$(head -c 65536 /dev/zero | tr '\\0' x); for i in $(seq 1 150); do {ETCDCTL} --endpoints={endpoint} put k$((i % 5)) \"$V\" >/dev/null || exit 1; done"
-    );
-    let output = tokio::task::block_in_place(|| {
-        cluster
-            .network
-            .command("/bin/sh")
-            .expect("the cluster network")
-            .args(["-c", &script])
-            .output()
-            .expect("running the fill script")
-    });
-    assert!(
-        output.status.success(),
-        "filling {name}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    if let Err(e) = cluster.put_64k_values(&endpoint, "k$((i % 5))", 150, false) {
+        panic!("filling {name}: {e}");
+    }
     let out =
         tokio::task::block_in_place(|| cluster.etcdctl(&endpoint, &["get", "k0", "-w", "json"]))
             .expect("reading the revision");
@@ -213,21 +199,7 @@ async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
 /// A one-member cluster `tls` in `defrag-tls`: operator-issued certificates on both listeners
 /// (mutual TLS) and authentication with the root password of the Secret `tls-root`.
 fn start_tls_auth_cluster(cluster: &Cluster) {
-    let (ok, _, stderr) = kubectl(
-        cluster,
-        &[
-            "-n",
-            TLS_NS,
-            "create",
-            "secret",
-            "generic",
-            "tls-root",
-            "--type=kubernetes.io/basic-auth",
-            "--from-literal=username=root",
-            "--from-literal=password=defrag-test-password",
-        ],
-    );
-    assert!(ok, "creating the root Secret: {stderr}");
+    support::create_root_secret(cluster, TLS_NS, "tls-root", "defrag-test-password");
     cluster.apply(&format!(
         "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: tls\n  namespace: {TLS_NS}\nspec:\n  replicas: 1\n  version: \"3.5.1\"\n  tls:\n    client:\n      operatorIssued: {{}}\n    peer:\n      operatorIssued: {{}}\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: tls-root\n"
     ));
@@ -481,22 +453,9 @@ async fn nospace_disarmed(cluster: &Cluster) {
     cluster.wait_converged(NS, "nospace", 1, CONVERGE).await;
     let endpoint = client_endpoint(NS, "nospace");
     // Until etcd refuses: 64 KiB values over five keys, at most 400 of them (25 MiB).
-    let script = format!(
-        "V=$(head -c 65536 /dev/zero | tr '\\0' x); for i in $(seq 1 400); do {ETCDCTL} --endpoints={endpoint} put k$((i % 5)) \"$V\" >/dev/null 2>&1 || exit 0; done; exit 1"
-    );
-    let output = tokio::task::block_in_place(|| {
-        cluster
-            .network
-            .command("/bin/sh")
-            .expect("the cluster network")
-            .args(["-c", &script])
-            .output()
-            .expect("running the fill script")
-    });
-    assert!(
-        output.status.success(),
-        "etcd never refused a write over its 8 MiB quota"
-    );
+    if let Err(e) = cluster.put_64k_values(&endpoint, "k$((i % 5))", 400, true) {
+        panic!("nospace: {e} (its quota is 8 MiB)");
+    }
     let etcdctl = |args: &[&str]| tokio::task::block_in_place(|| cluster.etcdctl(&endpoint, args));
     let alarms = etcdctl(&["alarm", "list"]).expect("alarm list");
     assert!(alarms.contains("NOSPACE"), "{alarms}");

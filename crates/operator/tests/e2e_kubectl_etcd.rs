@@ -179,23 +179,9 @@ async fn create(
     create_namespace(&cluster.client(), namespace).await;
     let mut tls = None;
     if secure {
-        let (ok, _, err) = tokio::task::block_in_place(|| {
-            support::kubectl(
-                cluster,
-                &[
-                    "-n",
-                    namespace,
-                    "create",
-                    "secret",
-                    "generic",
-                    "etcd-root",
-                    "--type=kubernetes.io/basic-auth",
-                    "--from-literal=username=root",
-                    &format!("--from-literal=password={ROOT_PASSWORD}"),
-                ],
-            )
+        tokio::task::block_in_place(|| {
+            support::create_root_secret(cluster, namespace, "etcd-root", ROOT_PASSWORD)
         });
-        assert!(ok, "{err}");
     }
     tokio::task::block_in_place(|| cluster.apply(&cluster_yaml(namespace, version, secure)));
     if secure {

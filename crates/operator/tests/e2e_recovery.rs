@@ -28,7 +28,7 @@ use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use support::cluster::{Cluster, ETCDCTL, client_endpoint, start_cluster};
+use support::cluster::{Cluster, client_endpoint, start_cluster};
 use support::workload::{Workload, cluster_client};
 use support::{cluster_yaml, create_namespace, eventually, get_cluster, members};
 
@@ -344,22 +344,9 @@ fn fill_until_refused(cluster: &Cluster, name: &str, live: Option<u32>) {
         None => "k$((i % 5))".to_string(),
         Some(round) => format!("live-{round}-$i"),
     };
-    let script = format!(
-        "V=$(head -c 65536 /dev/zero | tr '\\0' x); for i in $(seq 1 400); do {ETCDCTL} --endpoints={endpoint} put {key} \"$V\" >/dev/null 2>&1 || exit 0; done; exit 1"
-    );
-    let output = tokio::task::block_in_place(|| {
-        cluster
-            .network
-            .command("/bin/sh")
-            .expect("the cluster network")
-            .args(["-c", &script])
-            .output()
-            .expect("running the fill script")
-    });
-    assert!(
-        output.status.success(),
-        "{name}: etcd never refused a write over its 8 MiB quota"
-    );
+    if let Err(e) = cluster.put_64k_values(&endpoint, &key, 400, true) {
+        panic!("{name}: {e} (its quota is 8 MiB)");
+    }
 }
 
 /// The three members' own client URLs. Not the client Service: a member's readiness is etcd's

@@ -774,20 +774,9 @@ async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         kubectl_ok(&cluster, &refs);
     }
-    kubectl_ok(
-        &cluster,
-        &[
-            "-n",
-            namespace,
-            "create",
-            "secret",
-            "generic",
-            "etcd-root",
-            "--type=kubernetes.io/basic-auth",
-            "--from-literal=username=root",
-            "--from-literal=password=snapshot-root-password",
-        ],
-    );
+    blocking(|| {
+        support::create_root_secret(&cluster, namespace, "etcd-root", "snapshot-root-password")
+    });
     let extra = "  tls:\n    client:\n      serverSecretRef:\n        name: etcd-server\n      operatorClientSecretRef:\n        name: etcd-operator-client\n    peer:\n      secretRef:\n        name: etcd-peer\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n";
     apply(
         &cluster,

@@ -20,7 +20,8 @@ use support::certs::{make_ca, make_leaf, member_sans, secret_data, tls_files, ve
 use support::cluster::{Cluster, ETCDCTL};
 use support::healing::{OperatorDeployment, start_healing_cluster_with_cert_manager};
 use support::{
-    condition, create_namespace, eventually, get_cluster, kubectl, members, progressing,
+    condition, create_namespace, create_root_secret, eventually, get_cluster, kubectl,
+    kubectl_retrying_blocking, members, progressing,
 };
 
 const LIMIT: Duration = Duration::from_secs(240);
@@ -57,22 +58,6 @@ fn delete_secret(cluster: &Cluster, namespace: &str, name: &str) {
 fn kubectl_retrying(cluster: &Cluster, args: &[&str]) {
     // Blocking: hand this worker's other tasks (the in-process API server's among them) over.
     tokio::task::block_in_place(|| kubectl_retrying_blocking(cluster, args))
-}
-
-fn kubectl_retrying_blocking(cluster: &Cluster, args: &[&str]) {
-    let mut last = String::new();
-    for _ in 0..3 {
-        let (ok, _, stderr) = kubectl(cluster, args);
-        if ok {
-            return;
-        }
-        if stderr.contains("AlreadyExists") || stderr.contains("already exists") {
-            return;
-        }
-        last = stderr;
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    panic!("kubectl {args:?}: {last}");
 }
 
 /// etcdctl with TLS material from `dir` (`None` for a plaintext or anonymous attempt).
@@ -403,25 +388,9 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
         user: None,
     };
     create_good_secrets(&cluster, namespace, tls.dir.path());
-    let password = tls.dir.path().join("password");
-    std::fs::write(&password, ROOT_PASSWORD).unwrap();
-    let (ok, _, stderr) = tokio::task::block_in_place(|| {
-        kubectl(
-            &cluster,
-            &[
-                "-n",
-                namespace,
-                "create",
-                "secret",
-                "generic",
-                "etcd-root",
-                "--type=kubernetes.io/basic-auth",
-                "--from-literal=username=root",
-                &format!("--from-file=password={}", password.display()),
-            ],
-        )
+    tokio::task::block_in_place(|| {
+        create_root_secret(&cluster, namespace, "etcd-root", ROOT_PASSWORD)
     });
-    assert!(ok, "{stderr}");
     tokio::task::block_in_place(|| cluster.apply(&auth_cluster_yaml(namespace, 3, version)));
     tls.wait_converged(3).await;
     let c = get_cluster(&cluster.client(), namespace, "etcd").await;
@@ -941,22 +910,9 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
     create_namespace(&cluster.client(), namespace).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let password = d.join("password");
-    std::fs::write(&password, ROOT_PASSWORD).unwrap();
-    kubectl_retrying(
-        &cluster,
-        &[
-            "-n",
-            namespace,
-            "create",
-            "secret",
-            "generic",
-            "etcd-root",
-            "--type=kubernetes.io/basic-auth",
-            "--from-literal=username=root",
-            &format!("--from-file=password={}", password.display()),
-        ],
-    );
+    tokio::task::block_in_place(|| {
+        create_root_secret(&cluster, namespace, "etcd-root", ROOT_PASSWORD)
+    });
     tokio::task::block_in_place(|| cluster.apply(&issued_cluster_yaml(namespace, 3, version)));
     let ca = {
         let mut found = None;
@@ -1349,20 +1305,7 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
     // With authentication too: the operator's client certificate names no etcd user, so every
     // call of the test's etcdctl and workload carries root's password.
     tokio::task::block_in_place(|| {
-        kubectl_retrying_blocking(
-            &cluster,
-            &[
-                "-n",
-                namespace,
-                "create",
-                "secret",
-                "generic",
-                "etcd-root",
-                "--type=kubernetes.io/basic-auth",
-                "--from-literal=username=root",
-                &format!("--from-literal=password={ROOT_PASSWORD}"),
-            ],
-        );
+        create_root_secret(&cluster, namespace, "etcd-root", ROOT_PASSWORD);
         cluster.apply(
             &(cert_manager_cluster_yaml(namespace, 3)
                 + "  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n"),

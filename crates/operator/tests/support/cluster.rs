@@ -255,6 +255,44 @@ impl Cluster {
             Err(String::from_utf8_lossy(&output.stderr).into_owned())
         }
     }
+
+    /// Puts up to `count` values of 64 KiB at `endpoints` from inside the cluster network, one
+    /// etcdctl per put (blocking). `key` is a shell word in which `$i` is the put's number
+    /// (`k$((i % 5))` overwrites five keys). With `until_refused`, the first refused put ends it
+    /// well and `Err` means etcd took all `count`; without, every put must succeed.
+    pub fn put_64k_values(
+        &self,
+        endpoints: &str,
+        key: &str,
+        count: u32,
+        until_refused: bool,
+    ) -> Result<(), String> {
+        let (on_refusal, at_end) = if until_refused {
+            ("exit 0", "exit 1")
+        } else {
+            ("exit 1", "exit 0")
+        };
+        let script = format!(
+            "V=$(head -c 65536 /dev/zero | tr '\\0' x); for i in $(seq 1 {count}); do {ETCDCTL} --endpoints={endpoints} put {key} \"$V\" >/dev/null || {on_refusal}; done; {at_end}"
+        );
+        let output = tokio::task::block_in_place(|| {
+            self.network
+                .command("/bin/sh")
+                .map_err(|e| e.to_string())?
+                .args(["-c", &script])
+                .output()
+                .map_err(|e| format!("running the fill script: {e}"))
+        })?;
+        if output.status.success() {
+            Ok(())
+        } else if until_refused {
+            Err(format!(
+                "etcd took all {count} values of 64 KiB without refusing one"
+            ))
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
 }
 
 pub fn pod_ready(pod: &Pod) -> bool {

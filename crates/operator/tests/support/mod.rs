@@ -152,6 +152,40 @@ pub fn kubectl(sandbox: &TestSandbox, args: &[&str]) -> (bool, String, String) {
     kubectl_with_stdin(sandbox, args, None)
 }
 
+/// kubectl that must succeed, tried three times a second apart (a create that finds its
+/// object already there counts as done); blocking.
+pub fn kubectl_retrying_blocking(sandbox: &TestSandbox, args: &[&str]) {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let (ok, _, stderr) = kubectl(sandbox, args);
+        if ok || stderr.contains("AlreadyExists") || stderr.contains("already exists") {
+            return;
+        }
+        last = stderr;
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    panic!("kubectl {args:?}: {last}");
+}
+
+/// The Secret of a cluster's root credentials (`auth.rootCredentialsSecretRef`): a
+/// `kubernetes.io/basic-auth` Secret `name` with user `root` and `password`. Blocking.
+pub fn create_root_secret(sandbox: &TestSandbox, namespace: &str, name: &str, password: &str) {
+    kubectl_retrying_blocking(
+        sandbox,
+        &[
+            "-n",
+            namespace,
+            "create",
+            "secret",
+            "generic",
+            name,
+            "--type=kubernetes.io/basic-auth",
+            "--from-literal=username=root",
+            &format!("--from-literal=password={password}"),
+        ],
+    );
+}
+
 /// kubectl with `stdin` piped (for `apply -f -`).
 pub fn kubectl_with_stdin(
     sandbox: &TestSandbox,
