@@ -50,8 +50,26 @@ fn create_secret(
     kubectl_retrying(cluster, &refs);
 }
 
-fn delete_secret(cluster: &Cluster, namespace: &str, name: &str) {
-    kubectl_retrying(cluster, &["-n", namespace, "delete", "secret", name]);
+/// Deletes the Secret `name` if it is there, then creates it anew.
+fn replace_secret(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    kind: &str,
+    files: &[(&str, PathBuf)],
+) {
+    kubectl_retrying(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "delete",
+            "secret",
+            name,
+            "--ignore-not-found",
+        ],
+    );
+    create_secret(cluster, namespace, name, kind, files);
 }
 
 /// kubectl, tried again on a transport error (a loaded 2-core machine can stall a handshake).
@@ -1616,81 +1634,56 @@ async fn bad_secrets(cluster: Arc<Cluster>) {
     };
     expect("Secret etcd-server (client-API server certificate) not found".into()).await;
 
-    create_secret(
-        &cluster,
-        namespace,
-        "etcd-server",
-        "Opaque",
-        &tls_files(d, "server", "ca"),
-    );
-    expect("Secret etcd-server (client-API server certificate) has type Opaque".into()).await;
-    delete_secret(&cluster, namespace, "etcd-server");
-
+    // Each step (re)places the Secrets it names, then the status must say its sentence.
+    let tls_type = "kubernetes.io/tls";
     let mismatched = vec![
         ("tls.crt", d.join("server.crt")),
         ("tls.key", d.join("peer.key")),
         ("ca.crt", d.join("ca.crt")),
     ];
-    create_secret(
-        &cluster,
-        namespace,
-        "etcd-server",
-        "kubernetes.io/tls",
-        &mismatched,
-    );
-    expect("tls.key does not belong to the certificate in tls.crt".into()).await;
-    delete_secret(&cluster, namespace, "etcd-server");
-
-    create_secret(
-        &cluster,
-        namespace,
-        "etcd-server",
-        "kubernetes.io/tls",
-        &tls_files(d, "server", "other-ca"),
-    );
-    expect("not signed by the CA".into()).await;
-    delete_secret(&cluster, namespace, "etcd-server");
-
-    create_secret(
-        &cluster,
-        namespace,
-        "etcd-server",
-        "kubernetes.io/tls",
-        &tls_files(d, "narrow", "ca"),
-    );
-    create_secret(
-        &cluster,
-        namespace,
-        "etcd-peer",
-        "kubernetes.io/tls",
-        &tls_files(d, "peer", "ca"),
-    );
-    create_secret(
-        &cluster,
-        namespace,
-        "etcd-operator-client",
-        "kubernetes.io/tls",
-        &tls_files(d, "stranger", "ca"),
-    );
-    expect("is not valid for etcd-0.etcd.tls-bad.svc (its names: etcd-9.etcd.tls-bad.svc)".into())
-        .await;
-    // With the server's CA usable, the operator's certificate is checked against it.
-    delete_secret(&cluster, namespace, "etcd-server");
-    create_secret(
-        &cluster,
-        namespace,
-        "etcd-server",
-        "kubernetes.io/tls",
-        &tls_files(d, "server", "ca"),
-    );
-    expect("Secret etcd-operator-client (operator client certificate): the certificate is not signed by the CA".into()).await;
-
-    delete_secret(&cluster, namespace, "etcd-operator-client");
-    create_secret(
+    type Secrets = Vec<(&'static str, &'static str, Vec<(&'static str, PathBuf)>)>;
+    let steps: Vec<(Secrets, &str)> = vec![
+        (
+            vec![("etcd-server", "Opaque", tls_files(d, "server", "ca"))],
+            "Secret etcd-server (client-API server certificate) has type Opaque",
+        ),
+        (
+            vec![("etcd-server", tls_type, mismatched)],
+            "tls.key does not belong to the certificate in tls.crt",
+        ),
+        (
+            vec![("etcd-server", tls_type, tls_files(d, "server", "other-ca"))],
+            "not signed by the CA",
+        ),
+        (
+            vec![
+                ("etcd-server", tls_type, tls_files(d, "narrow", "ca")),
+                ("etcd-peer", tls_type, tls_files(d, "peer", "ca")),
+                (
+                    "etcd-operator-client",
+                    tls_type,
+                    tls_files(d, "stranger", "ca"),
+                ),
+            ],
+            "is not valid for etcd-0.etcd.tls-bad.svc (its names: etcd-9.etcd.tls-bad.svc)",
+        ),
+        // With the server's CA usable, the operator's certificate is checked against it.
+        (
+            vec![("etcd-server", tls_type, tls_files(d, "server", "ca"))],
+            "Secret etcd-operator-client (operator client certificate): the certificate is not signed by the CA",
+        ),
+    ];
+    for (secrets, needle) in steps {
+        for (name, kind, files) in &secrets {
+            replace_secret(&cluster, namespace, name, kind, files);
+        }
+        expect(needle.into()).await;
+    }
+    replace_secret(
         &cluster,
         namespace,
         "etcd-operator-client",
-        "kubernetes.io/tls",
+        tls_type,
         &tls_files(d, "client", "ca"),
     );
     let tls = TlsCluster {
