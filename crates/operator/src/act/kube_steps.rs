@@ -94,6 +94,25 @@ pub async fn perform(
                 .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
                 .await
         }
+        Step::SetMemberStorage { member, size } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"storage": {"size": size}},
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
+        Step::ResizePvc { pvc, size, .. } => {
+            let patch = json!({"spec": {"resources": {"requests": {"storage": size}}}});
+            writer
+                .merge_patch::<PersistentVolumeClaim>(ObjectKind::Pvc, pvc, &patch)
+                .await
+        }
         Step::SetMemberMetadata { member, metadata } => {
             let current =
                 observed_member(observed, member).ok_or_else(|| ActError::NotObserved {

@@ -43,8 +43,8 @@ pub(crate) fn outdated_members(ctx: &PassFacts<'_>) -> usize {
 }
 pub use context::Health;
 pub use observed::{
-    CertificateFacts, IssuedFacts, IssuedMember, IssuedState, Observed, ObservedMember, Password,
-    PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
+    CertificateFacts, ClassExpansion, IssuedFacts, IssuedMember, IssuedState, Observed,
+    ObservedMember, Password, PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
 };
 pub use rules::caught_up;
 pub use rules::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};
