@@ -10,7 +10,8 @@
 //!    stops after one member, the others keep serving, and going back to 3.5.1 heals it;
 //! 4. a config rollout on the PVC cluster (quota and auto-compaction options): every Pod
 //!    restarted once with the new flags, the leader last, same member IDs;
-//! 5. an `additionalMetadata` change patched onto the running Pods, none restarted;
+//! 5. an `additionalMetadata` change patched onto the running Pods, and a key taken out of it
+//!    removed from them, none restarted;
 //! 6. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement);
 //! 7. 5 PVC-backed members 3.4.23 → 3.5.1, the leader last;
 //! 8. storage growth: refused on the 5-member cluster, whose StorageClass does not allow
@@ -528,6 +529,51 @@ async fn e2e_rolling_upgrades() {
         pods(&cluster, "upg").await,
         before,
         "no Pod restarted for metadata"
+    );
+    // A key taken out of additionalMetadata goes from the running Pods too, no restart.
+    let (ok, _, stderr) = kubectl(
+        &cluster,
+        &[
+            "-n",
+            "upg",
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"additionalMetadata":{"annotations":{"owner":null}}}}"#,
+        ],
+    );
+    assert!(ok, "kubectl patch additionalMetadata: {stderr}");
+    eventually("the owner annotation to leave the Pods", LIMIT, || async {
+        let list = pod_api
+            .list(&ListParams::default().labels("team=storage"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let annotated = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("owner"))
+            })
+            .count();
+        if list.items.len() == 3 && annotated == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{annotated} of {} Pods still carry owner",
+                list.items.len()
+            ))
+        }
+    })
+    .await;
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+    assert_eq!(
+        pods(&cluster, "upg").await,
+        before,
+        "no Pod restarted for a removed key"
     );
 
     // 6. Memory-backed 3.4.23 → 3.5.1.

@@ -86,12 +86,15 @@ pub enum Step {
         member: String,
         metadata: Option<etcd_operator_api::shared::AdditionalMetadata>,
     },
-    /// Add or update these labels and annotations on the member's running Pod, in place.
+    /// Add or update these labels and annotations on the member's running Pod, in place, and
+    /// remove the `remove_*` keys (taken out of `additionalMetadata`).
     PatchPodMetadata {
         member: String,
         pod: String,
         labels: std::collections::BTreeMap<String, String>,
         annotations: std::collections::BTreeMap<String, String>,
+        remove_labels: Vec<String>,
+        remove_annotations: Vec<String>,
     },
     /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
     /// are gone.
@@ -487,13 +490,25 @@ impl Step {
                 pod,
                 labels,
                 annotations,
+                remove_labels,
+                remove_annotations,
                 ..
-            } => format!(
-                "Pod {pod} gets {} in place (labels: {}; annotations: {})",
-                "spec.additionalMetadata",
-                labels.keys().cloned().collect::<Vec<_>>().join(", "),
-                annotations.keys().cloned().collect::<Vec<_>>().join(", ")
-            ),
+            } => {
+                let mut message = format!(
+                    "Pod {pod} gets {} in place (labels: {}; annotations: {})",
+                    "spec.additionalMetadata",
+                    labels.keys().cloned().collect::<Vec<_>>().join(", "),
+                    annotations.keys().cloned().collect::<Vec<_>>().join(", ")
+                );
+                if !remove_labels.is_empty() || !remove_annotations.is_empty() {
+                    message.push_str(&format!(
+                        "; removed (labels: {}; annotations: {})",
+                        remove_labels.join(", "),
+                        remove_annotations.join(", ")
+                    ));
+                }
+                message
+            }
             Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
             Step::CreatePvc(p) => {
                 format!("PVC {}", p.metadata.name.as_deref().unwrap_or_default())

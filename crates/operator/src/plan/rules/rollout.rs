@@ -612,32 +612,49 @@ pub fn target_refused(ctx: &Context<'_>) -> bool {
 }
 
 /// Behind the readiness gate, after the version and config rollouts: a changed
-/// `additionalMetadata` is recorded on each EtcdMember and patched onto its running Pod in
-/// place, never restarting it. Keys removed from `additionalMetadata` stay on running Pods.
+/// `additionalMetadata` is patched onto each member's running Pod in place, never restarting
+/// it (the target's keys added or updated, the keys the member's metadata had and the target
+/// lacks removed), then recorded on its EtcdMember. The Pod goes first because the EtcdMember's
+/// `spec.additionalMetadata` is the record of what its Pods were given: a crash between the two
+/// finds the Pod done and the member still to record.
 pub fn metadata_rollout(ctx: &Context<'_>) -> Option<Decision> {
     let target = ctx.cluster.status.as_ref()?.observed.as_ref()?;
     ctx.running().find_map(|m| {
         let spec = &m.observed.member.spec;
-        if spec.additional_metadata != target.additional_metadata {
-            return Some(Decision::act(Step::SetMemberMetadata {
+        if let Some(pod) = m.observed.pod.as_ref().filter(|p| !p.deleting) {
+            let own = etcd_operator_api::labels::member_labels(&spec.cluster_name, m.name);
+            let (labels, annotations) = crate::build::missing_metadata(
+                target.additional_metadata.as_ref(),
+                &own,
+                &pod.labels,
+                &pod.annotations,
+            );
+            let (remove_labels, remove_annotations) = crate::build::removed_metadata(
+                spec.additional_metadata.as_ref(),
+                target.additional_metadata.as_ref(),
+                &own,
+                &pod.labels,
+                &pod.annotations,
+            );
+            if !labels.is_empty()
+                || !annotations.is_empty()
+                || !remove_labels.is_empty()
+                || !remove_annotations.is_empty()
+            {
+                return Some(Decision::act(Step::PatchPodMetadata {
+                    member: m.name.to_string(),
+                    pod: pod.name.clone(),
+                    labels,
+                    annotations,
+                    remove_labels,
+                    remove_annotations,
+                }));
+            }
+        }
+        (spec.additional_metadata != target.additional_metadata).then(|| {
+            Decision::act(Step::SetMemberMetadata {
                 member: m.name.to_string(),
                 metadata: target.additional_metadata.clone(),
-            }));
-        }
-        let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
-        let own = etcd_operator_api::labels::member_labels(&spec.cluster_name, m.name);
-        let (labels, annotations) = crate::build::missing_metadata(
-            spec.additional_metadata.as_ref(),
-            &own,
-            &pod.labels,
-            &pod.annotations,
-        );
-        (!labels.is_empty() || !annotations.is_empty()).then(|| {
-            Decision::act(Step::PatchPodMetadata {
-                member: m.name.to_string(),
-                pod: pod.name.clone(),
-                labels,
-                annotations,
             })
         })
     })

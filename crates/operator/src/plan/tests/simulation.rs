@@ -245,9 +245,17 @@ impl Sim {
                 member,
                 labels,
                 annotations,
+                remove_labels,
+                remove_annotations,
                 ..
             } => {
                 let pod = fx.pod_mut(&member);
+                for key in remove_labels {
+                    pod.labels.remove(&key);
+                }
+                for key in remove_annotations {
+                    pod.annotations.remove(&key);
+                }
                 pod.labels.extend(labels);
                 pod.annotations.extend(annotations);
             }
@@ -909,6 +917,32 @@ fn additional_metadata_is_patched_onto_running_pods_without_a_restart() {
         assert_eq!(
             pod.annotations.get("owner").map(String::as_str),
             Some("ops")
+        );
+    }
+
+    // A key taken out (and another changed) is removed from the running Pods, still without
+    // a restart, through crashes; the operator's own labels stay.
+    let smaller = AdditionalMetadata {
+        labels: Some([("team".to_string(), "db".to_string())].into()),
+        annotations: None,
+    };
+    sim.fx.obs.cluster.spec.additional_metadata = Some(smaller.clone());
+    sim.fx
+        .status_mut()
+        .observed
+        .as_mut()
+        .unwrap()
+        .additional_metadata = Some(smaller.clone());
+    let deleted = run_upgrade(&mut sim, 100, Some(3));
+    assert!(deleted.is_empty(), "no restart: {deleted:?}");
+    for m in &sim.fx.obs.members {
+        assert_eq!(m.member.spec.additional_metadata.as_ref(), Some(&smaller));
+        let pod = m.pod.as_ref().unwrap();
+        assert_eq!(pod.labels.get("team").map(String::as_str), Some("db"));
+        assert!(
+            !pod.annotations.contains_key("owner"),
+            "{:?}",
+            pod.annotations
         );
     }
 }
