@@ -13,6 +13,10 @@
 //! client writing the whole time (the floor's: `etcdctl put` in a loop; the operator's: the
 //! e2e workload through the `<cluster>-client` Service).
 //!
+//! A round slower than 1.3 × the floor's median prints its timeline (`tests/support/timeline.rs`:
+//! the cluster's Events, one per planner step and the kubelet's, and the member Pods' creation,
+//! start and readiness), to show where the time went.
+//!
 //! Figures: docs/benchmarks.md.
 
 #[path = "../tests/support/mod.rs"]
@@ -24,6 +28,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
 use support::cluster::{Cluster, pod_ready, start_cluster};
+use support::timeline::OperatorWatch;
 use support::workload::Workload;
 use support::{create_namespace, get_cluster, kubectl};
 
@@ -82,7 +87,7 @@ async fn all_on(cluster: &Cluster, namespace: &str, version: &str) -> bool {
 
 /// One round: a new 3.4.23 cluster, upgraded to 3.5.1 under the workload. Returns (seconds,
 /// longest unavailability in seconds).
-async fn round(cluster: &Cluster, round: usize) -> (f64, f64) {
+async fn round(cluster: &Cluster, watch: &OperatorWatch, round: usize, slow: f64) -> (f64, f64) {
     let namespace = format!("upgrade-{round}");
     create_namespace(&cluster.client(), &namespace).await;
     cluster.apply(&yaml(&namespace));
@@ -91,6 +96,7 @@ async fn round(cluster: &Cluster, round: usize) -> (f64, f64) {
     let workload = Workload::start(cluster.network.clone(), &namespace, "etcd", &namespace);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let started = Instant::now();
+    let wall = k8s_openapi::jiff::Timestamp::now();
     let (ok, _, stderr) = kubectl(
         cluster,
         &[
@@ -113,6 +119,15 @@ async fn round(cluster: &Cluster, round: usize) -> (f64, f64) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let took = started.elapsed().as_secs_f64();
+    if took > slow {
+        let until = k8s_openapi::jiff::Timestamp::now();
+        println!(
+            "{}",
+            watch
+                .timeline(&cluster.client(), &namespace, "etcd", wall, until)
+                .await
+        );
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let report = workload.stop().await;
     report.assert_no_loss();
@@ -156,9 +171,10 @@ fn main() {
 
         let cluster = start_cluster(3).await;
         cluster.deploy_operator(1).await;
+        let watch = OperatorWatch::start(&cluster.client());
         let (mut times, mut windows) = (Vec::new(), Vec::new());
         for r in 0..ROUNDS {
-            let (took, window) = round(&cluster, r).await;
+            let (took, window) = round(&cluster, &watch, r, 1.3 * floor_took).await;
             times.push(took);
             windows.push(window);
         }
