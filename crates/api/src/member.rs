@@ -56,7 +56,8 @@ pub struct EtcdMemberSpec {
     #[schemars(regex(pattern = r"^\d+\.\d+\.\d+$"))]
     pub version: String,
 
-    /// The cluster's storage at the time this member was created; fixed for the member.
+    /// The cluster's storage at the time this member was created; its size grows with the
+    /// cluster's (storage growth), its medium and class never change.
     pub storage: StorageSpec,
 
     /// The cluster's container resources at the time this member was created.

@@ -29,6 +29,8 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_pod_start_set",
     "after_member_version_set",
     "after_member_config_set",
+    "after_member_storage_set",
+    "after_pvc_resize",
     "after_alarm_disarm",
 ];
 
@@ -78,6 +80,8 @@ pub fn after_step(step: &Step) {
         Step::SetPodStart { .. } => fail::fail_point!("after_pod_start_set"),
         Step::SetMemberVersion { .. } => fail::fail_point!("after_member_version_set"),
         Step::SetMemberConfig { .. } => fail::fail_point!("after_member_config_set"),
+        Step::SetMemberStorage { .. } => fail::fail_point!("after_member_storage_set"),
+        Step::ResizePvc { .. } => fail::fail_point!("after_pvc_resize"),
         _ => {}
     }
     #[cfg(not(feature = "failpoints"))]

@@ -52,6 +52,13 @@ pub struct ClusterFigures {
     pub alarms: Option<Vec<(AlarmKind, i64)>>,
     /// Per running member (not leaving, not dormant).
     pub member_figures: Vec<MemberFigures>,
+    /// When the current target was latched (`status.progressDeadline` less
+    /// `spec.progressDeadlineSeconds`); `None` once it is reached.
+    pub target_latched_at: Option<Timestamp>,
+    /// The target is reached (every member ready on it).
+    pub target_reached: bool,
+    /// The time of the pass.
+    pub now: Timestamp,
 }
 
 /// What one pass says about one running member.
@@ -121,7 +128,22 @@ pub fn cluster_figures(observed: &Observed, plan: &Plan, now: Timestamp) -> Clus
             }
         })
         .collect();
+    let secs = i64::from(observed.cluster.spec.progress_deadline_seconds_or_default());
+    let deadline = |s: Option<&etcd_operator_api::EtcdClusterStatus>| {
+        s.and_then(|s| s.progress_deadline.as_ref()).map(|t| t.0)
+    };
+    // This pass's deadline when it set one (a new target), else the one it started from (the
+    // pass that reaches the target clears it).
+    let target_latched_at = deadline(plan.cluster_status.as_ref())
+        .or_else(|| deadline(observed.cluster.status.as_ref()))
+        .and_then(|d| {
+            d.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(secs))
+                .ok()
+        });
     ClusterFigures {
+        target_latched_at,
+        target_reached: crate::plan::target_reached(&facts),
+        now,
         namespace: meta.namespace.clone().unwrap_or_default(),
         cluster: meta.name.clone().unwrap_or_default(),
         desired: i64::from(observed.cluster.spec.replicas_or_default()),
@@ -151,6 +173,25 @@ pub fn repair_of(step: &Step) -> Option<Repair> {
         } => Some(Repair::Replace),
         _ => None,
     }
+}
+
+/// Follows a cluster's rollout across passes: a pass with members outdated records when its
+/// target was latched (`since`); the first pass after with none outdated and the target
+/// reached ends it and returns its duration in seconds. A rollout first seen by this process
+/// after an operator restart is still timed from its target's adoption (read from the status).
+pub fn rollout_done(since: &mut Option<Timestamp>, figures: &ClusterFigures) -> Option<f64> {
+    if figures.outdated > 0 {
+        if let Some(latched) = figures.target_latched_at {
+            *since = Some(latched);
+        }
+        return None;
+    }
+    if !figures.target_reached {
+        return None;
+    }
+    let started = since.take()?;
+    let took = figures.now.duration_since(started);
+    Some(took.as_secs_f64().max(0.0))
 }
 
 /// Whether etcd's leader changed: a leader is reported that differs from the last one known
@@ -218,6 +259,8 @@ struct ClusterSeries {
     leader: Option<u64>,
     /// The error kinds with a `cluster_reconcile_errors` series.
     error_kinds: Vec<String>,
+    /// A rollout seen in progress (members outdated): when its target was latched.
+    rollout_since: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -239,6 +282,7 @@ pub struct Metrics {
     members: Family<ClusterLabels, Gauge>,
     learners: Family<ClusterLabels, Gauge>,
     outdated_members: Family<ClusterLabels, Gauge>,
+    rollout_duration: Family<ClusterLabels, Histogram, fn() -> Histogram>,
     ready_members: Family<ClusterLabels, Gauge>,
     has_quorum: Family<ClusterLabels, Gauge>,
     has_leader: Family<ClusterLabels, Gauge>,
@@ -324,6 +368,14 @@ impl Metrics {
             "cluster_outdated_members",
             "Running members not yet on the target version or configuration (a rollout in progress or stopped)",
             outdated_members.clone(),
+        );
+        let rollout_duration: Family<ClusterLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(exponential_buckets(5.0, 2.0, 10)));
+        registry.register_with_unit(
+            "cluster_rollout_duration",
+            "Time from a target's adoption (status.observed) to every member running it Ready, for targets that rolled members (version, configuration, storage), observed when the rollout completes",
+            prometheus_client::registry::Unit::Seconds,
+            rollout_duration.clone(),
         );
         let ready_members = Family::<ClusterLabels, Gauge>::default();
         registry.register(
@@ -452,6 +504,7 @@ impl Metrics {
             members,
             learners,
             outdated_members,
+            rollout_duration,
             ready_members,
             has_quorum,
             has_leader,
@@ -553,11 +606,12 @@ impl Metrics {
             .iter()
             .map(|m| m.member.clone())
             .collect();
-        let (gone, changed) = {
+        let (gone, changed, rolled) = {
             let mut series = self.series.lock().expect("cluster series");
             let record = series
                 .entry((labels.namespace.clone(), labels.cluster.clone()))
                 .or_default();
+            let rolled = rollout_done(&mut record.rollout_since, figures);
             let gone: Vec<String> = record
                 .members
                 .iter()
@@ -569,8 +623,12 @@ impl Metrics {
             if figures.leader.is_some() {
                 record.leader = figures.leader;
             }
-            (gone, changed)
+            (gone, changed, rolled)
         };
+        let histogram = self.rollout_duration.get_or_create(&labels);
+        if let Some(seconds) = rolled {
+            histogram.observe(seconds);
+        }
         if changed {
             self.leader_changes.get_or_create(&labels).inc();
         }
@@ -744,6 +802,7 @@ impl Metrics {
         for family in [&self.leader_changes, &self.repairs, &self.replacements] {
             family.remove(&labels);
         }
+        self.rollout_duration.remove(&labels);
         for kind in ALARM_KINDS {
             self.alarms.remove(&alarm_labels(&labels, kind));
         }
@@ -932,6 +991,59 @@ mod tests {
             "no leader is not a change yet"
         );
         assert!(leader_changed(Some(1), Some(2)));
+    }
+
+    #[test]
+    fn a_rollout_is_timed_from_its_targets_adoption_to_every_member_on_it() {
+        let metrics = Metrics::new();
+        let mut fx = Fx::healthy(3);
+        let secs = i64::from(fx.obs.cluster.spec.progress_deadline_seconds_or_default());
+        let latched = now()
+            .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(40))
+            .unwrap();
+        let deadline = latched
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(secs))
+            .unwrap();
+        fx.status_mut().progress_deadline = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(deadline),
+        );
+        // Converged and never rolled: nothing observed.
+        metrics.observed_cluster(&figures(&fx), &fx.obs);
+        let count = "etcd_operator_cluster_rollout_duration_seconds_count{namespace=\"prod\",cluster=\"etcd\"}";
+        assert!(
+            metrics.encode().contains(&format!("{count} 0")),
+            "{}",
+            metrics.encode()
+        );
+        // A new version: members outdated.
+        fx.status_mut().observed.as_mut().unwrap().version = "3.5.2".into();
+        let f = figures(&fx);
+        assert_eq!(f.outdated, 3);
+        assert_eq!(f.target_latched_at, Some(latched));
+        metrics.observed_cluster(&f, &fx.obs);
+        assert!(metrics.encode().contains(&format!("{count} 0")));
+        // Every member on it, but one not Ready yet: not done.
+        for i in 0..3 {
+            fx.member_mut(&name(i)).spec.version = "3.5.2".into();
+        }
+        fx.answer(&name(2), Answer::Down);
+        let f = figures(&fx);
+        assert_eq!(f.outdated, 0);
+        assert!(!f.target_reached);
+        metrics.observed_cluster(&f, &fx.obs);
+        assert!(metrics.encode().contains(&format!("{count} 0")));
+        // Ready: one rollout of 40 s.
+        fx.answer(&name(2), Answer::Healthy);
+        metrics.observed_cluster(&figures(&fx), &fx.obs);
+        let text = metrics.encode();
+        assert!(text.contains(&format!("{count} 1")), "{text}");
+        assert!(
+            text.contains("etcd_operator_cluster_rollout_duration_seconds_sum{namespace=\"prod\",cluster=\"etcd\"} 40"),
+            "{text}"
+        );
+        // Later converged passes observe nothing more.
+        metrics.observed_cluster(&figures(&fx), &fx.obs);
+        assert!(metrics.encode().contains(&format!("{count} 1")));
     }
 
     fn lines_of(text: &str, cluster: &str) -> Vec<String> {

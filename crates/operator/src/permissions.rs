@@ -115,8 +115,14 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
     Permission {
         group: "",
         resource: "persistentvolumeclaims",
-        verbs: &["get", "list", "watch", "create", "delete"],
-        used_by: "observe; act creates and deletes member data volumes",
+        verbs: &["get", "list", "watch", "create", "delete", "patch"],
+        used_by: "observe; act creates and deletes member data volumes and expands them (storage growth)",
+    },
+    Permission {
+        group: "storage.k8s.io",
+        resource: "storageclasses",
+        verbs: &["get"],
+        used_by: "observe asks a PVC's StorageClass whether it allows volume expansion (only while the PVC is to grow)",
     },
     Permission {
         group: "",

@@ -10,7 +10,8 @@
 //! Scenarios: scale-out 3 → 4 and scale-in 4 → 3 (the leader being the member removed) of a
 //! PVC-backed cluster, the replacement of a memory-backed member that lost its Pod, and a
 //! rolling upgrade 3.4.23 → 3.5.1 (the member's version set, its Pod deleted and created
-//! again, the leader's leadership moved).
+//! again, the leader's leadership moved), and storage growth of the PVC-backed cluster (each
+//! member's storage size set, its PVC expanded).
 
 mod support;
 
@@ -99,6 +100,10 @@ async fn e2e_failpoint_matrix() {
     cluster.deploy_operator_with(&deployment()).await;
     let client = cluster.client();
     create_namespace(&client, "fp").await;
+    // The default StorageClass allows expansion (the storage growth scenario at the end).
+    cluster.apply(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: standard\n  annotations:\n    storageclass.kubernetes.io/is-default-class: \"true\"\nprovisioner: kube-sandbox/local\nallowVolumeExpansion: true\n",
+    );
     cluster.apply(&cluster_yaml("etcd", "fp", 3, ""));
     cluster.wait_converged("fp", "etcd", 3, LIMIT).await;
     let ids = cluster.recorded_ids("fp", "etcd").await;
@@ -217,6 +222,69 @@ async fn e2e_failpoint_matrix() {
         vec![Some("3.5.1".to_string()); 3],
         "every member on 3.5.1"
     );
+
+    // Storage growth 1Gi → 2Gi of the PVC-backed cluster: a member's spec.storage.size set,
+    // its PVC expanded (each point fires on the first member; the others follow).
+    let ids = cluster.recorded_ids("fp", "etcd").await;
+    crash_through(
+        &cluster,
+        "fp",
+        3,
+        &["after_member_storage_set", "after_pvc_resize"],
+        || async {
+            let (ok, _, stderr) = support::kubectl(
+                &cluster,
+                &[
+                    "-n",
+                    "fp",
+                    "patch",
+                    "etcdcluster/etcd",
+                    "--type=merge",
+                    "-p",
+                    r#"{"spec":{"storage":{"size":"2Gi"}}}"#,
+                ],
+            );
+            assert!(ok, "kubectl patch spec.storage.size: {stderr}");
+        },
+    )
+    .await;
+    assert_eq!(
+        cluster.recorded_ids("fp", "etcd").await,
+        ids,
+        "same members"
+    );
+    eventually("every PVC of fp at 2Gi", LIMIT, || async {
+        let claims = kube::Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+            client.clone(),
+            "fp",
+        )
+        .list(&Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+        let sizes: Vec<(Option<String>, Option<String>)> = claims
+            .items
+            .iter()
+            .map(|c| {
+                (
+                    c.spec
+                        .as_ref()
+                        .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
+                        .map(|q| q.0.clone()),
+                    c.status
+                        .as_ref()
+                        .and_then(|s| s.capacity.as_ref()?.get("storage"))
+                        .map(|q| q.0.clone()),
+                )
+            })
+            .collect();
+        let two = Some("2Gi".to_string());
+        if sizes.len() == 3 && sizes.iter().all(|(r, c)| *r == two && *c == two) {
+            Ok(())
+        } else {
+            Err(format!("{sizes:?}"))
+        }
+    })
+    .await;
     println!(
         "e2e_failpoint_matrix: {:.0} s",
         test_started.elapsed().as_secs_f64()

@@ -10,8 +10,13 @@
 //!    stops after one member, the others keep serving, and going back to 3.5.1 heals it;
 //! 4. a config rollout on the PVC cluster (quota and auto-compaction options): every Pod
 //!    restarted once with the new flags, the leader last, same member IDs;
-//! 5. an `additionalMetadata` change patched onto the running Pods, none restarted;
-//! 6. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement).
+//! 5. an `additionalMetadata` change patched onto the running Pods, and a key taken out of it
+//!    removed from them, none restarted;
+//! 6. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement);
+//! 7. 5 PVC-backed members 3.4.23 → 3.5.1, the leader last;
+//! 8. storage growth: refused on the 5-member cluster, whose StorageClass does not allow
+//!    expansion (nothing changes); the PVCs of the 3-member cluster expanded in place, one at
+//!    a time, no Pod restarted; the memory-backed members replaced with the larger tmpfs.
 
 mod support;
 
@@ -28,9 +33,83 @@ use support::{create_namespace, eventually, get_cluster, kubectl, members};
 const LIMIT: Duration = Duration::from_secs(180);
 
 fn yaml(namespace: &str, version: &str, extra: &str) -> String {
+    yaml_n(namespace, 3, version, extra)
+}
+
+fn yaml_n(namespace: &str, replicas: usize, version: &str, extra: &str) -> String {
     format!(
-        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: 3\n  version: \"{version}\"\n{extra}"
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n{extra}"
     )
+}
+
+/// PVC name → (requested, capacity).
+async fn claims(cluster: &Cluster, namespace: &str) -> BTreeMap<String, (String, String)> {
+    Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(
+        cluster.client(),
+        namespace,
+    )
+    .list(&ListParams::default())
+    .await
+    .expect("listing PVCs")
+    .items
+    .into_iter()
+    .map(|c| {
+        let requested = c
+            .spec
+            .and_then(|s| s.resources)
+            .and_then(|r| r.requests)
+            .and_then(|r| r.get("storage").map(|q| q.0.clone()))
+            .unwrap_or_default();
+        let capacity = c
+            .status
+            .and_then(|s| s.capacity)
+            .and_then(|r| r.get("storage").map(|q| q.0.clone()))
+            .unwrap_or_default();
+        (c.metadata.name.unwrap_or_default(), (requested, capacity))
+    })
+    .collect()
+}
+
+/// Pod name → the size limit of its memory-backed data volume.
+async fn tmpfs_sizes(cluster: &Cluster, namespace: &str) -> BTreeMap<String, String> {
+    Api::<Pod>::namespaced(cluster.client(), namespace)
+        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
+        .await
+        .expect("listing Pods")
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let size = p
+                .spec
+                .and_then(|s| s.volumes)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|v| v.name == "data")
+                .and_then(|v| v.empty_dir)
+                .and_then(|e| e.size_limit)
+                .map(|q| q.0)
+                .unwrap_or_default();
+            (p.metadata.name.unwrap_or_default(), size)
+        })
+        .collect()
+}
+
+fn set_storage_size(cluster: &Cluster, namespace: &str, size: &str) {
+    let patch = format!("{{\"spec\":{{\"storage\":{{\"size\":\"{size}\"}}}}}}");
+    let (ok, _, stderr) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+    );
+    assert!(ok, "kubectl patch spec.storage.size={size}: {stderr}");
 }
 
 fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
@@ -109,6 +188,10 @@ async fn wait_progressing(cluster: &Cluster, namespace: &str, reason: &str) -> S
 
 /// Waits until every member's spec, Pod image and etcd's answer are `version`, converged.
 async fn wait_all_on(cluster: &Cluster, namespace: &str, version: &str) {
+    wait_all_n_on(cluster, namespace, 3, version).await
+}
+
+async fn wait_all_n_on(cluster: &Cluster, namespace: &str, n: usize, version: &str) {
     let client = cluster.client();
     eventually(
         &format!("{namespace}: every member on {version}"),
@@ -133,10 +216,10 @@ async fn wait_all_on(cluster: &Cluster, namespace: &str, version: &str) {
                 .into_values()
                 .map(|(_, image, _)| image)
                 .collect();
-            let done = running.len() == 3
+            let done = running.len() == n
                 && running.iter().all(|v| v.as_deref() == Some(version))
                 && specs.iter().all(|v| v == version)
-                && images.len() == 3
+                && images.len() == n
                 && images.iter().all(|i| i.ends_with(&format!(":v{version}")));
             if done {
                 Ok(())
@@ -148,7 +231,9 @@ async fn wait_all_on(cluster: &Cluster, namespace: &str, version: &str) {
         },
     )
     .await;
-    cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
+    cluster
+        .wait_converged(namespace, "etcd", n as i32, LIMIT)
+        .await;
 }
 
 /// Watches the Pods while a rollout runs: the order in which members got a new Pod.
@@ -213,12 +298,13 @@ async fn upgrade_under_load(cluster: &Cluster, namespace: &str) {
     let started = Instant::now();
     set_version(cluster, namespace, "3.5.1");
     let order = restart_order(cluster, namespace, &before, "3.5.1").await;
-    wait_all_on(cluster, namespace, "3.5.1").await;
+    wait_all_n_on(cluster, namespace, before.len(), "3.5.1").await;
     let took = started.elapsed();
     let report = workload.stop().await;
     report.assert_no_loss();
     println!(
-        "{namespace}: 3.4.23 -> 3.5.1 in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
+        "{namespace}: {} members 3.4.23 -> 3.5.1 in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
+        before.len(),
         took.as_secs_f64(),
         report.longest_unavailable.as_millis()
     );
@@ -246,7 +332,15 @@ async fn e2e_rolling_upgrades() {
     let client = cluster.client();
     create_namespace(&client, "upg").await;
     create_namespace(&client, "upm").await;
-    cluster.apply(&yaml("upg", "3.4.23", ""));
+    create_namespace(&client, "up5").await;
+    cluster.apply(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: expandable\nprovisioner: kube-sandbox/local\nallowVolumeExpansion: true\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: fixed\nprovisioner: kube-sandbox/local\n",
+    );
+    cluster.apply(&yaml(
+        "upg",
+        "3.4.23",
+        "  storage:\n    storageClassName: expandable\n",
+    ));
     cluster.apply(&yaml(
         "upm",
         "3.4.23",
@@ -436,9 +530,144 @@ async fn e2e_rolling_upgrades() {
         before,
         "no Pod restarted for metadata"
     );
+    // A key taken out of additionalMetadata goes from the running Pods too, no restart.
+    let (ok, _, stderr) = kubectl(
+        &cluster,
+        &[
+            "-n",
+            "upg",
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"additionalMetadata":{"annotations":{"owner":null}}}}"#,
+        ],
+    );
+    assert!(ok, "kubectl patch additionalMetadata: {stderr}");
+    eventually("the owner annotation to leave the Pods", LIMIT, || async {
+        let list = pod_api
+            .list(&ListParams::default().labels("team=storage"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let annotated = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("owner"))
+            })
+            .count();
+        if list.items.len() == 3 && annotated == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{annotated} of {} Pods still carry owner",
+                list.items.len()
+            ))
+        }
+    })
+    .await;
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+    assert_eq!(
+        pods(&cluster, "upg").await,
+        before,
+        "no Pod restarted for a removed key"
+    );
 
     // 6. Memory-backed 3.4.23 → 3.5.1.
     upgrade_under_load(&cluster, "upm").await;
+
+    // 7. Five PVC-backed members 3.4.23 → 3.5.1 (their StorageClass does not allow expansion).
+    cluster.apply(&yaml_n(
+        "up5",
+        5,
+        "3.4.23",
+        "  storage:\n    storageClassName: fixed\n",
+    ));
+    cluster.wait_converged("up5", "etcd", 5, LIMIT).await;
+    upgrade_under_load(&cluster, "up5").await;
+
+    // 8a. A larger size where the StorageClass does not allow expansion: refused, nothing
+    //     changes.
+    let before = pods(&cluster, "up5").await;
+    let volumes = claims(&cluster, "up5").await;
+    set_storage_size(&cluster, "up5", "2Gi");
+    let message = wait_progressing(&cluster, "up5", "StorageExpansionRefused").await;
+    println!("up5: storage.size 2Gi: {message}");
+    assert!(message.contains("StorageClass fixed"), "{message}");
+    assert!(message.contains("allowVolumeExpansion"), "{message}");
+    assert!(warning_event(&cluster, "up5", "StorageExpansionRefused"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(claims(&cluster, "up5").await, volumes, "no PVC changed");
+    assert_eq!(pods(&cluster, "up5").await, before, "no Pod restarted");
+    for m in members(&client, "up5", "etcd").await {
+        assert_eq!(
+            m.spec.storage.size_or_default().0,
+            "1Gi",
+            "member unchanged"
+        );
+    }
+
+    // 8b. PVCs expanded in place where the StorageClass allows it: no Pod restarted.
+    let ids = cluster.etcd_members("upg", "etcd").unwrap();
+    let before = pods(&cluster, "upg").await;
+    let workload = Workload::start(cluster.network.clone(), "upg", "etcd", "upg-storage");
+    let started = Instant::now();
+    set_storage_size(&cluster, "upg", "2Gi");
+    eventually("upg: every PVC at 2Gi", LIMIT, || async {
+        let volumes = claims(&cluster, "upg").await;
+        let grown = volumes
+            .values()
+            .filter(|(r, c)| r == "2Gi" && c == "2Gi")
+            .count();
+        if grown == 3 {
+            Ok(())
+        } else {
+            Err(format!("{volumes:?}"))
+        }
+    })
+    .await;
+    cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
+    let took = started.elapsed();
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "upg: PVCs 1Gi -> 2Gi in {:.1} s, longest unavailability {} ms",
+        took.as_secs_f64(),
+        report.longest_unavailable.as_millis()
+    );
+    assert_eq!(pods(&cluster, "upg").await, before, "no Pod restarted");
+    assert_eq!(cluster.etcd_members("upg", "etcd").unwrap(), ids);
+    for m in members(&client, "upg", "etcd").await {
+        assert_eq!(m.spec.storage.size_or_default().0, "2Gi");
+    }
+    let (status, reason, _) = progressing(&cluster, "upg").await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Reconciled"));
+
+    // 8c. Memory-backed: each member replaced with the larger tmpfs, the leader last.
+    let first_leader = leader(&cluster, "upm").await;
+    let before = pods(&cluster, "upm").await;
+    let workload = Workload::start(cluster.network.clone(), "upm", "etcd", "upm-storage");
+    let started = Instant::now();
+    set_storage_size(&cluster, "upm", "512Mi");
+    let order = restart_order(&cluster, "upm", &before, "512Mi").await;
+    cluster.wait_converged("upm", "etcd", 3, LIMIT).await;
+    let took = started.elapsed();
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "upm: tmpfs 256Mi -> 512Mi in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
+        took.as_secs_f64(),
+        report.longest_unavailable.as_millis()
+    );
+    assert_eq!(order.last(), Some(&first_leader), "the leader last");
+    let sizes = tmpfs_sizes(&cluster, "upm").await;
+    assert!(
+        sizes.len() == 3 && sizes.values().all(|s| s == "512Mi"),
+        "{sizes:?}"
+    );
 
     println!(
         "e2e_rolling_upgrades: {:.0} s",

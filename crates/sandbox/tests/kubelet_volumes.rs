@@ -185,3 +185,128 @@ async fn secret_and_config_map_files_follow_their_source_and_memory_volumes_have
         })
         .await;
 }
+
+/// As Kubernetes: a claim without a class gets the default StorageClass; a claim grows only
+/// when its StorageClass allows expansion (the `PersistentVolumeClaimResize` admission
+/// plugin's words otherwise), never shrinks, and a grown claim reports its new capacity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_grows_only_where_its_storage_class_allows_expansion() {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use kube::api::PostParams;
+    let cluster = kubelet_support::start().await;
+    let classes: Api<StorageClass> = Api::all(cluster.client());
+    for (name, expand, default) in [("fixed", false, true), ("expandable", true, false)] {
+        let class: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": {
+                "storageclass.kubernetes.io/is-default-class": default.to_string()}},
+            "provisioner": "kube-sandbox/local",
+            "allowVolumeExpansion": expand,
+        }))
+        .unwrap();
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(cluster.client(), "default");
+    for (name, class) in [("plain", None), ("grows", Some("expandable"))] {
+        let mut manifest = json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        });
+        if let Some(class) = class {
+            manifest["spec"]["storageClassName"] = json!(class);
+        }
+        cluster
+            .create::<PersistentVolumeClaim>("default", manifest)
+            .await;
+    }
+    let plain = claims.get("plain").await.unwrap();
+    assert_eq!(
+        plain.spec.unwrap().storage_class_name.as_deref(),
+        Some("fixed"),
+        "the default StorageClass"
+    );
+    let grow = |size: &str| json!({"spec": {"resources": {"requests": {"storage": size}}}});
+    let refused = claims
+        .patch(
+            "plain",
+            &PatchParams::default(),
+            &Patch::Merge(&grow("2Gi")),
+        )
+        .await
+        .unwrap_err();
+    match refused {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            assert!(
+                status.message.contains(
+                    "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"
+                ),
+                "{status:?}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let shrink = claims
+        .patch(
+            "grows",
+            &PatchParams::default(),
+            &Patch::Merge(&grow("512Mi")),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&shrink, kube::Error::Api(s) if s.code == 422 && s.message.contains("can not be less than previous value")),
+        "{shrink:?}"
+    );
+    claims
+        .patch(
+            "grows",
+            &PatchParams::default(),
+            &Patch::Merge(&grow("2Gi")),
+        )
+        .await
+        .expect("an expandable class lets the claim grow");
+    cluster
+        .eventually("the grown capacity", LIMIT, || async {
+            claims
+                .get("grows")
+                .await
+                .ok()
+                .and_then(|c| c.status?.capacity)
+                .is_some_and(|c| c["storage"].0 == "2Gi")
+        })
+        .await;
+    // Once the class allows it, the first claim grows too.
+    classes
+        .patch(
+            "fixed",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"allowVolumeExpansion": true})),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch(
+            "plain",
+            &PatchParams::default(),
+            &Patch::Merge(&grow("3Gi")),
+        )
+        .await
+        .expect("the class allows expansion now");
+    assert_eq!(
+        claims
+            .get("plain")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .resources
+            .unwrap()
+            .requests
+            .unwrap()["storage"]
+            .0,
+        "3Gi"
+    );
+}

@@ -94,6 +94,25 @@ pub async fn perform(
                 .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
                 .await
         }
+        Step::SetMemberStorage { member, size } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"storage": {"size": size}},
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
+        Step::ResizePvc { pvc, size, .. } => {
+            let patch = json!({"spec": {"resources": {"requests": {"storage": size}}}});
+            writer
+                .merge_patch::<PersistentVolumeClaim>(ObjectKind::Pvc, pvc, &patch)
+                .await
+        }
         Step::SetMemberMetadata { member, metadata } => {
             let current =
                 observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
@@ -166,9 +185,25 @@ pub async fn perform(
             pod,
             labels,
             annotations,
+            remove_labels,
+            remove_annotations,
             ..
         } => {
-            let patch = json!({"metadata": {"labels": labels, "annotations": annotations}});
+            // A merge patch: null removes a key.
+            let side = |set: &std::collections::BTreeMap<String, String>, remove: &[String]| {
+                let mut map = serde_json::Map::new();
+                for key in remove {
+                    map.insert(key.clone(), serde_json::Value::Null);
+                }
+                for (key, value) in set {
+                    map.insert(key.clone(), serde_json::Value::String(value.clone()));
+                }
+                serde_json::Value::Object(map)
+            };
+            let patch = json!({"metadata": {
+                "labels": side(labels, remove_labels),
+                "annotations": side(annotations, remove_annotations),
+            }});
             writer
                 .merge_patch::<Pod>(ObjectKind::Pod, pod, &patch)
                 .await

@@ -30,7 +30,9 @@ pub use restore::{
     RESTORE_WORK_DIR, parse_restore_failure, restore_failure, restore_in_progress,
     restore_init_containers,
 };
-pub use rollout::{CONFIG_DIGEST_ANNOTATION, MemberConfig, missing_metadata, replacing_patch};
+pub use rollout::{
+    CONFIG_DIGEST_ANNOTATION, MemberConfig, missing_metadata, removed_metadata, replacing_patch,
+};
 pub use service::{client_service, headless_service, service_drift};
 
 #[cfg(test)]

@@ -104,6 +104,50 @@ pub fn replacing_patch(
     })
 }
 
+/// The labels and annotations `old` (the metadata the member's Pods were given) has and `new`
+/// (the target) lacks, that the live Pod still carries, leaving out the operator's own keys:
+/// what a metadata change removes in place.
+pub fn removed_metadata(
+    old: Option<&etcd_operator_api::shared::AdditionalMetadata>,
+    new: Option<&etcd_operator_api::shared::AdditionalMetadata>,
+    own_labels: &std::collections::BTreeMap<String, String>,
+    pod_labels: &std::collections::BTreeMap<String, String>,
+    pod_annotations: &std::collections::BTreeMap<String, String>,
+) -> (Vec<String>, Vec<String>) {
+    let reserved = |k: &String| k.starts_with(super::metadata::RESERVED_PREFIX);
+    let gone = |old: Option<&std::collections::BTreeMap<String, String>>,
+                new: Option<&std::collections::BTreeMap<String, String>>,
+                on_pod: &std::collections::BTreeMap<String, String>,
+                own: bool| {
+        old.into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .filter(|k| {
+                !reserved(k)
+                    && !new.is_some_and(|n| n.contains_key(*k))
+                    && on_pod.contains_key(*k)
+                    && !(own
+                        && (own_labels.contains_key(*k) || *k == etcd_operator_api::labels::ROLE))
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    (
+        gone(
+            old.and_then(|o| o.labels.as_ref()),
+            new.and_then(|n| n.labels.as_ref()),
+            pod_labels,
+            true,
+        ),
+        gone(
+            old.and_then(|o| o.annotations.as_ref()),
+            new.and_then(|n| n.annotations.as_ref()),
+            pod_annotations,
+            false,
+        ),
+    )
+}
+
 /// The labels and annotations of `additional` that the live Pod lacks (or holds another value
 /// of), leaving out the operator's own keys: what a metadata change patches in place.
 pub fn missing_metadata(
@@ -144,6 +188,53 @@ pub fn missing_metadata(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removed_metadata_is_what_the_old_had_the_new_lacks_and_the_pod_carries() {
+        use etcd_operator_api::shared::AdditionalMetadata;
+        let map = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let old = AdditionalMetadata {
+            labels: Some(map(&[
+                ("team", "a"),
+                ("tier", "x"),
+                ("app.kubernetes.io/component", "user"),
+                ("etcd-operator.cozystack.io/role", "x"),
+            ])),
+            annotations: Some(map(&[("owner", "ops"), ("keep", "1"), ("absent", "1")])),
+        };
+        let new = AdditionalMetadata {
+            labels: Some(map(&[("team", "b")])),
+            annotations: Some(map(&[("keep", "2")])),
+        };
+        let own = map(&[("app.kubernetes.io/component", "etcd-0")]);
+        let pod_labels = map(&[
+            ("team", "a"),
+            ("tier", "x"),
+            ("app.kubernetes.io/component", "etcd-0"),
+        ]);
+        let pod_annotations = map(&[("owner", "ops"), ("keep", "1")]);
+        let (labels, annotations) =
+            removed_metadata(Some(&old), Some(&new), &own, &pod_labels, &pod_annotations);
+        // `team` stays (changed, not removed); the operator's own and reserved keys stay; a
+        // key the Pod does not carry is not asked to go.
+        assert_eq!(labels, vec!["tier".to_string()]);
+        assert_eq!(annotations, vec!["owner".to_string()]);
+        // No target at all: every old key the Pod carries goes.
+        let (labels, annotations) =
+            removed_metadata(Some(&old), None, &own, &pod_labels, &pod_annotations);
+        assert_eq!(labels, vec!["team".to_string(), "tier".to_string()]);
+        assert_eq!(annotations, vec!["keep".to_string(), "owner".to_string()]);
+        // Nothing before: nothing to remove.
+        assert_eq!(
+            removed_metadata(None, Some(&new), &own, &pod_labels, &pod_annotations),
+            (vec![], vec![])
+        );
+    }
 
     #[test]
     fn the_digest_follows_every_field_and_nothing_else() {

@@ -21,6 +21,7 @@ use etcd_operator_api::shared::StorageMedium;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
@@ -30,7 +31,9 @@ use crate::build::{
     OperatorSettings, client_service_name, headless_service_name, member_client_url, pvc_name,
 };
 use crate::etcd::{ClientTls, EtcdAccess, EtcdView, Timeouts, observe_cluster};
-use crate::plan::{CertificateFacts, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
+use crate::plan::{
+    CertificateFacts, ClassExpansion, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts,
+};
 use crate::security::{CertificateValidity, Purpose, TlsMaterial, certmanager, check_tls_secret};
 
 /// What `observe` reads with.
@@ -63,9 +66,26 @@ impl Observer {
         let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
         let name = cluster.metadata.name.clone().unwrap_or_default();
 
+        // The largest storage size asked for (spec or latched target): a PVC smaller than it
+        // is to grow, and its StorageClass is asked whether it may.
+        let wanted_storage = [
+            Some(cluster.spec.storage_or_default().size_or_default()),
+            cluster
+                .status
+                .as_ref()
+                .and_then(|s| s.observed.as_ref())
+                .map(|o| o.storage.size_or_default()),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|q| crate::defrag::decide::quantity_bytes(&q.0))
+        .max();
         let mut members: Vec<ObservedMember> = Vec::new();
         for member in self.cluster_members(&namespace, &name) {
-            members.push(self.observe_member(&namespace, member).await?);
+            members.push(
+                self.observe_member(&namespace, member, wanted_storage)
+                    .await?,
+            );
         }
 
         let headless_service = self
@@ -721,6 +741,7 @@ impl Observer {
         &self,
         namespace: &str,
         member: EtcdMember,
+        wanted_storage: Option<i64>,
     ) -> Result<ObservedMember, ObserveError> {
         let name = member.metadata.name.clone().unwrap_or_default();
         let pod = self
@@ -738,7 +759,50 @@ impl Observer {
             .await?
             .map(|p| PvcFacts::from_pvc(&p))
         };
+        let pvc = match pvc {
+            Some(mut facts) => {
+                let bytes = |q: Option<&str>| q.and_then(crate::defrag::decide::quantity_bytes);
+                let wanted = [
+                    wanted_storage,
+                    bytes(Some(&member.spec.storage.size_or_default().0)),
+                ]
+                .into_iter()
+                .flatten()
+                .max();
+                if let (Some(wanted), Some(requested)) = (wanted, bytes(facts.requested.as_deref()))
+                    && requested < wanted
+                {
+                    facts.expansion = self.class_expansion(facts.storage_class.as_deref()).await;
+                }
+                Some(facts)
+            }
+            None => None,
+        };
         Ok(ObservedMember { member, pod, pvc })
+    }
+
+    /// Whether the StorageClass `class` lets its PVCs grow (`allowVolumeExpansion`), read with
+    /// a GET (only while a PVC is to grow).
+    async fn class_expansion(&self, class: Option<&str>) -> ClassExpansion {
+        let Some(class) = class.filter(|c| !c.is_empty()) else {
+            return ClassExpansion::Refused(
+                "the PVC has no StorageClass (it was bound to a PersistentVolume made by hand), so Kubernetes cannot expand it: grow the PersistentVolume by hand, or move the data to a new cluster with larger volumes".to_string(),
+            );
+        };
+        let api: Api<StorageClass> = Api::all(self.client.clone());
+        match api.get_opt(class).await {
+            Ok(Some(sc)) if sc.allow_volume_expansion == Some(true) => ClassExpansion::Allowed,
+            Ok(Some(_)) => ClassExpansion::Refused(format!(
+                "StorageClass {class} does not allow volume expansion (allowVolumeExpansion is not true): if its provisioner can expand volumes, set allowVolumeExpansion: true on it (kubectl patch storageclass {class} -p '{{\"allowVolumeExpansion\":true}}'); otherwise move the data to a new cluster with larger volumes"
+            )),
+            Ok(None) => ClassExpansion::Refused(format!(
+                "StorageClass {class} does not exist, so the PVCs cannot be expanded: create it with allowVolumeExpansion: true if its provisioner can expand volumes"
+            )),
+            Err(e) => {
+                tracing::warn!(storage_class = class, error = %e, "reading a StorageClass failed");
+                ClassExpansion::Unknown
+            }
+        }
     }
 
     /// The object from the cache, else from a GET (absent from both: `None`).

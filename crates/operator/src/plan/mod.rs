@@ -41,10 +41,15 @@ pub(crate) use context::Context as PassFacts;
 pub(crate) fn outdated_members(ctx: &PassFacts<'_>) -> usize {
     rules::rollout::outdated_members(ctx).len()
 }
+
+/// Every member ready on the target (the rollout-duration metric).
+pub(crate) fn target_reached(ctx: &PassFacts<'_>) -> bool {
+    cluster_status::target_reached(ctx)
+}
 pub use context::Health;
 pub use observed::{
-    CertificateFacts, IssuedFacts, IssuedMember, IssuedState, Observed, ObservedMember, Password,
-    PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
+    CertificateFacts, ClassExpansion, IssuedFacts, IssuedMember, IssuedState, Observed,
+    ObservedMember, Password, PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
 };
 pub use rules::caught_up;
 pub use rules::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};

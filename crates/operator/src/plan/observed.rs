@@ -237,6 +237,9 @@ pub struct PodFacts {
     /// The Pod's labels and annotations (for `additionalMetadata` patched in place).
     pub labels: std::collections::BTreeMap<String, String>,
     pub annotations: std::collections::BTreeMap<String, String>,
+    /// The size limit of the Pod's memory-backed data volume (a tmpfs `emptyDir`), if it has
+    /// one: a memory-backed member whose Pod has a smaller one rolls to its new size.
+    pub tmpfs_size: Option<String>,
 }
 
 impl PodFacts {
@@ -315,6 +318,15 @@ impl PodFacts {
             }),
             restore_failure,
             restoring,
+            tmpfs_size: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.volumes.as_ref())
+                .and_then(|v| v.iter().find(|v| v.name == "data"))
+                .and_then(|v| v.empty_dir.as_ref())
+                .filter(|e| e.medium.as_deref() == Some("Memory"))
+                .and_then(|e| e.size_limit.as_ref())
+                .map(|q| q.0.clone()),
         }
     }
 
@@ -352,6 +364,28 @@ pub struct PvcFacts {
     pub phase: Option<String>,
     pub deleting: bool,
     pub owner_uid: Option<String>,
+    /// `spec.resources.requests.storage`.
+    pub requested: Option<String>,
+    /// `status.capacity.storage`: what the volume has (an expansion is done when it reaches
+    /// the request).
+    pub capacity: Option<String>,
+    /// `spec.storageClassName`.
+    pub storage_class: Option<String>,
+    /// Whether the PVC's StorageClass allows expansion; asked only while the PVC is smaller
+    /// than its member's (or the cluster's) storage size.
+    pub expansion: ClassExpansion,
+}
+
+/// What the StorageClass of a PVC says about growing it (`allowVolumeExpansion`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ClassExpansion {
+    /// Not asked (no growth wanted), or the StorageClass could not be read.
+    #[default]
+    Unknown,
+    /// `allowVolumeExpansion: true`.
+    Allowed,
+    /// No expansion, and why, naming the StorageClass (or its absence) and what to do.
+    Refused(String),
 }
 
 impl PvcFacts {
@@ -362,6 +396,21 @@ impl PvcFacts {
             phase: pvc.status.as_ref().and_then(|s| s.phase.clone()),
             deleting: pvc.metadata.deletion_timestamp.is_some(),
             owner_uid: controller_uid(&pvc.metadata),
+            requested: pvc
+                .spec
+                .as_ref()
+                .and_then(|s| s.resources.as_ref())
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("storage"))
+                .map(|q| q.0.clone()),
+            capacity: pvc
+                .status
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref())
+                .and_then(|c| c.get("storage"))
+                .map(|q| q.0.clone()),
+            storage_class: pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
+            expansion: ClassExpansion::Unknown,
         }
     }
 }

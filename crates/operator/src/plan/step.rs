@@ -68,17 +68,33 @@ pub enum Step {
         /// The fields that change, for the Event.
         changed: Vec<&'static str>,
     },
+    /// Set the EtcdMember's `spec.storage.size` (storage growth): a PVC-backed member's PVC is
+    /// expanded next, a memory-backed member's Pod is replaced with the larger tmpfs next.
+    SetMemberStorage {
+        member: String,
+        size: String,
+    },
+    /// Raise the PVC's `spec.resources.requests.storage` to `size` (expansion in place, where
+    /// its StorageClass allows it); the Pod is untouched.
+    ResizePvc {
+        member: String,
+        pvc: String,
+        size: String,
+    },
     /// Set the EtcdMember's `spec.additionalMetadata` to the target's (no restart).
     SetMemberMetadata {
         member: String,
         metadata: Option<etcd_operator_api::shared::AdditionalMetadata>,
     },
-    /// Add or update these labels and annotations on the member's running Pod, in place.
+    /// Add or update these labels and annotations on the member's running Pod, in place, and
+    /// remove the `remove_*` keys (taken out of `additionalMetadata`).
     PatchPodMetadata {
         member: String,
         pod: String,
         labels: std::collections::BTreeMap<String, String>,
         annotations: std::collections::BTreeMap<String, String>,
+        remove_labels: Vec<String>,
+        remove_annotations: Vec<String>,
     },
     /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
     /// are gone.
@@ -259,6 +275,8 @@ pub enum StepKind {
     SetDormant,
     SetMemberVersion,
     SetMemberConfig,
+    SetMemberStorage,
+    ResizePvc,
     SetMemberMetadata,
     PatchPodMetadata,
     RemoveFinalizer,
@@ -297,6 +315,8 @@ impl Step {
             Step::SetDormant { .. } => StepKind::SetDormant,
             Step::SetMemberVersion { .. } => StepKind::SetMemberVersion,
             Step::SetMemberConfig { .. } => StepKind::SetMemberConfig,
+            Step::SetMemberStorage { .. } => StepKind::SetMemberStorage,
+            Step::ResizePvc { .. } => StepKind::ResizePvc,
             Step::SetMemberMetadata { .. } => StepKind::SetMemberMetadata,
             Step::PatchPodMetadata { .. } => StepKind::PatchPodMetadata,
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
@@ -353,6 +373,8 @@ impl Step {
             | Step::RemoveFinalizer { member }
             | Step::SetMemberVersion { member, .. }
             | Step::SetMemberConfig { member, .. }
+            | Step::SetMemberStorage { member, .. }
+            | Step::ResizePvc { member, .. }
             | Step::SetMemberMetadata { member, .. }
             | Step::PatchPodMetadata { member, .. }
             | Step::DeletePvc { member, .. }
@@ -393,6 +415,8 @@ impl Step {
             Step::SetDormant { dormant: false, .. } => "ClusterResuming",
             Step::SetMemberVersion { .. } => "MemberVersionChanged",
             Step::SetMemberConfig { .. } => "MemberConfigChanged",
+            Step::SetMemberStorage { .. } => "MemberStorageChanged",
+            Step::ResizePvc { .. } => "VolumeExpanding",
             Step::SetMemberMetadata { .. } => "MemberMetadataChanged",
             Step::PatchPodMetadata { .. } => "PodMetadataPatched",
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
@@ -453,6 +477,12 @@ impl Step {
                 "member {member} takes the new {} (its Pod is created again on its data next)",
                 changed.join(", ")
             ),
+            Step::SetMemberStorage { member, size } => format!(
+                "member {member}'s storage grows to {size} (its PVC is expanded next, or a memory-backed member's Pod is replaced with the larger tmpfs)"
+            ),
+            Step::ResizePvc { member, pvc, size } => {
+                format!("PVC {pvc} of member {member} is expanded to {size} in place (no restart)")
+            }
             Step::SetMemberMetadata { member, .. } => {
                 format!("member {member} takes the new additionalMetadata (no restart)")
             }
@@ -460,13 +490,25 @@ impl Step {
                 pod,
                 labels,
                 annotations,
+                remove_labels,
+                remove_annotations,
                 ..
-            } => format!(
-                "Pod {pod} gets {} in place (labels: {}; annotations: {})",
-                "spec.additionalMetadata",
-                labels.keys().cloned().collect::<Vec<_>>().join(", "),
-                annotations.keys().cloned().collect::<Vec<_>>().join(", ")
-            ),
+            } => {
+                let mut message = format!(
+                    "Pod {pod} gets {} in place (labels: {}; annotations: {})",
+                    "spec.additionalMetadata",
+                    labels.keys().cloned().collect::<Vec<_>>().join(", "),
+                    annotations.keys().cloned().collect::<Vec<_>>().join(", ")
+                );
+                if !remove_labels.is_empty() || !remove_annotations.is_empty() {
+                    message.push_str(&format!(
+                        "; removed (labels: {}; annotations: {})",
+                        remove_labels.join(", "),
+                        remove_annotations.join(", ")
+                    ));
+                }
+                message
+            }
             Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
             Step::CreatePvc(p) => {
                 format!("PVC {}", p.metadata.name.as_deref().unwrap_or_default())
@@ -603,6 +645,11 @@ pub enum WaitReason {
     UpgradeRefused,
     /// A member did not come up on the new version: the rollout stopped after it.
     UpgradeFailed,
+    /// A larger `storage.size` cannot be applied: the PVCs' StorageClass does not allow
+    /// expansion (or there is none). Nothing is changed.
+    StorageExpansionRefused,
+    /// A member's PVC is being expanded; the next waits for it.
+    VolumeResizing,
     /// The cluster had formed, but its EtcdMembers are gone.
     ClusterLost,
     /// etcd answers with another cluster ID than the one latched.
@@ -638,6 +685,8 @@ impl WaitReason {
             WaitReason::UpgradeNotImplemented => "UpgradeNotImplemented",
             WaitReason::UpgradeRefused => "UpgradeRefused",
             WaitReason::UpgradeFailed => "UpgradeFailed",
+            WaitReason::StorageExpansionRefused => "StorageExpansionRefused",
+            WaitReason::VolumeResizing => "VolumeResizing",
             WaitReason::ClusterLost => "ClusterLost",
             WaitReason::ClusterIdMismatch => "ClusterIDMismatch",
             WaitReason::ForeignObject => "ForeignObject",
@@ -658,6 +707,7 @@ impl WaitReason {
                 | WaitReason::WaitingForMember
                 | WaitReason::WaitingForLearner
                 | WaitReason::RepairBackoff
+                | WaitReason::VolumeResizing
         )
     }
 }

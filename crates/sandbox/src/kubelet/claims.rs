@@ -172,9 +172,40 @@ impl ClaimController {
             }});
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
+        } else if let Some(grown) = expanded_capacity(claim) {
+            // The resize controller and the kubelet's filesystem resize: a directory has no
+            // size to change, so the new capacity is reported at once.
+            let patch = json!({"status": {
+                "capacity": {"storage": grown},
+                "allocatedResources": {"storage": grown},
+            }});
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
         }
         Ok(())
     }
+}
+
+/// The request of a Bound claim whose request exceeds its capacity (an expansion the API server
+/// admitted): the capacity it grows to.
+pub fn expanded_capacity(claim: &PersistentVolumeClaim) -> Option<String> {
+    let requested = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))?;
+    let capacity = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| c.get("storage"));
+    let bytes = |q: &str| crate::apiserver::objects::claims::quantity(q);
+    let larger = match capacity {
+        Some(c) => matches!((bytes(&requested.0), bytes(&c.0)), (Some(r), Some(c)) if r > c),
+        None => true,
+    };
+    larger.then(|| requested.0.clone())
 }
 
 #[cfg(test)]
@@ -204,5 +235,21 @@ mod tests {
             &claim,
             &[pod("db", "Succeeded"), pod("other", "Running")]
         ));
+    }
+
+    #[test]
+    fn a_claim_whose_request_exceeds_its_capacity_grows_to_it() {
+        let claim = |requested: &str, capacity: &str| -> PersistentVolumeClaim {
+            serde_json::from_value(json!({
+                "metadata": {"name": "data-0", "namespace": "db"},
+                "spec": {"resources": {"requests": {"storage": requested}}},
+                "status": {"phase": "Bound", "capacity": {"storage": capacity}},
+            }))
+            .unwrap()
+        };
+        assert_eq!(expanded_capacity(&claim("2Gi", "1Gi")), Some("2Gi".into()));
+        assert_eq!(expanded_capacity(&claim("1Gi", "1Gi")), None);
+        assert_eq!(expanded_capacity(&claim("1024Mi", "1Gi")), None);
+        assert_eq!(expanded_capacity(&claim("1Gi", "2Gi")), None);
     }
 }

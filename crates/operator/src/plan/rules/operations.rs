@@ -25,6 +25,7 @@ pub fn cluster_operations(ctx: &Context<'_>) -> Option<Decision> {
         .or_else(|| trust_rollout(ctx))
         .or_else(|| super::rollout::version_rollout(ctx))
         .or_else(|| super::rollout::metadata_rollout(ctx))
+        .or_else(|| super::rollout::storage_rollout(ctx))
 }
 
 /// The CAs a member's Secrets hold changed since its Pod was created (a CA rotation): etcd

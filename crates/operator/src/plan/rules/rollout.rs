@@ -20,7 +20,7 @@
 use crate::build::MemberConfig;
 use crate::plan::context::{Context, MemberView};
 use crate::plan::decision::{Decision, MemberEdit};
-use crate::plan::observed::PodFacts;
+use crate::plan::observed::{ClassExpansion, PodFacts};
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
@@ -164,9 +164,60 @@ fn config_outdated(m: &MemberView<'_>) -> bool {
         .is_some_and(|d| d != MemberConfig::of_member(&m.observed.member.spec).digest())
 }
 
-/// `m`'s live Pod is not what its spec says (image or config).
+/// `m`'s live Pod is not what its spec says (image, config, or a memory-backed member's
+/// tmpfs smaller than its storage size).
 fn pod_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
-    image_outdated(ctx, m) || config_outdated(m)
+    image_outdated(ctx, m) || config_outdated(m) || tmpfs_outdated(m)
+}
+
+/// `a` is a smaller quantity than `b` (both readable).
+fn smaller(a: Option<&str>, b: Option<&str>) -> bool {
+    let bytes = |q: Option<&str>| q.and_then(crate::defrag::decide::quantity_bytes);
+    matches!((bytes(a), bytes(b)), (Some(a), Some(b)) if a < b)
+}
+
+/// The target's storage size (`status.observed.storage.size`, latched).
+fn target_storage(ctx: &Context<'_>) -> Option<String> {
+    ctx.cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.observed.as_ref())
+        .map(|o| o.storage.size_or_default().0)
+}
+
+/// `m`'s storage size (its EtcdMember's `spec.storage.size`).
+fn member_storage(m: &MemberView<'_>) -> String {
+    m.observed.member.spec.storage.size_or_default().0
+}
+
+/// `m`'s spec has a smaller storage size than the target.
+fn storage_spec_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
+    smaller(Some(&member_storage(m)), target_storage(ctx).as_deref())
+}
+
+/// A memory-backed member's live Pod has a smaller tmpfs than its spec's storage size (a Pod
+/// without a readable size limit is left alone).
+fn tmpfs_outdated(m: &MemberView<'_>) -> bool {
+    m.memory
+        && m.observed
+            .pod
+            .as_ref()
+            .filter(|p| !p.deleting)
+            .is_some_and(|p| smaller(p.tmpfs_size.as_deref(), Some(&member_storage(m))))
+}
+
+/// A PVC-backed member's storage is to grow: its spec is below the target, its PVC asks for
+/// less than its spec, or the PVC's capacity has not reached its request yet.
+fn pvc_storage_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
+    if m.memory {
+        return false;
+    }
+    let pvc = m.observed.pvc.as_ref().filter(|p| !p.deleting);
+    storage_spec_outdated(ctx, m)
+        || pvc.is_some_and(|p| {
+            smaller(p.requested.as_deref(), Some(&member_storage(m)))
+                || smaller(p.capacity.as_deref(), p.requested.as_deref())
+        })
 }
 
 /// The restart-relevant config of the target (`status.observed`).
@@ -185,18 +236,24 @@ fn config_changes(ctx: &Context<'_>, m: &MemberView<'_>) -> Vec<&'static str> {
         .unwrap_or_default()
 }
 
-/// Running members that do not run the target yet (version or config, by spec or by Pod).
+/// Running members that do not run the target yet (version, config or storage, by spec, by
+/// Pod or by PVC).
 pub fn outdated_members<'c, 'a>(ctx: &'c Context<'a>) -> Vec<&'c MemberView<'a>> {
     let Some(target) = target_version(ctx) else {
         return Vec::new();
     };
     ctx.running()
-        .filter(|m| {
-            m.observed.member.spec.version != target
-                || !config_changes(ctx, m).is_empty()
-                || pod_outdated(ctx, m)
-        })
+        .filter(|m| restart_outdated(ctx, m, &target) || pvc_storage_outdated(ctx, m))
         .collect()
+}
+
+/// `m` is to restart for the target: its version, config or (memory-backed) storage size
+/// differs, by spec or by Pod.
+fn restart_outdated(ctx: &Context<'_>, m: &MemberView<'_>, target: &str) -> bool {
+    m.observed.member.spec.version != target
+        || !config_changes(ctx, m).is_empty()
+        || pod_outdated(ctx, m)
+        || (m.memory && storage_spec_outdated(ctx, m))
 }
 
 /// The path check for `target`, as a refusal to report.
@@ -218,7 +275,10 @@ fn refusal(ctx: &Context<'_>, target: &str) -> Option<Decision> {
 /// Behind the readiness gate: the next member of a version rollout, one step.
 pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
     let target = target_version(ctx)?;
-    let outdated = outdated_members(ctx);
+    let outdated: Vec<_> = ctx
+        .running()
+        .filter(|m| restart_outdated(ctx, m, &target))
+        .collect();
     if outdated.is_empty() {
         return None;
     }
@@ -249,6 +309,12 @@ pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
             changed,
         }));
     }
+    if m.memory && storage_spec_outdated(ctx, m) {
+        return Some(Decision::act(Step::SetMemberStorage {
+            member: m.name.to_string(),
+            size: target_storage(ctx)?,
+        }));
+    }
     let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
     if m.memory && !ctx.others_have_quorum(m.id) {
         return Some(Decision::wait(
@@ -269,6 +335,15 @@ pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
                 m.name
             ),
         )
+    } else if !config_outdated(m) && tmpfs_outdated(m) {
+        (
+            "StorageResized",
+            format!(
+                "{}'s storage grows to {}: it is memory-backed, so it is replaced by a member with a tmpfs of that size",
+                m.name,
+                member_storage(m)
+            ),
+        )
     } else {
         (
             "ConfigChanged",
@@ -280,6 +355,85 @@ pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
     };
     leadership_first(ctx, m).or_else(|| {
         Some(Decision::act(delete_pod(m, pod)).with(MemberEdit::new(m.name).not_ready(reason, why)))
+    })
+}
+
+/// Behind the readiness gate, after the other rollouts: storage growth of PVC-backed members,
+/// one member at a time. Where the PVCs' StorageClass allows expansion, the member's
+/// `spec.storage.size` takes the target, then its PVC's request is raised (expansion in place,
+/// no restart), and the next member waits until the PVC's capacity has reached its request.
+/// Where it does not (or there is no StorageClass), nothing is changed and the refusal is
+/// reported with what to do.
+pub fn storage_rollout(ctx: &Context<'_>) -> Option<Decision> {
+    let target = target_storage(ctx)?;
+    let members: Vec<_> = ctx
+        .running()
+        .filter(|m| pvc_storage_outdated(ctx, m))
+        .collect();
+    // One at a time: an expansion under way holds the next.
+    if let Some((m, pvc)) = members.iter().find_map(|m| {
+        let pvc = m.observed.pvc.as_ref().filter(|p| !p.deleting)?;
+        smaller(pvc.capacity.as_deref(), pvc.requested.as_deref()).then_some((m, pvc))
+    }) {
+        return Some(Decision::wait(
+            WaitReason::VolumeResizing,
+            format!(
+                "PVC {} of {} is being expanded from {} to {}; the next member waits for it",
+                pvc.name,
+                m.name,
+                pvc.capacity.as_deref().unwrap_or("?"),
+                pvc.requested.as_deref().unwrap_or("?"),
+            ),
+            timing::MEMBER_POLL,
+        ));
+    }
+    let m = members.first()?;
+    let pvc = m.observed.pvc.as_ref().filter(|p| !p.deleting)?;
+    match &pvc.expansion {
+        ClassExpansion::Refused(why) => {
+            return Some(Decision::wait(
+                WaitReason::StorageExpansionRefused,
+                format!(
+                    "spec.storage.size {target} cannot be applied to the running members' PVCs: {why}. Nothing was changed (members created from now on get {target})"
+                ),
+                timing::BLOCKED_POLL,
+            ));
+        }
+        ClassExpansion::Unknown => {
+            return Some(Decision::wait(
+                WaitReason::VolumeResizing,
+                format!(
+                    "PVC {} of {} is to grow to {target}; waiting to read its StorageClass {}",
+                    pvc.name,
+                    m.name,
+                    pvc.storage_class.as_deref().unwrap_or("(none)")
+                ),
+                timing::MEMBER_POLL,
+            ));
+        }
+        ClassExpansion::Allowed => {}
+    }
+    if storage_spec_outdated(ctx, m) {
+        return Some(Decision::act(Step::SetMemberStorage {
+            member: m.name.to_string(),
+            size: target,
+        }));
+    }
+    Some(Decision::act(Step::ResizePvc {
+        member: m.name.to_string(),
+        pvc: pvc.name.clone(),
+        size: member_storage(m),
+    }))
+}
+
+/// A PVC-backed member's storage is to grow and its StorageClass does not allow it.
+fn storage_refused(ctx: &Context<'_>) -> bool {
+    ctx.running().any(|m| {
+        pvc_storage_outdated(ctx, m)
+            && m.observed
+                .pvc
+                .as_ref()
+                .is_some_and(|p| matches!(p.expansion, ClassExpansion::Refused(_)))
     })
 }
 
@@ -441,6 +595,9 @@ pub fn target_refused(ctx: &Context<'_>) -> bool {
     let Some(target) = target_version(ctx) else {
         return false;
     };
+    if storage_refused(ctx) {
+        return true;
+    }
     ctx.running()
         .any(|m| m.observed.member.spec.version != target)
         && refusal(ctx, &target).is_some_and(|d| {
@@ -455,32 +612,49 @@ pub fn target_refused(ctx: &Context<'_>) -> bool {
 }
 
 /// Behind the readiness gate, after the version and config rollouts: a changed
-/// `additionalMetadata` is recorded on each EtcdMember and patched onto its running Pod in
-/// place, never restarting it. Keys removed from `additionalMetadata` stay on running Pods.
+/// `additionalMetadata` is patched onto each member's running Pod in place, never restarting
+/// it (the target's keys added or updated, the keys the member's metadata had and the target
+/// lacks removed), then recorded on its EtcdMember. The Pod goes first because the EtcdMember's
+/// `spec.additionalMetadata` is the record of what its Pods were given: a crash between the two
+/// finds the Pod done and the member still to record.
 pub fn metadata_rollout(ctx: &Context<'_>) -> Option<Decision> {
     let target = ctx.cluster.status.as_ref()?.observed.as_ref()?;
     ctx.running().find_map(|m| {
         let spec = &m.observed.member.spec;
-        if spec.additional_metadata != target.additional_metadata {
-            return Some(Decision::act(Step::SetMemberMetadata {
+        if let Some(pod) = m.observed.pod.as_ref().filter(|p| !p.deleting) {
+            let own = etcd_operator_api::labels::member_labels(&spec.cluster_name, m.name);
+            let (labels, annotations) = crate::build::missing_metadata(
+                target.additional_metadata.as_ref(),
+                &own,
+                &pod.labels,
+                &pod.annotations,
+            );
+            let (remove_labels, remove_annotations) = crate::build::removed_metadata(
+                spec.additional_metadata.as_ref(),
+                target.additional_metadata.as_ref(),
+                &own,
+                &pod.labels,
+                &pod.annotations,
+            );
+            if !labels.is_empty()
+                || !annotations.is_empty()
+                || !remove_labels.is_empty()
+                || !remove_annotations.is_empty()
+            {
+                return Some(Decision::act(Step::PatchPodMetadata {
+                    member: m.name.to_string(),
+                    pod: pod.name.clone(),
+                    labels,
+                    annotations,
+                    remove_labels,
+                    remove_annotations,
+                }));
+            }
+        }
+        (spec.additional_metadata != target.additional_metadata).then(|| {
+            Decision::act(Step::SetMemberMetadata {
                 member: m.name.to_string(),
                 metadata: target.additional_metadata.clone(),
-            }));
-        }
-        let pod = m.observed.pod.as_ref().filter(|p| !p.deleting)?;
-        let own = etcd_operator_api::labels::member_labels(&spec.cluster_name, m.name);
-        let (labels, annotations) = crate::build::missing_metadata(
-            spec.additional_metadata.as_ref(),
-            &own,
-            &pod.labels,
-            &pod.annotations,
-        );
-        (!labels.is_empty() || !annotations.is_empty()).then(|| {
-            Decision::act(Step::PatchPodMetadata {
-                member: m.name.to_string(),
-                pod: pod.name.clone(),
-                labels,
-                annotations,
             })
         })
     })

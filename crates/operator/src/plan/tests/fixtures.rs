@@ -76,6 +76,7 @@ pub fn running_pod(member: &str) -> PodFacts {
         config_digest: None,
         labels: Default::default(),
         annotations: Default::default(),
+        tmpfs_size: None,
     }
 }
 
@@ -86,6 +87,10 @@ pub fn bound_pvc(member: &str) -> PvcFacts {
         phase: Some("Bound".into()),
         deleting: false,
         owner_uid: Some(format!("uid-{member}")),
+        requested: Some("1Gi".into()),
+        capacity: Some("1Gi".into()),
+        storage_class: Some("standard".into()),
+        expansion: crate::plan::observed::ClassExpansion::Unknown,
     }
 }
 

@@ -14,3 +14,4 @@ mod rollout;
 mod simulation;
 mod start;
 mod status;
+mod storage;

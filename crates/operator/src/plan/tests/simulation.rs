@@ -4,6 +4,7 @@
 
 use etcd_operator_api::MemberPhase;
 use etcd_operator_api::labels::{ROLE, ROLE_VOTER};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::fixtures::*;
@@ -244,9 +245,17 @@ impl Sim {
                 member,
                 labels,
                 annotations,
+                remove_labels,
+                remove_annotations,
                 ..
             } => {
                 let pod = fx.pod_mut(&member);
+                for key in remove_labels {
+                    pod.labels.remove(&key);
+                }
+                for key in remove_annotations {
+                    pod.annotations.remove(&key);
+                }
                 pod.labels.extend(labels);
                 pod.annotations.extend(annotations);
             }
@@ -264,9 +273,21 @@ impl Sim {
                     .retain(|m| m.member.metadata.name.as_deref() != Some(member.as_str()));
             }
             Step::CreatePvc(pvc) => {
-                let name = pvc.metadata.name.unwrap();
+                let name = pvc.metadata.name.clone().unwrap();
                 let member = name.strip_prefix("data-").unwrap().to_string();
-                fx.observed_member(&member).pvc = Some(bound_pvc(&member));
+                let mut facts = bound_pvc(&member);
+                facts.requested = crate::plan::PvcFacts::from_pvc(&pvc).requested;
+                facts.capacity = facts.requested.clone();
+                fx.observed_member(&member).pvc = Some(facts);
+            }
+            Step::SetMemberStorage { member, size } => {
+                fx.member_mut(&member).spec.storage.size = Some(Quantity(size));
+            }
+            Step::ResizePvc { member, size, .. } => {
+                let pvc = fx.observed_member(&member).pvc.as_mut().unwrap();
+                pvc.requested = Some(size.clone());
+                // The resize controller and the kubelet grow the volume.
+                pvc.capacity = Some(size);
             }
             Step::DeletePvc { member, .. } => fx.observed_member(&member).pvc = None,
             Step::CreatePod(pod) => {
@@ -291,6 +312,7 @@ impl Sim {
                 let start =
                     crate::build::PodStart::from_annotations(pod.metadata.annotations.as_ref());
                 let mut facts = running_pod(&name);
+                facts.tmpfs_size = crate::plan::PodFacts::from_pod(&pod).tmpfs_size;
                 facts.start = start.clone();
                 facts.uid = format!("pod-{name}-{}", self.t);
                 facts.started_at = Some(at(self.t));
@@ -897,6 +919,32 @@ fn additional_metadata_is_patched_onto_running_pods_without_a_restart() {
             Some("ops")
         );
     }
+
+    // A key taken out (and another changed) is removed from the running Pods, still without
+    // a restart, through crashes; the operator's own labels stay.
+    let smaller = AdditionalMetadata {
+        labels: Some([("team".to_string(), "db".to_string())].into()),
+        annotations: None,
+    };
+    sim.fx.obs.cluster.spec.additional_metadata = Some(smaller.clone());
+    sim.fx
+        .status_mut()
+        .observed
+        .as_mut()
+        .unwrap()
+        .additional_metadata = Some(smaller.clone());
+    let deleted = run_upgrade(&mut sim, 100, Some(3));
+    assert!(deleted.is_empty(), "no restart: {deleted:?}");
+    for m in &sim.fx.obs.members {
+        assert_eq!(m.member.spec.additional_metadata.as_ref(), Some(&smaller));
+        let pod = m.pod.as_ref().unwrap();
+        assert_eq!(pod.labels.get("team").map(String::as_str), Some("db"));
+        assert!(
+            !pod.annotations.contains_key("owner"),
+            "{:?}",
+            pod.annotations
+        );
+    }
 }
 
 /// CORRUPT against a follower, then against the leader, with crashes between steps: each is
@@ -937,6 +985,100 @@ fn corrupt_member_is_replaced_then_the_alarm_disarmed() {
         assert_eq!(kinds_count(steps, StepKind::DisarmAlarm), 1, "{steps:?}");
         if victim == "etcd-0" {
             assert!(at(StepKind::MoveLeader) < removed, "{steps:?}");
+        }
+    }
+}
+
+/// Storage growth of PVC-backed members through crashes: each member's spec then its PVC,
+/// one member at a time (the resize controller takes a few passes to grow a volume, and no
+/// other PVC is asked to grow meanwhile), no Pod deleted, every PVC at the new size.
+#[test]
+fn pvc_storage_grows_one_member_at_a_time_without_a_restart() {
+    for crash_every in [None, Some(3), Some(4)] {
+        let mut fx = cluster_on(3, "3.5.1", "3.5.1", false);
+        fx.status_mut().observed.as_mut().unwrap().storage.size = Some(Quantity("3Gi".into()));
+        for m in &mut fx.obs.members {
+            m.pvc.as_mut().unwrap().expansion = crate::plan::ClassExpansion::Allowed;
+        }
+        let mut sim = Sim::new(fx);
+        // PVC → passes left until its capacity reaches its request.
+        let mut growing: Vec<(String, u32)> = Vec::new();
+        let mut resized = Vec::new();
+        let mut idle = false;
+        for pass in 0..400u32 {
+            for (member, left) in &mut growing {
+                *left -= 1;
+                if *left == 0 {
+                    let pvc = sim.fx.observed_member(member).pvc.as_mut().unwrap();
+                    pvc.capacity = pvc.requested.clone();
+                }
+            }
+            growing.retain(|(_, left)| *left > 0);
+            let plan = plan_next_step(&sim.fx.obs, at(sim.t));
+            sim.t += 1;
+            if plan.step == Step::Idle {
+                sim.fx.write_statuses(&plan);
+                idle = true;
+                break;
+            }
+            if let Some(n) = crash_every
+                && pass % n == 0
+            {
+                continue;
+            }
+            sim.fx.write_statuses(&plan);
+            assert!(
+                !matches!(plan.step, Step::DeletePod { .. }),
+                "a PVC expansion restarted a Pod: {:?}",
+                plan.step
+            );
+            if let Step::ResizePvc { member, size, .. } = &plan.step {
+                assert!(
+                    growing.iter().all(|(m, _)| m == member),
+                    "{member}'s PVC asked to grow while {growing:?} still grows"
+                );
+                let pvc = sim.fx.observed_member(member).pvc.as_mut().unwrap();
+                pvc.requested = Some(size.clone());
+                if !growing.iter().any(|(m, _)| m == member) {
+                    growing.push((member.clone(), 3));
+                    resized.push(member.clone());
+                }
+                sim.steps.push(plan.step.kind());
+                continue;
+            }
+            sim.steps.push(plan.step.kind());
+            sim.apply(plan.step);
+        }
+        assert!(idle, "no convergence ({crash_every:?}): {:?}", sim.steps);
+        sim.assert_converged(3);
+        assert_eq!(resized, vec![name(0), name(1), name(2)], "{crash_every:?}");
+        for m in &sim.fx.obs.members {
+            assert_eq!(m.member.spec.storage.size_or_default().0, "3Gi");
+            let pvc = m.pvc.as_ref().unwrap();
+            assert_eq!(pvc.requested.as_deref(), Some("3Gi"));
+            assert_eq!(pvc.capacity.as_deref(), Some("3Gi"));
+        }
+    }
+}
+
+/// Memory-backed members roll to the larger tmpfs by replacement, followers first and the
+/// leader last, through crashes; every new Pod has the new size limit.
+#[test]
+fn memory_backed_storage_grows_by_replacement_leader_last() {
+    for crash_every in [None, Some(4)] {
+        let mut fx = cluster_on(3, "3.5.1", "3.5.1", true);
+        for i in 0..3 {
+            fx.pod_mut(&name(i)).tmpfs_size = Some("1Gi".into());
+        }
+        fx.status_mut().observed.as_mut().unwrap().storage.size = Some(Quantity("2Gi".into()));
+        let mut sim = Sim::new(fx);
+        let deleted = run_upgrade(&mut sim, 600, crash_every);
+        sim.assert_converged(3);
+        assert_eq!(deleted, vec![name(1), name(2), name(0)], "{crash_every:?}");
+        assert_eq!(kinds_count(&sim.steps, StepKind::AddLearner), 3);
+        for m in &sim.fx.obs.members {
+            assert_eq!(m.member.spec.storage.size_or_default().0, "2Gi");
+            assert_eq!(m.pod.as_ref().unwrap().tmpfs_size.as_deref(), Some("2Gi"));
         }
     }
 }

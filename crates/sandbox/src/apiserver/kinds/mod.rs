@@ -144,6 +144,14 @@ const BUILTINS: &[Builtin] = &[
     .status()
     .columns(columns::pod_disruption_budget),
     kind("coordination.k8s.io", "v1", "Lease", "leases", true).columns(columns::lease),
+    kind(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        false,
+    )
+    .short(&["sc"]),
     kind("batch", "v1", "Job", "jobs", true)
         .categories(ALL)
         .status()

@@ -73,6 +73,7 @@ pub fn create(
         map.remove("status");
     }
 
+    super::claims::default_storage_class(server, kind, &mut object);
     let mut warnings = admit(kind, version, &mut object, None, options.field_validation)?;
     if let Some(user) = &options.user {
         warnings.extend(super::policies::admit(

@@ -2,6 +2,7 @@
 //! create, update (and the retrying update patches use), and delete with finalizers.
 
 mod admission;
+pub mod claims;
 mod create;
 pub mod delete;
 pub mod metadata;

@@ -94,6 +94,9 @@ pub fn update_with(
         let desired = mutate(&current)?;
         let (mut object, mut warnings) =
             prepare(kind, version, subresource, &current, desired, options)?;
+        if !options.system {
+            super::claims::check_resize(server, kind, subresource, &current, &object)?;
+        }
         let current_rv = resource_version_of(&current).unwrap_or(0);
         if unchanged(&current, &object) {
             return Ok(Written {

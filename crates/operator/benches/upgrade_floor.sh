@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The floor of the upgrade benchmark: the same etcd binaries, 3 members on loopback addresses,
+# no Kubernetes and no operator, upgraded 3.4.23 -> 3.5.1 as fast as a script can: one member
+# at a time, followers first and the leader last (its leadership moved to another member
+# first, as the operator does), each stopped (SIGTERM, as the kubelet stops a Pod) and started
+# on the new binary with its own data directory, the next one only once it answers
+# `endpoint health`. A client writes a key in a loop the whole time (etcdctl put, 1 s timeout).
+#
+#   upgrade_floor.sh ROUNDS
+#
+# Prints one line per round:
+#   upgrade <seconds>       from the first stop to the last member healthy on 3.5.1;
+#   unavailable <seconds>   the longest stretch without an acknowledged write during it.
+set -euo pipefail
+
+OLD=${OLD:-/usr/bin/etcd}
+NEW=${NEW:-/usr/local/lib/etcd-3.5.1/etcd}
+ETCDCTL=${ETCDCTL:-/usr/local/lib/etcd-3.5.1/etcdctl}
+ROUNDS=${1:?usage: upgrade_floor.sh ROUNDS}
+
+dir=$(mktemp -d)
+declare -A pids
+writer=""
+cleanup() {
+  [[ -n "$writer" ]] && kill "$writer" 2>/dev/null || true
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  sleep 0.2
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# A /24 of loopback addresses of our own, so runs side by side never collide.
+net="127.$((RANDOM % 100 + 100)).$((RANDOM % 250 + 1))"
+ip() { echo "$net.$(($1 + 1))"; }
+peer() { echo "http://$(ip "$1"):2380"; }
+client() { echo "http://$(ip "$1"):2379"; }
+now() { date +%s.%N; }
+all() { echo "$(client 0),$(client 1),$(client 2)"; }
+
+start_member() { # binary index state initial-cluster data-dir
+  "$1" --name "m$2" --data-dir "$5" \
+    --listen-client-urls "$(client "$2")" --advertise-client-urls "$(client "$2")" \
+    --listen-peer-urls "$(peer "$2")" --initial-advertise-peer-urls "$(peer "$2")" \
+    --initial-cluster "$4" --initial-cluster-state "$3" --initial-cluster-token floor \
+    >>"$dir/m$2.log" 2>&1 &
+  pids[$2]=$!
+  disown
+}
+
+healthy() { # endpoint
+  "$ETCDCTL" --endpoints "$1" endpoint health --command-timeout=1s >/dev/null 2>&1
+}
+
+stop_member() { # index
+  kill -TERM "${pids[$1]}"
+  while kill -0 "${pids[$1]}" 2>/dev/null; do sleep 0.01; done
+}
+
+# The index of the member that leads.
+leader() {
+  "$ETCDCTL" --endpoints "$(all)" endpoint status -w simple 2>/dev/null |
+    awk -F', ' '$5 == "true" {print $1}' | while read -r url; do
+      for i in 0 1 2; do
+        if [[ "$url" == "$(client "$i")" ]]; then echo "$i"; fi
+      done
+    done
+}
+
+member_id() { # index
+  "$ETCDCTL" --endpoints "$(client "$1")" endpoint status -w simple | awk -F', ' '{print $2}'
+}
+
+for ((round = 1; round <= ROUNDS; round++)); do
+  rm -rf "$dir"/m*
+  initial="m0=$(peer 0),m1=$(peer 1),m2=$(peer 2)"
+  for i in 0 1 2; do start_member "$OLD" "$i" new "$initial" "$dir/m$i"; done
+  until healthy "$(all)"; do sleep 0.05; done
+  "$ETCDCTL" --endpoints "$(all)" put floor-key value >/dev/null
+  sleep 2
+
+  : >"$dir/acks"
+  (
+    n=0
+    while true; do
+      n=$((n + 1))
+      if "$ETCDCTL" --endpoints "$(all)" --command-timeout=1s put "key-$n" "$n" >/dev/null 2>&1; then
+        now >>"$dir/acks"
+      fi
+      sleep 0.02
+    done
+  ) &
+  writer=$!
+  sleep 1
+
+  lead=$(leader)
+  order=()
+  for i in 0 1 2; do
+    if [[ "$i" != "$lead" ]]; then order+=("$i"); fi
+  done
+  order+=("$lead")
+  started=$(now)
+  for i in "${order[@]}"; do
+    if [[ "$i" == "$lead" ]]; then
+      to=${order[0]}
+      "$ETCDCTL" --endpoints "$(client "$i")" move-leader "$(member_id "$to")" >/dev/null
+    fi
+    stop_member "$i"
+    start_member "$NEW" "$i" existing "$initial" "$dir/m$i"
+    until healthy "$(client "$i")"; do sleep 0.02; done
+  done
+  finished=$(now)
+  sleep 1
+  kill "$writer" 2>/dev/null || true
+  wait "$writer" 2>/dev/null || true
+  writer=""
+  versions=$("$ETCDCTL" --endpoints "$(all)" endpoint status -w simple | awk -F', ' '{print $3}' | sort -u)
+  [[ "$versions" == "3.5.1" ]] || { echo "not all on 3.5.1: $versions" >&2; exit 1; }
+  awk -v a="$started" -v b="$finished" 'BEGIN { printf "upgrade %.3f\n", b - a }'
+  # The longest stretch without an acknowledged write, over the upgrade.
+  awk -v a="$started" -v b="$finished" '
+    { t = $1 }
+    t < a { last = t; next }
+    { if (last == "") last = a; if (t - last > gap) gap = t - last; last = t }
+    END { if (b - last > gap) gap = b - last; printf "unavailable %.3f\n", gap }
+  ' "$dir/acks"
+  for i in 0 1 2; do stop_member "$i"; done
+done
