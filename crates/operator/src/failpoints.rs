@@ -30,6 +30,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_member_version_set",
     "after_member_config_set",
     "after_alarm_disarm",
+    "after_pod_metadata_patch",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -78,6 +79,7 @@ pub fn after_step(step: &Step) {
         Step::SetPodStart { .. } => fail::fail_point!("after_pod_start_set"),
         Step::SetMemberVersion { .. } => fail::fail_point!("after_member_version_set"),
         Step::SetMemberConfig { .. } => fail::fail_point!("after_member_config_set"),
+        Step::PatchPodMetadata { .. } => fail::fail_point!("after_pod_metadata_patch"),
         _ => {}
     }
     #[cfg(not(feature = "failpoints"))]

@@ -80,6 +80,11 @@ pub enum Step {
         labels: std::collections::BTreeMap<String, String>,
         annotations: std::collections::BTreeMap<String, String>,
     },
+    /// Remove `annotation` from the EtcdCluster (the recover-quorum request, once handled).
+    RemoveClusterAnnotation {
+        annotation: String,
+        why: String,
+    },
     /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
     /// are gone.
     RemoveFinalizer {
@@ -261,6 +266,7 @@ pub enum StepKind {
     SetMemberConfig,
     SetMemberMetadata,
     PatchPodMetadata,
+    RemoveClusterAnnotation,
     RemoveFinalizer,
     CreatePvc,
     DeletePvc,
@@ -299,6 +305,7 @@ impl Step {
             Step::SetMemberConfig { .. } => StepKind::SetMemberConfig,
             Step::SetMemberMetadata { .. } => StepKind::SetMemberMetadata,
             Step::PatchPodMetadata { .. } => StepKind::PatchPodMetadata,
+            Step::RemoveClusterAnnotation { .. } => StepKind::RemoveClusterAnnotation,
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
             Step::CreatePvc(_) => StepKind::CreatePvc,
             Step::DeletePvc { .. } => StepKind::DeletePvc,
@@ -395,6 +402,7 @@ impl Step {
             Step::SetMemberConfig { .. } => "MemberConfigChanged",
             Step::SetMemberMetadata { .. } => "MemberMetadataChanged",
             Step::PatchPodMetadata { .. } => "PodMetadataPatched",
+            Step::RemoveClusterAnnotation { .. } => "QuorumRecoveryRequestHandled",
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
             Step::CreatePvc(_) => "VolumeCreated",
             Step::DeletePvc { .. } => "VolumeDeleted",
@@ -467,6 +475,9 @@ impl Step {
                 labels.keys().cloned().collect::<Vec<_>>().join(", "),
                 annotations.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
+            Step::RemoveClusterAnnotation { annotation, why } => {
+                format!("annotation {annotation} removed: {why}")
+            }
             Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
             Step::CreatePvc(p) => {
                 format!("PVC {}", p.metadata.name.as_deref().unwrap_or_default())
@@ -562,6 +573,9 @@ impl Step {
         match self {
             Step::Wait { reason, .. } if reason.needs_attention() => EventType::Warning,
             Step::RemoveEtcdMember { member: None, .. } => EventType::Warning,
+            Step::RemoveClusterAnnotation { why, .. } if why.contains("nothing to recover") => {
+                EventType::Warning
+            }
             _ => EventType::Normal,
         }
     }
@@ -574,8 +588,10 @@ pub enum WaitReason {
     Deleting,
     /// `spec.paused` is true.
     Paused,
-    /// A lost-quorum recovery is in progress; continuing it is not implemented yet.
-    QuorumRecoveryNotImplemented,
+    /// A lost-quorum recovery is in progress and waits for a member.
+    QuorumRecovery,
+    /// A lost-quorum recovery was asked for (or is due) but cannot start; the message says why.
+    QuorumRecoveryRefused,
     /// A CORRUPT alarm is active.
     CorruptAlarm,
     /// A NOSPACE alarm is active.
@@ -624,7 +640,8 @@ impl WaitReason {
         match self {
             WaitReason::Deleting => "Deleting",
             WaitReason::Paused => "Paused",
-            WaitReason::QuorumRecoveryNotImplemented => "QuorumRecoveryNotImplemented",
+            WaitReason::QuorumRecovery => "QuorumRecovery",
+            WaitReason::QuorumRecoveryRefused => "QuorumRecoveryRefused",
             WaitReason::CorruptAlarm => "CorruptAlarm",
             WaitReason::NoSpaceAlarm => "NoSpaceAlarm",
             WaitReason::QuorumLost => "QuorumLost",
@@ -658,6 +675,7 @@ impl WaitReason {
                 | WaitReason::WaitingForMember
                 | WaitReason::WaitingForLearner
                 | WaitReason::RepairBackoff
+                | WaitReason::QuorumRecovery
         )
     }
 }
