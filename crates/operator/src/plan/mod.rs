@@ -162,12 +162,17 @@ impl Plan {
                 new.message.clone().unwrap_or_default(),
             ),
         };
+        // Recorded beside the step's own Event of the same pass: the Event name is derived
+        // from the time, so this one is a nanosecond later (the same name would be refused).
+        let later = now
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_nanos(1))
+            .unwrap_or(now);
         Some(event(
             &observed.cluster,
             crate::build::EventType::Warning,
             reason,
             &message,
-            now,
+            later,
         ))
     }
 
