@@ -14,6 +14,8 @@
 //!   When the recovery is asked for, the crash points `after_pod_delete` and
 //!   `after_pod_metadata_patch` are armed: the operator dies right after the survivor's Pod is
 //!   deleted and right after its new Pod is unforced, and resumes from `status.quorumRecovery`.
+//! - `three-of-five`: 5 members, 3 PVCs wiped, automatic (`after: 15s`): recovered from etcd-0,
+//!   and etcd-4 (which kept its data, but had no more than etcd-0) rebuilt with the others.
 //! - `restarting`: automatic mode with `after: 5s`, and etcd-1 and etcd-2 frozen for 40 s (their
 //!   Pods run, their data is intact; the kubelet may restart them): never treated as lost, no
 //!   recovery Event, every member ID unchanged.
@@ -94,10 +96,20 @@ enum Trigger {
 
 /// A 3-member cluster in `namespace` with the sentinel written, etcd-0 leading, under the
 /// workload.
-async fn prepare(cluster: &Cluster, namespace: &str, extra_spec: &str) -> Workload {
+async fn prepare(cluster: &Cluster, namespace: &str, replicas: i32, extra_spec: &str) -> Workload {
     create_namespace(&cluster.client(), namespace).await;
-    cluster.apply(&cluster_yaml("etcd", namespace, 3, extra_spec));
-    cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
+    // kubectl, retried: on a loaded machine its first TLS handshake can time out.
+    let manifest = cluster_yaml("etcd", namespace, replicas, extra_spec);
+    eventually(&format!("{namespace}: kubectl apply"), LIMIT, || async {
+        let (ok, _, stderr) = tokio::task::block_in_place(|| {
+            support::kubectl_with_stdin(cluster, &["apply", "-f", "-"], Some(&manifest))
+        });
+        ok.then_some(()).ok_or(stderr)
+    })
+    .await;
+    cluster
+        .wait_converged(namespace, "etcd", replicas, LIMIT)
+        .await;
     let endpoint = support::cluster::client_endpoint(namespace, "etcd");
     eventually(
         &format!("{namespace}: the sentinel written"),
@@ -116,18 +128,26 @@ async fn prepare(cluster: &Cluster, namespace: &str, extra_spec: &str) -> Worklo
     workload
 }
 
-async fn wiped(cluster: Arc<Cluster>, namespace: &'static str, trigger: Trigger) {
+async fn wiped(
+    cluster: Arc<Cluster>,
+    namespace: &'static str,
+    trigger: Trigger,
+    replicas: i32,
+    lost: &'static [&'static str],
+) {
     let extra = match trigger {
         Trigger::Manual => "",
         Trigger::Automatic => "  quorumRecovery:\n    mode: Automatic\n    after: 15s\n",
     };
-    let workload = prepare(&cluster, namespace, extra).await;
+    let workload = prepare(&cluster, namespace, replicas, extra).await;
+    let members: Vec<String> = (0..replicas).map(|i| format!("etcd-{i}")).collect();
+    let others: Vec<String> = members[1..].to_vec();
     let before = cluster.recorded_ids(namespace, "etcd").await;
     let original_cluster_id =
         tokio::task::block_in_place(|| cluster_id(&cluster, &member_url(namespace, "etcd-0")))
             .expect("etcd-0 reports the cluster ID");
 
-    for m in ["etcd-1", "etcd-2"] {
+    for m in lost {
         cluster
             .kubelet
             .wipe_claim(namespace, &format!("data-{m}"))
@@ -137,7 +157,7 @@ async fn wiped(cluster: Arc<Cluster>, namespace: &'static str, trigger: Trigger)
             .signal_container(namespace, m, None, Signal::SIGKILL)
             .unwrap();
     }
-    let lost = Instant::now();
+    let lost_at = Instant::now();
 
     if trigger == Trigger::Manual {
         tokio::time::sleep(Duration::from_secs(20)).await;
@@ -161,10 +181,13 @@ async fn wiped(cluster: Arc<Cluster>, namespace: &'static str, trigger: Trigger)
         println!("{namespace}: {}", out.trim());
     }
 
-    cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
-    let recovered_in = lost.elapsed();
+    cluster
+        .wait_converged(namespace, "etcd", replicas, LIMIT)
+        .await;
+    let recovered_in = lost_at.elapsed();
     println!(
-        "{namespace}: quorum lost (2 of 3 wiped) to Available at 3 members in {:.1} s",
+        "{namespace}: quorum lost ({} of {replicas} wiped) to Available at {replicas} members in {:.1} s",
+        lost.len(),
         recovered_in.as_secs_f64()
     );
     workload.stop().await.assert_no_loss();
@@ -182,7 +205,10 @@ async fn wiped(cluster: Arc<Cluster>, namespace: &'static str, trigger: Trigger)
         Some(etcd_operator_api::cluster::QuorumRecoveryPhase::Completed)
     );
     assert_eq!(r.survivor, "etcd-0");
-    assert_eq!(r.removed, vec!["etcd-1".to_string(), "etcd-2".to_string()]);
+    assert_eq!(
+        r.removed, others,
+        "every member but the survivor is rebuilt"
+    );
     assert!(r.may_have_lost.is_some());
     match trigger {
         Trigger::Manual => assert!(r.trigger.starts_with("Manual"), "{}", r.trigger),
@@ -214,7 +240,7 @@ async fn wiped(cluster: Arc<Cluster>, namespace: &'static str, trigger: Trigger)
         id(&before, "etcd-0"),
         "{namespace}: the survivor keeps its member ID"
     );
-    for m in ["etcd-1", "etcd-2"] {
+    for m in &others {
         assert!(
             !id(&after, m).is_empty() && id(&after, m) != id(&before, m),
             "{namespace}: {m} joined again under a new member ID ({} → {})",
@@ -222,7 +248,7 @@ async fn wiped(cluster: Arc<Cluster>, namespace: &'static str, trigger: Trigger)
             id(&after, m)
         );
     }
-    for i in 0..3 {
+    for i in 0..replicas {
         let url = member_url(namespace, &format!("etcd-{i}"));
         eventually(
             &format!("{namespace}: etcd-{i} has the sentinel"),
@@ -244,7 +270,7 @@ async fn wiped(cluster: Arc<Cluster>, namespace: &'static str, trigger: Trigger)
     // Every member holds the same data in its own store (serializable reads): etcd's
     // --force-new-cluster can leave rejoined members without an entry the survivor applied
     // (etcd-io/etcd#14009) when the survivor was not stopped cleanly.
-    let revisions: Vec<(i64, usize)> = (0..3)
+    let revisions: Vec<(i64, usize)> = (0..replicas)
         .map(|i| {
             let url = member_url(namespace, &format!("etcd-{i}"));
             tokio::task::block_in_place(|| {
@@ -301,7 +327,9 @@ async fn wiped(cluster: Arc<Cluster>, namespace: &'static str, trigger: Trigger)
         .signal_container(namespace, "etcd-0", None, Signal::SIGKILL)
         .unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
+    cluster
+        .wait_converged(namespace, "etcd", replicas, LIMIT)
+        .await;
     assert_eq!(
         cluster.recorded_ids(namespace, "etcd").await,
         after,
@@ -313,6 +341,7 @@ async fn restarting(cluster: Arc<Cluster>, namespace: &'static str) {
     let workload = prepare(
         &cluster,
         namespace,
+        3,
         "  quorumRecovery:\n    mode: Automatic\n    after: 5s\n",
     )
     .await;
@@ -354,11 +383,31 @@ async fn e2e_quorum_recovery() {
     let mut operator = OperatorDeployment::repairing();
     operator.failpoints = true;
     cluster.deploy_operator_with(&operator).await;
-    let manual = tokio::spawn(wiped(cluster.clone(), "manual", Trigger::Manual));
-    let automatic = tokio::spawn(wiped(cluster.clone(), "automatic", Trigger::Automatic));
+    let manual = tokio::spawn(wiped(
+        cluster.clone(),
+        "manual",
+        Trigger::Manual,
+        3,
+        &["etcd-1", "etcd-2"],
+    ));
+    let automatic = tokio::spawn(wiped(
+        cluster.clone(),
+        "automatic",
+        Trigger::Automatic,
+        3,
+        &["etcd-1", "etcd-2"],
+    ));
+    let five = tokio::spawn(wiped(
+        cluster.clone(),
+        "three-of-five",
+        Trigger::Automatic,
+        5,
+        &["etcd-1", "etcd-2", "etcd-3"],
+    ));
     let restart = tokio::spawn(restarting(cluster.clone(), "restarting"));
     manual.await.unwrap();
     automatic.await.unwrap();
+    five.await.unwrap();
     restart.await.unwrap();
     assert!(
         cluster.armed_failpoints().is_empty(),
