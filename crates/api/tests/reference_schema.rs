@@ -17,6 +17,8 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdclusters", ".status.members"),
     ("etcdclusters", ".status.leader"),
     ("etcdclusters", ".status.restoredFrom"),
+    ("etcdclusters", ".spec.quorumRecovery"),
+    ("etcdclusters", ".status.quorumRecovery"),
     ("etcdmembers", ".status.phase"),
     ("etcdmembers", ".status.recreateCount"),
     ("etcdmembers", ".status.lastPhaseTransitionTime"),

@@ -162,6 +162,16 @@ pub enum Command {
         #[command(flatten)]
         cluster: ClusterArg,
     },
+    /// Asks the operator for a lost-quorum recovery: it recreates the survivor (--member, or
+    /// the answering voter with the highest raft index) with --force-new-cluster, then the
+    /// other members join again. Refused by the operator while a majority serves.
+    RecoverQuorum {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The member to recover from (default: the operator picks the highest raft index).
+        #[arg(long)]
+        member: Option<String>,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -411,6 +421,9 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
         }
         Command::Pause { cluster } => pause(&cli, cluster.cluster.clone(), true).await,
         Command::Resume { cluster } => pause(&cli, cluster.cluster.clone(), false).await,
+        Command::RecoverQuorum { cluster, member } => {
+            recover_quorum(&cli, cluster.cluster.clone(), member.clone()).await
+        }
     }
 }
 
@@ -1162,6 +1175,52 @@ async fn pause(cli: &Cli, cluster: Option<String>, paused: bool) -> anyhow::Resu
         value: json!({"cluster": name, "namespace": namespace, "paused": paused}),
         table: None,
         lines: vec![format!("etcdcluster/{name} {word}")],
+        code: 0,
+    })
+}
+
+async fn recover_quorum(
+    cli: &Cli,
+    cluster: Option<String>,
+    member: Option<String>,
+) -> anyhow::Result<Printed> {
+    use etcd_operator_api::cluster::RECOVER_QUORUM_ANNOTATION;
+    let target = target(cli, cluster);
+    let (client, namespace) = session::kube_client(&target).await?;
+    let found = session::find_cluster(&client, &namespace, target.cluster.as_deref()).await?;
+    let name = found.metadata.name.clone().unwrap_or_default();
+    if let Some(m) = member.as_deref() {
+        let members: Api<etcd_operator_api::EtcdMember> =
+            Api::namespaced(client.clone(), &namespace);
+        let known = members
+            .get_opt(m)
+            .await
+            .with_context(|| format!("reading EtcdMember {namespace}/{m}"))?
+            .is_some_and(|em| em.spec.cluster_name == name);
+        if !known {
+            bail!(Usage(format!(
+                "{m} is not a member of etcdcluster/{name}; see kubectl etcd status"
+            )));
+        }
+    }
+    let value = member.clone().unwrap_or_else(|| "auto".to_string());
+    let api: Api<EtcdCluster> = Api::namespaced(client, &namespace);
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {RECOVER_QUORUM_ANNOTATION: value}}})),
+    )
+    .await
+    .with_context(|| format!("annotating EtcdCluster {namespace}/{name}"))?;
+    Ok(Printed {
+        value: json!({"cluster": name, "namespace": namespace, "recoverQuorum": value}),
+        table: None,
+        lines: vec![format!(
+            "etcdcluster/{name} annotated {RECOVER_QUORUM_ANNOTATION}={value}: the operator recovers from {} if quorum is lost (see status.quorumRecovery and the Events); a cluster whose majority serves is left alone",
+            member
+                .as_deref()
+                .unwrap_or("the survivor with the highest raft index")
+        )],
         code: 0,
     })
 }

@@ -77,6 +77,7 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
             "snapshot",
             "pause",
             "resume",
+            "recover-quorum",
         ] {
             assert!(text(&out.stdout).contains(command), "{command} in --help");
         }

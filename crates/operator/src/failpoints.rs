@@ -32,6 +32,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_member_storage_set",
     "after_pvc_resize",
     "after_alarm_disarm",
+    "after_pod_metadata_patch",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -82,6 +83,7 @@ pub fn after_step(step: &Step) {
         Step::SetMemberConfig { .. } => fail::fail_point!("after_member_config_set"),
         Step::SetMemberStorage { .. } => fail::fail_point!("after_member_storage_set"),
         Step::ResizePvc { .. } => fail::fail_point!("after_pvc_resize"),
+        Step::PatchPodMetadata { .. } => fail::fail_point!("after_pod_metadata_patch"),
         _ => {}
     }
     #[cfg(not(feature = "failpoints"))]

@@ -1,8 +1,13 @@
 //! `EtcdCluster`: the desired state of one etcd cluster.
 
+mod recovery;
 mod security;
 mod status;
 
+pub use recovery::{
+    DEFAULT_RECOVERY_AFTER, QuorumRecoveryMember, QuorumRecoveryMode, QuorumRecoveryPhase,
+    QuorumRecoverySpec, QuorumRecoveryStatus, RECOVER_QUORUM_ANNOTATION,
+};
 pub use security::{
     AuthSpec, BootstrapSpec, CertificateLifetimes, ClientCertManagerTls, ClientOperatorIssuedTls,
     ClientTls, DEFAULT_CA_DURATION, DEFAULT_CERTIFICATE_DURATION, DURATION_PATTERN, EtcdClusterTls,
@@ -153,6 +158,13 @@ pub struct EtcdClusterSpec {
     /// implementation; unset means false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
+
+    /// Lost-quorum recovery: `mode` `Manual` (default: only a person starts it, with the
+    /// `etcd-operator.cozystack.io/recover-quorum` annotation) or `Automatic` (the operator
+    /// too, once a majority's data has been gone for `after`, default 5m). An extension of
+    /// this implementation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum_recovery: Option<QuorumRecoverySpec>,
 }
 
 impl EtcdClusterSpec {

@@ -74,6 +74,11 @@ pub struct EtcdClusterStatus {
     /// answered. An extension of this implementation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_from: Option<RestoredFrom>,
+
+    /// The last lost-quorum recovery: written before its first destructive step, so an
+    /// operator that dies at any point resumes it. An extension of this implementation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum_recovery: Option<super::recovery::QuorumRecoveryStatus>,
 }
 
 /// Where a restored cluster's data came from.

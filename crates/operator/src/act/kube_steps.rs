@@ -131,6 +131,13 @@ pub async fn perform(
                 .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
                 .await
         }
+        Step::RemoveClusterAnnotation { annotation, .. } => {
+            let name = observed.cluster.metadata.name.clone().unwrap_or_default();
+            let patch = json!({"metadata": {"annotations": {annotation.as_str(): null}}});
+            writer
+                .merge_patch::<etcd_operator_api::EtcdCluster>(ObjectKind::Cluster, &name, &patch)
+                .await
+        }
         Step::RemoveFinalizer { member } => {
             let current =
                 observed_member(observed, member).ok_or_else(|| ActError::NotObserved {

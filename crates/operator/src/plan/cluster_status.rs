@@ -123,6 +123,10 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
         status.restored_from = Some(restored);
     }
 
+    if let Some(recovery) = &decision.recovery {
+        status.quorum_recovery = Some(recovery.clone());
+    }
+
     if ctx.observed.security.auth_found_enabled {
         status.auth_enabled = Some(true);
     }

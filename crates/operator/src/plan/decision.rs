@@ -67,6 +67,8 @@ pub struct Decision {
     pub step: Step,
     pub requeue: Duration,
     pub edits: Vec<MemberEdit>,
+    /// `status.quorumRecovery` as it must be written before the step (lost-quorum recovery).
+    pub recovery: Option<etcd_operator_api::cluster::QuorumRecoveryStatus>,
 }
 
 impl Decision {
@@ -76,6 +78,7 @@ impl Decision {
             step,
             requeue: timing::AFTER_MUTATION,
             edits: Vec::new(),
+            recovery: None,
         }
     }
 
@@ -88,6 +91,7 @@ impl Decision {
             },
             requeue,
             edits: Vec::new(),
+            recovery: None,
         }
     }
 

@@ -20,7 +20,7 @@ mod context;
 mod decision;
 mod member_status;
 mod observed;
-mod rules;
+pub(crate) mod rules;
 mod step;
 mod timing;
 
@@ -51,8 +51,9 @@ pub use observed::{
     CertificateFacts, ClassExpansion, IssuedFacts, IssuedMember, IssuedState, Observed,
     ObservedMember, Password, PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
 };
+pub use rules::NOSPACE_REMEDIATION_ANNOTATION;
 pub use rules::caught_up;
-pub use rules::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};
+pub use rules::quorum::FORCE_NEW_CLUSTER_ANNOTATION;
 pub use step::{IssuedCertificate, Signer, Step, StepKind, WaitReason};
 pub use timing::{
     AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, IDLE_POLL, LEARNER_POLL, MAX_RECREATIONS, MEMBER_POLL,
@@ -120,6 +121,64 @@ impl Plan {
                 now,
             )
         })
+    }
+
+    /// A Warning Event each time `status.quorumRecovery` changes phase: started (with the
+    /// survivor and what may have been lost), forced, completed, aborted.
+    pub fn recovery_event(
+        &self,
+        observed: &Observed,
+        now: Timestamp,
+    ) -> Option<Result<Event, BuildError>> {
+        use etcd_operator_api::cluster::QuorumRecoveryPhase as P;
+        let new = self.cluster_status.as_ref()?.quorum_recovery.as_ref()?;
+        let old = observed
+            .cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.quorum_recovery.as_ref());
+        if old.is_some_and(|o| o.phase == new.phase && o.start_time == new.start_time) {
+            return None;
+        }
+        let (reason, message) = match new.phase? {
+            P::ForcingNewCluster => (
+                "QuorumRecoveryStarted",
+                format!(
+                    "lost-quorum recovery ({}) from {}: its Pod is recreated with --force-new-cluster, then {} are removed and join again. May have been lost: {}",
+                    new.trigger,
+                    new.survivor,
+                    new.removed.join(", "),
+                    new.may_have_lost.as_deref().unwrap_or("unknown")
+                ),
+            ),
+            P::Rebuilding => (
+                "QuorumRecoveryForced",
+                format!(
+                    "{} serves alone as a new one-member cluster; the other members are removed and join again as learners",
+                    new.survivor
+                ),
+            ),
+            P::Completed => (
+                "QuorumRecoveryCompleted",
+                new.message.clone().unwrap_or_default(),
+            ),
+            P::Aborted => (
+                "QuorumRecoveryAborted",
+                new.message.clone().unwrap_or_default(),
+            ),
+        };
+        // Recorded beside the step's own Event of the same pass: the Event name is derived
+        // from the time, so this one is a nanosecond later (the same name would be refused).
+        let later = now
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_nanos(1))
+            .unwrap_or(now);
+        Some(event(
+            &observed.cluster,
+            crate::build::EventType::Warning,
+            reason,
+            &message,
+            later,
+        ))
     }
 
     pub fn event(&self, observed: &Observed, now: Timestamp) -> Option<Result<Event, BuildError>> {

@@ -96,6 +96,11 @@ pub enum Step {
         remove_labels: Vec<String>,
         remove_annotations: Vec<String>,
     },
+    /// Remove `annotation` from the EtcdCluster (the recover-quorum request, once handled).
+    RemoveClusterAnnotation {
+        annotation: String,
+        why: String,
+    },
     /// Remove the `member-cleanup` finalizer: the member has left etcd and its Pod and PVC
     /// are gone.
     RemoveFinalizer {
@@ -279,6 +284,7 @@ pub enum StepKind {
     ResizePvc,
     SetMemberMetadata,
     PatchPodMetadata,
+    RemoveClusterAnnotation,
     RemoveFinalizer,
     CreatePvc,
     DeletePvc,
@@ -319,6 +325,7 @@ impl Step {
             Step::ResizePvc { .. } => StepKind::ResizePvc,
             Step::SetMemberMetadata { .. } => StepKind::SetMemberMetadata,
             Step::PatchPodMetadata { .. } => StepKind::PatchPodMetadata,
+            Step::RemoveClusterAnnotation { .. } => StepKind::RemoveClusterAnnotation,
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
             Step::CreatePvc(_) => StepKind::CreatePvc,
             Step::DeletePvc { .. } => StepKind::DeletePvc,
@@ -419,6 +426,7 @@ impl Step {
             Step::ResizePvc { .. } => "VolumeExpanding",
             Step::SetMemberMetadata { .. } => "MemberMetadataChanged",
             Step::PatchPodMetadata { .. } => "PodMetadataPatched",
+            Step::RemoveClusterAnnotation { .. } => "QuorumRecoveryRequestHandled",
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
             Step::CreatePvc(_) => "VolumeCreated",
             Step::DeletePvc { .. } => "VolumeDeleted",
@@ -508,6 +516,9 @@ impl Step {
                     ));
                 }
                 message
+            }
+            Step::RemoveClusterAnnotation { annotation, why } => {
+                format!("annotation {annotation} removed: {why}")
             }
             Step::RemoveFinalizer { member } => format!("member {member} has left the cluster"),
             Step::CreatePvc(p) => {
@@ -604,6 +615,9 @@ impl Step {
         match self {
             Step::Wait { reason, .. } if reason.needs_attention() => EventType::Warning,
             Step::RemoveEtcdMember { member: None, .. } => EventType::Warning,
+            Step::RemoveClusterAnnotation { why, .. } if why.contains("nothing to recover") => {
+                EventType::Warning
+            }
             _ => EventType::Normal,
         }
     }
@@ -616,8 +630,10 @@ pub enum WaitReason {
     Deleting,
     /// `spec.paused` is true.
     Paused,
-    /// A lost-quorum recovery is in progress; continuing it is not implemented yet.
-    QuorumRecoveryNotImplemented,
+    /// A lost-quorum recovery is in progress and waits for a member.
+    QuorumRecovery,
+    /// A lost-quorum recovery was asked for (or is due) but cannot start; the message says why.
+    QuorumRecoveryRefused,
     /// A CORRUPT alarm is active.
     CorruptAlarm,
     /// A NOSPACE alarm is active.
@@ -671,7 +687,8 @@ impl WaitReason {
         match self {
             WaitReason::Deleting => "Deleting",
             WaitReason::Paused => "Paused",
-            WaitReason::QuorumRecoveryNotImplemented => "QuorumRecoveryNotImplemented",
+            WaitReason::QuorumRecovery => "QuorumRecovery",
+            WaitReason::QuorumRecoveryRefused => "QuorumRecoveryRefused",
             WaitReason::CorruptAlarm => "CorruptAlarm",
             WaitReason::NoSpaceAlarm => "NoSpaceAlarm",
             WaitReason::QuorumLost => "QuorumLost",
@@ -708,6 +725,7 @@ impl WaitReason {
                 | WaitReason::WaitingForLearner
                 | WaitReason::RepairBackoff
                 | WaitReason::VolumeResizing
+                | WaitReason::QuorumRecovery
         )
     }
 }

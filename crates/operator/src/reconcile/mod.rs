@@ -160,6 +160,12 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
         return Ok(Action::await_change());
     }
 
+    // Before the pass's writes: the step after the status write may end the pass (an error, a
+    // crash point) before the Events below, and the next pass no longer sees the phase change.
+    // A status write that fails is planned again, and then recorded again.
+    if let Some(event) = plan.recovery_event(&observed, now) {
+        events::record(&ctx.act, event).await;
+    }
     let outcome = act(&ctx.act, &plan, &observed).await?;
     log_plan(&namespace, &name, &plan.step, plan.requeue_after);
     if plan.step.mutates() || matches!(plan.step, Step::SetPhase { .. }) {

@@ -5,16 +5,10 @@ use etcd_operator_api::MemberPhase;
 use super::helpers::{delete_pod, leadership_first};
 use super::repair::{continue_replacement, restore_dead_pod};
 use crate::etcd::{AlarmKind, member_id_hex};
-use crate::plan::conditions;
 use crate::plan::context::{Context, Health, MemberView};
 use crate::plan::decision::{Decision, MemberEdit};
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
-
-/// The EtcdCluster condition a lost-quorum recovery will set while it runs (`status: True`).
-/// Nothing sets it yet; rule 3 already honours it so the recovery can land without
-/// reordering the rules.
-pub const QUORUM_RECOVERY_CONDITION: &str = "QuorumRecovery";
 
 /// Rule 1, cluster deletion: finish member cleanup and nothing else. The whole cluster goes,
 /// so members do not leave etcd one by one (that would only lose quorum on the way); their
@@ -68,21 +62,6 @@ pub fn foreign_cluster_id(ctx: &Context<'_>) -> Option<Decision> {
                 "etcd answers with cluster ID {} but this cluster formed as {latched}; a member may have started a new cluster on empty data. The operator takes no action: inspect the members, or recreate the EtcdCluster",
                 member_id_hex(seen)
             ),
-            timing::BLOCKED_POLL,
-        )
-    })
-}
-
-/// Rule 3, continue lost-quorum recovery: not implemented yet, so it reports and holds every
-/// other rule back (they would interfere with a recovery).
-pub fn quorum_recovery_in_progress(ctx: &Context<'_>) -> Option<Decision> {
-    let status = ctx.observed.cluster.status.as_ref()?;
-    let recovering = conditions::find(status.conditions.as_ref(), QUORUM_RECOVERY_CONDITION)
-        .is_some_and(|c| c.status == "True");
-    recovering.then(|| {
-        Decision::wait(
-            WaitReason::QuorumRecoveryNotImplemented,
-            "a lost-quorum recovery is marked in progress, but continuing it is not implemented yet; restore the cluster from a snapshot and clear the QuorumRecovery condition",
             timing::BLOCKED_POLL,
         )
     })

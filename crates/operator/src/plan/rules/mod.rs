@@ -25,6 +25,7 @@ mod advance;
 mod helpers;
 mod lifecycle;
 mod operations;
+pub mod quorum;
 mod repair;
 mod restore;
 pub mod rollout;
@@ -32,11 +33,11 @@ mod start;
 
 use super::context::Context;
 use super::decision::Decision;
-use super::step::Step;
+use super::step::{Step, WaitReason};
 use super::timing;
 
 pub use advance::caught_up;
-pub use lifecycle::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};
+pub use lifecycle::NOSPACE_REMEDIATION_ANNOTATION;
 pub use restore::restore_source_uri;
 
 /// Applies the rules in order.
@@ -51,13 +52,13 @@ pub fn decide(ctx: &Context<'_>) -> Decision {
         lifecycle::foreign_cluster_id,
         start::pod_start_instructions,
         restore::restore_failed,
-        lifecycle::quorum_recovery_in_progress,
+        quorum::in_progress,
         lifecycle::terminating_members,
         lifecycle::corrupt_alarm,
         lifecycle::nospace_alarm,
         rollout::stalled_upgrade,
-        repair::member_repair,
-        repair::lost_quorum,
+        repair_or_recovery,
+        lost_quorum,
         advance::advance_members,
         operations::cluster_operations,
     ];
@@ -65,5 +66,42 @@ pub fn decide(ctx: &Context<'_>) -> Decision {
         step: Step::Idle,
         requeue: timing::IDLE_POLL,
         edits: Vec::new(),
+        recovery: None,
     })
+}
+
+/// Rule 7, unless it is blocked (a wait: a repair cannot proceed without quorum) while a
+/// lost-quorum recovery is asked for or due: then rule 8's start comes first, since no
+/// per-member repair can bring a lost majority back.
+fn repair_or_recovery(ctx: &Context<'_>) -> Option<Decision> {
+    let repair = repair::member_repair(ctx);
+    match &repair {
+        Some(d) if !matches!(d.step, Step::Wait { .. }) => repair,
+        Some(Decision {
+            step:
+                Step::Wait {
+                    reason: WaitReason::QuorumAtRisk,
+                    ..
+                },
+            ..
+        }) => quorum::start(ctx)
+            .or_else(|| {
+                repair::lost_quorum(ctx).filter(|d| {
+                    matches!(
+                        d.step,
+                        Step::Wait {
+                            reason: WaitReason::QuorumLost,
+                            ..
+                        }
+                    )
+                })
+            })
+            .or(repair),
+        _ => quorum::start(ctx).or(repair),
+    }
+}
+
+/// Rule 8: start a lost-quorum recovery, or report the loss.
+fn lost_quorum(ctx: &Context<'_>) -> Option<Decision> {
+    quorum::start(ctx).or_else(|| repair::lost_quorum(ctx))
 }

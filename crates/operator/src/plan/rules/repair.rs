@@ -116,7 +116,7 @@ pub fn restore_dead_pod(ctx: &Context<'_>) -> Option<Decision> {
 /// Why a memory-backed member's data is gone, if it is: its recorded Pod is missing or was
 /// replaced by another, its Pod reached a terminal phase, or etcd knows it as started while
 /// it has no Pod. (tmpfs dies with the Pod.)
-fn memory_data_lost(m: &MemberView<'_>) -> Option<String> {
+pub(super) fn memory_data_lost(m: &MemberView<'_>) -> Option<String> {
     let pod = m.observed.pod.as_ref();
     let recorded = m.recorded_pod_uid();
     match (pod, recorded) {
@@ -436,8 +436,9 @@ pub fn lost_quorum(ctx: &Context<'_>) -> Option<Decision> {
     Some(Decision::wait(
         WaitReason::QuorumLost,
         format!(
-            "quorum lost: {healthy}/{voters} voters healthy, quorum needs {quorum}; not serving: {}. Bring those members back (their Pods and PVCs), or restore the cluster from a snapshot; automatic recovery is not implemented yet",
-            down.join(", ")
+            "quorum lost: {healthy}/{voters} voters healthy, quorum needs {quorum}; not serving: {}. Bring those members back (their Pods and PVCs); if their data is gone, recover from the survivor (annotation {}, kubectl etcd recover-quorum, or spec.quorumRecovery.mode: Automatic), or restore the cluster from a snapshot",
+            down.join(", "),
+            etcd_operator_api::cluster::RECOVER_QUORUM_ANNOTATION
         ),
         timing::BLOCKED_POLL,
     ))

@@ -1,11 +1,11 @@
 //! Rules 1 to 6 and the cluster-ID safety stop.
 
 use etcd_operator_api::MemberPhase;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::fixtures::*;
 use crate::etcd::AlarmKind;
-use crate::plan::{QUORUM_RECOVERY_CONDITION, Step, StepKind, WaitReason};
+use crate::plan::{Step, StepKind, WaitReason};
 
 fn deleting(fx: &mut Fx, member: &str) {
     fx.member_mut(member).metadata.deletion_timestamp = Some(Time(at(50)));
@@ -82,24 +82,6 @@ fn cluster_id_mismatch_stops_all_action() {
     fx.obs.etcd.cluster_id = Some(0xdead);
     fx.without_pod("etcd-2");
     assert_eq!(wait_reason(&fx.step()), WaitReason::ClusterIdMismatch);
-}
-
-#[test]
-fn rule3_quorum_recovery_in_progress_is_reported_not_continued() {
-    let mut fx = Fx::healthy(3);
-    fx.status_mut().conditions = Some(vec![Condition {
-        type_: QUORUM_RECOVERY_CONDITION.into(),
-        status: "True".into(),
-        reason: "Started".into(),
-        message: String::new(),
-        observed_generation: None,
-        last_transition_time: Time(at(1)),
-    }]);
-    deleting(&mut fx, "etcd-2");
-    assert_eq!(
-        wait_reason(&fx.step()),
-        WaitReason::QuorumRecoveryNotImplemented
-    );
 }
 
 #[test]

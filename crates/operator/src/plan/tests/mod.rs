@@ -8,6 +8,7 @@ mod lifecycle;
 mod membership;
 mod operations;
 mod properties;
+mod quorum;
 mod repair;
 mod restore;
 mod rollout;

@@ -267,6 +267,11 @@ impl Sim {
                 spec.topology_spread_constraints = config.topology_spread_constraints;
                 spec.image_pull_secrets = config.image_pull_secrets;
             }
+            Step::RemoveClusterAnnotation { annotation, .. } => {
+                if let Some(a) = fx.obs.cluster.metadata.annotations.as_mut() {
+                    a.remove(&annotation);
+                }
+            }
             Step::RemoveFinalizer { member } => {
                 fx.obs
                     .members

@@ -1,0 +1,180 @@
+//! Lost-quorum recovery: the opt-in spec field and the status record (extensions of this
+//! implementation, see docs/api.md and docs/operations.md).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::security::parse_duration;
+
+/// How long a loss of quorum must last before automatic recovery counts it, when
+/// `spec.quorumRecovery.after` is unset.
+pub const DEFAULT_RECOVERY_AFTER: &str = "5m";
+
+/// The annotation on an EtcdCluster by which a person asks for a lost-quorum recovery now:
+/// the name of the EtcdMember to recover from, or `auto` to let the operator pick the
+/// survivor with the highest raft index. The operator removes it once the recovery is done
+/// (or at once when a majority answers: nothing to recover).
+pub const RECOVER_QUORUM_ANNOTATION: &str = "etcd-operator.cozystack.io/recover-quorum";
+
+/// Who may start a lost-quorum recovery.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum QuorumRecoveryMode {
+    /// Only a person, with the `etcd-operator.cozystack.io/recover-quorum` annotation (or
+    /// `kubectl etcd recover-quorum`). The default.
+    #[default]
+    Manual,
+    /// The operator too, once a majority of the voters has lost its data for longer than
+    /// `after`. A person can still trigger it earlier with the annotation.
+    Automatic,
+}
+
+/// `spec.quorumRecovery`: an extension of this implementation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuorumRecoverySpec {
+    /// `Manual` (default) or `Automatic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<QuorumRecoveryMode>,
+    /// How long quorum must have been lost, with a majority's data gone, before automatic
+    /// recovery starts, as a duration such as `5m`, `90s` or `1h` (default `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(
+        pattern = r"^([0-9]{1,6}h([0-9]{1,6}m)?([0-9]{1,6}s)?|[0-9]{1,6}m([0-9]{1,6}s)?|[0-9]{1,6}s)$"
+    ))]
+    pub after: Option<String>,
+}
+
+impl QuorumRecoverySpec {
+    pub fn mode_or_default(&self) -> QuorumRecoveryMode {
+        self.mode.unwrap_or_default()
+    }
+
+    /// `after` as a duration (the default when unset or unreadable).
+    pub fn after_or_default(&self) -> std::time::Duration {
+        self.after
+            .as_deref()
+            .and_then(parse_duration)
+            .or_else(|| parse_duration(DEFAULT_RECOVERY_AFTER))
+            .unwrap_or(std::time::Duration::from_secs(300))
+    }
+}
+
+/// The phases of a recovery, in order.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum QuorumRecoveryPhase {
+    /// Recorded; the survivor's Pod is being recreated with `--force-new-cluster`.
+    ForcingNewCluster,
+    /// The survivor runs alone as a one-member cluster; the other members are being removed
+    /// (their Pods and PVCs deleted, their identity forgotten) so that they join again as
+    /// learners.
+    Rebuilding,
+    /// Every other member was reset; they join by the usual learner joins.
+    Completed,
+    /// Given up before anything destructive happened (a majority came back).
+    Aborted,
+}
+
+/// One member as the recovery found it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuorumRecoveryMember {
+    /// The EtcdMember's name.
+    pub name: String,
+    /// The raft index it reported, when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raft_index: Option<i64>,
+    /// What the operator found: `Serving`, `Answering` (no quorum), `DataLost`,
+    /// `Unreachable` or `NotStarted`, with the reason.
+    #[serde(default)]
+    pub state: String,
+}
+
+/// `status.quorumRecovery`: written before the first destructive step of a lost-quorum
+/// recovery, so an operator that dies at any point resumes it. An extension of this
+/// implementation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuorumRecoveryStatus {
+    /// `ForcingNewCluster`, `Rebuilding`, `Completed` or `Aborted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<QuorumRecoveryPhase>,
+    /// `Manual` (the annotation, with its value) or `Automatic`.
+    #[serde(default)]
+    pub trigger: String,
+    /// The member recovered from.
+    #[serde(default)]
+    pub survivor: String,
+    /// The survivor's raft index when the recovery started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub survivor_raft_index: Option<i64>,
+    /// The survivor's etcd revision when the recovery started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub survivor_revision: Option<i64>,
+    /// The UID of the survivor's Pod before it was recreated with `--force-new-cluster`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub survivor_pod_uid: Option<String>,
+    /// Every member as the recovery found it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<QuorumRecoveryMember>,
+    /// The members removed and rebuilt: every member but the survivor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    /// What may have been lost: the entries the survivor did not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub may_have_lost: Option<String>,
+    /// When the recovery was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the survivor first served alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forced_time: Option<Time>,
+    /// When every other member had been reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Why it ended as it did, in a sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl QuorumRecoveryStatus {
+    /// Started and not finished.
+    pub fn in_progress(&self) -> bool {
+        matches!(
+            self.phase,
+            Some(QuorumRecoveryPhase::ForcingNewCluster | QuorumRecoveryPhase::Rebuilding)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_defaults_to_five_minutes_and_reads_durations() {
+        let spec = QuorumRecoverySpec::default();
+        assert_eq!(spec.after_or_default().as_secs(), 300);
+        assert_eq!(spec.mode_or_default(), QuorumRecoveryMode::Manual);
+        let spec = QuorumRecoverySpec {
+            mode: Some(QuorumRecoveryMode::Automatic),
+            after: Some("1m30s".into()),
+        };
+        assert_eq!(spec.after_or_default().as_secs(), 90);
+    }
+
+    #[test]
+    fn only_the_two_working_phases_are_in_progress() {
+        let mut s = QuorumRecoveryStatus::default();
+        assert!(!s.in_progress());
+        for (phase, busy) in [
+            (QuorumRecoveryPhase::ForcingNewCluster, true),
+            (QuorumRecoveryPhase::Rebuilding, true),
+            (QuorumRecoveryPhase::Completed, false),
+            (QuorumRecoveryPhase::Aborted, false),
+        ] {
+            s.phase = Some(phase);
+            assert_eq!(s.in_progress(), busy, "{phase:?}");
+        }
+    }
+}
