@@ -17,6 +17,7 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdclusters", ".status.members"),
     ("etcdclusters", ".status.leader"),
     ("etcdclusters", ".status.restoredFrom"),
+    ("etcdclusters", ".spec.persistentVolumeClaimRetentionPolicy"),
     ("etcdmembers", ".status.phase"),
     ("etcdmembers", ".status.recreateCount"),
     ("etcdmembers", ".status.lastPhaseTransitionTime"),

@@ -103,8 +103,8 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
     Permission {
         group: "",
         resource: "persistentvolumeclaims",
-        verbs: &["get", "list", "watch", "create", "delete"],
-        used_by: "observe; act creates and deletes member data volumes",
+        verbs: &["get", "list", "watch", "create", "patch", "delete"],
+        used_by: "observe; act creates and deletes member data volumes, and hands a retained one to its EtcdCluster (or releases it) by patching its owner references",
     },
     Permission {
         group: "",

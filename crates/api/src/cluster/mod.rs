@@ -1,7 +1,10 @@
 //! `EtcdCluster`: the desired state of one etcd cluster.
 
+mod retention;
 mod security;
 mod status;
+
+pub use retention::{PvcRetention, PvcRetentionPolicy};
 
 pub use security::{
     AuthSpec, BootstrapSpec, CertificateLifetimes, ClientCertManagerTls, ClientOperatorIssuedTls,
@@ -153,6 +156,13 @@ pub struct EtcdClusterSpec {
     /// implementation; unset means false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
+
+    /// When the members' PVCs (their data) are deleted: on cluster deletion (`whenDeleted`)
+    /// and on scale-in (`whenScaled`), both `Delete` by default. An EtcdMember deleted by
+    /// hand always keeps its PVC, and its ordinal is not reused while that PVC exists. An
+    /// extension of this implementation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim_retention_policy: Option<PvcRetentionPolicy>,
 }
 
 impl EtcdClusterSpec {
@@ -170,6 +180,12 @@ impl EtcdClusterSpec {
     /// `storage` with the API's default applied.
     pub fn storage_or_default(&self) -> StorageSpec {
         self.storage.clone().unwrap_or_default()
+    }
+
+    /// `persistentVolumeClaimRetentionPolicy` with the API's defaults applied.
+    pub fn pvc_retention_or_default(&self) -> PvcRetentionPolicy {
+        self.persistent_volume_claim_retention_policy
+            .unwrap_or_default()
     }
 
     /// Whether `paused` is set to true.

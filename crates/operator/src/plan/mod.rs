@@ -46,6 +46,7 @@ pub use observed::{
     CertificateFacts, IssuedFacts, IssuedMember, IssuedState, Observed, ObservedMember, Password,
     PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
 };
+pub use rules::SCALE_IN_ANNOTATION;
 pub use rules::caught_up;
 pub use rules::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};
 pub use step::{IssuedCertificate, Signer, Step, StepKind, WaitReason};

@@ -8,9 +8,9 @@ use etcd_operator_api::{EtcdCluster, EtcdMember};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::{Client, ResourceExt};
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
 use tracing::debug;
 
 use super::{Backoff, Context, error_policy, reconcile};

@@ -27,6 +27,7 @@ mod lifecycle;
 mod operations;
 mod repair;
 mod restore;
+mod retention;
 pub mod rollout;
 mod start;
 
@@ -38,6 +39,7 @@ use super::timing;
 pub use advance::caught_up;
 pub use lifecycle::{NOSPACE_REMEDIATION_ANNOTATION, QUORUM_RECOVERY_CONDITION};
 pub use restore::restore_source_uri;
+pub use retention::SCALE_IN_ANNOTATION;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {

@@ -10,6 +10,7 @@ mod operations;
 mod properties;
 mod repair;
 mod restore;
+mod retention;
 mod rollout;
 mod simulation;
 mod start;
