@@ -30,6 +30,8 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_member_version_set",
     "after_member_config_set",
     "after_alarm_disarm",
+    "after_scale_in_mark",
+    "after_pvc_owner_set",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -78,6 +80,8 @@ pub fn after_step(step: &Step) {
         Step::SetPodStart { .. } => fail::fail_point!("after_pod_start_set"),
         Step::SetMemberVersion { .. } => fail::fail_point!("after_member_version_set"),
         Step::SetMemberConfig { .. } => fail::fail_point!("after_member_config_set"),
+        Step::MarkScaleIn { .. } => fail::fail_point!("after_scale_in_mark"),
+        Step::SetPvcOwner { .. } => fail::fail_point!("after_pvc_owner_set"),
         _ => {}
     }
     #[cfg(not(feature = "failpoints"))]
