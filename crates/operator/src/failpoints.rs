@@ -33,6 +33,8 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_pvc_resize",
     "after_alarm_disarm",
     "after_pod_metadata_patch",
+    "after_scale_in_mark",
+    "after_pvc_owner_set",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -84,6 +86,8 @@ pub fn after_step(step: &Step) {
         Step::SetMemberStorage { .. } => fail::fail_point!("after_member_storage_set"),
         Step::ResizePvc { .. } => fail::fail_point!("after_pvc_resize"),
         Step::PatchPodMetadata { .. } => fail::fail_point!("after_pod_metadata_patch"),
+        Step::MarkScaleIn { .. } => fail::fail_point!("after_scale_in_mark"),
+        Step::SetPvcOwner { .. } => fail::fail_point!("after_pvc_owner_set"),
         _ => {}
     }
     #[cfg(not(feature = "failpoints"))]

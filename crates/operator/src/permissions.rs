@@ -116,7 +116,7 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
         group: "",
         resource: "persistentvolumeclaims",
         verbs: &["get", "list", "watch", "create", "delete", "patch"],
-        used_by: "observe; act creates and deletes member data volumes and expands them (storage growth)",
+        used_by: "observe; act creates and deletes member data volumes, expands them (storage growth), and hands a retained one to its EtcdCluster (or releases it) by patching its owner references",
     },
     Permission {
         group: "storage.k8s.io",

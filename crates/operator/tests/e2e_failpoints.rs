@@ -127,7 +127,7 @@ async fn e2e_failpoint_matrix() {
     let grown = cluster.recorded_ids("fp", "etcd").await;
     assert_eq!(&grown[..3], &ids[..], "the first three members unchanged");
 
-    // Scale-in of the leader: MoveLeader, the EtcdMember's deletion, Terminating, MemberRemove,
+    // Scale-in of the leader: MoveLeader, the scale-in mark, the EtcdMember's deletion, Terminating, MemberRemove,
     // the Pod's and the PVC's deletion.
     cluster.move_leader_to("fp", "etcd", "etcd-3").await;
     crash_through(
@@ -136,6 +136,7 @@ async fn e2e_failpoint_matrix() {
         3,
         &[
             "after_move_leader",
+            "after_scale_in_mark",
             "after_member_delete",
             "after_phase_write",
             "after_member_remove",

@@ -2,7 +2,9 @@
 //! cluster whose member loses its Pod (and with it its data) is healed by replacing that
 //! member; `spec.paused` stops every action while the status keeps telling the truth; deleting
 //! the EtcdCluster removes everything it owned; a member and its data PVC cannot be deleted by
-//! hand (the protection policy of `deploy/operator/`) unless the break-glass annotation says so.
+//! hand (the protection policy of `deploy/operator/`) unless the break-glass annotation says so,
+//! and then the member's PVC is retained (handed to the EtcdCluster) and the cluster heals on a
+//! new ordinal under a client workload; `whenDeleted: Retain` keeps the PVCs of a deleted cluster.
 
 mod support;
 
@@ -14,6 +16,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use support::cluster::start_cluster;
+use support::workload::Workload;
 use support::{
     cluster_yaml, condition, create_namespace, eventually, get_cluster, members, progressing,
 };
@@ -228,12 +231,11 @@ async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
         refused.contains("deleting the etcd data PVC data-etcd-4 by hand"),
         "{refused}"
     );
-    let before_glass = members(&client, "life", "etcd").await;
-    let uid = |ms: &[etcd_operator_api::EtcdMember]| {
-        ms.iter()
-            .find(|m| m.metadata.name.as_deref() == Some("etcd-4"))
-            .and_then(|m| m.metadata.uid.clone())
-    };
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "life");
+    let data_uid = pvcs.get("data-etcd-4").await.unwrap().metadata.uid.clone();
+    let cluster_uid = clusters.get("etcd").await.unwrap().metadata.uid.clone();
+    let workload = Workload::start(cluster.network.clone(), "life", "etcd", "break-glass");
+    tokio::time::sleep(Duration::from_secs(2)).await;
     kubectl_output(
         &cluster,
         &[
@@ -257,16 +259,45 @@ async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
         ],
     );
     assert!(allowed.contains("deleted"), "{allowed}");
-    eventually("etcd-4 to be deleted and made again", LIMIT, || async {
-        let now = uid(&members(&client, "life", "etcd").await);
-        if now.is_some() && now != uid(&before_glass) {
-            Ok(())
-        } else {
-            Err(format!("etcd-4 is {now:?}"))
-        }
-    })
+    // The member leaves etcd, its PVC stays (handed to the EtcdCluster: retention), and the
+    // cluster heals on a new ordinal: ordinal 4's data belongs to a removed member.
+    eventually(
+        "etcd-4 gone and etcd-5 made in its place",
+        LIMIT,
+        || async {
+            let names: Vec<String> = members(&client, "life", "etcd")
+                .await
+                .iter()
+                .filter_map(|m| m.metadata.name.clone())
+                .collect();
+            (names == ["etcd-0", "etcd-1", "etcd-2", "etcd-3", "etcd-5"])
+                .then_some(())
+                .ok_or(format!("members {names:?}"))
+        },
+    )
     .await;
     cluster.wait_converged("life", "etcd", 5, LIMIT).await;
+    let report = workload.stop().await;
+    println!("{}", report.summary());
+    report.assert_no_loss();
+    assert!(
+        report.acknowledged > 0,
+        "the workload wrote: {}",
+        report.summary()
+    );
+    let kept = pvcs.get("data-etcd-4").await.unwrap();
+    assert_eq!(kept.metadata.uid, data_uid, "the same PVC, not a new one");
+    assert!(kept.metadata.deletion_timestamp.is_none());
+    let owners: Vec<_> = kept
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| (o.kind.clone(), Some(o.uid.clone())))
+        .collect();
+    assert_eq!(owners, [("EtcdCluster".to_string(), cluster_uid)]);
+    let after_glass = cluster.etcd_members("life", "etcd").unwrap();
+    assert_eq!(after_glass.len(), 5, "{after_glass:?}");
     assert_eq!(
         cluster
             .get("life", "etcd", "before-pause")
@@ -302,4 +333,44 @@ async fn e2e_pause_holds_every_action_and_deletion_leaves_nothing() {
         }
     })
     .await;
+
+    // whenDeleted: Retain: the cluster goes, its PVCs stay with no owner.
+    create_namespace(&client, "keep").await;
+    let retain = "  persistentVolumeClaimRetentionPolicy:\n    whenDeleted: Retain\n";
+    cluster.apply(&cluster_yaml("etcd", "keep", 1, retain));
+    cluster.wait_converged("keep", "etcd", 1, LIMIT).await;
+    let kept: Api<EtcdCluster> = Api::namespaced(client.clone(), "keep");
+    kept.delete("etcd", &DeleteParams::default()).await.unwrap();
+    eventually("the cluster gone and its PVC released", LIMIT, || async {
+        let gone = kept
+            .get_opt("etcd")
+            .await
+            .map_err(|e| e.to_string())?
+            .is_none();
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "keep");
+        let pvc = pvcs
+            .get_opt("data-etcd-0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let owners = pvc.as_ref().map(|p| {
+            p.metadata
+                .owner_references
+                .clone()
+                .unwrap_or_default()
+                .len()
+        });
+        let pods = count::<Pod>(&client, "keep").await;
+        (gone && owners == Some(0) && pods == 0)
+            .then_some(())
+            .ok_or(format!(
+                "cluster gone {gone}, PVC owners {owners:?}, pods {pods}"
+            ))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "keep");
+    assert!(
+        pvcs.get_opt("data-etcd-0").await.unwrap().is_some(),
+        "garbage collection left the released PVC"
+    );
 }

@@ -12,7 +12,10 @@
 //!   EtcdCluster reconciled to Available; `helm upgrade` to another image, two replicas, text
 //!   logs, one watched namespace, a node selector with a toleration for a tainted node, and a
 //!   scale to 3 members; `helm uninstall` leaving the CRDs and the clusters; `helm install`
-//!   again with `crds.install=false`, reconciling a cluster the upgraded operator left alone.
+//!   again with `crds.install=false`, reconciling a cluster the upgraded operator left alone;
+//! - `helm upgrade` from the previous chart version (extracted from the git history): a
+//!   3-member cluster running under the previous chart keeps its Pods, member IDs, data and
+//!   EtcdMember objects untouched through the upgrade, and the new chart's operator scales it.
 
 mod support;
 
@@ -1308,4 +1311,266 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
         "team-b/etcd Available under the reinstalled operator",
         started,
     );
+}
+
+/// The chart of the previous version, as it stood just before the commit that brought the
+/// current version, extracted with `git archive` into `dir`; returns its path and its version.
+/// Needs the repository's history (a shallow clone lacks it: the panic says so).
+fn previous_chart(dir: &Path) -> (PathBuf, String) {
+    const CHART_YAML: &str = "deploy/helm/etcd-operator/Chart.yaml";
+    let git = |args: &[&str]| -> String {
+        let output = Command::new("git")
+            .arg("-C")
+            .arg(repo_root())
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running git {args:?}: {e}"));
+        assert!(
+            output.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let version_of = |chart_yaml: &str| -> String {
+        let chart: Value = serde_yaml::from_str(chart_yaml).expect("Chart.yaml parses");
+        chart["version"].as_str().expect("a version").to_string()
+    };
+    let current = version_of(&read(&chart().join("Chart.yaml")));
+    // The commit that brought the current version (the oldest of the newest run of commits
+    // carrying it): the previous chart is its parent, as it stood when the version changed.
+    // Not committed yet (a working tree ahead of HEAD): HEAD is the previous chart.
+    let commits = git(&["log", "--format=%H", "--", CHART_YAML]);
+    let bump = commits
+        .lines()
+        .take_while(|c| version_of(&git(&["show", &format!("{c}:{CHART_YAML}")])) == current)
+        .last()
+        .map(str::to_string);
+    let commit = match bump {
+        Some(bump) => git(&["rev-parse", &format!("{bump}^")]).trim().to_string(),
+        None => git(&["rev-parse", "HEAD"]).trim().to_string(),
+    };
+    let version = version_of(&git(&["show", &format!("{commit}:{CHART_YAML}")]));
+    assert_ne!(
+        version, current,
+        "the chart at {commit} has the current version: the history is needed (a shallow clone lacks it: git fetch --unshallow)"
+    );
+    let archive = Command::new("git")
+        .arg("-C")
+        .arg(repo_root())
+        .args([
+            "archive",
+            "--format=tar",
+            &commit,
+            "deploy/helm/etcd-operator",
+        ])
+        .output()
+        .expect("git archive");
+    assert!(archive.status.success(), "git archive of {commit}");
+    let mut tar = Command::new("tar")
+        .arg("-x")
+        .arg("-C")
+        .arg(dir)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("tar");
+    use std::io::Write;
+    tar.stdin
+        .take()
+        .unwrap()
+        .write_all(&archive.stdout)
+        .expect("feeding tar");
+    assert!(
+        tar.wait().unwrap().success(),
+        "tar -x of the chart at {commit}"
+    );
+    eprintln!("helm e2e: the previous chart is {version}, at commit {commit}");
+    (dir.join("deploy/helm/etcd-operator"), version)
+}
+
+/// What "untouched" compares: each etcd Pod's UID and restart count, each EtcdMember's member
+/// ID and resourceVersion, by name.
+async fn etcd_fingerprint(
+    client: &Client,
+    namespace: &str,
+) -> BTreeMap<String, (String, i32, String, String)> {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
+        .await
+        .expect("listing Pods")
+        .items;
+    let members = support::members(client, namespace, "etcd").await;
+    members
+        .iter()
+        .map(|m| {
+            let name = m.metadata.name.clone().unwrap_or_default();
+            let pod = pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name.as_str()));
+            let uid = pod.and_then(|p| p.metadata.uid.clone()).unwrap_or_default();
+            let restarts = pod
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|c| c.iter().map(|c| c.restart_count).sum())
+                .unwrap_or(-1);
+            let id = m
+                .status
+                .as_ref()
+                .and_then(|s| s.member_id.clone())
+                .unwrap_or_default();
+            let rv = m.metadata.resource_version.clone().unwrap_or_default();
+            (name, (uid, restarts, id, rv))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn helm_upgrade_from_the_previous_chart_version_leaves_running_clusters_untouched() {
+    let started = Instant::now();
+    let sandbox = start_sandbox().await;
+    let client = sandbox.client();
+    let helm = Helm::new(Some(sandbox.kubeconfig_path()));
+    let old_dir = tempfile::tempdir().expect("a temporary directory");
+    let (old_chart, old_version) = previous_chart(old_dir.path());
+    let current_version = {
+        let chart: Value = serde_yaml::from_str(&read(&chart().join("Chart.yaml"))).unwrap();
+        chart["version"].as_str().unwrap().to_string()
+    };
+    let default_image = format!("{OPERATOR_IMAGE}:v{}", env!("CARGO_PKG_VERSION"));
+    timed("sandbox up", started);
+
+    // The previous chart, and a 3-member cluster it reconciles.
+    let out = helm.ok(&[
+        "install",
+        RELEASE,
+        old_chart.to_str().unwrap(),
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        WAIT,
+        "--timeout",
+        "3m",
+    ]);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    let old_operator = wait_operator(&client, 1, &default_image).await;
+    create_namespace(&client, "prev").await;
+    let (ok, _, stderr) = support::kubectl_with_stdin(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&cluster_yaml("etcd", "prev", 3, "")),
+    );
+    assert!(ok, "kubectl apply: {stderr}");
+    wait_available(&sandbox, "prev", "etcd", 3).await;
+    put(&sandbox, "prev", "etcd", "written-under", &old_version);
+    timed("prev/etcd Available under the previous chart", started);
+    // At rest: nothing changes any more.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = etcd_fingerprint(&client, "prev").await;
+    assert_eq!(before.len(), 3, "{before:?}");
+    let etcd_ids_before = {
+        let list = etcdctl(
+            &sandbox,
+            &client_endpoint("prev", "etcd"),
+            &["member", "list", "-w", "json"],
+        )
+        .unwrap();
+        let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+        let mut ids: Vec<u64> = list["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["ID"].as_u64().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+
+    // helm upgrade to the current chart (a pod label makes the Deployment roll, so a new
+    // operator Pod takes over from the old one while the cluster runs).
+    let out = helm.ok(&[
+        "upgrade",
+        RELEASE,
+        chart().to_str().unwrap(),
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        &format!("podLabels.chart-version={current_version}"),
+        WAIT,
+        "--timeout",
+        "3m",
+    ]);
+    assert!(out.contains("REVISION: 2"), "{out}");
+    timed("helm upgrade to the current chart", started);
+    let listed = helm.ok(&["list", "--namespace", NAMESPACE, "--output", "json"]);
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(
+        listed[0]["chart"],
+        format!("etcd-operator-{current_version}"),
+        "{listed}"
+    );
+    let new_operator = wait_operator(&client, 1, &default_image).await;
+    assert_ne!(
+        new_operator[0].metadata.uid, old_operator[0].metadata.uid,
+        "a new operator Pod runs"
+    );
+    let crd = crds(&client)
+        .await
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some("etcdclusters.etcd-operator.cozystack.io"))
+        .expect("the EtcdCluster CRD");
+    assert_eq!(
+        crd.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("meta.helm.sh/release-name")
+            .map(String::as_str),
+        Some(RELEASE),
+        "the CRDs stay in the release"
+    );
+
+    // The new operator looks at the cluster (it is leading and ready) and leaves it as it is.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let after = etcd_fingerprint(&client, "prev").await;
+    assert_eq!(
+        after, before,
+        "(Pod UID, restarts, member ID, EtcdMember resourceVersion) by member"
+    );
+    let etcd_ids_after = {
+        let list = etcdctl(
+            &sandbox,
+            &client_endpoint("prev", "etcd"),
+            &["member", "list", "-w", "json"],
+        )
+        .unwrap();
+        let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+        let mut ids: Vec<u64> = list["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["ID"].as_u64().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(etcd_ids_after, etcd_ids_before);
+    assert_eq!(get(&sandbox, "prev", "etcd", "written-under"), old_version);
+
+    // The operator of the new chart reconciles: a scale to 5 keeps the three members.
+    let (ok, _, stderr) = kubectl(
+        &sandbox,
+        &["-n", "prev", "scale", "etcdcluster/etcd", "--replicas=5"],
+    );
+    assert!(ok, "kubectl scale: {stderr}");
+    wait_available(&sandbox, "prev", "etcd", 5).await;
+    let scaled = etcd_fingerprint(&client, "prev").await;
+    for (name, (uid, _, id, _)) in &before {
+        let (now_uid, _, now_id, _) = &scaled[name];
+        assert_eq!(
+            (now_uid, now_id),
+            (uid, id),
+            "{name} untouched by the scale"
+        );
+    }
+    assert_eq!(get(&sandbox, "prev", "etcd", "written-under"), old_version);
+    timed("prev/etcd scaled to 5 by the new chart's operator", started);
 }

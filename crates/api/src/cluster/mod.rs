@@ -1,6 +1,7 @@
 //! `EtcdCluster`: the desired state of one etcd cluster.
 
 mod recovery;
+mod retention;
 mod security;
 mod status;
 
@@ -8,6 +9,8 @@ pub use recovery::{
     DEFAULT_RECOVERY_AFTER, QuorumRecoveryMember, QuorumRecoveryMode, QuorumRecoveryPhase,
     QuorumRecoverySpec, QuorumRecoveryStatus, RECOVER_QUORUM_ANNOTATION,
 };
+pub use retention::{PvcRetention, PvcRetentionPolicy};
+
 pub use security::{
     AuthSpec, BootstrapSpec, CertificateLifetimes, ClientCertManagerTls, ClientOperatorIssuedTls,
     ClientTls, DEFAULT_CA_DURATION, DEFAULT_CERTIFICATE_DURATION, DURATION_PATTERN, EtcdClusterTls,
@@ -165,6 +168,13 @@ pub struct EtcdClusterSpec {
     /// this implementation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum_recovery: Option<QuorumRecoverySpec>,
+
+    /// When the members' PVCs (their data) are deleted: on cluster deletion (`whenDeleted`)
+    /// and on scale-in (`whenScaled`), both `Delete` by default. An EtcdMember deleted by
+    /// hand always keeps its PVC, and its ordinal is not reused while that PVC exists. An
+    /// extension of this implementation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim_retention_policy: Option<PvcRetentionPolicy>,
 }
 
 impl EtcdClusterSpec {
@@ -182,6 +192,12 @@ impl EtcdClusterSpec {
     /// `storage` with the API's default applied.
     pub fn storage_or_default(&self) -> StorageSpec {
         self.storage.clone().unwrap_or_default()
+    }
+
+    /// `persistentVolumeClaimRetentionPolicy` with the API's defaults applied.
+    pub fn pvc_retention_or_default(&self) -> PvcRetentionPolicy {
+        self.persistent_volume_claim_retention_policy
+            .unwrap_or_default()
     }
 
     /// Whether `paused` is set to true.

@@ -175,6 +175,41 @@ pub async fn perform(
                 .delete::<PersistentVolumeClaim>(ObjectKind::Pvc, pvc, uid)
                 .await
         }
+        Step::SetPvcOwner {
+            pvc,
+            resource_version,
+            owner,
+            ..
+        } => {
+            // The observed resourceVersion: a PVC changed (or a newer one of the same name)
+            // since the observation makes the patch fail with 409.
+            let owners = owner.as_ref().map(|o| vec![o.as_ref().clone()]);
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": resource_version,
+                    "ownerReferences": owners,
+                },
+            });
+            writer
+                .merge_patch::<PersistentVolumeClaim>(ObjectKind::Pvc, pvc, &patch)
+                .await
+        }
+        Step::MarkScaleIn { member, marked } => {
+            let current =
+                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
+                    what: format!("EtcdMember {ns}/{member}"),
+                })?;
+            let value = marked.then_some("true");
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": current.metadata.resource_version,
+                    "annotations": {crate::plan::SCALE_IN_ANNOTATION: value},
+                },
+            });
+            writer
+                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .await
+        }
         Step::CreatePod(pod) => writer.create(ObjectKind::Pod, pod.as_ref()).await,
         Step::DeletePod { pod, uid, .. } => {
             writer

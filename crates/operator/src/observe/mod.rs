@@ -165,7 +165,9 @@ impl Observer {
             (security.access, etcd) = (access, view);
             security.auth_found_enabled = true;
         }
+        let retained_pvcs = self.retained_pvcs(&namespace, &name, &members);
         Ok(Observed {
+            retained_pvcs,
             cluster: cluster.clone(),
             members,
             headless_service,
@@ -715,6 +717,40 @@ impl Observer {
             )),
             Err(e) => Some(format!("{kind} {} cannot be read: {e}", issuer.name)),
         }
+    }
+
+    /// The PVCs in the cache labelled with the cluster that no observed member claims, by name.
+    fn retained_pvcs(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        members: &[ObservedMember],
+    ) -> Vec<PvcFacts> {
+        let claimed: std::collections::BTreeSet<String> = members
+            .iter()
+            .filter_map(|m| m.member.metadata.name.as_deref())
+            .map(pvc_name)
+            .collect();
+        let mut retained: Vec<PvcFacts> = self
+            .stores
+            .pvcs
+            .state_filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && p.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(CLUSTER))
+                        .is_some_and(|c| c == cluster)
+                    && p.metadata
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| !claimed.contains(n))
+            })
+            .iter()
+            .map(|p| PvcFacts::from_pvc(p))
+            .collect();
+        retained.sort_by(|a, b| a.name.cmp(&b.name));
+        retained
     }
 
     /// The EtcdMembers labelled with the cluster, by name.

@@ -52,6 +52,7 @@ pub use observed::{
     ObservedMember, Password, PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
 };
 pub use rules::NOSPACE_REMEDIATION_ANNOTATION;
+pub use rules::SCALE_IN_ANNOTATION;
 pub use rules::caught_up;
 pub use rules::quorum::FORCE_NEW_CLUSTER_ANNOTATION;
 pub use step::{IssuedCertificate, Signer, Step, StepKind, WaitReason};

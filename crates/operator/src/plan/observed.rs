@@ -33,6 +33,10 @@ pub struct Observed {
     pub settings: OperatorSettings,
     /// The cluster's TLS and credentials, from the Secrets its spec names.
     pub security: SecurityFacts,
+    /// PVCs labelled with the cluster that belong to no observed EtcdMember: the data of
+    /// members deleted by hand or scaled in under `persistentVolumeClaimRetentionPolicy`
+    /// (retained), by name. Their ordinals are not used again.
+    pub retained_pvcs: Vec<PvcFacts>,
 }
 
 /// What the Secrets of `spec.tls` (and `spec.auth`) amount to.
@@ -360,6 +364,7 @@ impl PodFacts {
 pub struct PvcFacts {
     pub name: String,
     pub uid: String,
+    pub resource_version: Option<String>,
     /// `status.phase`: Pending, Bound or Lost.
     pub phase: Option<String>,
     pub deleting: bool,
@@ -393,6 +398,7 @@ impl PvcFacts {
         PvcFacts {
             name: pvc.metadata.name.clone().unwrap_or_default(),
             uid: pvc.metadata.uid.clone().unwrap_or_default(),
+            resource_version: pvc.metadata.resource_version.clone(),
             phase: pvc.status.as_ref().and_then(|s| s.phase.clone()),
             deleting: pvc.metadata.deletion_timestamp.is_some(),
             owner_uid: controller_uid(&pvc.metadata),

@@ -112,6 +112,22 @@ pub enum Step {
         member: String,
         pvc: String,
     },
+    /// Replace the PVC's owner references (precondition: its observed `resource_version`): with the EtcdCluster's
+    /// (`owner`), so the PVC of a member deleted by hand outlives the member
+    /// (`persistentVolumeClaimRetentionPolicy`), or with none (`owner` is `None`), so it
+    /// outlives the cluster (`whenDeleted: Retain`).
+    SetPvcOwner {
+        member: Option<String>,
+        pvc: String,
+        resource_version: Option<String>,
+        owner: Option<Box<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    },
+    /// Set (`marked`) or remove the member's scale-in annotation: the operator is about to
+    /// delete it to scale in (so its PVC follows `whenScaled`), or no longer is.
+    MarkScaleIn {
+        member: String,
+        marked: bool,
+    },
     CreatePod(Box<Pod>),
     /// Delete the Pod with the precondition `uid` (never a newer Pod of the same name).
     DeletePod {
@@ -288,6 +304,8 @@ pub enum StepKind {
     RemoveFinalizer,
     CreatePvc,
     DeletePvc,
+    SetPvcOwner,
+    MarkScaleIn,
     CreatePod,
     DeletePod,
     LabelPod,
@@ -329,6 +347,8 @@ impl Step {
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
             Step::CreatePvc(_) => StepKind::CreatePvc,
             Step::DeletePvc { .. } => StepKind::DeletePvc,
+            Step::SetPvcOwner { .. } => StepKind::SetPvcOwner,
+            Step::MarkScaleIn { .. } => StepKind::MarkScaleIn,
             Step::CreatePod(_) => StepKind::CreatePod,
             Step::DeletePod { .. } => StepKind::DeletePod,
             Step::LabelPod { .. } => StepKind::LabelPod,
@@ -385,15 +405,16 @@ impl Step {
             | Step::SetMemberMetadata { member, .. }
             | Step::PatchPodMetadata { member, .. }
             | Step::DeletePvc { member, .. }
+            | Step::MarkScaleIn { member, .. }
             | Step::DeletePod { member, .. }
             | Step::LabelPod { member, .. }
             | Step::SetPodStart { member, .. }
             | Step::AddLearner { member, .. }
             | Step::PromoteLearner { member, .. }
             | Step::Defragment { member, .. } => Some(member),
-            Step::RemoveEtcdMember { member, .. } | Step::DisarmAlarm { member, .. } => {
-                member.as_deref()
-            }
+            Step::RemoveEtcdMember { member, .. }
+            | Step::DisarmAlarm { member, .. }
+            | Step::SetPvcOwner { member, .. } => member.as_deref(),
             Step::CreateMember(m) => m.metadata.name.as_deref(),
             Step::CreatePod(p) => p.metadata.name.as_deref(),
             Step::CreatePvc(p) => p
@@ -430,6 +451,10 @@ impl Step {
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
             Step::CreatePvc(_) => "VolumeCreated",
             Step::DeletePvc { .. } => "VolumeDeleted",
+            Step::SetPvcOwner { owner: Some(_), .. } => "VolumeRetained",
+            Step::SetPvcOwner { owner: None, .. } => "VolumeReleased",
+            Step::MarkScaleIn { marked: true, .. } => "MemberScalingIn",
+            Step::MarkScaleIn { marked: false, .. } => "MemberScaleInCancelled",
             Step::CreatePod(_) => "PodCreated",
             Step::DeletePod { .. } => "PodDeleted",
             Step::LabelPod { .. } => "PodRoleLabelled",
@@ -525,6 +550,28 @@ impl Step {
                 format!("PVC {}", p.metadata.name.as_deref().unwrap_or_default())
             }
             Step::DeletePvc { member, pvc } => format!("PVC {pvc} of member {member}"),
+            Step::SetPvcOwner {
+                member,
+                pvc,
+                owner: Some(_),
+                ..
+            } => format!(
+                "PVC {pvc}{} is retained: it now belongs to the EtcdCluster, and its ordinal is not used again while it exists",
+                member
+                    .as_ref()
+                    .map(|m| format!(" of member {m}, deleted by hand,"))
+                    .unwrap_or_default()
+            ),
+            Step::SetPvcOwner { pvc, .. } => format!(
+                "PVC {pvc} is released (no owner): it outlives the cluster (whenDeleted: Retain)"
+            ),
+            Step::MarkScaleIn {
+                member,
+                marked: true,
+            } => format!("member {member} is to leave the cluster: scaling in"),
+            Step::MarkScaleIn { member, .. } => {
+                format!("member {member} stays: the scale-in was called off")
+            }
             Step::CreatePod(p) => {
                 format!("Pod {}", p.metadata.name.as_deref().unwrap_or_default())
             }

@@ -152,8 +152,9 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     let figures = crate::metrics::cluster_figures(&observed, &plan, now);
     ctx.metrics.observed_cluster(&figures, &observed);
 
-    if deleting && observed.members.is_empty() && has_finalizer(cluster) {
-        // Every member is gone: garbage collection takes the rest once the cluster goes.
+    if deleting && observed.members.is_empty() && !plan.step.mutates() && has_finalizer(cluster) {
+        // Every member is gone (and under `whenDeleted: Retain` every PVC released): garbage
+        // collection takes the rest once the cluster goes.
         finalizer::remove(&ctx.act, cluster).await?;
         ctx.metrics.forget_cluster(&namespace, &name);
         info!(namespace = %namespace, cluster = %name, "all members gone; cluster finalizer removed");

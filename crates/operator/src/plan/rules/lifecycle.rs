@@ -12,9 +12,13 @@ use crate::plan::timing;
 
 /// Rule 1, cluster deletion: finish member cleanup and nothing else. The whole cluster goes,
 /// so members do not leave etcd one by one (that would only lose quorum on the way); their
-/// finalizers are removed and garbage collection takes their Pods and PVCs.
+/// finalizers are removed and garbage collection takes their Pods and PVCs (under
+/// `whenDeleted: Retain` every PVC is released first, so it stays).
 pub fn cluster_deletion(ctx: &Context<'_>) -> Option<Decision> {
     ctx.observed.cluster.metadata.deletion_timestamp.as_ref()?;
+    if let Some(release) = super::retention::release_for_cluster_deletion(ctx) {
+        return Some(release);
+    }
     if let Some(m) = ctx.members.iter().find(|m| m.deleting && m.has_finalizer) {
         return Some(Decision::act(Step::RemoveFinalizer {
             member: m.name.to_string(),
@@ -70,8 +74,9 @@ pub fn foreign_cluster_id(ctx: &Context<'_>) -> Option<Decision> {
 /// Rule 4, members with a deletionTimestamp: continue the leave sequence of the first one,
 /// one step per pass.
 ///
-/// Terminating (written first) → MoveLeader if it leads → MemberRemove → delete Pod → delete
-/// PVC → remove the finalizer. Each step is re-derived from what is observed, so a crash
+/// Terminating (written first) → MoveLeader if it leads → MemberRemove → delete Pod → the
+/// PVC: deleted for a member scaled in under `whenScaled: Delete`, else handed to the
+/// EtcdCluster (retained, see `retention`) → remove the finalizer. Each step is re-derived from what is observed, so a crash
 /// between two of them resumes at the first one not yet done: a member still in etcd is
 /// removed, a Pod still there is deleted, and only when etcd no longer lists it does its
 /// data go (the finalizer's guarantee).
@@ -125,11 +130,10 @@ pub fn terminating_members(ctx: &Context<'_>) -> Option<Decision> {
     if let Some(pod) = m.observed.pod.as_ref().filter(|p| !p.deleting) {
         return Some(Decision::act(delete_pod(m, pod)));
     }
-    if let Some(pvc) = m.observed.pvc.as_ref().filter(|p| !p.deleting) {
-        return Some(Decision::act(Step::DeletePvc {
-            member: m.name.to_string(),
-            pvc: pvc.name.clone(),
-        }));
+    if let Some(pvc) = m.observed.pvc.as_ref().filter(|p| !p.deleting)
+        && let Some(step) = super::retention::leaving_member_pvc(ctx, m, pvc)
+    {
+        return Some(step);
     }
     Some(Decision::act(Step::RemoveFinalizer {
         member: m.name.to_string(),

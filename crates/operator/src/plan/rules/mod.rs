@@ -28,6 +28,7 @@ mod operations;
 pub mod quorum;
 mod repair;
 mod restore;
+mod retention;
 pub mod rollout;
 mod start;
 
@@ -39,6 +40,7 @@ use super::timing;
 pub use advance::caught_up;
 pub use lifecycle::NOSPACE_REMEDIATION_ANNOTATION;
 pub use restore::restore_source_uri;
+pub use retention::SCALE_IN_ANNOTATION;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {

@@ -232,6 +232,10 @@ fn scale(ctx: &Context<'_>) -> Option<Decision> {
             timing::BLOCKED_POLL,
         ));
     }
+    let victim = (running.len() > desired).then(|| running.last()).flatten();
+    if let Some(unmark) = super::retention::stale_scale_in_mark(ctx, victim.map(|v| v.name)) {
+        return Some(unmark);
+    }
     if running.len() < desired {
         let seed = ctx.members.is_empty();
         let name = member_name(&ctx.cluster_name, lowest_free_ordinal(ctx));
@@ -259,6 +263,9 @@ fn scale(ctx: &Context<'_>) -> Option<Decision> {
                 timing::BLOCKED_POLL,
             ));
         }
+        if let Some(mark) = super::retention::mark_before_scale_in(ctx, victim) {
+            return Some(mark);
+        }
         return Some(Decision::act(Step::DeleteMember {
             member: victim.name.to_string(),
         }));
@@ -266,13 +273,14 @@ fn scale(ctx: &Context<'_>) -> Option<Decision> {
     None
 }
 
-/// The lowest ordinal no EtcdMember (running, dormant or leaving) uses.
+/// The lowest ordinal no EtcdMember (running, dormant or leaving) and no retained PVC uses.
 fn lowest_free_ordinal(ctx: &Context<'_>) -> u32 {
-    let used: std::collections::BTreeSet<u32> = ctx
+    let mut used: std::collections::BTreeSet<u32> = ctx
         .members
         .iter()
         .filter_map(|m| member_ordinal(&ctx.cluster_name, m.name))
         .collect();
+    used.extend(super::retention::retained_ordinals(ctx));
     (0..).find(|n| !used.contains(n)).unwrap_or(0)
 }
 

@@ -84,6 +84,7 @@ pub fn bound_pvc(member: &str) -> PvcFacts {
     PvcFacts {
         name: format!("data-{member}"),
         uid: format!("pvc-{member}"),
+        resource_version: Some("1".into()),
         phase: Some("Bound".into()),
         deleting: false,
         owner_uid: Some(format!("uid-{member}")),
@@ -133,6 +134,7 @@ impl Fx {
                 etcd: EtcdView::not_observed("no member has a Pod"),
                 settings: OperatorSettings::default(),
                 security: Default::default(),
+                retained_pvcs: Vec::new(),
             },
         }
     }

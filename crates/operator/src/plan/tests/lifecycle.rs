@@ -121,6 +121,12 @@ fn rule4_leaving_leader_hands_leadership_to_the_lowest_ready_voter() {
 #[test]
 fn rule4_leave_sequence_removes_from_etcd_then_pod_then_pvc_then_finalizer() {
     let mut fx = Fx::healthy(3);
+    // Scaled in by the operator (whenScaled: Delete by default): the PVC goes too.
+    fx.member_mut("etcd-2")
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::plan::SCALE_IN_ANNOTATION.into(), "true".into());
     deleting(&mut fx, "etcd-2");
     fx.set_phase("etcd-2", MemberPhase::Terminating, at(60));
     assert_eq!(

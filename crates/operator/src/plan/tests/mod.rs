@@ -11,6 +11,7 @@ mod properties;
 mod quorum;
 mod repair;
 mod restore;
+mod retention;
 mod rollout;
 mod simulation;
 mod start;

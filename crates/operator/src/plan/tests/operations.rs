@@ -14,6 +14,14 @@ fn wait_reason(step: &Step) -> WaitReason {
     }
 }
 
+fn mark_scale_in(fx: &mut Fx, member: &str) {
+    fx.member_mut(member)
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(crate::plan::SCALE_IN_ANNOTATION.into(), "true".into());
+}
+
 fn target(fx: &mut Fx, replicas: i32) {
     fx.obs.cluster.spec.replicas = Some(replicas);
     fx.status_mut().observed.as_mut().unwrap().replicas = replicas;
@@ -94,6 +102,15 @@ fn gate_blocks_scaling_while_a_member_leaves() {
 fn rule10_scale_in_removes_the_highest_ordinal() {
     let mut fx = Fx::healthy(5);
     target(&mut fx, 3);
+    assert_eq!(
+        fx.step(),
+        Step::MarkScaleIn {
+            member: "etcd-4".into(),
+            marked: true
+        },
+        "marked first, so its PVC follows whenScaled"
+    );
+    mark_scale_in(&mut fx, "etcd-4");
     assert_eq!(
         fx.step(),
         Step::DeleteMember {
@@ -263,6 +280,7 @@ fn rule10_members_named_by_another_operator_are_handled() {
     fx.obs.pdb = Some(crate::build::voter_pdb(&fx.obs.cluster, 4).unwrap());
     assert_eq!(fx.step(), Step::Idle, "adopted, not strays");
     target(&mut fx, 3);
+    mark_scale_in(&mut fx, "etcd-xyz12");
     assert_eq!(
         fx.step(),
         Step::DeleteMember {

@@ -273,9 +273,39 @@ impl Sim {
                 }
             }
             Step::RemoveFinalizer { member } => {
+                let om = fx.observed_member(&member).clone();
+                let uid = om.member.metadata.uid.clone();
+                if let Some(pvc) = om.pvc.filter(|p| p.owner_uid != uid) {
+                    fx.obs.retained_pvcs.push(pvc);
+                }
                 fx.obs
                     .members
                     .retain(|m| m.member.metadata.name.as_deref() != Some(member.as_str()));
+            }
+            Step::MarkScaleIn { member, marked } => {
+                let annotations = fx
+                    .member_mut(&member)
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                if marked {
+                    annotations.insert(crate::plan::SCALE_IN_ANNOTATION.into(), "true".into());
+                } else {
+                    annotations.remove(crate::plan::SCALE_IN_ANNOTATION);
+                }
+            }
+            Step::SetPvcOwner {
+                member, pvc, owner, ..
+            } => {
+                let owner_uid = owner.map(|o| o.uid.clone());
+                match member {
+                    Some(m) => fx.observed_member(&m).pvc.as_mut().unwrap().owner_uid = owner_uid,
+                    None => {
+                        for p in fx.obs.retained_pvcs.iter_mut().filter(|p| p.name == pvc) {
+                            p.owner_uid = owner_uid.clone();
+                        }
+                    }
+                }
             }
             Step::CreatePvc(pvc) => {
                 let name = pvc.metadata.name.clone().unwrap();
@@ -1085,5 +1115,71 @@ fn memory_backed_storage_grows_by_replacement_leader_last() {
             assert_eq!(m.member.spec.storage.size_or_default().0, "2Gi");
             assert_eq!(m.pod.as_ref().unwrap().tmpfs_size.as_deref(), Some("2Gi"));
         }
+    }
+}
+
+#[test]
+fn a_member_deleted_by_hand_keeps_its_pvc_and_the_cluster_heals_on_a_new_ordinal() {
+    let mut sim = Sim::new(Fx::healthy(3));
+    sim.fx.member_mut("etcd-1").metadata.deletion_timestamp = Some(Time(at(sim.t)));
+    sim.run(150, Crash::Every(3));
+    sim.assert_converged(3);
+    let names: Vec<_> = sim
+        .fx
+        .obs
+        .members
+        .iter()
+        .map(|m| m.member.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["etcd-0", "etcd-2", "etcd-3"],
+        "ordinal 1 is not reused"
+    );
+    let retained: Vec<_> = sim
+        .fx
+        .obs
+        .retained_pvcs
+        .iter()
+        .map(|p| (p.name.as_str(), p.owner_uid.as_deref()))
+        .collect();
+    assert_eq!(retained, [("data-etcd-1", Some("uid-etcd"))]);
+    assert_eq!(kinds_count(&sim.steps, StepKind::DeletePvc), 0);
+}
+
+#[test]
+fn scale_in_deletes_pvcs_by_default_and_keeps_them_under_when_scaled_retain() {
+    use etcd_operator_api::cluster::{PvcRetention, PvcRetentionPolicy};
+    for (when_scaled, kept) in [(None, 0), (Some(PvcRetention::Retain), 2)] {
+        let mut sim = Sim::new(Fx::healthy(5));
+        sim.fx
+            .obs
+            .cluster
+            .spec
+            .persistent_volume_claim_retention_policy = Some(PvcRetentionPolicy {
+            when_deleted: None,
+            when_scaled,
+        });
+        sim.fx.obs.cluster.spec.replicas = Some(3);
+        sim.run(150, Crash::Every(4));
+        sim.assert_converged(3);
+        assert_eq!(sim.fx.obs.retained_pvcs.len(), kept, "{when_scaled:?}");
+        // Scaling out again never lands on a retained ordinal.
+        sim.fx.obs.cluster.spec.replicas = Some(5);
+        sim.run(150, Crash::Never);
+        sim.assert_converged(5);
+        let names: Vec<_> = sim
+            .fx
+            .obs
+            .members
+            .iter()
+            .map(|m| m.member.metadata.name.clone().unwrap())
+            .collect();
+        let expected: &[&str] = if kept == 0 {
+            &["etcd-0", "etcd-1", "etcd-2", "etcd-3", "etcd-4"]
+        } else {
+            &["etcd-0", "etcd-1", "etcd-2", "etcd-5", "etcd-6"]
+        };
+        assert_eq!(names, expected, "{when_scaled:?}");
     }
 }
