@@ -13,7 +13,7 @@
 //!   logs, one watched namespace, a node selector with a toleration for a tainted node, and a
 //!   scale to 3 members; `helm uninstall` leaving the CRDs and the clusters; `helm install`
 //!   again with `crds.install=false`, reconciling a cluster the upgraded operator left alone;
-//! - `helm upgrade` from the previous chart version (extracted from the git history): a
+//! - `helm upgrade` from the previous chart version (`tests/fixtures/chart-0.1.0`): a
 //!   3-member cluster running under the previous chart keeps its Pods, member IDs, data and
 //!   EtcdMember objects untouched through the upgrade, and the new chart's operator scales it.
 
@@ -1313,79 +1313,54 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
     );
 }
 
-/// The chart of the previous version, as it stood just before the commit that brought the
-/// current version, extracted with `git archive` into `dir`; returns its path and its version.
-/// Needs the repository's history (a shallow clone lacks it: the panic says so).
+/// The chart of the previous version, as released: `tests/fixtures/chart-<version>/`, the
+/// chart directory as it stood before the commit that brought the current version (a fixture
+/// rather than `git archive`, so the test needs no history: CI may clone shallow). Copied into
+/// `dir`; returns its path and its version. When the chart's version is bumped, the fixture is
+/// replaced by the chart as it was before the bump.
 fn previous_chart(dir: &Path) -> (PathBuf, String) {
-    const CHART_YAML: &str = "deploy/helm/etcd-operator/Chart.yaml";
-    let git = |args: &[&str]| -> String {
-        let output = Command::new("git")
-            .arg("-C")
-            .arg(repo_root())
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("running git {args:?}: {e}"));
-        assert!(
-            output.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
     let version_of = |chart_yaml: &str| -> String {
         let chart: Value = serde_yaml::from_str(chart_yaml).expect("Chart.yaml parses");
         chart["version"].as_str().expect("a version").to_string()
     };
     let current = version_of(&read(&chart().join("Chart.yaml")));
-    // The commit that brought the current version (the oldest of the newest run of commits
-    // carrying it): the previous chart is its parent, as it stood when the version changed.
-    // Not committed yet (a working tree ahead of HEAD): HEAD is the previous chart.
-    let commits = git(&["log", "--format=%H", "--", CHART_YAML]);
-    let bump = commits
-        .lines()
-        .take_while(|c| version_of(&git(&["show", &format!("{c}:{CHART_YAML}")])) == current)
-        .last()
-        .map(str::to_string);
-    let commit = match bump {
-        Some(bump) => git(&["rev-parse", &format!("{bump}^")]).trim().to_string(),
-        None => git(&["rev-parse", "HEAD"]).trim().to_string(),
-    };
-    let version = version_of(&git(&["show", &format!("{commit}:{CHART_YAML}")]));
+    let fixtures = repo_root().join("crates/operator/tests/fixtures");
+    let mut previous: Vec<PathBuf> = std::fs::read_dir(&fixtures)
+        .expect("crates/operator/tests/fixtures")
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("chart-"))
+        })
+        .collect();
+    assert_eq!(
+        previous.len(),
+        1,
+        "exactly one previous chart in {}: {previous:?}",
+        fixtures.display()
+    );
+    let source = previous.remove(0);
+    let version = version_of(&read(&source.join("Chart.yaml")));
     assert_ne!(
-        version, current,
-        "the chart at {commit} has the current version: the history is needed (a shallow clone lacks it: git fetch --unshallow)"
+        version,
+        current,
+        "{} has the current chart version {current}: it must be the previous release",
+        source.display()
     );
-    let archive = Command::new("git")
-        .arg("-C")
-        .arg(repo_root())
-        .args([
-            "archive",
-            "--format=tar",
-            &commit,
-            "deploy/helm/etcd-operator",
-        ])
-        .output()
-        .expect("git archive");
-    assert!(archive.status.success(), "git archive of {commit}");
-    let mut tar = Command::new("tar")
-        .arg("-x")
-        .arg("-C")
-        .arg(dir)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("tar");
-    use std::io::Write;
-    tar.stdin
-        .take()
-        .unwrap()
-        .write_all(&archive.stdout)
-        .expect("feeding tar");
-    assert!(
-        tar.wait().unwrap().success(),
-        "tar -x of the chart at {commit}"
+    let target = dir.join("etcd-operator");
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(&source)
+        .arg(&target)
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "copying {}", source.display());
+    eprintln!(
+        "helm e2e: the previous chart is {version}, from {}",
+        source.display()
     );
-    eprintln!("helm e2e: the previous chart is {version}, at commit {commit}");
-    (dir.join("deploy/helm/etcd-operator"), version)
+    (target, version)
 }
 
 /// What "untouched" compares: each etcd Pod's UID and restart count, each EtcdMember's member
