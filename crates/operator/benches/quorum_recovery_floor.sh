@@ -20,21 +20,7 @@ ETCD=${ETCD:-/usr/local/lib/etcd-3.5.1/etcd}
 ETCDCTL=${ETCDCTL:-/usr/local/lib/etcd-3.5.1/etcdctl}
 ROUNDS=${1:?usage: quorum_recovery_floor.sh ROUNDS}
 
-dir=$(mktemp -d)
-declare -A pids
-cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  sleep 0.2
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-net="127.$((RANDOM % 100 + 100)).$((RANDOM % 250 + 1))"
-ip() { echo "$net.$(($1 + 1))"; }
-peer() { echo "http://$(ip "$1"):2380"; }
-client() { echo "http://$(ip "$1"):2379"; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+. "$(dirname "${BASH_SOURCE[0]}")/floor_lib.sh"
 
 start_member() { # index state initial-cluster data-dir [extra flags...]
   local i=$1 state=$2 initial=$3 data=$4

@@ -18,23 +18,7 @@ NEW=${NEW:-/usr/local/lib/etcd-3.5.1/etcd}
 ETCDCTL=${ETCDCTL:-/usr/local/lib/etcd-3.5.1/etcdctl}
 ROUNDS=${1:?usage: upgrade_floor.sh ROUNDS}
 
-dir=$(mktemp -d)
-declare -A pids
-writer=""
-cleanup() {
-  [[ -n "$writer" ]] && kill "$writer" 2>/dev/null || true
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  sleep 0.2
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-# A /24 of loopback addresses of our own, so runs side by side never collide.
-net="127.$((RANDOM % 100 + 100)).$((RANDOM % 250 + 1))"
-ip() { echo "$net.$(($1 + 1))"; }
-peer() { echo "http://$(ip "$1"):2380"; }
-client() { echo "http://$(ip "$1"):2379"; }
-now() { date +%s.%N; }
+. "$(dirname "${BASH_SOURCE[0]}")/floor_lib.sh"
 all() { echo "$(client 0),$(client 1),$(client 2)"; }
 
 start_member() { # binary index state initial-cluster data-dir
