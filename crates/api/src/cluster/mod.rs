@@ -7,7 +7,8 @@ mod status;
 
 pub use recovery::{
     DEFAULT_RECOVERY_AFTER, QuorumRecoveryMember, QuorumRecoveryMode, QuorumRecoveryPhase,
-    QuorumRecoverySpec, QuorumRecoveryStatus, RECOVER_QUORUM_ANNOTATION,
+    QuorumRecoverySnapshot, QuorumRecoverySpec, QuorumRecoveryStatus, RECOVER_QUORUM_ANNOTATION,
+    RECOVER_FROM_SNAPSHOT_PREFIX,
 };
 pub use retention::{PvcRetention, PvcRetentionPolicy};
 

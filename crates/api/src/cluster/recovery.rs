@@ -17,6 +17,11 @@ pub const DEFAULT_RECOVERY_AFTER: &str = "5m";
 /// (or at once when a majority answers: nothing to recover).
 pub const RECOVER_QUORUM_ANNOTATION: &str = "etcd-operator.cozystack.io/recover-quorum";
 
+/// The prefix of the annotation's value that names the EtcdSnapshot to restore from when no
+/// member's data survives: `snapshot:<name>` (`auto` takes the newest Complete and verified
+/// one of this cluster).
+pub const RECOVER_FROM_SNAPSHOT_PREFIX: &str = "snapshot:";
+
 /// Who may start a lost-quorum recovery.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum QuorumRecoveryMode {
@@ -60,11 +65,19 @@ impl QuorumRecoverySpec {
     }
 }
 
-/// The phases of a recovery, in order.
+/// The phases of a recovery, in order. From a survivor: `ForcingNewCluster`, `Rebuilding`,
+/// `Completed`. From a snapshot (no member's data survives): `Resetting`, `Restoring`,
+/// `Completed`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum QuorumRecoveryPhase {
     /// Recorded; the survivor's Pod is being recreated with `--force-new-cluster`.
     ForcingNewCluster,
+    /// From a snapshot: recorded; every member's Pod and PVC are being deleted and its identity
+    /// forgotten, one member at a time.
+    Resetting,
+    /// From a snapshot: the seed (`survivor`) is restored from the snapshot in its new Pod's
+    /// init containers and starts alone as a new one-member cluster.
+    Restoring,
     /// The survivor runs alone as a one-member cluster; the other members are being removed
     /// (their Pods and PVCs deleted, their identity forgotten) so that they join again as
     /// learners.
@@ -135,6 +148,41 @@ pub struct QuorumRecoveryStatus {
     /// Why it ended as it did, in a sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Set when the recovery is from a snapshot (no member's data survived); `survivor` then
+    /// names the member restored from it, the seed of the new cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<QuorumRecoverySnapshot>,
+}
+
+/// The snapshot a lost-quorum recovery restores from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuorumRecoverySnapshot {
+    /// The EtcdSnapshot's name (same namespace; its `clusterRef` is this cluster).
+    pub name: String,
+    /// Where it is stored, as `s3://<bucket>/<key>`.
+    #[serde(default)]
+    pub uri: String,
+    /// Its etcd revision: writes acknowledged after it are lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// When it completed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    /// The `--initial-cluster-token` the seed is restored with: a new one, so the restored
+    /// cluster gets new member and cluster IDs.
+    #[serde(default)]
+    pub cluster_token: String,
+    /// The cluster ID before the recovery.
+    #[serde(rename = "previousClusterID", default, skip_serializing_if = "Option::is_none")]
+    pub previous_cluster_id: Option<String>,
+    /// The restored cluster's ID, latched into `status.clusterID` when the seed first serves.
+    #[serde(rename = "clusterID", default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    /// The S3 object restored from (its exact key), copied from the EtcdSnapshot when the
+    /// recovery was recorded, so it resumes even if the EtcdSnapshot goes meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::shared::S3SnapshotLocation>,
 }
 
 impl QuorumRecoveryStatus {
@@ -142,8 +190,23 @@ impl QuorumRecoveryStatus {
     pub fn in_progress(&self) -> bool {
         matches!(
             self.phase,
-            Some(QuorumRecoveryPhase::ForcingNewCluster | QuorumRecoveryPhase::Rebuilding)
+            Some(
+                QuorumRecoveryPhase::ForcingNewCluster
+                    | QuorumRecoveryPhase::Rebuilding
+                    | QuorumRecoveryPhase::Resetting
+                    | QuorumRecoveryPhase::Restoring
+            )
         )
+    }
+
+    /// A recovery from a snapshot that has not yet brought the restored seed up: the cluster
+    /// ID etcd answers with is expected to change.
+    pub fn restoring_from_snapshot(&self) -> bool {
+        self.snapshot.is_some()
+            && matches!(
+                self.phase,
+                Some(QuorumRecoveryPhase::Resetting | QuorumRecoveryPhase::Restoring)
+            )
     }
 }
 
@@ -164,12 +227,14 @@ mod tests {
     }
 
     #[test]
-    fn only_the_two_working_phases_are_in_progress() {
+    fn only_the_working_phases_are_in_progress() {
         let mut s = QuorumRecoveryStatus::default();
         assert!(!s.in_progress());
         for (phase, busy) in [
             (QuorumRecoveryPhase::ForcingNewCluster, true),
             (QuorumRecoveryPhase::Rebuilding, true),
+            (QuorumRecoveryPhase::Resetting, true),
+            (QuorumRecoveryPhase::Restoring, true),
             (QuorumRecoveryPhase::Completed, false),
             (QuorumRecoveryPhase::Aborted, false),
         ] {

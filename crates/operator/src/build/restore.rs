@@ -57,6 +57,19 @@ pub fn restore_init_containers(
     {
         return Vec::new();
     }
+    restore_containers(member, s3, settings)
+}
+
+/// The three restore init containers for `member` from the S3 object `s3`, whatever its
+/// storage medium. A lost-quorum recovery from a snapshot puts them into the restored seed's
+/// first Pod only (memory-backed members too: a later Pod of that member is a new member
+/// joining the live cluster, never a second restore).
+pub fn restore_containers(
+    member: &EtcdMember,
+    s3: &etcd_operator_api::shared::S3SnapshotLocation,
+    settings: &OperatorSettings,
+) -> Vec<Container> {
+    let name = member.metadata.name.as_deref().unwrap_or_default();
     let mount = VolumeMount {
         name: "data".to_string(),
         mount_path: DATA_DIR.to_string(),

@@ -166,7 +166,18 @@ impl Observer {
             security.auth_found_enabled = true;
         }
         let retained_pvcs = self.retained_pvcs(&namespace, &name, &members);
+        let snapshot_recovery = cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.quorum_recovery.as_ref())
+            .is_some_and(|r| r.snapshot.is_some() && r.in_progress());
+        let snapshots = if etcd.is_healthy() && !snapshot_recovery {
+            Ok(Vec::new())
+        } else {
+            self.snapshots(&namespace).await
+        };
         Ok(Observed {
+            snapshots,
             retained_pvcs,
             cluster: cluster.clone(),
             members,
@@ -177,6 +188,21 @@ impl Observer {
             settings: self.settings.clone(),
             security,
         })
+    }
+
+    /// The EtcdSnapshots of `namespace` (a lost-quorum recovery with no member's data left
+    /// restores from the newest verified one of the cluster).
+    async fn snapshots(&self, namespace: &str) -> Result<Vec<crate::plan::SnapshotFacts>, String> {
+        let api: Api<etcd_operator_api::EtcdSnapshot> =
+            Api::namespaced(self.client.clone(), namespace);
+        match api.list(&Default::default()).await {
+            Ok(list) => Ok(list
+                .items
+                .iter()
+                .map(crate::plan::SnapshotFacts::from_snapshot)
+                .collect()),
+            Err(e) => Err(format!("listing the EtcdSnapshots of {namespace} failed: {e}")),
+        }
     }
 
     /// `spec.auth`: the root password from its Secret (type `kubernetes.io/basic-auth`, a

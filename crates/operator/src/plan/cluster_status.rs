@@ -124,6 +124,12 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
     }
 
     if let Some(recovery) = &decision.recovery {
+        // A recovery from a snapshot that brought its seed up: the new cluster's ID.
+        if let Some(id) = recovery.snapshot.as_ref().and_then(|s| s.cluster_id.clone())
+            && !recovery.in_progress()
+        {
+            status.cluster_id = Some(id);
+        }
         status.quorum_recovery = Some(recovery.clone());
     }
 

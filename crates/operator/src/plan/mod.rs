@@ -50,6 +50,7 @@ pub use context::Health;
 pub use observed::{
     CertificateFacts, ClassExpansion, IssuedFacts, IssuedMember, IssuedState, Observed,
     ObservedMember, Password, PodFacts, PodPhase, PvcFacts, RotationRequest, SecurityFacts,
+    SnapshotFacts,
 };
 pub use rules::NOSPACE_REMEDIATION_ANNOTATION;
 pub use rules::SCALE_IN_ANNOTATION;
@@ -141,7 +142,27 @@ impl Plan {
         if old.is_some_and(|o| o.phase == new.phase && o.start_time == new.start_time) {
             return None;
         }
+        let snapshot = new.snapshot.as_ref();
         let (reason, message) = match new.phase? {
+            P::Resetting => (
+                "QuorumRecoveryStarted",
+                format!(
+                    "lost-quorum recovery ({}) from EtcdSnapshot {}: no member's data survives; every member ({}) is reset, then {} is restored from the snapshot and the others join again. Lost: {}",
+                    new.trigger,
+                    snapshot.map(|s| s.name.as_str()).unwrap_or("?"),
+                    new.removed.join(", "),
+                    new.survivor,
+                    new.may_have_lost.as_deref().unwrap_or("unknown")
+                ),
+            ),
+            P::Restoring => (
+                "QuorumRecoveryRestoring",
+                format!(
+                    "every member was reset; {} is restored from {} and starts alone as a new cluster",
+                    new.survivor,
+                    snapshot.map(|s| s.uri.as_str()).unwrap_or("the snapshot")
+                ),
+            ),
             P::ForcingNewCluster => (
                 "QuorumRecoveryStarted",
                 format!(

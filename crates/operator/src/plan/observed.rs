@@ -37,6 +37,51 @@ pub struct Observed {
     /// members deleted by hand or scaled in under `persistentVolumeClaimRetentionPolicy`
     /// (retained), by name. Their ordinals are not used again.
     pub retained_pvcs: Vec<PvcFacts>,
+    /// The EtcdSnapshots of the namespace, read only when quorum is lost or a recovery from a
+    /// snapshot runs (a lost-quorum recovery with no member's data left restores from one);
+    /// `Err` with the reason when the list failed. Empty otherwise.
+    pub snapshots: Result<Vec<SnapshotFacts>, String>,
+}
+
+/// What a lost-quorum recovery needs of one EtcdSnapshot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SnapshotFacts {
+    pub name: String,
+    /// `spec.clusterRef.name`: only a snapshot of this cluster is ever restored.
+    pub cluster: String,
+    /// Phase Complete.
+    pub complete: bool,
+    /// `status.verified` is true: read back and matched.
+    pub verified: bool,
+    pub revision: Option<i64>,
+    /// `status.completionTime` (RFC 3339).
+    pub completed_at: Option<Timestamp>,
+    /// `status.artifact.uri`.
+    pub uri: Option<String>,
+    /// The S3 destination it was written to (`None` for a PVC destination).
+    pub s3: Option<etcd_operator_api::shared::S3SnapshotLocation>,
+    pub deleting: bool,
+}
+
+impl SnapshotFacts {
+    /// From the object.
+    pub fn from_snapshot(s: &etcd_operator_api::EtcdSnapshot) -> SnapshotFacts {
+        let status = s.status.clone().unwrap_or_default();
+        SnapshotFacts {
+            name: s.metadata.name.clone().unwrap_or_default(),
+            cluster: s.spec.cluster_ref.name.clone(),
+            complete: status.phase == Some(etcd_operator_api::snapshot::SnapshotPhase::Complete),
+            verified: status.verified == Some(true),
+            revision: status.revision,
+            completed_at: status
+                .completion_time
+                .as_deref()
+                .and_then(|t| t.parse::<Timestamp>().ok()),
+            uri: status.artifact.map(|a| a.uri),
+            s3: s.spec.destination.s3.clone(),
+            deleting: s.metadata.deletion_timestamp.is_some(),
+        }
+    }
 }
 
 /// What the Secrets of `spec.tls` (and `spec.auth`) amount to.

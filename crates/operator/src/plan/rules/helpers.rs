@@ -47,18 +47,7 @@ pub fn create_pod(ctx: &Context<'_>, m: &MemberView<'_>) -> Decision {
     let start = pod_start(ctx, m);
     match member_pod(&m.observed.member, &start, &ctx.observed.settings) {
         Ok(mut pod) => {
-            // What it was configured with: a later config rollout compares it.
-            pod.metadata.annotations.get_or_insert_default().insert(
-                crate::build::CONFIG_DIGEST_ANNOTATION.to_string(),
-                crate::build::MemberConfig::of_member(&m.observed.member.spec).digest(),
-            );
-            // What its etcd will trust: a later change of the CAs restarts it.
-            if let Some(trust) = ctx.observed.security.trust.get(m.name) {
-                pod.metadata.annotations.get_or_insert_default().insert(
-                    crate::build::TRUSTED_CA_ANNOTATION.to_string(),
-                    trust.clone(),
-                );
-            }
+            stamp_pod(ctx, m, &mut pod);
             Decision::act(Step::CreatePod(Box::new(pod)))
         }
         Err(e) => Decision::wait(
@@ -66,6 +55,21 @@ pub fn create_pod(ctx: &Context<'_>, m: &MemberView<'_>) -> Decision {
             format!("cannot build the Pod of {}: {e}", m.name),
             timing::BLOCKED_POLL,
         ),
+    }
+}
+
+/// The annotations every new Pod of `m` carries: what it was configured with (a later config
+/// rollout compares it) and what its etcd will trust (a later change of the CAs restarts it).
+pub fn stamp_pod(ctx: &Context<'_>, m: &MemberView<'_>, pod: &mut k8s_openapi::api::core::v1::Pod) {
+    pod.metadata.annotations.get_or_insert_default().insert(
+        crate::build::CONFIG_DIGEST_ANNOTATION.to_string(),
+        crate::build::MemberConfig::of_member(&m.observed.member.spec).digest(),
+    );
+    if let Some(trust) = ctx.observed.security.trust.get(m.name) {
+        pod.metadata.annotations.get_or_insert_default().insert(
+            crate::build::TRUSTED_CA_ANNOTATION.to_string(),
+            trust.clone(),
+        );
     }
 }
 

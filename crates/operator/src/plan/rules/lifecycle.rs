@@ -59,6 +59,17 @@ pub fn foreign_cluster_id(ctx: &Context<'_>) -> Option<Decision> {
         .cluster_id
         .as_deref()?;
     let seen = ctx.observed.etcd.cluster_id?;
+    // A recovery from a snapshot brings up a new cluster (new IDs) before it latches its ID.
+    if ctx
+        .observed
+        .cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.quorum_recovery.as_ref())
+        .is_some_and(|r| r.restoring_from_snapshot())
+    {
+        return None;
+    }
     (crate::etcd::parse_member_id(latched) != Some(seen)).then(|| {
         Decision::wait(
             WaitReason::ClusterIdMismatch,

@@ -30,6 +30,7 @@ mod repair;
 mod restore;
 mod retention;
 pub mod rollout;
+mod snapshot_recovery;
 mod start;
 
 use super::context::Context;

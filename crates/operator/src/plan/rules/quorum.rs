@@ -31,7 +31,7 @@
 use etcd_operator_api::MemberPhase;
 use etcd_operator_api::cluster::{
     QuorumRecoveryMember, QuorumRecoveryMode, QuorumRecoveryPhase, QuorumRecoveryStatus,
-    RECOVER_QUORUM_ANNOTATION,
+    RECOVER_FROM_SNAPSHOT_PREFIX, RECOVER_QUORUM_ANNOTATION,
 };
 use etcd_operator_api::labels::quorum;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
@@ -66,7 +66,7 @@ impl VoterState {
         !matches!(self, VoterState::DataLost(_))
     }
 
-    fn label(&self) -> String {
+    pub fn label(&self) -> String {
         match self {
             VoterState::Serving => "Serving".into(),
             VoterState::Answering { .. } => "Answering (no quorum)".into(),
@@ -130,7 +130,7 @@ impl Classification<'_, '_> {
             .map(|(c, _)| c)
     }
 
-    fn summary(&self) -> String {
+    pub fn summary(&self) -> String {
         self.voters
             .iter()
             .map(|c| format!("{}: {}", c.member.name, c.state.label()))
@@ -262,12 +262,12 @@ pub fn requested<'a>(ctx: &Context<'a>) -> Option<&'a str> {
         .map(|v| v.trim())
 }
 
-fn with_recovery(mut d: Decision, r: QuorumRecoveryStatus) -> Decision {
+pub(super) fn with_recovery(mut d: Decision, r: QuorumRecoveryStatus) -> Decision {
     d.recovery = Some(r);
     d
 }
 
-fn remove_annotation(why: &str) -> Step {
+pub(super) fn remove_annotation(why: &str) -> Step {
     Step::RemoveClusterAnnotation {
         annotation: RECOVER_QUORUM_ANNOTATION.to_string(),
         why: why.to_string(),
@@ -299,6 +299,9 @@ pub fn in_progress(ctx: &Context<'_>) -> Option<Decision> {
             done,
         ));
     };
+    if r.snapshot.is_some() {
+        return Some(super::snapshot_recovery::in_progress(ctx, r));
+    }
     match r.phase {
         Some(QuorumRecoveryPhase::ForcingNewCluster) => Some(force(ctx, r, survivor)),
         _ => Some(rebuild(ctx, r, survivor)),
@@ -550,7 +553,7 @@ pub fn start(ctx: &Context<'_>) -> Option<Decision> {
         ),
         None => {
             if spec.mode_or_default() != QuorumRecoveryMode::Automatic
-                || c.verdict != Verdict::LostForGood
+                || !matches!(c.verdict, Verdict::LostForGood | Verdict::AllLost)
             {
                 return None;
             }
@@ -562,8 +565,13 @@ pub fn start(ctx: &Context<'_>) -> Option<Decision> {
                     return Some(Decision::wait(
                         WaitReason::QuorumLost,
                         format!(
-                            "quorum lost for good ({}); automatic recovery from the survivor with the highest raft index in {}s (spec.quorumRecovery.after)",
+                            "quorum lost for good ({}); automatic recovery from {} in {}s (spec.quorumRecovery.after)",
                             c.summary(),
+                            if c.verdict == Verdict::AllLost {
+                                "the newest verified EtcdSnapshot of the cluster"
+                            } else {
+                                "the survivor with the highest raft index"
+                            },
                             left.as_secs()
                         ),
                         left.min(timing::BLOCKED_POLL).max(timing::FAST_POLL),
@@ -580,9 +588,28 @@ pub fn start(ctx: &Context<'_>) -> Option<Decision> {
             timing::BLOCKED_POLL,
         ))
     };
+    let named_snapshot = named.and_then(|n| n.strip_prefix(RECOVER_FROM_SNAPSHOT_PREFIX));
     if c.verdict == Verdict::AllLost {
+        if let Some(name) = named.filter(|_| named_snapshot.is_none()) {
+            return refuse(format!(
+                "{name} cannot be the survivor: no voter's data survives ({}); restore from a snapshot with the value auto or {RECOVER_FROM_SNAPSHOT_PREFIX}<EtcdSnapshot name>",
+                c.summary()
+            ));
+        }
+        return match super::snapshot_recovery::pick(ctx, named_snapshot) {
+            Ok((snapshot, source)) => {
+                super::snapshot_recovery::start(ctx, &c, trigger, snapshot, source)
+            }
+            Err(why) => refuse(format!(
+                "no voter's data survives ({}), and {why}; {}",
+                c.summary(),
+                super::snapshot_recovery::no_snapshot_advice(ctx)
+            )),
+        };
+    }
+    if named_snapshot.is_some() {
         return refuse(format!(
-            "no voter's data survives ({}); bootstrap a new cluster from the newest Complete EtcdSnapshot (spec.bootstrap.restore)",
+            "a voter with data survives ({}): recover from it (the value auto, or the member's name) rather than from an older snapshot",
             c.summary()
         ));
     }
@@ -696,6 +723,7 @@ pub fn start(ctx: &Context<'_>) -> Option<Decision> {
         forced_time: None,
         completion_time: None,
         message: Some(c.summary()),
+        snapshot: None,
     };
     // The record is written before the first destructive step, in the same pass: `act` writes
     // the cluster status first and performs the step only if that write succeeded.

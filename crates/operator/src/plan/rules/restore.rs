@@ -47,6 +47,17 @@ pub fn restore_failed(ctx: &Context<'_>) -> Option<Decision> {
 
 /// `s3://<bucket>/<key>` of `spec.bootstrap.restore`, when it is an S3 source.
 pub fn restore_source_uri(ctx: &Context<'_>) -> Option<String> {
+    if let Some(r) = ctx
+        .observed
+        .cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.quorum_recovery.as_ref())
+        .filter(|r| r.restoring_from_snapshot())
+        .and_then(|r| r.snapshot.as_ref())
+    {
+        return Some(r.uri.clone());
+    }
     let s3 = ctx
         .observed
         .cluster

@@ -135,6 +135,7 @@ impl Fx {
                 settings: OperatorSettings::default(),
                 security: Default::default(),
                 retained_pvcs: Vec::new(),
+                snapshots: Ok(Vec::new()),
             },
         }
     }
