@@ -7,8 +7,8 @@ mod status;
 
 pub use recovery::{
     DEFAULT_RECOVERY_AFTER, QuorumRecoveryMember, QuorumRecoveryMode, QuorumRecoveryPhase,
-    QuorumRecoverySnapshot, QuorumRecoverySpec, QuorumRecoveryStatus, RECOVER_QUORUM_ANNOTATION,
-    RECOVER_FROM_SNAPSHOT_PREFIX,
+    QuorumRecoverySnapshot, QuorumRecoverySpec, QuorumRecoveryStatus, RECOVER_FROM_SNAPSHOT_PREFIX,
+    RECOVER_QUORUM_ANNOTATION,
 };
 pub use retention::{PvcRetention, PvcRetentionPolicy};
 

@@ -174,7 +174,11 @@ pub struct QuorumRecoverySnapshot {
     #[serde(default)]
     pub cluster_token: String,
     /// The cluster ID before the recovery.
-    #[serde(rename = "previousClusterID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "previousClusterID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub previous_cluster_id: Option<String>,
     /// The restored cluster's ID, latched into `status.clusterID` when the seed first serves.
     #[serde(rename = "clusterID", default, skip_serializing_if = "Option::is_none")]

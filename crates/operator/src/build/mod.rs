@@ -27,8 +27,8 @@ pub use pod::{
 pub use pvc::member_pvc;
 pub use restore::{
     RESTORE_COMMIT_CONTAINER, RESTORE_CONTAINER, RESTORE_FAILED_MARK, RESTORE_FETCH_CONTAINER,
-    RESTORE_WORK_DIR, parse_restore_failure, restore_failure, restore_in_progress,
-    restore_containers, restore_init_containers,
+    RESTORE_WORK_DIR, parse_restore_failure, restore_containers, restore_failure,
+    restore_in_progress, restore_init_containers,
 };
 pub use rollout::{
     CONFIG_DIGEST_ANNOTATION, MemberConfig, missing_metadata, removed_metadata, replacing_patch,

@@ -201,7 +201,9 @@ impl Observer {
                 .iter()
                 .map(crate::plan::SnapshotFacts::from_snapshot)
                 .collect()),
-            Err(e) => Err(format!("listing the EtcdSnapshots of {namespace} failed: {e}")),
+            Err(e) => Err(format!(
+                "listing the EtcdSnapshots of {namespace} failed: {e}"
+            )),
         }
     }
 

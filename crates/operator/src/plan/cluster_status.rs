@@ -125,7 +125,10 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
 
     if let Some(recovery) = &decision.recovery {
         // A recovery from a snapshot that brought its seed up: the new cluster's ID.
-        if let Some(id) = recovery.snapshot.as_ref().and_then(|s| s.cluster_id.clone())
+        if let Some(id) = recovery
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.cluster_id.clone())
             && !recovery.in_progress()
         {
             status.cluster_id = Some(id);

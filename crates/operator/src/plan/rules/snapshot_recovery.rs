@@ -161,8 +161,12 @@ pub fn start(
         may_have_lost: Some(format!(
             "no member's data survived; the cluster is restored from EtcdSnapshot {} ({uri}, revision {}): every write acknowledged after revision {} is lost",
             snapshot.name,
-            revision.map(|r| r.to_string()).unwrap_or_else(|| "unknown".into()),
-            revision.map(|r| r.to_string()).unwrap_or_else(|| "unknown".into()),
+            revision
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            revision
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| "unknown".into()),
         )),
         start_time: Some(Time(ctx.now)),
         forced_time: None,
@@ -269,7 +273,10 @@ fn resetting(ctx: &Context<'_>, r: &QuorumRecoveryStatus) -> Decision {
         if pod.deleting {
             return Decision::wait(
                 WaitReason::QuorumRecovery,
-                format!("restore from a snapshot: waiting for {}'s Pod to go", m.name),
+                format!(
+                    "restore from a snapshot: waiting for {}'s Pod to go",
+                    m.name
+                ),
                 timing::MEMBER_POLL,
             );
         }
@@ -279,7 +286,10 @@ fn resetting(ctx: &Context<'_>, r: &QuorumRecoveryStatus) -> Decision {
         if pvc.deleting {
             return Decision::wait(
                 WaitReason::QuorumRecovery,
-                format!("restore from a snapshot: waiting for {}'s PVC to go", m.name),
+                format!(
+                    "restore from a snapshot: waiting for {}'s PVC to go",
+                    m.name
+                ),
                 timing::MEMBER_POLL,
             );
         }
@@ -315,7 +325,10 @@ fn restoring(ctx: &Context<'_>, r: &QuorumRecoveryStatus) -> Decision {
             Some(pvc) if pvc.deleting => {
                 return Decision::wait(
                     WaitReason::QuorumRecovery,
-                    format!("restore from a snapshot: waiting for {}'s old PVC to go", s.name),
+                    format!(
+                        "restore from a snapshot: waiting for {}'s old PVC to go",
+                        s.name
+                    ),
                     timing::MEMBER_POLL,
                 );
             }
@@ -328,7 +341,10 @@ fn restoring(ctx: &Context<'_>, r: &QuorumRecoveryStatus) -> Decision {
     if pod.deleting {
         return Decision::wait(
             WaitReason::QuorumRecovery,
-            format!("restore from a snapshot: waiting for {}'s old Pod to go", s.name),
+            format!(
+                "restore from a snapshot: waiting for {}'s old Pod to go",
+                s.name
+            ),
             timing::MEMBER_POLL,
         );
     }
@@ -427,11 +443,8 @@ fn restore_pod(ctx: &Context<'_>, s: &MemberView<'_>, r: &QuorumRecoveryStatus) 
     match member_pod(&member, &start, &ctx.observed.settings) {
         Ok(mut pod) => {
             if let Some(spec) = pod.spec.as_mut() {
-                spec.init_containers = Some(restore_containers(
-                    &member,
-                    source,
-                    &ctx.observed.settings,
-                ));
+                spec.init_containers =
+                    Some(restore_containers(&member, source, &ctx.observed.settings));
             }
             super::helpers::stamp_pod(ctx, s, &mut pod);
             Decision::act(Step::CreatePod(Box::new(pod)))

@@ -14,6 +14,7 @@ mod restore;
 mod retention;
 mod rollout;
 mod simulation;
+mod snapshot_recovery;
 mod start;
 mod status;
 mod storage;
