@@ -169,8 +169,12 @@ pub enum Command {
         #[command(flatten)]
         cluster: ClusterArg,
         /// The member to recover from (default: the operator picks the highest raft index).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "snapshot")]
         member: Option<String>,
+        /// When no member's data survives: the EtcdSnapshot (of this cluster) to restore from
+        /// (default: the newest Complete and verified one).
+        #[arg(long)]
+        snapshot: Option<String>,
     },
 }
 
@@ -421,8 +425,20 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
         }
         Command::Pause { cluster } => pause(&cli, cluster.cluster.clone(), true).await,
         Command::Resume { cluster } => pause(&cli, cluster.cluster.clone(), false).await,
-        Command::RecoverQuorum { cluster, member } => {
-            recover_quorum(&cli, cluster.cluster.clone(), member.clone()).await
+        Command::RecoverQuorum {
+            cluster,
+            member,
+            snapshot,
+        } => {
+            let member = member.clone().or_else(|| {
+                snapshot.as_ref().map(|s| {
+                    format!(
+                        "{}{s}",
+                        etcd_operator_api::cluster::RECOVER_FROM_SNAPSHOT_PREFIX
+                    )
+                })
+            });
+            recover_quorum(&cli, cluster.cluster.clone(), member).await
         }
     }
 }
@@ -1189,7 +1205,10 @@ async fn recover_quorum(
     let (client, namespace) = session::kube_client(&target).await?;
     let found = session::find_cluster(&client, &namespace, target.cluster.as_deref()).await?;
     let name = found.metadata.name.clone().unwrap_or_default();
-    if let Some(m) = member.as_deref() {
+    if let Some(m) = member
+        .as_deref()
+        .filter(|m| !m.starts_with(etcd_operator_api::cluster::RECOVER_FROM_SNAPSHOT_PREFIX))
+    {
         let members: Api<etcd_operator_api::EtcdMember> =
             Api::namespaced(client.clone(), &namespace);
         let known = members
@@ -1217,9 +1236,9 @@ async fn recover_quorum(
         table: None,
         lines: vec![format!(
             "etcdcluster/{name} annotated {RECOVER_QUORUM_ANNOTATION}={value}: the operator recovers from {} if quorum is lost (see status.quorumRecovery and the Events); a cluster whose majority serves is left alone",
-            member
-                .as_deref()
-                .unwrap_or("the survivor with the highest raft index")
+            member.as_deref().unwrap_or(
+                "the survivor with the highest raft index (or, when no member's data survives, the newest verified EtcdSnapshot of the cluster)"
+            )
         )],
         code: 0,
     })

@@ -228,6 +228,44 @@ struct ClusterLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RecoveryLabels {
+    namespace: String,
+    cluster: String,
+    /// `survivor` or `snapshot`.
+    source: String,
+    /// `started`, `completed` or `aborted`.
+    outcome: String,
+}
+
+/// What a pass did to a lost-quorum recovery, for `quorum_recoveries_total`: the source
+/// (`survivor` or `snapshot`) and the outcome (`started`, `completed`, `aborted`) when its
+/// record reached a new phase.
+pub fn recovery_outcome(observed: &Observed, plan: &Plan) -> Option<(&'static str, &'static str)> {
+    use etcd_operator_api::cluster::QuorumRecoveryPhase as P;
+    let new = plan.cluster_status.as_ref()?.quorum_recovery.as_ref()?;
+    let old = observed
+        .cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.quorum_recovery.as_ref());
+    if old.is_some_and(|o| o.phase == new.phase && o.start_time == new.start_time) {
+        return None;
+    }
+    let source = if new.snapshot.is_some() {
+        "snapshot"
+    } else {
+        "survivor"
+    };
+    let outcome = match new.phase? {
+        P::ForcingNewCluster | P::Resetting => "started",
+        P::Completed => "completed",
+        P::Aborted => "aborted",
+        P::Rebuilding | P::Restoring => return None,
+    };
+    Some((source, outcome))
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MemberLabels {
     namespace: String,
     cluster: String,
@@ -299,6 +337,7 @@ pub struct Metrics {
     member_db_quota: Family<MemberLabels, Gauge>,
     certificate_expiry: Family<CertificateLabels, Gauge>,
     snapshot_last_success: Family<ClusterLabels, Gauge>,
+    quorum_recoveries: Family<RecoveryLabels, Counter>,
     /// The clusters with a `snapshot_last_success` series.
     snapshot_clusters: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
     /// Per cluster, what its series were last set from.
@@ -478,8 +517,15 @@ impl Metrics {
             prometheus_client::registry::Unit::Seconds,
             snapshot_last_success.clone(),
         );
+        let quorum_recoveries = Family::<RecoveryLabels, Counter>::default();
+        registry.register(
+            "quorum_recoveries",
+            "Lost-quorum recoveries by source (survivor: --force-new-cluster from the member with the highest raft index; snapshot: restored from an EtcdSnapshot when no member's data survived) and outcome (started, completed, aborted)",
+            quorum_recoveries.clone(),
+        );
         Metrics {
             registry,
+            quorum_recoveries,
             certificate_expiry,
             snapshot_last_success,
             snapshot_clusters: Default::default(),
@@ -678,6 +724,18 @@ impl Metrics {
         };
     }
 
+    /// Counts what a pass did to a lost-quorum recovery ([`recovery_outcome`]).
+    pub fn recovery_step(&self, namespace: &str, cluster: &str, source: &str, outcome: &str) {
+        self.quorum_recoveries
+            .get_or_create(&RecoveryLabels {
+                namespace: namespace.to_string(),
+                cluster: cluster.to_string(),
+                source: source.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
     /// Counts a failed pass over a cluster by the error's kind.
     pub fn cluster_failed(&self, namespace: &str, cluster: &str, kind: &str) {
         {
@@ -803,6 +861,16 @@ impl Metrics {
             family.remove(&labels);
         }
         self.rollout_duration.remove(&labels);
+        for source in ["survivor", "snapshot"] {
+            for outcome in ["started", "completed", "aborted"] {
+                self.quorum_recoveries.remove(&RecoveryLabels {
+                    namespace: namespace.to_string(),
+                    cluster: cluster.to_string(),
+                    source: source.to_string(),
+                    outcome: outcome.to_string(),
+                });
+            }
+        }
         for kind in ALARM_KINDS {
             self.alarms.remove(&alarm_labels(&labels, kind));
         }

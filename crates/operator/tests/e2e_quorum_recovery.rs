@@ -667,7 +667,7 @@ async fn from_snapshot(cluster: Arc<Cluster>, moto: Arc<support::moto::Moto>) {
     let ids = cluster.recorded_ids(namespace, "etcd").await;
     cluster
         .kubelet
-        .signal_container(namespace, "etcd-0", None, Signal::SIGKILL)
+        .signal_container(namespace, "etcd-0", Some("etcd"), Signal::SIGKILL)
         .unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
     cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;

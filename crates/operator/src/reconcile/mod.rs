@@ -167,6 +167,10 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     if let Some(event) = plan.recovery_event(&observed, now) {
         events::record(&ctx.act, event).await;
     }
+    if let Some((source, outcome)) = crate::metrics::recovery_outcome(&observed, &plan) {
+        ctx.metrics
+            .recovery_step(&namespace, &name, source, outcome);
+    }
     let outcome = act(&ctx.act, &plan, &observed).await?;
     log_plan(&namespace, &name, &plan.step, plan.requeue_after);
     if plan.step.mutates() || matches!(plan.step, Step::SetPhase { .. }) {
