@@ -644,6 +644,15 @@ impl Metrics {
                     .set(*count);
             }
         }
+        for source in ["survivor", "snapshot"] {
+            // At 0 from the first pass, so the first recovery is an increase.
+            let _ = self.quorum_recoveries.get_or_create(&RecoveryLabels {
+                namespace: labels.namespace.clone(),
+                cluster: labels.cluster.clone(),
+                source: source.to_string(),
+                outcome: "started".to_string(),
+            });
+        }
         let _ = self.repairs.get_or_create(&labels);
         let _ = self.replacements.get_or_create(&labels);
 
