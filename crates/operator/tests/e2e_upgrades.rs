@@ -413,6 +413,31 @@ async fn e2e_rolling_upgrades() {
     );
     let serving = now.values().filter(|(_, _, ready)| *ready).count();
     assert_eq!(serving, 2, "the other members keep serving: {now:?}");
+    // Repairs still run while the rollout is stopped: a serving member's Pod deleted by hand
+    // (quorum goes with it, the failed member being down) is created again on its data.
+    let (victim, victim_uid) = now
+        .iter()
+        .find(|(name, (_, _, ready))| *ready && !tried.contains(name))
+        .map(|(name, (uid, _, _))| (name.clone(), uid.clone()))
+        .expect("a serving member");
+    let (ok, _, stderr) = kubectl(
+        &cluster,
+        &["-n", "upg", "delete", "pod", &victim, "--wait=false"],
+    );
+    assert!(ok, "kubectl delete pod {victim}: {stderr}");
+    eventually(
+        &format!("upg: {victim} created again while the rollout is stopped"),
+        LIMIT,
+        || async {
+            match pods(&cluster, "upg").await.get(&victim) {
+                Some((uid, _, true)) if *uid != victim_uid => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    wait_progressing(&cluster, "upg", "UpgradeFailed").await;
+    println!("upg: {victim} repaired while the rollout stayed stopped");
     set_version(&cluster, "upg", "3.5.1");
     wait_all_on(&cluster, "upg", "3.5.1").await;
     let report = workload.stop().await;
@@ -578,6 +603,39 @@ async fn e2e_rolling_upgrades() {
 
     // 6. Memory-backed 3.4.23 → 3.5.1.
     upgrade_under_load(&cluster, "upm").await;
+
+    // 6b. Memory-backed, a version that cannot start: the member replaced on it (its restart
+    //     is a replacement) still counts as a failed upgrade, so the rollout stops there
+    //     instead of replacing it again and again; going back heals it.
+    let workload = Workload::start(cluster.network.clone(), "upm", "etcd", "upm-bad");
+    set_version(&cluster, "upm", "3.6.0");
+    let message = wait_progressing(&cluster, "upm", "UpgradeFailed").await;
+    println!("upm: 3.6.0: {message}");
+    assert!(
+        message.contains("Set spec.version back to 3.5.1"),
+        "{message}"
+    );
+    let stopped = pods(&cluster, "upm").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        pods(&cluster, "upm").await,
+        stopped,
+        "nothing replaced again while the rollout is stopped"
+    );
+    let (status, reason, _) = progressing(&cluster, "upm").await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "UpgradeFailed")
+    );
+    set_version(&cluster, "upm", "3.5.1");
+    wait_all_on(&cluster, "upm", "3.5.1").await;
+    cluster.wait_converged("upm", "etcd", 3, LIMIT).await;
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "upm: failed 3.6.0 and back: longest unavailability {} ms",
+        report.longest_unavailable.as_millis()
+    );
 
     // 7. Five PVC-backed members 3.4.23 → 3.5.1 (their StorageClass does not allow expansion).
     cluster.apply(&yaml_n(

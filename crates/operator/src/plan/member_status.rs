@@ -63,7 +63,9 @@ pub fn member_status(
             status.member_id = None;
             status.is_voter = Some(false);
             status.pod_uid = None;
-            status.version = None;
+            // The version stays: the last one this member ran, which a rollout compares with
+            // its spec (a memory-backed member replaced on a new version that does not start
+            // must still count as a failed upgrade, not as a new member).
         }
     }
 

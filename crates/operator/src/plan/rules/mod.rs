@@ -7,7 +7,8 @@
 //! 5. CORRUPT alarm;
 //! 6. NOSPACE alarm;
 //! 7. per-member repair (preceded by a stalled version rollout: a member that cannot start
-//!    on its new version stops the rollout, and is rolled back when the spec goes back);
+//!    on its new version stops the rollout, is held out of the ladder while the other
+//!    members' repairs still run, and is rolled back when the spec goes back);
 //! 8. lost quorum;
 //! 9. advance non-Ready members;
 //! 10. cluster operations behind the readiness gate.

@@ -25,6 +25,7 @@ use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
 use super::helpers::{delete_pod, leadership_first};
+use super::repair::member_repair_except;
 
 /// The etcd minor versions the operator knows how to run (its flags and probes).
 pub const KNOWN_MINORS: &[(u64, u64)] = &[(3, 4), (3, 5), (3, 6)];
@@ -530,6 +531,19 @@ pub fn stalled_upgrade(ctx: &Context<'_>) -> Option<Decision> {
     let allowed_back = cluster_version(ctx)
         .map(|(a, b)| format!(" (allowed while etcd's cluster version is still {a}.{b})"))
         .unwrap_or_default();
+    let held = MemberEdit::new(m.name).not_ready(
+        "UpgradeFailed",
+        format!("etcd {version} does not start ({why}); it ran {ran}"),
+    );
+    // The rollout stops, the repairs do not: another member's dead Pod or failing etcd is
+    // repaired as usual (the failed member is held out of the ladder, which would recreate and
+    // then replace it on the version that does not start).
+    if let Some(repair) = member_repair_except(ctx, Some(m.name)).filter(|d| {
+        !matches!(d.step, Step::Wait { .. } | Step::Idle)
+            && d.edits.iter().all(|e| e.member != m.name)
+    }) {
+        return Some(repair.with(held));
+    }
     Some(
         Decision::wait(
             WaitReason::UpgradeFailed,
@@ -539,10 +553,7 @@ pub fn stalled_upgrade(ctx: &Context<'_>) -> Option<Decision> {
             ),
             timing::BLOCKED_POLL,
         )
-        .with(MemberEdit::new(m.name).not_ready(
-            "UpgradeFailed",
-            format!("etcd {version} does not start ({why}); it ran {ran}"),
-        )),
+        .with(held),
     )
 }
 
