@@ -334,7 +334,7 @@ async fn e2e_rolling_upgrades() {
     create_namespace(&client, "upm").await;
     create_namespace(&client, "up5").await;
     cluster.apply(
-        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: expandable\nprovisioner: kube-sandbox/local\nallowVolumeExpansion: true\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: fixed\nprovisioner: kube-sandbox/local\n",
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: expandable\nprovisioner: kube-sandbox/local\nallowVolumeExpansion: true\nparameters:\n  maxVolumeSize: 4Gi\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: fixed\nprovisioner: kube-sandbox/local\n",
     );
     cluster.apply(&yaml(
         "upg",
@@ -703,6 +703,25 @@ async fn e2e_rolling_upgrades() {
     }
     let (status, reason, _) = progressing(&cluster, "upg").await;
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Reconciled"));
+
+    // 8b'. An expansion the storage driver refuses (past the class's maxVolumeSize, as a CSI
+    //      driver answers OutOfRange): reported in Kubernetes' words, nothing restarted, the
+    //      other members not touched.
+    let before = pods(&cluster, "upg").await;
+    set_storage_size(&cluster, "upg", "8Gi");
+    let message = wait_progressing(&cluster, "upg", "StorageExpansionFailed").await;
+    println!("upg: storage.size 8Gi: {message}");
+    assert!(
+        message.contains("exceeds the maximum volume size 4Gi"),
+        "{message}"
+    );
+    assert!(message.contains("ControllerResizeInfeasible"), "{message}");
+    assert!(warning_event(&cluster, "upg", "StorageExpansionFailed"));
+    let volumes = claims(&cluster, "upg").await;
+    let asked: Vec<_> = volumes.values().filter(|(r, _)| r == "8Gi").collect();
+    assert_eq!(asked.len(), 1, "one PVC asked for 8Gi: {volumes:?}");
+    assert!(volumes.values().all(|(_, c)| c == "2Gi"), "{volumes:?}");
+    assert_eq!(pods(&cluster, "upg").await, before, "no Pod restarted");
 
     // 8c. Memory-backed: each member replaced with the larger tmpfs, the leader last.
     let first_leader = leader(&cluster, "upm").await;

@@ -713,6 +713,9 @@ pub enum WaitReason {
     StorageExpansionRefused,
     /// A member's PVC is being expanded; the next waits for it.
     VolumeResizing,
+    /// Kubernetes reports that a member's PVC could not be expanded (the storage driver
+    /// refused the size or the node failed to grow the file system).
+    StorageExpansionFailed,
     /// The cluster had formed, but its EtcdMembers are gone.
     ClusterLost,
     /// etcd answers with another cluster ID than the one latched.
@@ -751,6 +754,7 @@ impl WaitReason {
             WaitReason::UpgradeFailed => "UpgradeFailed",
             WaitReason::StorageExpansionRefused => "StorageExpansionRefused",
             WaitReason::VolumeResizing => "VolumeResizing",
+            WaitReason::StorageExpansionFailed => "StorageExpansionFailed",
             WaitReason::ClusterLost => "ClusterLost",
             WaitReason::ClusterIdMismatch => "ClusterIDMismatch",
             WaitReason::ForeignObject => "ForeignObject",

@@ -376,14 +376,30 @@ pub fn storage_rollout(ctx: &Context<'_>) -> Option<Decision> {
         let pvc = m.observed.pvc.as_ref().filter(|p| !p.deleting)?;
         smaller(pvc.capacity.as_deref(), pvc.requested.as_deref()).then_some((m, pvc))
     }) {
+        let (from, to) = (
+            pvc.capacity.as_deref().unwrap_or("?"),
+            pvc.requested.as_deref().unwrap_or("?"),
+        );
+        if let Some(failure) = &pvc.resize_failure {
+            return Some(Decision::wait(
+                WaitReason::StorageExpansionFailed,
+                format!(
+                    "PVC {} of {} could not be expanded from {from} to {to}: Kubernetes reports {failure}. {} keeps serving on its current capacity and the other members wait. Fix what the storage driver names (its maximum volume size, a quota, free capacity); Kubernetes retries the expansion by itself, and the rollout goes on once the capacity reaches the request",
+                    pvc.name, m.name, m.name
+                ),
+                timing::BLOCKED_POLL,
+            ));
+        }
+        let progress = pvc
+            .resize_progress
+            .as_deref()
+            .map(|p| format!(" ({p})"))
+            .unwrap_or_default();
         return Some(Decision::wait(
             WaitReason::VolumeResizing,
             format!(
-                "PVC {} of {} is being expanded from {} to {}; the next member waits for it",
-                pvc.name,
-                m.name,
-                pvc.capacity.as_deref().unwrap_or("?"),
-                pvc.requested.as_deref().unwrap_or("?"),
+                "PVC {} of {} is being expanded from {from} to {to}{progress}; the next member waits for it",
+                pvc.name, m.name,
             ),
             timing::MEMBER_POLL,
         ));

@@ -92,6 +92,8 @@ pub fn bound_pvc(member: &str) -> PvcFacts {
         capacity: Some("1Gi".into()),
         storage_class: Some("standard".into()),
         expansion: crate::plan::observed::ClassExpansion::Unknown,
+        resize_failure: None,
+        resize_progress: None,
     }
 }
 
