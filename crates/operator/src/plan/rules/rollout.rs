@@ -113,16 +113,22 @@ pub fn running_version(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<String> 
         .or_else(|| m.status().version)
 }
 
-/// etcd's cluster version (`MAJOR.MINOR`): the lowest minor the running members run. This is
-/// how etcd itself sets it (its leader raises the cluster version to the lowest server version
-/// of all members once every member runs it); it is read from the server versions each member
-/// reports (or last reported) in its Status, not from the image tags.
+/// etcd's cluster version (`MAJOR.MINOR`): the higher of what etcd states (`/version`'s
+/// `etcdcluster`, observed while a version change is pending) and the lowest minor the running
+/// members run. The second is how etcd sets it (its leader raises the cluster version to the
+/// lowest server version of all members once every member runs it, within seconds), read from
+/// the server versions each member reports (or last reported) in its Status, never from the
+/// image tags; it stands in when `/version` cannot be read, and covers the seconds before
+/// the leader raises it after the last member moved (etcd never lowers it, so the higher of
+/// the two is the one a downgrade must respect).
 pub fn cluster_version(ctx: &Context<'_>) -> Option<(u64, u64)> {
-    ctx.running()
+    let members = ctx
+        .running()
         .filter_map(|m| running_version(ctx, m))
         .filter_map(|v| parse_version(&v))
         .map(|(a, b, _)| (a, b))
-        .min()
+        .min();
+    members.max(ctx.observed.etcd.cluster_version)
 }
 
 fn auth_on(ctx: &Context<'_>) -> bool {

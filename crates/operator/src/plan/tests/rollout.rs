@@ -426,3 +426,30 @@ fn a_replaced_member_remembers_the_version_it_ran() {
         other => panic!("expected UpgradeFailed, got {other:?}"),
     }
 }
+
+#[test]
+fn etcds_own_cluster_version_bounds_a_downgrade() {
+    // Every member was set back to 3.4.23 mid-rollout, but etcd already states 3.5 (say a
+    // member that ran 3.5.1 is down with a stale status): the downgrade is refused.
+    let mut fx = on(3, "3.4.23", "3.4.23");
+    fx.obs.etcd.cluster_version = Some((3, 5));
+    fx.member_mut("etcd-1").spec.version = "3.5.1".into();
+    let msg = refused_with(&fx);
+    assert!(
+        msg.contains("downgrade below etcd's cluster version 3.5"),
+        "{msg}"
+    );
+    // etcd still states 3.4 while every member runs 3.5 (the leader raises it within
+    // seconds): the members' versions are the higher bound.
+    let mut fx = on(3, "3.5.1", "3.4.23");
+    fx.obs.etcd.cluster_version = Some((3, 4));
+    assert!(refused_with(&fx).contains("downgrade below etcd's cluster version 3.5"));
+    // Not stated (not asked, or unreadable): the members' versions stand in.
+    let mut fx = on(3, "3.4.23", "3.5.1");
+    fx.obs.etcd.cluster_version = None;
+    assert!(
+        matches!(fx.step(), Step::SetMemberVersion { .. }),
+        "{:?}",
+        fx.step()
+    );
+}
