@@ -8,14 +8,13 @@ use std::time::Duration;
 use etcd_operator_api::snapshot::SnapshotDeletionPolicy;
 use etcd_operator_api::{EtcdCluster, EtcdSnapshot};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, Secret};
 use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Api, Resource};
 use object_store::path::Path;
 use serde_json::json;
 use tracing::{debug, info, warn};
@@ -24,7 +23,6 @@ use super::decide::{self, ClusterFacts, Existing, Failure, Next, Source, Stored,
 use super::digest::SnapshotDigest;
 use super::store::{self, PARTS_IN_FLIGHT, S3Credentials};
 use crate::act::{ActContext, post_params};
-use crate::build::REPORTING_COMPONENT;
 use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
 use crate::observe::{Observer, Scope};
 
@@ -602,9 +600,6 @@ async fn event(
     }
 }
 
-/// Events longer than this are cut: the API server refuses messages over 1 KiB.
-const MAX_MESSAGE: usize = 1024;
-
 /// The Event object: involving the EtcdSnapshot, named `<snapshot>.<nanoseconds in hex>`.
 pub fn snapshot_event(
     snapshot: &EtcdSnapshot,
@@ -613,47 +608,12 @@ pub fn snapshot_event(
     message: &str,
     now: Timestamp,
 ) -> Event {
-    let name = name(snapshot);
-    let mut text = message.to_string();
-    if text.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE - 3;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push_str("...");
-    }
-    Event {
-        metadata: ObjectMeta {
-            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-            namespace: snapshot.metadata.namespace.clone(),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some(EtcdSnapshot::api_version(&()).into_owned()),
-            kind: Some(EtcdSnapshot::kind(&()).into_owned()),
-            name: Some(name),
-            namespace: snapshot.metadata.namespace.clone(),
-            uid: snapshot.metadata.uid.clone(),
-            resource_version: snapshot.metadata.resource_version.clone(),
-            field_path: None,
-        },
-        reason: Some(reason.to_string()),
-        message: Some(text),
-        type_: Some(kind.to_string()),
-        count: Some(1),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        event_time: Some(MicroTime(now)),
-        action: Some(reason.to_string()),
-        reporting_component: Some(REPORTING_COMPONENT.to_string()),
-        reporting_instance: Some(REPORTING_COMPONENT.to_string()),
-        source: Some(EventSource {
-            component: Some(REPORTING_COMPONENT.to_string()),
-            host: None,
-        }),
-        ..Default::default()
-    }
+    let kind = if kind == "Warning" {
+        crate::build::EventType::Warning
+    } else {
+        crate::build::EventType::Normal
+    };
+    crate::build::event_about(snapshot, kind, reason, message, now)
 }
 
 #[cfg(test)]
