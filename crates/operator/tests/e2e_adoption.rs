@@ -85,19 +85,16 @@ fn reference_pod(member: &EtcdMember, state: &str, voter: bool) -> Pod {
         "--data-dir=/var/lib/etcd".to_string(),
         "--listen-peer-urls=http://0.0.0.0:2380".to_string(),
         "--listen-client-urls=http://0.0.0.0:2379".to_string(),
-        format!("--advertise-client-urls={}", client_url(&name, cluster, &ns)),
+        format!(
+            "--advertise-client-urls={}",
+            client_url(&name, cluster, &ns)
+        ),
         format!(
             "--initial-advertise-peer-urls={}",
             peer_url(&name, cluster, &ns)
         ),
-        format!(
-            "--initial-cluster={}",
-            member.spec.initial_cluster
-        ),
-        format!(
-            "--initial-cluster-token={}",
-            member.spec.cluster_token
-        ),
+        format!("--initial-cluster={}", member.spec.initial_cluster),
+        format!("--initial-cluster-token={}", member.spec.cluster_token),
         format!("--initial-cluster-state={state}"),
         "--listen-metrics-urls=http://0.0.0.0:2381".to_string(),
     ];
@@ -208,10 +205,11 @@ fn member_list(cluster: &Cluster, endpoint: &str) -> Result<Value, String> {
 
 /// The member of `list` with the peer URL `peer`.
 fn listed<'a>(list: &'a Value, peer: &str) -> Option<&'a Value> {
-    list["members"]
-        .as_array()?
-        .iter()
-        .find(|m| m["peerURLs"].as_array().is_some_and(|p| p.iter().any(|u| u == peer)))
+    list["members"].as_array()?.iter().find(|m| {
+        m["peerURLs"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|u| u == peer))
+    })
 }
 
 /// The reference's `completePendingMember`: `name=peerURL` of every listed member, sorted.
@@ -240,7 +238,12 @@ fn initial_cluster_from(list: &Value) -> String {
 /// Builds a cluster of `replicas` members the way the reference operator does, with its
 /// objects' exact shape, and waits until etcd has formed it. Returns the member names in
 /// creation order.
-async fn reference_cluster(cluster: &Cluster, ns: &str, name: &str, replicas: usize) -> Vec<String> {
+async fn reference_cluster(
+    cluster: &Cluster,
+    ns: &str,
+    name: &str,
+    replicas: usize,
+) -> Vec<String> {
     let client = cluster.client();
     let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), ns);
     let etcd_members: Api<EtcdMember> = Api::namespaced(client.clone(), ns);
@@ -257,7 +260,10 @@ async fn reference_cluster(cluster: &Cluster, ns: &str, name: &str, replicas: us
         "spec": {"replicas": replicas, "version": VERSION},
     }))
     .unwrap();
-    let created = clusters.create(&pp, &manifest).await.expect("the EtcdCluster");
+    let created = clusters
+        .create(&pp, &manifest)
+        .await
+        .expect("the EtcdCluster");
     let uid = created.metadata.uid.clone().unwrap();
     let spec = serde_json::to_value(&created.spec).unwrap();
     let storage = spec["storage"].clone();
@@ -304,7 +310,10 @@ async fn reference_cluster(cluster: &Cluster, ns: &str, name: &str, replicas: us
             },
         }))
         .unwrap();
-        let member = etcd_members.create(&pp, &draft).await.expect("an EtcdMember");
+        let member = etcd_members
+            .create(&pp, &draft)
+            .await
+            .expect("an EtcdMember");
         let m = member.metadata.name.clone().unwrap();
         // The member controller's first pass: its finalizer.
         etcd_members
@@ -318,14 +327,27 @@ async fn reference_cluster(cluster: &Cluster, ns: &str, name: &str, replicas: us
         let peer = peer_url(&m, name, ns);
         let initial = if seed {
             etcd_members
-                .patch_status(&m, &PatchParams::default(), &merge(json!({"status": {"isVoter": true}})))
+                .patch_status(
+                    &m,
+                    &PatchParams::default(),
+                    &merge(json!({"status": {"isVoter": true}})),
+                )
                 .await
                 .unwrap();
             format!("{m}={peer}")
         } else {
             let endpoint = client_url(&names[0], name, ns);
             cluster
-                .etcdctl(&endpoint, &["member", "add", &m, "--learner", &format!("--peer-urls={peer}")])
+                .etcdctl(
+                    &endpoint,
+                    &[
+                        "member",
+                        "add",
+                        &m,
+                        "--learner",
+                        &format!("--peer-urls={peer}"),
+                    ],
+                )
                 .expect("MemberAddAsLearner");
             initial_cluster_from(&member_list(cluster, &endpoint).unwrap())
         };
@@ -340,7 +362,9 @@ async fn reference_cluster(cluster: &Cluster, ns: &str, name: &str, replicas: us
             )
             .await
             .unwrap();
-        pvcs.create(&pp, &reference_pvc(&member, &size)).await.expect("a PVC");
+        pvcs.create(&pp, &reference_pvc(&member, &size))
+            .await
+            .expect("a PVC");
         let state = if seed { "new" } else { "existing" };
         let pod = pods
             .create(&pp, &reference_pod(&member, state, seed))
@@ -377,7 +401,9 @@ async fn reference_cluster(cluster: &Cluster, ns: &str, name: &str, replicas: us
         .await;
         eventually(&format!("{m}'s Pod to be Ready"), LIMIT, || async {
             let pod = pods.get(&m).await.map_err(|e| e.to_string())?;
-            pod_ready(&pod).then_some(()).ok_or_else(|| "not Ready".to_string())
+            pod_ready(&pod)
+                .then_some(())
+                .ok_or_else(|| "not Ready".to_string())
         })
         .await;
         // syncIsVoter and the member controller's updateStatus: the role label, the ID.
@@ -411,7 +437,9 @@ async fn reference_cluster(cluster: &Cluster, ns: &str, name: &str, replicas: us
                 .etcdctl(&endpoint, &["endpoint", "status", "-w", "json"])
                 .unwrap();
             let header: Value = serde_json::from_str(&header).unwrap();
-            let cluster_id = header[0]["Status"]["header"]["cluster_id"].as_u64().unwrap();
+            let cluster_id = header[0]["Status"]["header"]["cluster_id"]
+                .as_u64()
+                .unwrap();
             clusters
                 .patch_status(
                     name,
@@ -462,7 +490,11 @@ async fn reference_cluster(cluster: &Cluster, ns: &str, name: &str, replicas: us
 
 /// What must not change through the takeover: each Pod's UID and its etcd container's
 /// restart count, by member.
-async fn pod_identities(cluster: &Cluster, ns: &str, names: &[String]) -> BTreeMap<String, (String, i32)> {
+async fn pod_identities(
+    cluster: &Cluster,
+    ns: &str,
+    names: &[String],
+) -> BTreeMap<String, (String, i32)> {
     let pods: Api<Pod> = Api::namespaced(cluster.client(), ns);
     let mut out = BTreeMap::new();
     for name in names {
@@ -486,13 +518,23 @@ fn etcd_ids(cluster: &Cluster, ns: &str, name: &str) -> BTreeMap<String, u64> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["name"].as_str().unwrap().to_string(), m["ID"].as_u64().unwrap()))
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["ID"].as_u64().unwrap(),
+            )
+        })
         .collect()
 }
 
 /// The members our operator has taken over: our finalizer on the cluster, every member in our
 /// phase `Ready`, its ID recorded and equal to etcd's.
-async fn adopted(cluster: &Cluster, ns: &str, name: &str, ids: &BTreeMap<String, u64>) -> Result<(), String> {
+async fn adopted(
+    cluster: &Cluster,
+    ns: &str,
+    name: &str,
+    ids: &BTreeMap<String, u64>,
+) -> Result<(), String> {
     let client = cluster.client();
     let ec = get_cluster(&client, ns, name).await;
     let finalized = ec
@@ -516,7 +558,10 @@ async fn adopted(cluster: &Cluster, ns: &str, name: &str, ids: &BTreeMap<String,
             .as_deref()
             .and_then(|h| u64::from_str_radix(h, 16).ok());
         if recorded != ids.get(&n).copied() {
-            return Err(format!("{n} records {recorded:?}, etcd says {:?}", ids.get(&n)));
+            return Err(format!(
+                "{n} records {recorded:?}, etcd says {:?}",
+                ids.get(&n)
+            ));
         }
     }
     Ok(())
@@ -544,7 +589,11 @@ async fn e2e_adopts_reference_cluster_then_scales_and_heals() {
     cluster.wait_converged(NS, NAME, 3, LIMIT).await;
     // Nothing restarted, nothing was replaced.
     assert_eq!(pod_identities(&cluster, NS, &names).await, pods_before);
-    assert_eq!(etcd_ids(&cluster, NS, NAME), ids, "the same members and IDs");
+    assert_eq!(
+        etcd_ids(&cluster, NS, NAME),
+        ids,
+        "the same members and IDs"
+    );
     assert_eq!(
         cluster.get(NS, NAME, "before-takeover").unwrap().as_deref(),
         Some("v")

@@ -244,6 +244,11 @@ pub struct PodFacts {
     /// The size limit of the Pod's memory-backed data volume (a tmpfs `emptyDir`), if it has
     /// one: a memory-backed member whose Pod has a smaller one rolls to its new size.
     pub tmpfs_size: Option<String>,
+    /// The `--flag=value` arguments of the etcd container's command line (what a Pod made by
+    /// the reference operator runs with: its name, peer URL, data directory, start state).
+    pub etcd_flags: std::collections::BTreeMap<String, String>,
+    /// The PVC the Pod's `data` volume mounts, if it is a claim.
+    pub data_claim: Option<String>,
 }
 
 impl PodFacts {
@@ -331,6 +336,19 @@ impl PodFacts {
                 .filter(|e| e.medium.as_deref() == Some("Memory"))
                 .and_then(|e| e.size_limit.as_ref())
                 .map(|q| q.0.clone()),
+            etcd_flags: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.iter().find(|c| c.name == ETCD_CONTAINER))
+                .map(|c| etcd_flags(c.command.iter().flatten().chain(c.args.iter().flatten())))
+                .unwrap_or_default(),
+            data_claim: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.volumes.as_ref())
+                .and_then(|v| v.iter().find(|v| v.name == "data"))
+                .and_then(|v| v.persistent_volume_claim.as_ref())
+                .map(|c| c.claim_name.clone()),
         }
     }
 
@@ -419,6 +437,15 @@ impl PvcFacts {
             expansion: ClassExpansion::Unknown,
         }
     }
+}
+
+/// The `--flag=value` arguments among `args`, by flag name (without the dashes).
+fn etcd_flags<'a>(
+    args: impl Iterator<Item = &'a String>,
+) -> std::collections::BTreeMap<String, String> {
+    args.filter_map(|a| a.strip_prefix("--")?.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn controller_uid(
