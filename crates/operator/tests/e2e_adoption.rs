@@ -20,12 +20,13 @@ use std::time::Duration;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Resource};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use support::cluster::OPERATOR_NAMESPACE;
 use support::cluster::{Cluster, pod_ready};
-use support::healing::start_healing_cluster;
+use support::healing::{OperatorDeployment, start_healing_cluster};
 use support::workload::Workload;
 use support::{create_namespace, eventually, get_cluster, members};
 
@@ -337,18 +338,26 @@ async fn reference_cluster(
             format!("{m}={peer}")
         } else {
             let endpoint = client_url(&names[0], name, ns);
-            cluster
-                .etcdctl(
-                    &endpoint,
-                    &[
-                        "member",
-                        "add",
-                        &m,
-                        "--learner",
-                        &format!("--peer-urls={peer}"),
-                    ],
-                )
-                .expect("MemberAddAsLearner");
+            // etcd refuses a MemberAdd for a while after the last change ("unhealthy
+            // cluster"); the reference retries on its next pass, so does this.
+            eventually(&format!("MemberAddAsLearner of {m}"), LIMIT, || async {
+                if listed(&member_list(cluster, &endpoint)?, &peer).is_some() {
+                    return Ok(());
+                }
+                cluster
+                    .etcdctl(
+                        &endpoint,
+                        &[
+                            "member",
+                            "add",
+                            &m,
+                            "--learner",
+                            &format!("--peer-urls={peer}"),
+                        ],
+                    )
+                    .map(|_| ())
+            })
+            .await;
             initial_cluster_from(&member_list(cluster, &endpoint).unwrap())
         };
         let member = etcd_members
@@ -579,9 +588,9 @@ async fn e2e_adopts_reference_cluster_then_scales_and_heals() {
     let pods_before = pod_identities(&cluster, NS, &names).await;
 
     let workload = Workload::start(cluster.network.clone(), NS, NAME, "adopt");
-    cluster
-        .deploy_operator_with(&support::healing::OperatorDeployment::repairing())
-        .await;
+    let mut deployment = OperatorDeployment::repairing();
+    deployment.failpoints = true;
+    cluster.deploy_operator_with(&deployment).await;
     eventually("the reference cluster to be adopted", LIMIT, || async {
         adopted(&cluster, NS, NAME, &ids).await
     })
@@ -636,6 +645,102 @@ async fn e2e_adopts_reference_cluster_then_scales_and_heals() {
     );
     workload.stop().await.assert_no_loss();
 
-    let _ = ListParams::default();
-    let _ = EtcdMember::kind(&());
+    // With the operator stopped again: one cluster whose member records another member ID than
+    // etcd has at its peer URL (not adoptable), and one the operator adopts while crashing
+    // right after the adoption's status write.
+    stop_operator(&cluster).await;
+    for ns in [BAD_NS, CRASH_NS] {
+        create_namespace(&client, ns).await;
+    }
+    let bad = reference_cluster(&cluster, BAD_NS, NAME, 1).await;
+    let crash = reference_cluster(&cluster, CRASH_NS, NAME, 1).await;
+    let crash_ids = etcd_ids(&cluster, CRASH_NS, NAME);
+    let bad_members: Api<EtcdMember> = Api::namespaced(client.clone(), BAD_NS);
+    let wrong = bad_members
+        .patch_status(
+            &bad[0],
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"memberID": "00000000000000aa"}})),
+        )
+        .await
+        .unwrap();
+    let bad_pods = pod_identities(&cluster, BAD_NS, &bad).await;
+    let crash_pods = pod_identities(&cluster, CRASH_NS, &crash).await;
+    cluster.arm_failpoint("after_member_adopt");
+    cluster.scale_operator(1).await;
+    eventually("the second cluster to be adopted", LIMIT, || async {
+        adopted(&cluster, CRASH_NS, NAME, &crash_ids).await
+    })
+    .await;
+    assert!(
+        cluster.armed_failpoints().is_empty(),
+        "the crash point fired: {:?}",
+        cluster.armed_failpoints()
+    );
+    assert!(
+        cluster.operator_restarts().await >= 1,
+        "the operator died at after_member_adopt and came back"
+    );
+    assert_eq!(pod_identities(&cluster, CRASH_NS, &crash).await, crash_pods);
+
+    let message = eventually("the refusal to be reported", LIMIT, || async {
+        let ec = get_cluster(&client, BAD_NS, NAME).await;
+        let progressing = ec
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Progressing")
+            .ok_or("no Progressing condition")?;
+        (progressing.status == "False" && progressing.reason == "NotAdoptable")
+            .then_some(progressing.message.clone())
+            .ok_or_else(|| format!("{progressing:?}"))
+    })
+    .await;
+    assert!(
+        message.contains(&bad[0]) && message.contains("00000000000000aa"),
+        "{message}"
+    );
+    let events = cluster.events(BAD_NS).await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, m)| reason == "NotAdoptable" && m.contains(&bad[0])),
+        "a Warning Event naming the member: {events:?}"
+    );
+    // Left alone: the member is not written, its Pod not touched.
+    let now = bad_members.get(&bad[0]).await.unwrap();
+    assert_eq!(
+        now.metadata.resource_version, wrong.metadata.resource_version,
+        "the EtcdMember is not written"
+    );
+    assert_eq!(pod_identities(&cluster, BAD_NS, &bad).await, bad_pods);
+}
+
+const BAD_NS: &str = "adopt-bad";
+const CRASH_NS: &str = "adopt-crash";
+
+/// Scales the operator's Deployment to zero and waits until none of its Pods is left.
+async fn stop_operator(cluster: &Cluster) {
+    cluster.scale_operator(0).await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), OPERATOR_NAMESPACE);
+    eventually("the operator to stop", LIMIT, || async {
+        let left = pods
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("etcd-operator"))
+            })
+            .count();
+        (left == 0)
+            .then_some(())
+            .ok_or_else(|| format!("{left} operator Pods left"))
+    })
+    .await;
 }

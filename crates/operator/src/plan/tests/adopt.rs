@@ -84,6 +84,21 @@ fn reference_members_are_adopted_one_per_pass_in_creation_order_as_they_are() {
             }
         );
         assert!(!plan.step.mutates(), "a status write only");
+        assert_eq!(
+            plan.member_statuses
+                .iter()
+                .map(|w| w.member.as_str())
+                .filter(|w| REFERENCE.contains(w)
+                    && !fx
+                        .obs
+                        .members
+                        .iter()
+                        .any(|o| o.member.metadata.name.as_deref() == Some(*w)
+                            && o.member.status.as_ref().and_then(|s| s.phase).is_some()))
+                .collect::<Vec<_>>(),
+            [m],
+            "members not taken over yet get no status write"
+        );
         let written = plan
             .member_statuses
             .iter()
@@ -235,6 +250,10 @@ fn objects_that_cannot_be_adopted_are_reported_and_nothing_else_acts() {
             "{what} names the object: {message}"
         );
         let plan = fx.plan();
+        assert!(
+            plan.member_statuses.iter().all(|w| w.member != victim),
+            "{what}: the refused member's status is not written"
+        );
         let condition = plan
             .cluster_status
             .as_ref()
