@@ -677,10 +677,19 @@ async fn e2e_adopts_reference_cluster_then_scales_and_heals() {
         "the crash point fired: {:?}",
         cluster.armed_failpoints()
     );
-    assert!(
-        cluster.operator_restarts().await >= 1,
-        "the operator died at after_member_adopt and came back"
-    );
+    // The adoption's status write lands before the process exits: the restart shows after.
+    eventually(
+        "the operator to die at after_member_adopt and come back",
+        LIMIT,
+        || async {
+            let restarts = cluster.operator_restarts().await;
+            (restarts >= 1)
+                .then_some(())
+                .ok_or_else(|| format!("{restarts} restarts"))
+        },
+    )
+    .await;
+    cluster.wait_operator_ready(1).await;
     assert_eq!(pod_identities(&cluster, CRASH_NS, &crash).await, crash_pods);
 
     let message = eventually("the refusal to be reported", LIMIT, || async {
@@ -701,13 +710,16 @@ async fn e2e_adopts_reference_cluster_then_scales_and_heals() {
         message.contains(&bad[0]) && message.contains("00000000000000aa"),
         "{message}"
     );
-    let events = cluster.events(BAD_NS).await;
-    assert!(
+    // The Event follows the status write that changed the condition.
+    eventually("a Warning Event naming the member", LIMIT, || async {
+        let events = cluster.events(BAD_NS).await;
         events
             .iter()
-            .any(|(reason, m)| reason == "NotAdoptable" && m.contains(&bad[0])),
-        "a Warning Event naming the member: {events:?}"
-    );
+            .any(|(reason, m)| reason == "NotAdoptable" && m.contains(&bad[0]))
+            .then_some(())
+            .ok_or_else(|| format!("{events:?}"))
+    })
+    .await;
     // Left alone: the member is not written, its Pod not touched.
     let now = bad_members.get(&bad[0]).await.unwrap();
     assert_eq!(
