@@ -526,6 +526,40 @@ mod tests {
     }
 
     #[test]
+    fn pod_facts_read_the_etcd_command_line_and_the_data_claim() {
+        // A Pod as the reference operator builds it: its start settings in the command line.
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "etcd-x7k2p"},
+            "spec": {
+                "containers": [{
+                    "name": "etcd",
+                    "command": [
+                        "etcd", "--name=etcd-x7k2p", "--data-dir=/var/lib/etcd",
+                        "--initial-advertise-peer-urls=http://etcd-x7k2p.etcd.prod.svc:2380",
+                        "--initial-cluster=etcd-x7k2p=http://etcd-x7k2p.etcd.prod.svc:2380",
+                        "--initial-cluster-state=new", "--peer-auto-tls",
+                    ],
+                    "args": ["--snapshot-count=100"],
+                }],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-etcd-x7k2p"}}],
+            },
+        }))
+        .unwrap();
+        let facts = PodFacts::from_pod(&pod);
+        assert_eq!(facts.start, None, "no start annotations of ours");
+        assert_eq!(facts.etcd_flags["name"], "etcd-x7k2p");
+        assert_eq!(facts.etcd_flags["data-dir"], "/var/lib/etcd");
+        assert_eq!(facts.etcd_flags["initial-cluster-state"], "new");
+        assert_eq!(
+            facts.etcd_flags["initial-cluster"], "etcd-x7k2p=http://etcd-x7k2p.etcd.prod.svc:2380",
+            "only the first = splits"
+        );
+        assert_eq!(facts.etcd_flags["snapshot-count"], "100");
+        assert!(!facts.etcd_flags.contains_key("peer-auto-tls"));
+        assert_eq!(facts.data_claim.as_deref(), Some("data-etcd-x7k2p"));
+    }
+
+    #[test]
     fn terminal_phases() {
         assert!(PodPhase::parse(Some("Succeeded")).is_terminal());
         assert!(PodPhase::parse(Some("Failed")).is_terminal());
