@@ -251,6 +251,7 @@ pub async fn perform(
         Step::Idle
         | Step::Wait { .. }
         | Step::SetPhase { .. }
+        | Step::AdoptMember { .. }
         | Step::AddLearner { .. }
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }

@@ -244,6 +244,11 @@ pub struct PodFacts {
     /// The size limit of the Pod's memory-backed data volume (a tmpfs `emptyDir`), if it has
     /// one: a memory-backed member whose Pod has a smaller one rolls to its new size.
     pub tmpfs_size: Option<String>,
+    /// The `--flag=value` arguments of the etcd container's command line (what a Pod made by
+    /// the reference operator runs with: its name, peer URL, data directory, start state).
+    pub etcd_flags: std::collections::BTreeMap<String, String>,
+    /// The PVC the Pod's `data` volume mounts, if it is a claim.
+    pub data_claim: Option<String>,
 }
 
 impl PodFacts {
@@ -331,6 +336,19 @@ impl PodFacts {
                 .filter(|e| e.medium.as_deref() == Some("Memory"))
                 .and_then(|e| e.size_limit.as_ref())
                 .map(|q| q.0.clone()),
+            etcd_flags: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.iter().find(|c| c.name == ETCD_CONTAINER))
+                .map(|c| etcd_flags(c.command.iter().flatten().chain(c.args.iter().flatten())))
+                .unwrap_or_default(),
+            data_claim: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.volumes.as_ref())
+                .and_then(|v| v.iter().find(|v| v.name == "data"))
+                .and_then(|v| v.persistent_volume_claim.as_ref())
+                .map(|c| c.claim_name.clone()),
         }
     }
 
@@ -481,6 +499,15 @@ impl PvcFacts {
     }
 }
 
+/// The `--flag=value` arguments among `args`, by flag name (without the dashes).
+fn etcd_flags<'a>(
+    args: impl Iterator<Item = &'a String>,
+) -> std::collections::BTreeMap<String, String> {
+    args.filter_map(|a| a.strip_prefix("--")?.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 fn controller_uid(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<String> {
@@ -556,6 +583,40 @@ mod tests {
         assert_eq!(facts.started_at, Some(started));
         assert_eq!(facts.node.as_deref(), Some("node-a"));
         assert_eq!(facts.owner_uid.as_deref(), Some("m-1"));
+    }
+
+    #[test]
+    fn pod_facts_read_the_etcd_command_line_and_the_data_claim() {
+        // A Pod as the reference operator builds it: its start settings in the command line.
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "etcd-x7k2p"},
+            "spec": {
+                "containers": [{
+                    "name": "etcd",
+                    "command": [
+                        "etcd", "--name=etcd-x7k2p", "--data-dir=/var/lib/etcd",
+                        "--initial-advertise-peer-urls=http://etcd-x7k2p.etcd.prod.svc:2380",
+                        "--initial-cluster=etcd-x7k2p=http://etcd-x7k2p.etcd.prod.svc:2380",
+                        "--initial-cluster-state=new", "--peer-auto-tls",
+                    ],
+                    "args": ["--snapshot-count=100"],
+                }],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-etcd-x7k2p"}}],
+            },
+        }))
+        .unwrap();
+        let facts = PodFacts::from_pod(&pod);
+        assert_eq!(facts.start, None, "no start annotations of ours");
+        assert_eq!(facts.etcd_flags["name"], "etcd-x7k2p");
+        assert_eq!(facts.etcd_flags["data-dir"], "/var/lib/etcd");
+        assert_eq!(facts.etcd_flags["initial-cluster-state"], "new");
+        assert_eq!(
+            facts.etcd_flags["initial-cluster"], "etcd-x7k2p=http://etcd-x7k2p.etcd.prod.svc:2380",
+            "only the first = splits"
+        );
+        assert_eq!(facts.etcd_flags["snapshot-count"], "100");
+        assert!(!facts.etcd_flags.contains_key("peer-auto-tls"));
+        assert_eq!(facts.data_claim.as_deref(), Some("data-etcd-x7k2p"));
     }
 
     #[test]

@@ -77,6 +77,8 @@ pub fn running_pod(member: &str) -> PodFacts {
         labels: Default::default(),
         annotations: Default::default(),
         tmpfs_size: None,
+        etcd_flags: Default::default(),
+        data_claim: Some(format!("data-{member}")),
     }
 }
 
