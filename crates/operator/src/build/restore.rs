@@ -503,6 +503,76 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_pvc_source_is_mounted_read_only_and_copied_by_restore_fetch() {
+        let mut m = restored_member("3.5.1");
+        m.spec.restore = Some(RestoreSpec {
+            source: SnapshotLocation {
+                s3: None,
+                pvc: Some(etcd_operator_api::shared::PvcSnapshotLocation {
+                    claim_name: "backups".into(),
+                    sub_path: Some("etcd/nightly/nightly.db".into()),
+                }),
+            },
+        });
+        let pod = member_pod(&m, &bootstrap(), &OperatorSettings::default()).unwrap();
+        let spec = pod.spec.unwrap();
+        let source = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == RESTORE_SOURCE_VOLUME)
+            .expect("the source claim is a volume of the restoring Pod");
+        let claim = source.persistent_volume_claim.as_ref().unwrap();
+        assert_eq!(
+            (claim.claim_name.as_str(), claim.read_only),
+            ("backups", Some(true))
+        );
+        let inits = spec.init_containers.unwrap();
+        let names: Vec<_> = inits.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                RESTORE_FETCH_CONTAINER,
+                RESTORE_CONTAINER,
+                RESTORE_COMMIT_CONTAINER
+            ]
+        );
+        let fetch = &inits[0];
+        let args = fetch.args.clone().unwrap();
+        assert!(args.contains(&"--file=/snapshot-source/etcd/nightly/nightly.db".to_string()));
+        assert!(args.contains(&"--uri=pvc://backups/etcd/nightly/nightly.db".to_string()));
+        assert!(!args.iter().any(|a| a.starts_with("--bucket")));
+        assert!(fetch.env.is_none(), "no credentials for a claim");
+        let mount = fetch
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|v| v.name == RESTORE_SOURCE_VOLUME)
+            .unwrap();
+        assert_eq!(mount.read_only, Some(true));
+        // Only the etcd restore step's own mounts: the data volume.
+        assert!(
+            inits[1]
+                .volume_mounts
+                .iter()
+                .flatten()
+                .all(|v| v.name == "data")
+        );
+        // A later Pod of the same member mounts no source claim.
+        let own = PodStart::own_data("etcd-0", "http://etcd-0.etcd.prod.svc:2380");
+        let later = member_pod(&m, &own, &OperatorSettings::default()).unwrap();
+        assert!(
+            !later
+                .spec
+                .unwrap()
+                .volumes
+                .iter()
+                .flatten()
+                .any(|v| v.name == RESTORE_SOURCE_VOLUME)
+        );
+    }
+
     const DEFAULT_AGENT_IMAGE_FOR_TEST: &str = super::super::DEFAULT_AGENT_IMAGE;
 
     fn status(container: ContainerStatus) -> PodStatus {
