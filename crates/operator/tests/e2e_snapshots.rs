@@ -1059,6 +1059,58 @@ async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
         ),
     );
     check_complete(&cluster, &moto, namespace, "secured", "3.5.1", 1).await;
+
+    // To a claim: the agent Pod dials with the operator's CA, client certificate and root
+    // credentials (a Secret made for that Pod alone, deleted with it).
+    apply(
+        &cluster,
+        &format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: backups\n  namespace: {namespace}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n"
+        ),
+    );
+    apply(
+        &cluster,
+        &pvc_snapshot_yaml(namespace, "secured-pvc", "etcd", "backups", "tls"),
+    );
+    let s = wait_phase(&cluster, namespace, "secured-pvc", "Complete").await;
+    let artifact = s.status.clone().unwrap().artifact.unwrap();
+    let file = cluster
+        .kubelet
+        .claim_dir(namespace, "backups")
+        .unwrap()
+        .join("tls/secured-pvc.db");
+    let (size, sha) = blocking(|| sha256_hex(&file));
+    assert_eq!(Some(size as i64), artifact.size_bytes);
+    assert_eq!(Some(format!("sha256:{sha}")), artifact.checksum);
+    let summary = blocking(|| snapshot_status("3.5.1", &file));
+    assert!(
+        summary["totalKey"].as_u64().unwrap_or_default() >= 1,
+        "{summary}"
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(cluster.client(), namespace);
+    let selector = format!(
+        "etcd-operator.cozystack.io/snapshot-uid={}",
+        s.metadata.uid.clone().unwrap()
+    );
+    eventually(
+        &format!("{namespace}: the agent's access Secret removed"),
+        LIMIT,
+        || async {
+            let left = secrets
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| e.to_string())?;
+            left.items
+                .is_empty()
+                .then_some(())
+                .ok_or_else(|| format!("{} Secrets left", left.items.len()))
+        },
+    )
+    .await;
+    println!(
+        "{namespace}: secured-pvc Complete on the claim over mutual TLS with auth, {size} bytes"
+    );
 }
 
 /// An operator that stopped in the middle of a snapshot (the status still says `Started`; here

@@ -94,7 +94,14 @@ fn enable_auth(ctx: &Context<'_>) -> Option<Decision> {
 /// survive). TLS from cert-manager is reported with the TLS Secrets' problems.
 fn unsupported_spec(ctx: &Context<'_>) -> Option<Decision> {
     let spec = &ctx.observed.cluster.spec;
-    let what = if spec.bootstrap.as_ref().is_some_and(|b| b.restore.is_some())
+    let what = if spec
+        .bootstrap
+        .as_ref()
+        .and_then(|b| b.restore.as_ref())
+        .is_some_and(|r| r.source.s3.is_none() && r.source.pvc.is_none())
+    {
+        "spec.bootstrap.restore.source with neither s3 nor pvc"
+    } else if spec.bootstrap.as_ref().is_some_and(|b| b.restore.is_some())
         && spec.storage_or_default().medium_or_default() == StorageMedium::Memory
     {
         "spec.bootstrap.restore with spec.storage.medium=Memory"
