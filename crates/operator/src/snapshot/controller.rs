@@ -515,6 +515,17 @@ async fn start_pvc(
     {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => {}
+        // Refused for good (a quota, an admission policy, a forbidden namespace): say so
+        // rather than trying again every few seconds.
+        Err(kube::Error::Api(s)) if (400..500).contains(&s.code) && s.code != 429 => {
+            let failure = Failure::AgentFailed {
+                detail: format!("the snapshot Pod {agent} was refused: {}", s.message),
+            };
+            record_failure(ctx, snapshot, &started, &failure, None).await?;
+            // Its access Secret goes too.
+            remove_agent(ctx, snapshot, &pod).await;
+            return Ok(Action::await_change());
+        }
         Err(e) => return Err(SnapshotError::Read(format!("Pod {namespace}/{agent}"), e)),
     }
     event(
