@@ -35,6 +35,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_pod_metadata_patch",
     "after_scale_in_mark",
     "after_pvc_owner_set",
+    "after_member_adopt",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -88,6 +89,7 @@ pub fn after_step(step: &Step) {
         Step::PatchPodMetadata { .. } => fail::fail_point!("after_pod_metadata_patch"),
         Step::MarkScaleIn { .. } => fail::fail_point!("after_scale_in_mark"),
         Step::SetPvcOwner { .. } => fail::fail_point!("after_pvc_owner_set"),
+        Step::AdoptMember { .. } => fail::fail_point!("after_member_adopt"),
         _ => {}
     }
     #[cfg(not(feature = "failpoints"))]

@@ -34,16 +34,54 @@ enum Command {
     RestoreFetch {
         #[arg(long)]
         work_dir: std::path::PathBuf,
-        #[arg(long)]
-        endpoint: String,
-        #[arg(long)]
-        bucket: String,
-        #[arg(long)]
-        key: String,
+        /// A PVC source: the snapshot file on the mounted claim (instead of S3).
+        #[arg(long, conflicts_with_all = ["endpoint", "bucket", "key"])]
+        file: Option<std::path::PathBuf>,
+        /// How to name the PVC source in messages (`pvc://<claim>/<subPath>`).
+        #[arg(long, requires = "file")]
+        uri: Option<String>,
+        #[arg(long, required_unless_present = "file")]
+        endpoint: Option<String>,
+        #[arg(long, required_unless_present = "file")]
+        bucket: Option<String>,
+        #[arg(long, required_unless_present = "file")]
+        key: Option<String>,
         #[arg(long)]
         region: Option<String>,
         #[arg(long)]
         force_path_style: bool,
+    },
+    /// Snapshot agent (the Pod of an EtcdSnapshot to a PVC): stream a snapshot from one member
+    /// into `--file` on the mounted claim, atomically, checking etcd's trailing hash; the
+    /// result goes to the termination message. Credentials from ETCD_USERNAME/ETCD_PASSWORD.
+    SnapshotSave {
+        #[arg(long)]
+        endpoint: String,
+        #[arg(long)]
+        member: String,
+        #[arg(long)]
+        file: std::path::PathBuf,
+        #[arg(long)]
+        uri: String,
+        #[arg(long)]
+        uid: String,
+        /// A directory with ca.crt (and tls.crt, tls.key under mutual TLS).
+        #[arg(long)]
+        access_dir: Option<std::path::PathBuf>,
+        #[arg(long, default_value = etcd_operator::snapshot::pvc::TERMINATION_LOG)]
+        result_file: std::path::PathBuf,
+    },
+    /// Snapshot agent for `deletionPolicy: Delete`: remove `--file` if EtcdSnapshot `--uid`
+    /// wrote it.
+    SnapshotRemove {
+        #[arg(long)]
+        file: std::path::PathBuf,
+        #[arg(long)]
+        uri: String,
+        #[arg(long)]
+        uid: String,
+        #[arg(long, default_value = etcd_operator::snapshot::pvc::TERMINATION_LOG)]
+        result_file: std::path::PathBuf,
     },
     /// Restore agent, step 3: move the restored member directory into the data directory
     /// (unless it already holds one) and remove the work directory.
@@ -69,11 +107,24 @@ fn main() -> anyhow::Result<()> {
         Command::Crds { out_dir: Some(dir) } => write_crds(&dir),
         Command::RestoreFetch {
             work_dir,
+            file: Some(file),
+            uri,
+            ..
+        } => {
+            use etcd_operator::snapshot::restore;
+            let uri = uri.unwrap_or_else(|| file.display().to_string());
+            agent_exit(restore::fetch_file(&work_dir, &file, &uri).map(|(size, sha256)| {
+                format!("copied {size} bytes from {uri}, sha256:{sha256}, etcd's trailing hash checked")
+            }))
+        }
+        Command::RestoreFetch {
+            work_dir,
             endpoint,
             bucket,
             key,
             region,
             force_path_style,
+            ..
         } => {
             use etcd_operator::snapshot::restore;
             let credentials = match (
@@ -91,9 +142,9 @@ fn main() -> anyhow::Result<()> {
             let args = restore::FetchArgs {
                 work_dir,
                 location: etcd_operator_api::shared::S3SnapshotLocation {
-                    endpoint,
-                    bucket,
-                    key: Some(key),
+                    endpoint: endpoint.unwrap_or_default(),
+                    bucket: bucket.unwrap_or_default(),
+                    key,
                     region,
                     force_path_style: Some(force_path_style),
                     ..Default::default()
@@ -108,6 +159,63 @@ fn main() -> anyhow::Result<()> {
             agent_exit(outcome.map(|(size, sha256)| {
                 format!("fetched {size} bytes, sha256:{sha256}, etcd's trailing hash checked")
             }))
+        }
+        Command::SnapshotSave {
+            endpoint,
+            member,
+            file,
+            uri,
+            uid,
+            access_dir,
+            result_file,
+        } => {
+            use etcd_operator::snapshot::pvc;
+            let credentials = std::env::var("ETCD_USERNAME")
+                .ok()
+                .zip(std::env::var("ETCD_PASSWORD").ok());
+            let args = pvc::SaveArgs {
+                endpoint,
+                member,
+                file,
+                uri,
+                uid,
+                access_dir,
+                credentials,
+            };
+            let outcome = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?
+                .block_on(pvc::save(&args));
+            let failed = outcome.is_err();
+            let result = match outcome {
+                Ok(saved) => pvc::AgentResult::Saved(saved),
+                Err(failure) => pvc::AgentResult::Failed(failure),
+            };
+            pvc::report(&result, &result_file);
+            if failed {
+                std::process::exit(1)
+            }
+            Ok(())
+        }
+        Command::SnapshotRemove {
+            file,
+            uri,
+            uid,
+            result_file,
+        } => {
+            use etcd_operator::snapshot::pvc;
+            let outcome = pvc::remove(&file, &uri, &uid);
+            let failed = outcome.is_err();
+            let result = match outcome {
+                Ok(said) => pvc::AgentResult::Removed { said },
+                Err(failure) => pvc::AgentResult::Failed(failure),
+            };
+            pvc::report(&result, &result_file);
+            if failed {
+                std::process::exit(1)
+            }
+            Ok(())
         }
         Command::RestoreCommit { work_dir, data_dir } => {
             use etcd_operator::snapshot::restore;

@@ -145,8 +145,8 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
     Permission {
         group: "",
         resource: "secrets",
-        verbs: &["get", "create", "update"],
-        used_by: "observe reads the TLS Secrets of spec.tls by name at every pass; with operatorIssued, act writes the cluster's CA, each member's and the operator's certificate Secrets; the snapshot controller reads an EtcdSnapshot's destination.s3.credentialsSecretRef",
+        verbs: &["get", "create", "update", "delete"],
+        used_by: "observe reads the TLS Secrets of spec.tls by name at every pass; with operatorIssued, act writes the cluster's CA, each member's and the operator's certificate Secrets; the snapshot controller reads an EtcdSnapshot's destination.s3.credentialsSecretRef, and for destination.pvc creates (then deletes) the access Secret of its agent Pod",
     },
     Permission {
         group: "cert-manager.io",

@@ -7,10 +7,16 @@
 //! Complete with the artifact's size and sha256 equal to what a plain S3 client (boto3) reads,
 //! and `etcdutl snapshot status` (etcdctl for 3.4) on the downloaded object must show the
 //! revision the status records and at least the keys written. Bad input: wrong credentials,
-//! an unknown bucket, a missing credentials Secret, an object another snapshot wrote, a PVC
-//! destination, a missing, a paused and a parked cluster: each Failed with its reason and a
+//! an unknown bucket, a missing credentials Secret, an object another snapshot wrote, a
+//! missing claim, a missing, a paused and a parked cluster: each Failed with its reason and a
 //! Warning Event, no multipart upload left behind, the other snapshot's object untouched. And
 //! a snapshot interrupted by an operator restart is taken again by the next operator.
+//!
+//! `destination.pvc`: a snapshot of a cluster under the client workload, written by the
+//! agent Pod onto a claim, whose file (read from the claim's directory) has the SHA-256 and
+//! size of the status; a file someone else wrote is never replaced; `deletionPolicy: Delete`
+//! removes the file; and a new cluster restored from the file has every key at the
+//! snapshot's revision.
 
 mod support;
 
@@ -493,13 +499,13 @@ async fn bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &'static 
     apply(
         &cluster,
         &format!(
-            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: to-pvc\n  namespace: {namespace}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    pvc:\n      claimName: backups\n"
+            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: to-pvc\n  namespace: {namespace}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    pvc:\n      claimName: no-such-claim\n"
         ),
     );
     for (name, reason, words) in cases.iter().map(|(n, _, r, w)| (*n, *r, *w)).chain([(
         "to-pvc",
-        "NotImplemented",
-        "destination.pvc is not implemented yet",
+        "ClaimNotFound",
+        "claim not found: no PersistentVolumeClaim no-such-claim",
     )]) {
         let s = wait_phase(&cluster, namespace, name, "Failed").await;
         let (status, got, message) = ready_condition(&s);
@@ -726,6 +732,221 @@ async fn scheduled_snapshots(cluster: Arc<Cluster>, moto: Arc<Moto>) {
     }
 }
 
+/// An EtcdSnapshot of cluster `of` to `<subPath>/<name>.db` on claim `claim`.
+fn pvc_snapshot_yaml(namespace: &str, name: &str, of: &str, claim: &str, sub_path: &str) -> String {
+    format!(
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  clusterRef:\n    name: {of}\n  destination:\n    pvc:\n      claimName: {claim}\n      subPath: {sub_path}\n"
+    )
+}
+
+fn sha256_hex(file: &Path) -> (u64, String) {
+    let bytes = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    (
+        bytes.len() as u64,
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(),
+    )
+}
+
+/// `destination.pvc` and `bootstrap.restore.source.pvc`, in namespace `snap-pvc`.
+async fn pvc_snapshot_and_restore(cluster: Arc<Cluster>) {
+    let namespace = "snap-pvc";
+    create_namespace(&cluster.client(), namespace).await;
+    apply(&cluster, &cluster_yaml(namespace, "etcd", 3, "3.5.1", ""));
+    apply(
+        &cluster,
+        &format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: backups\n  namespace: {namespace}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n"
+        ),
+    );
+    wait_available(&cluster, namespace, "etcd", 3).await;
+
+    // Under the client workload: it writes before, during and after the snapshot.
+    let workload = Workload::start(cluster.network.clone(), namespace, "etcd", "pvc");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = Instant::now();
+    apply(
+        &cluster,
+        &pvc_snapshot_yaml(namespace, "nightly", "etcd", "backups", "etcd/nightly"),
+    );
+    let s = wait_phase(&cluster, namespace, "nightly", "Complete").await;
+    let took = started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let report = workload.stop().await;
+    println!("{namespace}: {}", report.summary());
+    report.assert_no_loss();
+    assert!(
+        report.acknowledged > 0,
+        "{namespace}: the workload wrote nothing"
+    );
+
+    let status = s.status.clone().unwrap();
+    let artifact = status.artifact.clone().expect("an artifact");
+    assert_eq!(artifact.uri, "pvc://backups/etcd/nightly/nightly.db");
+    assert_eq!(status.verified, Some(true), "{status:?}");
+    assert_eq!(ready_condition(&s).0, "True");
+    assert_eq!(status.etcd_version.as_deref(), Some("3.5.1"));
+    assert!(
+        status
+            .member
+            .as_deref()
+            .is_some_and(|m| m.starts_with("etcd-")),
+        "{status:?}"
+    );
+    // The file, as the claim holds it: the status's size and SHA-256, the owner file beside
+    // it, a snapshot of the recorded revision; no temporary file left.
+    let claim_dir = cluster
+        .kubelet
+        .claim_dir(namespace, "backups")
+        .expect("the claim's directory");
+    let dir = claim_dir.join("etcd/nightly");
+    let file = dir.join("nightly.db");
+    let (size, sha) = blocking(|| sha256_hex(&file));
+    assert_eq!(Some(size as i64), artifact.size_bytes);
+    assert_eq!(Some(format!("sha256:{sha}")), artifact.checksum);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("nightly.db.uid")).unwrap(),
+        s.metadata.uid.clone().unwrap(),
+        "the owner file names the EtcdSnapshot"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["nightly.db", "nightly.db.uid"],
+        "no temporary file left"
+    );
+    let summary = blocking(|| snapshot_status("3.5.1", &file));
+    assert_eq!(summary["revision"].as_i64(), status.revision, "{summary}");
+    // The agent's Pod and its Secret (if any) go once the result is recorded.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client(), namespace);
+    let selector = format!(
+        "etcd-operator.cozystack.io/snapshot-uid={}",
+        s.metadata.uid.clone().unwrap()
+    );
+    eventually(
+        &format!("{namespace}: the agent Pod removed"),
+        LIMIT,
+        || async {
+            let left = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| e.to_string())?;
+            left.items
+                .is_empty()
+                .then_some(())
+                .ok_or_else(|| format!("{} Pods left", left.items.len()))
+        },
+    )
+    .await;
+    println!(
+        "{namespace}: nightly Complete on the claim, {size} bytes at revision {:?} from {:?} under the workload, {took:.1} s after creation; the file's SHA-256 is the status's",
+        status.revision, status.member
+    );
+
+    // A file nobody's EtcdSnapshot wrote is never replaced.
+    let foreign = dir.join("guarded.db");
+    std::fs::write(&foreign, b"someone else's file").unwrap();
+    apply(
+        &cluster,
+        &pvc_snapshot_yaml(namespace, "guarded", "etcd", "backups", "etcd/nightly"),
+    );
+    let g = wait_phase(&cluster, namespace, "guarded", "Failed").await;
+    let (_, reason, message) = ready_condition(&g);
+    assert_eq!(reason, "FileExists", "{message}");
+    assert!(message.contains("never replaced"), "{message}");
+    assert_eq!(std::fs::read(&foreign).unwrap(), b"someone else's file");
+    let events = events_of(&cluster, namespace, "guarded").await;
+    assert!(
+        events.contains(&("Warning".to_string(), "FileExists".to_string())),
+        "{events:?}"
+    );
+
+    // deletionPolicy Delete: the file goes with the EtcdSnapshot (through a short Pod).
+    let mut disposable = pvc_snapshot_yaml(namespace, "disposable", "etcd", "backups", "tmp");
+    disposable.push_str("  deletionPolicy: Delete\n");
+    apply(&cluster, &disposable);
+    wait_phase(&cluster, namespace, "disposable", "Complete").await;
+    let disposable_file = claim_dir.join("tmp/disposable.db");
+    assert!(disposable_file.is_file());
+    kubectl_ok(
+        &cluster,
+        &[
+            "-n",
+            namespace,
+            "delete",
+            "etcdsnapshot",
+            "disposable",
+            "--timeout=180s",
+        ],
+    );
+    assert!(
+        !disposable_file.exists(),
+        "deletionPolicy Delete removed the file"
+    );
+    assert!(!claim_dir.join("tmp/disposable.db.uid").exists());
+    println!("{namespace}: disposable deleted with its file (deletionPolicy Delete)");
+
+    // A new cluster from the file: every key at the snapshot's revision.
+    let revision = status.revision.expect("a revision");
+    let restore_started = Instant::now();
+    apply(
+        &cluster,
+        &cluster_yaml(
+            namespace,
+            "restored",
+            1,
+            "3.5.1",
+            "  bootstrap:\n    restore:\n      source:\n        pvc:\n          claimName: backups\n          subPath: etcd/nightly/nightly.db\n",
+        ),
+    );
+    wait_available(&cluster, namespace, "restored", 1).await;
+    let c = get_cluster(&cluster.client(), namespace, "restored").await;
+    let restored = c
+        .status
+        .as_ref()
+        .and_then(|s| s.restored_from.clone())
+        .expect("status.restoredFrom");
+    assert_eq!(restored.uri, "pvc://backups/etcd/nightly/nightly.db");
+    assert_eq!(restored.revision, Some(revision));
+    let at_snapshot = blocking(|| {
+        cluster.etcdctl(
+            &format!("http://etcd-client.{namespace}.svc:2379"),
+            &[
+                "get",
+                "",
+                "--prefix",
+                "-w",
+                "json",
+                &format!("--rev={revision}"),
+            ],
+        )
+    })
+    .expect("the source at the snapshot's revision");
+    let at_snapshot: serde_json::Value = serde_json::from_str(&at_snapshot).unwrap();
+    let expected = at_snapshot["kvs"].as_array().cloned().unwrap_or_default();
+    assert!(!expected.is_empty(), "keys to compare");
+    let (restored_revision, kvs) = keyspace(
+        &cluster,
+        &format!("http://restored-0.restored.{namespace}.svc:2379"),
+    );
+    assert_eq!(restored_revision, revision);
+    assert_eq!(kvs.len(), expected.len(), "key count");
+    for (got, want) in kvs.iter().zip(&expected) {
+        for field in ["key", "value", "create_revision", "mod_revision", "version"] {
+            assert_eq!(got[field], want[field], "{field} of {got} / {want}");
+        }
+    }
+    println!(
+        "{namespace}: restored from the claim ({} keys at revision {revision}), Available after {:.1} s",
+        expected.len(),
+        restore_started.elapsed().as_secs_f64()
+    );
+}
+
 /// A 3.5.1 cluster with mutual TLS on both ports and authentication: the operator dials it
 /// with its client certificate and the root password, as it does for everything else.
 async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
@@ -838,6 +1059,58 @@ async fn tls_auth_cluster(cluster: Arc<Cluster>, moto: Arc<Moto>) {
         ),
     );
     check_complete(&cluster, &moto, namespace, "secured", "3.5.1", 1).await;
+
+    // To a claim: the agent Pod dials with the operator's CA, client certificate and root
+    // credentials (a Secret made for that Pod alone, deleted with it).
+    apply(
+        &cluster,
+        &format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: backups\n  namespace: {namespace}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Gi\n"
+        ),
+    );
+    apply(
+        &cluster,
+        &pvc_snapshot_yaml(namespace, "secured-pvc", "etcd", "backups", "tls"),
+    );
+    let s = wait_phase(&cluster, namespace, "secured-pvc", "Complete").await;
+    let artifact = s.status.clone().unwrap().artifact.unwrap();
+    let file = cluster
+        .kubelet
+        .claim_dir(namespace, "backups")
+        .unwrap()
+        .join("tls/secured-pvc.db");
+    let (size, sha) = blocking(|| sha256_hex(&file));
+    assert_eq!(Some(size as i64), artifact.size_bytes);
+    assert_eq!(Some(format!("sha256:{sha}")), artifact.checksum);
+    let summary = blocking(|| snapshot_status("3.5.1", &file));
+    assert!(
+        summary["totalKey"].as_u64().unwrap_or_default() >= 1,
+        "{summary}"
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(cluster.client(), namespace);
+    let selector = format!(
+        "etcd-operator.cozystack.io/snapshot-uid={}",
+        s.metadata.uid.clone().unwrap()
+    );
+    eventually(
+        &format!("{namespace}: the agent's access Secret removed"),
+        LIMIT,
+        || async {
+            let left = secrets
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| e.to_string())?;
+            left.items
+                .is_empty()
+                .then_some(())
+                .ok_or_else(|| format!("{} Secrets left", left.items.len()))
+        },
+    )
+    .await;
+    println!(
+        "{namespace}: secured-pvc Complete on the claim over mutual TLS with auth, {size} bytes"
+    );
 }
 
 /// An operator that stopped in the middle of a snapshot (the status still says `Started`; here
@@ -1309,6 +1582,7 @@ async fn e2e_snapshots_to_s3() {
     let idle = tokio::spawn(idle_clusters(cluster.clone(), moto.clone()));
     let tls = tokio::spawn(tls_auth_cluster(cluster.clone(), moto.clone()));
     let scheduled = tokio::spawn(scheduled_snapshots(cluster.clone(), moto.clone()));
+    let to_pvc = tokio::spawn(pvc_snapshot_and_restore(cluster.clone()));
     v35.await.unwrap();
     // Restores run beside the bad inputs: neither writes to snap-35.
     let restore_35 = tokio::spawn(restore_into_new_cluster(
@@ -1345,6 +1619,7 @@ async fn e2e_snapshots_to_s3() {
     restore_34.await.unwrap();
     restore_bad.await.unwrap();
     scheduled.await.unwrap();
+    to_pvc.await.unwrap();
     interrupted_snapshot_resumes(cluster.clone(), moto.clone(), "snap-35").await;
     println!("snapshots: {:.0} s in all", started.elapsed().as_secs_f64());
 }

@@ -334,7 +334,7 @@ async fn e2e_rolling_upgrades() {
     create_namespace(&client, "upm").await;
     create_namespace(&client, "up5").await;
     cluster.apply(
-        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: expandable\nprovisioner: kube-sandbox/local\nallowVolumeExpansion: true\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: fixed\nprovisioner: kube-sandbox/local\n",
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: expandable\nprovisioner: kube-sandbox/local\nallowVolumeExpansion: true\nparameters:\n  maxVolumeSize: 4Gi\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: fixed\nprovisioner: kube-sandbox/local\n",
     );
     cluster.apply(&yaml(
         "upg",
@@ -413,6 +413,31 @@ async fn e2e_rolling_upgrades() {
     );
     let serving = now.values().filter(|(_, _, ready)| *ready).count();
     assert_eq!(serving, 2, "the other members keep serving: {now:?}");
+    // Repairs still run while the rollout is stopped: a serving member's Pod deleted by hand
+    // (quorum goes with it, the failed member being down) is created again on its data.
+    let (victim, victim_uid) = now
+        .iter()
+        .find(|(name, (_, _, ready))| *ready && !tried.contains(name))
+        .map(|(name, (uid, _, _))| (name.clone(), uid.clone()))
+        .expect("a serving member");
+    let (ok, _, stderr) = kubectl(
+        &cluster,
+        &["-n", "upg", "delete", "pod", &victim, "--wait=false"],
+    );
+    assert!(ok, "kubectl delete pod {victim}: {stderr}");
+    eventually(
+        &format!("upg: {victim} created again while the rollout is stopped"),
+        LIMIT,
+        || async {
+            match pods(&cluster, "upg").await.get(&victim) {
+                Some((uid, _, true)) if *uid != victim_uid => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    wait_progressing(&cluster, "upg", "UpgradeFailed").await;
+    println!("upg: {victim} repaired while the rollout stayed stopped");
     set_version(&cluster, "upg", "3.5.1");
     wait_all_on(&cluster, "upg", "3.5.1").await;
     let report = workload.stop().await;
@@ -579,6 +604,39 @@ async fn e2e_rolling_upgrades() {
     // 6. Memory-backed 3.4.23 → 3.5.1.
     upgrade_under_load(&cluster, "upm").await;
 
+    // 6b. Memory-backed, a version that cannot start: the member replaced on it (its restart
+    //     is a replacement) still counts as a failed upgrade, so the rollout stops there
+    //     instead of replacing it again and again; going back heals it.
+    let workload = Workload::start(cluster.network.clone(), "upm", "etcd", "upm-bad");
+    set_version(&cluster, "upm", "3.6.0");
+    let message = wait_progressing(&cluster, "upm", "UpgradeFailed").await;
+    println!("upm: 3.6.0: {message}");
+    assert!(
+        message.contains("Set spec.version back to 3.5.1"),
+        "{message}"
+    );
+    let stopped = pods(&cluster, "upm").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        pods(&cluster, "upm").await,
+        stopped,
+        "nothing replaced again while the rollout is stopped"
+    );
+    let (status, reason, _) = progressing(&cluster, "upm").await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "UpgradeFailed")
+    );
+    set_version(&cluster, "upm", "3.5.1");
+    wait_all_on(&cluster, "upm", "3.5.1").await;
+    cluster.wait_converged("upm", "etcd", 3, LIMIT).await;
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "upm: failed 3.6.0 and back: longest unavailability {} ms",
+        report.longest_unavailable.as_millis()
+    );
+
     // 7. Five PVC-backed members 3.4.23 → 3.5.1 (their StorageClass does not allow expansion).
     cluster.apply(&yaml_n(
         "up5",
@@ -645,6 +703,25 @@ async fn e2e_rolling_upgrades() {
     }
     let (status, reason, _) = progressing(&cluster, "upg").await;
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Reconciled"));
+
+    // 8b'. An expansion the storage driver refuses (past the class's maxVolumeSize, as a CSI
+    //      driver answers OutOfRange): reported in Kubernetes' words, nothing restarted, the
+    //      other members not touched.
+    let before = pods(&cluster, "upg").await;
+    set_storage_size(&cluster, "upg", "8Gi");
+    let message = wait_progressing(&cluster, "upg", "StorageExpansionFailed").await;
+    println!("upg: storage.size 8Gi: {message}");
+    assert!(
+        message.contains("exceeds the maximum volume size 4Gi"),
+        "{message}"
+    );
+    assert!(message.contains("ControllerResizeInfeasible"), "{message}");
+    assert!(warning_event(&cluster, "upg", "StorageExpansionFailed"));
+    let volumes = claims(&cluster, "upg").await;
+    let asked: Vec<_> = volumes.values().filter(|(r, _)| r == "8Gi").collect();
+    assert_eq!(asked.len(), 1, "one PVC asked for 8Gi: {volumes:?}");
+    assert!(volumes.values().all(|(_, c)| c == "2Gi"), "{volumes:?}");
+    assert_eq!(pods(&cluster, "upg").await, before, "no Pod restarted");
 
     // 8c. Memory-backed: each member replaced with the larger tmpfs, the leader last.
     let first_leader = leader(&cluster, "upm").await;

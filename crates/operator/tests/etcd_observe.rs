@@ -6,10 +6,10 @@ mod etcd_harness;
 use std::time::{Duration, Instant};
 
 use etcd_harness::{
-    EtcdProcess, EtcdVersion, add_learner_retrying, client_for, initial_cluster_from,
+    EtcdProcess, EtcdVersion, add_learner_retrying, client_for, eventually, initial_cluster_from,
     start_cluster, wait_healthy,
 };
-use etcd_operator::etcd::{EtcdErrorKind, EtcdView, Timeouts, observe_cluster};
+use etcd_operator::etcd::{EtcdErrorKind, EtcdView, Timeouts, cluster_version, observe_cluster};
 
 fn urls(members: &[EtcdProcess]) -> Vec<String> {
     members.iter().map(EtcdProcess::client_url).collect()
@@ -53,6 +53,34 @@ async fn observe_through_member_loss(version: EtcdVersion) {
         assert!(!status.is_learner);
     }
     assert!(view.leader_applied_index().is_some());
+    // etcd's own cluster version (`/version`), as the upgrade path check reads it.
+    let (major, minor) = match version {
+        EtcdVersion::V3_5 => (3, 5),
+        EtcdVersion::V3_4 => (3, 4),
+    };
+    let stated = eventually(
+        "etcd states its cluster version",
+        Duration::from_secs(20),
+        || {
+            let endpoint = endpoints[0].clone();
+            async move {
+                match cluster_version(&endpoint, &Default::default(), Duration::from_secs(2)).await
+                {
+                    Ok(Some(v)) => Some(v),
+                    _ => None,
+                }
+            }
+        },
+    )
+    .await;
+    assert_eq!(stated, (major, minor));
+    let nowhere = cluster_version(
+        "http://127.0.0.1:9",
+        &Default::default(),
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(nowhere.is_err(), "{nowhere:?}");
 
     // One member down: the view says which, with the error text; the rest is healthy.
     // A follower, so no election is in progress when the next observation runs.

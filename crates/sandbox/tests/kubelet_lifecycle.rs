@@ -510,3 +510,48 @@ async fn restarts_read_current_annotations_and_failures_leave_their_log_tail() {
         .await;
     assert!(restart_count(&staying, "main") >= 1);
 }
+
+/// What a container writes to its `terminationMessagePath` (default `/dev/termination-log`)
+/// is its termination message, on success too and whatever the policy; a custom path works
+/// the same, and the file is writable by a non-root user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_termination_message_file_is_read_back() {
+    let cluster = kubelet_support::start().await;
+    let mut manifest = pod_manifest(
+        "reporting",
+        json!({}),
+        None,
+        json!([{
+            "name": "default-path", "image": kubelet_support::TOOLS_IMAGE,
+            "command": ["/bin/sh", "-c", "echo noise; printf 'result: 42' > /dev/termination-log"],
+        }, {
+            "name": "custom-path", "image": kubelet_support::TOOLS_IMAGE,
+            "command": ["/bin/sh", "-c", "printf 'failed: why' > /tmp/out/message; exit 3"],
+            "terminationMessagePath": "/tmp/out/message",
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }]),
+    );
+    manifest["spec"]["restartPolicy"] = json!("Never");
+    manifest["spec"]["securityContext"] = json!({"runAsUser": 65532});
+    cluster.create::<Pod>("default", manifest).await;
+    let ended = |pod: &Pod, container: &str| {
+        container_status(pod, container)
+            .and_then(|s| s.state.clone())
+            .and_then(|s| s.terminated)
+    };
+    let done = cluster
+        .wait_pod("default", "reporting", LIMIT, |pod| {
+            ended(pod, "default-path").is_some() && ended(pod, "custom-path").is_some()
+        })
+        .await;
+    let first = ended(&done, "default-path").unwrap();
+    assert_eq!(first.exit_code, 0);
+    assert_eq!(first.message.as_deref(), Some("result: 42"));
+    let second = ended(&done, "custom-path").unwrap();
+    assert_eq!(second.exit_code, 3);
+    assert_eq!(
+        second.message.as_deref(),
+        Some("failed: why"),
+        "the file wins over the log tail"
+    );
+}

@@ -1,7 +1,8 @@
 //! `pods/exec` and `pods/portforward` over WebSocket (needs root): kube-rs's `Api::exec` and
 //! `Api::portforward`, and the real kubectl v1.32 (PATH) and v1.33 (install-deps.sh) `exec`.
-//! kubectl's `port-forward` speaks SPDY (tunnelled in a WebSocket or by upgrade), which the
-//! sandbox does not serve: it gets an error that says so.
+//! kubectl's `exec -it` runs from a pseudo-terminal, as a person's would. kubectl's
+//! `port-forward` speaks SPDY (tunnelled in a WebSocket or by upgrade), which the sandbox does
+//! not serve: it gets an error that says so.
 
 mod kubelet_support;
 
@@ -71,6 +72,88 @@ async fn kubectl(
         .await
         .expect("kubectl finishes")
         .unwrap()
+}
+
+/// Runs kubectl as a person at a terminal would: a pseudo-terminal of `rows`×`cols` is its
+/// stdin and stdout; `input` is typed once it runs. Everything the terminal showed, and the
+/// exit code.
+async fn kubectl_on_terminal(
+    binary: &str,
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    (rows, cols): (u16, u16),
+    input: &str,
+) -> (String, Option<i32>) {
+    use std::io::{Read, Write};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: libc calls on descriptors opened and owned here.
+    let (master, slave) = unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(
+            master >= 0,
+            "posix_openpt: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let slave = libc::open(
+            name.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        assert!(
+            slave >= 0,
+            "open the terminal: {}",
+            std::io::Error::last_os_error()
+        );
+        let window = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        assert_eq!(libc::ioctl(slave, libc::TIOCSWINSZ, &window), 0);
+        (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave))
+    };
+    let mut child = std::process::Command::new(binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::from(slave.try_clone().unwrap()))
+        .stdout(std::process::Stdio::from(slave.try_clone().unwrap()))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{binary} runs: {e}"));
+    drop(slave);
+    let mut typed = std::fs::File::from(master.try_clone().unwrap());
+    let input = input.to_string();
+    let mut screen = std::fs::File::from(master);
+    let fd = screen.as_raw_fd();
+    let reading = tokio::task::spawn_blocking(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        typed.write_all(input.as_bytes()).unwrap();
+        let mut shown = Vec::new();
+        let mut buffer = [0u8; 4096];
+        // The terminal reads EIO once kubectl, its only other holder, has exited.
+        while let Ok(n) = screen.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            shown.extend_from_slice(&buffer[..n]);
+        }
+        let _ = fd;
+        String::from_utf8_lossy(&shown).into_owned()
+    });
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let shown = tokio::time::timeout(LIMIT, reading)
+        .await
+        .expect("the terminal closes after kubectl")
+        .unwrap();
+    (shown, status.code())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,6 +299,35 @@ async fn exec_and_port_forward_over_websocket() {
             "{}",
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+
+    // kubectl exec -it from a terminal: the command runs on a terminal of its own (stdin and
+    // stdout are terminals, of kubectl's window size), reads what is typed, and its exit code
+    // is kubectl's.
+    for binary in ["kubectl", KUBECTL_133] {
+        let (shown, code) = kubectl_on_terminal(
+            binary,
+            &kubeconfig,
+            &[
+                "exec",
+                "-it",
+                "web",
+                "--",
+                "sh",
+                "-c",
+                "test -t 0 && test -t 1 && echo on-a-terminal; stty size; read line; echo got:$line; exit 3",
+            ],
+            (33, 101),
+            "hello\r",
+        )
+        .await;
+        assert!(shown.contains("on-a-terminal"), "{binary}: {shown:?}");
+        assert!(
+            shown.contains("33 101"),
+            "{binary}: the window size: {shown:?}"
+        );
+        assert!(shown.contains("got:hello"), "{binary}: {shown:?}");
+        assert_eq!(code, Some(3), "{binary}: {shown:?}");
     }
 
     // kubectl port-forward speaks SPDY; the sandbox refuses it with a message naming the way

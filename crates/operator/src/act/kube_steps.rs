@@ -54,57 +54,33 @@ pub async fn perform(
         Step::SetDormant { members, dormant } => {
             let mut last = None;
             for name in members {
-                let current =
-                    observed_member(observed, name).ok_or_else(|| ActError::NotObserved {
-                        what: format!("EtcdMember {ns}/{name}"),
-                    })?;
-                let patch = json!({
-                    "metadata": {"resourceVersion": current.metadata.resource_version},
-                    "spec": {"dormant": dormant},
-                });
                 last = writer
-                    .merge_patch::<EtcdMember>(ObjectKind::Member, name, &patch)
+                    .patch_observed_member(
+                        observed,
+                        name,
+                        |_| json!({"spec": {"dormant": dormant}}),
+                    )
                     .await?;
             }
             Ok(last)
         }
         Step::SetMemberVersion { member, version } => {
-            let current =
-                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
-                    what: format!("EtcdMember {ns}/{member}"),
-                })?;
-            let patch = json!({
-                "metadata": {"resourceVersion": current.metadata.resource_version},
-                "spec": {"version": version},
-            });
             writer
-                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .patch_observed_member(observed, member, |_| json!({"spec": {"version": version}}))
                 .await
         }
         Step::SetMemberConfig { member, config, .. } => {
-            let current =
-                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
-                    what: format!("EtcdMember {ns}/{member}"),
-                })?;
-            let patch = json!({
-                "metadata": {"resourceVersion": current.metadata.resource_version},
-                "spec": config,
-            });
             writer
-                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .patch_observed_member(observed, member, |_| json!({"spec": config}))
                 .await
         }
         Step::SetMemberStorage { member, size } => {
-            let current =
-                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
-                    what: format!("EtcdMember {ns}/{member}"),
-                })?;
-            let patch = json!({
-                "metadata": {"resourceVersion": current.metadata.resource_version},
-                "spec": {"storage": {"size": size}},
-            });
             writer
-                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .patch_observed_member(
+                    observed,
+                    member,
+                    |_| json!({"spec": {"storage": {"size": size}}}),
+                )
                 .await
         }
         Step::ResizePvc { pvc, size, .. } => {
@@ -114,21 +90,15 @@ pub async fn perform(
                 .await
         }
         Step::SetMemberMetadata { member, metadata } => {
-            let current =
-                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
-                    what: format!("EtcdMember {ns}/{member}"),
-                })?;
             // A merge patch merges maps: null first removes what the member had, so the new
             // value replaces it whole.
-            let patch = json!({
-                "metadata": {"resourceVersion": current.metadata.resource_version},
-                "spec": {"additionalMetadata": crate::build::replacing_patch(
-                    current.spec.additional_metadata.as_ref(),
-                    metadata.as_ref(),
-                )},
-            });
             writer
-                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .patch_observed_member(observed, member, |current| {
+                    json!({"spec": {"additionalMetadata": crate::build::replacing_patch(
+                        current.spec.additional_metadata.as_ref(),
+                        metadata.as_ref(),
+                    )}})
+                })
                 .await
         }
         Step::RemoveClusterAnnotation { annotation, .. } => {
@@ -195,19 +165,11 @@ pub async fn perform(
                 .await
         }
         Step::MarkScaleIn { member, marked } => {
-            let current =
-                observed_member(observed, member).ok_or_else(|| ActError::NotObserved {
-                    what: format!("EtcdMember {ns}/{member}"),
-                })?;
             let value = marked.then_some("true");
-            let patch = json!({
-                "metadata": {
-                    "resourceVersion": current.metadata.resource_version,
-                    "annotations": {crate::plan::SCALE_IN_ANNOTATION: value},
-                },
-            });
             writer
-                .merge_patch::<EtcdMember>(ObjectKind::Member, member, &patch)
+                .patch_observed_member(observed, member, |_| {
+                    json!({"metadata": {"annotations": {crate::plan::SCALE_IN_ANNOTATION: value}}})
+                })
                 .await
         }
         Step::CreatePod(pod) => writer.create(ObjectKind::Pod, pod.as_ref()).await,
@@ -289,6 +251,7 @@ pub async fn perform(
         Step::Idle
         | Step::Wait { .. }
         | Step::SetPhase { .. }
+        | Step::AdoptMember { .. }
         | Step::AddLearner { .. }
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
@@ -417,6 +380,24 @@ impl Writer<'_> {
             .await
             .map_err(|e| ActError::from_kube(format!("patching {}", self.what::<K>(name)), e))?;
         Ok(Some(Written::updated(kind, self.ns, name, patched.meta())))
+    }
+
+    /// A merge patch of the observed EtcdMember `name`, built from it by `patch` and guarded by
+    /// its observed resourceVersion: a member changed since the observation fails with 409
+    /// (the next pass decides again), and one not observed is not patched at all.
+    async fn patch_observed_member(
+        &self,
+        observed: &Observed,
+        name: &str,
+        patch: impl FnOnce(&EtcdMember) -> serde_json::Value,
+    ) -> Result<Option<Written>, ActError> {
+        let current = observed_member(observed, name).ok_or_else(|| ActError::NotObserved {
+            what: format!("EtcdMember {}/{name}", self.ns),
+        })?;
+        let mut body = patch(current);
+        body["metadata"]["resourceVersion"] = json!(current.metadata.resource_version);
+        self.merge_patch::<EtcdMember>(ObjectKind::Member, name, &body)
+            .await
     }
 
     /// DELETE with a UID precondition (when the UID is known): a newer object that took the

@@ -40,15 +40,27 @@ pub fn event(
     message: &str,
     now: Timestamp,
 ) -> Result<Event, BuildError> {
-    let name = cluster_name(cluster)?;
-    let uid = cluster
-        .metadata
-        .uid
-        .clone()
-        .ok_or(BuildError::MissingMetadata {
+    cluster_name(cluster)?;
+    if cluster.metadata.uid.is_none() {
+        return Err(BuildError::MissingMetadata {
             kind: "EtcdCluster",
             field: "uid",
-        })?;
+        });
+    }
+    Ok(event_about(cluster, event_type, reason, message, now))
+}
+
+/// An Event involving `object` (any of our kinds, or a core one), with `reason` and `message`
+/// (cut to the API server's 1 KiB), at `now`, named `<object>.<nanoseconds in hex>`.
+pub fn event_about<K: Resource<DynamicType = ()>>(
+    object: &K,
+    event_type: EventType,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> Event {
+    let meta = object.meta();
+    let name = meta.name.clone().unwrap_or_default();
     let mut text = message.to_string();
     if text.len() > MAX_MESSAGE {
         let mut cut = MAX_MESSAGE - 3;
@@ -58,19 +70,19 @@ pub fn event(
         text.truncate(cut);
         text.push_str("...");
     }
-    Ok(Event {
+    Event {
         metadata: ObjectMeta {
             name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-            namespace: cluster.metadata.namespace.clone(),
+            namespace: meta.namespace.clone(),
             ..Default::default()
         },
         involved_object: ObjectReference {
-            api_version: Some(EtcdCluster::api_version(&()).into_owned()),
-            kind: Some(EtcdCluster::kind(&()).into_owned()),
+            api_version: Some(K::api_version(&()).into_owned()),
+            kind: Some(K::kind(&()).into_owned()),
             name: Some(name),
-            namespace: cluster.metadata.namespace.clone(),
-            uid: Some(uid),
-            resource_version: cluster.metadata.resource_version.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
             field_path: None,
         },
         reason: Some(reason.to_string()),
@@ -88,7 +100,7 @@ pub fn event(
             host: None,
         }),
         ..Default::default()
-    })
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ mod restore;
 mod rollout;
 mod service;
 
-pub use event::{EventType, REPORTING_COMPONENT, event};
+pub use event::{EventType, REPORTING_COMPONENT, event, event_about};
 pub use member::{new_member, seed_initial_cluster};
 pub use metadata::{
     RESERVED_PREFIX, cluster_owner_reference, member_owner_reference, with_additional_metadata,

@@ -179,6 +179,7 @@ pub fn member_pod(
 
     let (tls_flags, mut volumes, mut mounts) = tls_wiring(member);
     volumes.insert(0, data_volume(member, &name));
+    volumes.extend(super::restore::restore_volumes(member, start));
     mounts.insert(
         0,
         VolumeMount {

@@ -19,8 +19,8 @@
 use etcd_operator_api::EtcdMember;
 use etcd_operator_api::shared::StorageMedium;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, PodStatus, SecretKeySelector, SecurityContext,
-    VolumeMount,
+    Capabilities, Container, EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, PodStatus,
+    SecretKeySelector, SecurityContext, Volume, VolumeMount,
 };
 
 use super::pod::{DATA_DIR, PodStart, StartKind};
@@ -36,45 +36,122 @@ pub const RESTORE_WORK_DIR: &str = "/var/lib/etcd/.restore";
 /// The first word of the agent's last line when it fails.
 pub const RESTORE_FAILED_MARK: &str = "RestoreFailed";
 
+/// Where a PVC restore source is mounted (read-only) in the seed's first Pod.
+pub const RESTORE_SOURCE_MOUNT: &str = "/snapshot-source";
+/// That volume's name.
+pub const RESTORE_SOURCE_VOLUME: &str = "restore-source";
+
+/// Whether `member`'s Pod runs the restore init containers: a persistent member with
+/// `spec.restore` whose Pod bootstraps the cluster.
+fn restores(member: &EtcdMember, start: &PodStart) -> bool {
+    let name = member.metadata.name.as_deref().unwrap_or_default();
+    member.spec.restore.is_some()
+        && start.kind(name) == StartKind::Bootstrap
+        && member.spec.storage.medium_or_default() == StorageMedium::Persistent
+}
+
+/// The PVC restore source as a volume of the restoring Pod (none for S3).
+pub fn restore_volumes(member: &EtcdMember, start: &PodStart) -> Vec<Volume> {
+    let Some(pvc) = member
+        .spec
+        .restore
+        .as_ref()
+        .and_then(|r| r.source.pvc.as_ref())
+        .filter(|_| restores(member, start))
+    else {
+        return Vec::new();
+    };
+    vec![Volume {
+        name: RESTORE_SOURCE_VOLUME.to_string(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: pvc.claim_name.clone(),
+            read_only: Some(true),
+        }),
+        ..Default::default()
+    }]
+}
+
 /// The restore init containers of `member`'s Pod, or none: only for a persistent member with
-/// `spec.restore` from S3 whose Pod bootstraps the cluster.
+/// `spec.restore` (from S3 or a PVC) whose Pod bootstraps the cluster.
 pub fn restore_init_containers(
     member: &EtcdMember,
     start: &PodStart,
     settings: &OperatorSettings,
 ) -> Vec<Container> {
-    let name = member.metadata.name.as_deref().unwrap_or_default();
-    let Some(s3) = member
-        .spec
-        .restore
-        .as_ref()
-        .and_then(|r| r.source.s3.as_ref())
-    else {
+    let Some(source) = member.spec.restore.as_ref().map(|r| &r.source) else {
         return Vec::new();
     };
-    if start.kind(name) != StartKind::Bootstrap
-        || member.spec.storage.medium_or_default() != StorageMedium::Persistent
-    {
+    if !restores(member, start) {
         return Vec::new();
     }
-    restore_containers(member, s3, settings)
+    restore_containers(member, source, settings)
 }
 
-/// The three restore init containers for `member` from the S3 object `s3`, whatever its
+/// The three restore init containers for `member` from `source` (S3 or a PVC), whatever its
 /// storage medium. A lost-quorum recovery from a snapshot puts them into the restored seed's
 /// first Pod only (memory-backed members too: a later Pod of that member is a new member
-/// joining the live cluster, never a second restore).
+/// joining the live cluster, never a second restore); it restores from S3 only, so the PVC
+/// source volume of [`restore_volumes`] is not needed there.
 pub fn restore_containers(
     member: &EtcdMember,
-    s3: &etcd_operator_api::shared::S3SnapshotLocation,
+    source: &etcd_operator_api::shared::SnapshotLocation,
     settings: &OperatorSettings,
 ) -> Vec<Container> {
-    let name = member.metadata.name.as_deref().unwrap_or_default();
     let mount = VolumeMount {
         name: "data".to_string(),
         mount_path: DATA_DIR.to_string(),
         ..Default::default()
     };
+    let fetch = match (&source.s3, &source.pvc) {
+        (Some(s3), _) => s3_fetch(s3, &mount, settings),
+        (None, Some(pvc)) => pvc_fetch(pvc, &mount, settings),
+        (None, None) => return Vec::new(),
+    };
+    let mut containers = vec![fetch];
+    containers.extend(restore_and_commit(member, &mount, settings));
+    containers
+}
+
+/// `restore-fetch` from a file on the source claim (mounted read-only).
+fn pvc_fetch(
+    pvc: &etcd_operator_api::shared::PvcSnapshotLocation,
+    mount: &VolumeMount,
+    settings: &OperatorSettings,
+) -> Container {
+    let file = pvc
+        .sub_path
+        .as_deref()
+        .unwrap_or_default()
+        .trim_start_matches('/');
+    let mut container = Container {
+        name: RESTORE_FETCH_CONTAINER.to_string(),
+        image: Some(settings.agent_image.clone()),
+        args: Some(vec![
+            "restore-fetch".to_string(),
+            format!("--work-dir={RESTORE_WORK_DIR}"),
+            format!("--file={RESTORE_SOURCE_MOUNT}/{file}"),
+            format!("--uri=pvc://{}/{file}", pvc.claim_name),
+        ]),
+        ..agent_container(mount)
+    };
+    container
+        .volume_mounts
+        .get_or_insert_with(Vec::new)
+        .push(VolumeMount {
+            name: RESTORE_SOURCE_VOLUME.to_string(),
+            mount_path: RESTORE_SOURCE_MOUNT.to_string(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    container
+}
+
+/// `restore-fetch` from S3 (credentials from the Secret, by reference).
+fn s3_fetch(
+    s3: &etcd_operator_api::shared::S3SnapshotLocation,
+    mount: &VolumeMount,
+    settings: &OperatorSettings,
+) -> Container {
     let secret_env = |var: &str| EnvVar {
         name: var.to_string(),
         value: None,
@@ -100,7 +177,7 @@ pub fn restore_containers(
     if s3.force_path_style == Some(true) {
         fetch_args.push("--force-path-style".to_string());
     }
-    let fetch = Container {
+    Container {
         name: RESTORE_FETCH_CONTAINER.to_string(),
         image: Some(settings.agent_image.clone()),
         args: Some(fetch_args),
@@ -108,9 +185,17 @@ pub fn restore_containers(
             secret_env("AWS_ACCESS_KEY_ID"),
             secret_env("AWS_SECRET_ACCESS_KEY"),
         ]),
-        ..agent_container(&mount)
-    };
+        ..agent_container(mount)
+    }
+}
 
+/// Steps 2 and 3: `etcdutl snapshot restore` and `restore-commit`.
+fn restore_and_commit(
+    member: &EtcdMember,
+    mount: &VolumeMount,
+    settings: &OperatorSettings,
+) -> Vec<Container> {
+    let name = member.metadata.name.as_deref().unwrap_or_default();
     let peer_url = member_peer_url(member);
     let v34 = member.spec.version.starts_with("3.4");
     let (tool, env) = if v34 {
@@ -140,7 +225,7 @@ pub fn restore_containers(
             format!("--initial-advertise-peer-urls={peer_url}"),
         ]),
         env,
-        ..agent_container(&mount)
+        ..agent_container(mount)
     };
     let commit = Container {
         name: RESTORE_COMMIT_CONTAINER.to_string(),
@@ -150,9 +235,9 @@ pub fn restore_containers(
             format!("--work-dir={RESTORE_WORK_DIR}"),
             format!("--data-dir={}", member_data_dir(member)),
         ]),
-        ..agent_container(&mount)
+        ..agent_container(mount)
     };
-    vec![fetch, restore, commit]
+    vec![restore, commit]
 }
 
 /// What every restore container shares: the data volume, the last lines of a failed run as
@@ -429,6 +514,76 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_pvc_source_is_mounted_read_only_and_copied_by_restore_fetch() {
+        let mut m = restored_member("3.5.1");
+        m.spec.restore = Some(RestoreSpec {
+            source: SnapshotLocation {
+                s3: None,
+                pvc: Some(etcd_operator_api::shared::PvcSnapshotLocation {
+                    claim_name: "backups".into(),
+                    sub_path: Some("etcd/nightly/nightly.db".into()),
+                }),
+            },
+        });
+        let pod = member_pod(&m, &bootstrap(), &OperatorSettings::default()).unwrap();
+        let spec = pod.spec.unwrap();
+        let source = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == RESTORE_SOURCE_VOLUME)
+            .expect("the source claim is a volume of the restoring Pod");
+        let claim = source.persistent_volume_claim.as_ref().unwrap();
+        assert_eq!(
+            (claim.claim_name.as_str(), claim.read_only),
+            ("backups", Some(true))
+        );
+        let inits = spec.init_containers.unwrap();
+        let names: Vec<_> = inits.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                RESTORE_FETCH_CONTAINER,
+                RESTORE_CONTAINER,
+                RESTORE_COMMIT_CONTAINER
+            ]
+        );
+        let fetch = &inits[0];
+        let args = fetch.args.clone().unwrap();
+        assert!(args.contains(&"--file=/snapshot-source/etcd/nightly/nightly.db".to_string()));
+        assert!(args.contains(&"--uri=pvc://backups/etcd/nightly/nightly.db".to_string()));
+        assert!(!args.iter().any(|a| a.starts_with("--bucket")));
+        assert!(fetch.env.is_none(), "no credentials for a claim");
+        let mount = fetch
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|v| v.name == RESTORE_SOURCE_VOLUME)
+            .unwrap();
+        assert_eq!(mount.read_only, Some(true));
+        // Only the etcd restore step's own mounts: the data volume.
+        assert!(
+            inits[1]
+                .volume_mounts
+                .iter()
+                .flatten()
+                .all(|v| v.name == "data")
+        );
+        // A later Pod of the same member mounts no source claim.
+        let own = PodStart::own_data("etcd-0", "http://etcd-0.etcd.prod.svc:2380");
+        let later = member_pod(&m, &own, &OperatorSettings::default()).unwrap();
+        assert!(
+            !later
+                .spec
+                .unwrap()
+                .volumes
+                .iter()
+                .flatten()
+                .any(|v| v.name == RESTORE_SOURCE_VOLUME)
+        );
     }
 
     const DEFAULT_AGENT_IMAGE_FOR_TEST: &str = super::super::DEFAULT_AGENT_IMAGE;

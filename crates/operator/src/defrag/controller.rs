@@ -9,8 +9,8 @@ use std::time::Duration;
 use etcd_operator_api::defrag::{DefragOutcome, DefragPhase, EtcdDefragStatus, MemberRole};
 use etcd_operator_api::{EtcdCluster, EtcdDefrag, EtcdDefragPolicy, EtcdDefragSpec};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams};
 use kube::runtime::controller::{Action, Controller};
@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use super::decide::{self, ClusterFacts, Expiry, MemberFacts, MemberStatusFacts, Verdict};
 use super::policy::{self, POLICY_LABEL, PolicyFacts, RunFacts};
 use crate::act::post_params;
-use crate::build::{REPORTING_COMPONENT, member_client_url};
+use crate::build::member_client_url;
 use crate::etcd::{EtcdAccess, EtcdClient, Timeouts, parse_member_id};
 use crate::observe::{ObserveError, Observer, Scope};
 
@@ -569,48 +569,18 @@ pub(crate) async fn record_event<K>(
     K: Resource<DynamicType = ()>,
 {
     let namespace = object.meta().namespace.clone().unwrap_or_default();
-    let name = object.meta().name.clone().unwrap_or_default();
-    let mut text = message.to_string();
-    if text.len() > 1024 {
-        let mut cut = 1021;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push_str("...");
-    }
-    let event = Event {
-        metadata: ObjectMeta {
-            // Named from the clock at the call, not the pass's `now`: a pass may record several.
-            name: Some(format!("{name}.{:x}", Timestamp::now().as_nanosecond())),
-            namespace: Some(namespace.clone()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some(K::api_version(&()).into_owned()),
-            kind: Some(K::kind(&()).into_owned()),
-            name: Some(name),
-            namespace: Some(namespace.clone()),
-            uid: object.meta().uid.clone(),
-            resource_version: object.meta().resource_version.clone(),
-            field_path: None,
-        },
-        reason: Some(reason.to_string()),
-        message: Some(text),
-        type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
-        count: Some(1),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        event_time: Some(MicroTime(now)),
-        reporting_component: Some(REPORTING_COMPONENT.to_string()),
-        reporting_instance: Some(REPORTING_COMPONENT.to_string()),
-        action: Some(reason.to_string()),
-        source: Some(EventSource {
-            component: Some(REPORTING_COMPONENT.to_string()),
-            host: None,
-        }),
-        ..Default::default()
+    let kind = if warning {
+        crate::build::EventType::Warning
+    } else {
+        crate::build::EventType::Normal
     };
+    let mut event = crate::build::event_about(object, kind, reason, message, now);
+    // Named from the clock at the call, not the pass's `now`: a pass may record several.
+    event.metadata.name = Some(format!(
+        "{}.{:x}",
+        object.meta().name.as_deref().unwrap_or_default(),
+        Timestamp::now().as_nanosecond()
+    ));
     let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
     if let Err(e) = api.create(&post_params(), &event).await {
         warn!(namespace, reason, error = %e, "cannot record an Event");

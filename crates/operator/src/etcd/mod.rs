@@ -10,6 +10,7 @@ mod access;
 mod client;
 mod error;
 pub mod types;
+mod version;
 mod view;
 
 pub use access::{ClientTls, EtcdAccess};
@@ -18,4 +19,5 @@ pub use error::{EtcdError, EtcdErrorKind};
 pub use types::{
     Alarm, AlarmKind, EndpointStatus, MemberAdded, MemberInfo, member_id_hex, parse_member_id,
 };
+pub use version::{cluster_version, parse_cluster_version};
 pub use view::{Compaction, EndpointObservation, EtcdView, observe_cluster};

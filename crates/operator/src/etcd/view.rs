@@ -51,6 +51,10 @@ pub struct EtcdView {
     /// NOSPACE alarm is active (the remediation compacts first), `None` otherwise or when
     /// etcd did not answer.
     pub compaction: Option<Compaction>,
+    /// etcd's cluster version (`MAJOR.MINOR` of `/version`'s `etcdcluster`): asked only while
+    /// a version change is pending or rolling (see `Observer::observe`), `None` otherwise, when
+    /// etcd has not decided it, or when it could not be read.
+    pub cluster_version: Option<(u64, u64)>,
 }
 
 /// The current revision and whether everything below it is compacted away.
@@ -71,6 +75,7 @@ impl EtcdView {
             alarms: Err(err.clone()),
             health: Err(err),
             compaction: None,
+            cluster_version: None,
         }
     }
 
@@ -199,6 +204,7 @@ pub async fn observe_cluster(
         alarms,
         health,
         compaction,
+        cluster_version: None,
     }
 }
 

@@ -165,6 +165,9 @@ impl Observer {
             (security.access, etcd) = (access, view);
             security.auth_found_enabled = true;
         }
+        if version_change_pending(cluster, &members, &etcd) {
+            etcd.cluster_version = self.etcd_cluster_version(&etcd, &security.access).await;
+        }
         let retained_pvcs = self.retained_pvcs(&namespace, &name, &members);
         let snapshot_recovery = cluster
             .status
@@ -910,6 +913,29 @@ impl Observer {
         (!refuses_anonymous(&view)).then_some((access, view))
     }
 
+    /// etcd's cluster version, asked at the leader (else the first member that answered).
+    /// `None` when it could not be read: the planner then goes by the members' versions.
+    async fn etcd_cluster_version(
+        &self,
+        view: &EtcdView,
+        access: &EtcdAccess,
+    ) -> Option<(u64, u64)> {
+        let endpoint = view
+            .leader()
+            .and_then(|id| view.observation_of(id))
+            .or_else(|| view.endpoints.iter().find(|o| o.status.is_ok()))?
+            .endpoint
+            .clone();
+        let dialled = self.etcd_urls.map(&endpoint);
+        match crate::etcd::cluster_version(&dialled, access, Timeouts::OBSERVE.request).await {
+            Ok(version) => version,
+            Err(error) => {
+                tracing::debug!(%endpoint, %error, "etcd's cluster version could not be read; the members' versions stand in");
+                None
+            }
+        }
+    }
+
     /// What etcd says, asked at the client URLs of the members that have a Pod. The view keeps
     /// those URLs as the planner knows them, whatever address [`EtcdUrlMap`] dialled.
     async fn observe_etcd(&self, members: &[ObservedMember], access: &EtcdAccess) -> EtcdView {
@@ -930,6 +956,25 @@ impl Observer {
         }
         view
     }
+}
+
+/// A version change is asked for or rolling: `spec.version`, the latched target, a member's
+/// `spec.version` or a version a member reports differ. Only then is etcd's cluster version
+/// asked (one HTTP request to the leader), so a settled cluster's passes stay as they were.
+fn version_change_pending(
+    cluster: &EtcdCluster,
+    members: &[ObservedMember],
+    etcd: &EtcdView,
+) -> bool {
+    let wanted = &cluster.spec.version;
+    let latched = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.observed.as_ref())
+        .map(|o| &o.version);
+    latched.is_some_and(|v| v != wanted)
+        || members.iter().any(|m| m.member.spec.version != *wanted)
+        || etcd.statuses().any(|s| s.version != *wanted)
 }
 
 /// How long past its renewal time an operator-issued certificate may stay before it counts as

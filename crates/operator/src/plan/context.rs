@@ -132,7 +132,8 @@ pub struct Context<'a> {
     pub observed: &'a Observed,
     pub now: Timestamp,
     pub cluster_name: String,
-    /// Members in ordinal order; members with other names after, by name.
+    /// Members in ordinal order; members with other names (made by the reference operator,
+    /// `<cluster>-xxxxx`) after, oldest first (see [`member_order`]).
     pub members: Vec<MemberView<'a>>,
     /// etcd members no EtcdMember claims, by peer URL or by name.
     pub strays: Vec<&'a MemberInfo>,
@@ -156,12 +157,7 @@ impl<'a> Context<'a> {
             .iter()
             .map(|om| member_view(observed, om, &cluster_name, etcd_members))
             .collect();
-        members.sort_by(|a, b| match (a.ordinal, b.ordinal) {
-            (Some(x), Some(y)) => x.cmp(&y),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => a.name.cmp(b.name),
-        });
+        members.sort_by(|a, b| member_order(a, b));
 
         let strays = etcd_members
             .iter()
@@ -404,5 +400,38 @@ fn member_view<'a>(
             .iter()
             .flatten()
             .any(|f| f == MEMBER_FINALIZER),
+    }
+}
+
+/// The order of members wherever a rule speaks of ordinals ("leadership to the lowest
+/// ordinal", "scale-in removes the highest"): members named `<cluster>-<ordinal>` by ordinal;
+/// members with other names (the reference operator's `generateName` names) after them, in
+/// creation order (`metadata.creationTimestamp`, then name), which is what their ordinal
+/// would have been. So a scale-in takes the newest adopted member first, and leadership goes
+/// to the lowest ordinal, or in a cluster of adopted members only, to the oldest.
+pub fn member_order(a: &MemberView<'_>, b: &MemberView<'_>) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (a.ordinal, b.ordinal) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => {
+            let created = |m: &MemberView<'_>| {
+                m.observed
+                    .member
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0)
+            };
+            // A member without a timestamp (not read from the API) sorts last.
+            match (created(a), created(b)) {
+                (Some(x), Some(y)) => x.cmp(&y),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => Ordering::Equal,
+            }
+            .then_with(|| a.name.cmp(b.name))
+        }
     }
 }

@@ -11,7 +11,7 @@ use super::context::{Context, Health, MemberView};
 use super::decision::MemberEdit;
 use super::timing::{STABLE_AFTER, elapsed_beyond};
 use crate::build::pvc_name;
-use crate::etcd::member_id_hex;
+use crate::etcd::{member_id_hex, parse_member_id};
 
 /// The status `m` should have after this pass, with `edit` applied.
 pub fn member_status(
@@ -24,7 +24,11 @@ pub fn member_status(
     let member_uid = m.observed.member.metadata.uid.as_deref();
     let own_pod = pod.filter(|p| p.owner_uid.as_deref() == member_uid || p.owner_uid.is_none());
 
-    if let Some(id) = m.id {
+    // The recorded text is kept when it names the same ID (the reference operator writes it
+    // zero-padded to 16 digits, this one without padding): a takeover changes no member ID.
+    if let Some(id) = m.id
+        && status.member_id.as_deref().and_then(parse_member_id) != Some(id)
+    {
         status.member_id = Some(member_id_hex(id));
     }
     if let Some(etcd) = m.etcd {
@@ -63,7 +67,9 @@ pub fn member_status(
             status.member_id = None;
             status.is_voter = Some(false);
             status.pod_uid = None;
-            status.version = None;
+            // The version stays: the last one this member ran, which a rollout compares with
+            // its spec (a memory-backed member replaced on a new version that does not start
+            // must still count as a failed upgrade, not as a new member).
         }
     }
 

@@ -236,6 +236,12 @@ pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
         .iter()
         .filter_map(|m| {
             let edit = decision.edits.iter().find(|e| e.member == m.name);
+            // A member of the reference operator not taken over yet is left as it is: its
+            // first write is its adoption (a phase of ours would make it look like one of
+            // this operator's members, which it is not until it has been checked).
+            if edit.is_none() && rules::adopt::is_candidate(m) {
+                return None;
+            }
             let status = member_status::member_status(&ctx, m, edit);
             (m.observed.member.status.as_ref() != Some(&status)).then(|| MemberStatusWrite {
                 member: m.name.to_string(),

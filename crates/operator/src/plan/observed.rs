@@ -289,6 +289,11 @@ pub struct PodFacts {
     /// The size limit of the Pod's memory-backed data volume (a tmpfs `emptyDir`), if it has
     /// one: a memory-backed member whose Pod has a smaller one rolls to its new size.
     pub tmpfs_size: Option<String>,
+    /// The `--flag=value` arguments of the etcd container's command line (what a Pod made by
+    /// the reference operator runs with: its name, peer URL, data directory, start state).
+    pub etcd_flags: std::collections::BTreeMap<String, String>,
+    /// The PVC the Pod's `data` volume mounts, if it is a claim.
+    pub data_claim: Option<String>,
 }
 
 impl PodFacts {
@@ -376,6 +381,19 @@ impl PodFacts {
                 .filter(|e| e.medium.as_deref() == Some("Memory"))
                 .and_then(|e| e.size_limit.as_ref())
                 .map(|q| q.0.clone()),
+            etcd_flags: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.iter().find(|c| c.name == ETCD_CONTAINER))
+                .map(|c| etcd_flags(c.command.iter().flatten().chain(c.args.iter().flatten())))
+                .unwrap_or_default(),
+            data_claim: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.volumes.as_ref())
+                .and_then(|v| v.iter().find(|v| v.name == "data"))
+                .and_then(|v| v.persistent_volume_claim.as_ref())
+                .map(|c| c.claim_name.clone()),
         }
     }
 
@@ -424,6 +442,63 @@ pub struct PvcFacts {
     /// Whether the PVC's StorageClass allows expansion; asked only while the PVC is smaller
     /// than its member's (or the cluster's) storage size.
     pub expansion: ClassExpansion,
+    /// A failed expansion as Kubernetes reports it: `status.allocatedResourceStatuses.storage`
+    /// `ControllerResizeFailed`/`ControllerResizeInfeasible`/`NodeResizeFailed`/
+    /// `NodeResizeInfeasible`, or a `ControllerResizeError`/`NodeResizeError` condition, with
+    /// the driver's message.
+    pub resize_failure: Option<String>,
+    /// An expansion in progress as Kubernetes reports it (the `Resizing` or
+    /// `FileSystemResizePending` condition, or the allocated resource status), for the
+    /// waiting message.
+    pub resize_progress: Option<String>,
+}
+
+/// The resize failure and progress a PVC's status reports (see [`PvcFacts`]).
+fn resize_report(
+    status: Option<&k8s_openapi::api::core::v1::PersistentVolumeClaimStatus>,
+) -> (Option<String>, Option<String>) {
+    let Some(status) = status else {
+        return (None, None);
+    };
+    let allocated = status
+        .allocated_resource_statuses
+        .as_ref()
+        .and_then(|s| s.get("storage"))
+        .map(String::as_str);
+    let conditions: Vec<_> = status
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.status == "True")
+        .collect();
+    let describe = |c: &k8s_openapi::api::core::v1::PersistentVolumeClaimCondition| match c
+        .message
+        .as_deref()
+        .filter(|m| !m.is_empty())
+    {
+        Some(message) => format!("{}: {message}", c.type_),
+        None => c.type_.clone(),
+    };
+    let error = conditions.iter().find(|c| {
+        matches!(
+            c.type_.as_str(),
+            "ControllerResizeError" | "NodeResizeError"
+        )
+    });
+    let failed_state =
+        allocated.filter(|a| a.ends_with("ResizeFailed") || a.ends_with("ResizeInfeasible"));
+    let failure = match (failed_state, error) {
+        (Some(state), Some(c)) => Some(format!("{state} ({})", describe(c))),
+        (Some(state), None) => Some(state.to_string()),
+        (None, Some(c)) => Some(describe(c)),
+        (None, None) => None,
+    };
+    let progress = conditions
+        .iter()
+        .find(|c| matches!(c.type_.as_str(), "Resizing" | "FileSystemResizePending"))
+        .map(|c| describe(c))
+        .or_else(|| allocated.filter(|_| failure.is_none()).map(str::to_string));
+    (failure, progress)
 }
 
 /// What the StorageClass of a PVC says about growing it (`allowVolumeExpansion`).
@@ -440,6 +515,7 @@ pub enum ClassExpansion {
 
 impl PvcFacts {
     pub fn from_pvc(pvc: &PersistentVolumeClaim) -> PvcFacts {
+        let (resize_failure, resize_progress) = resize_report(pvc.status.as_ref());
         PvcFacts {
             name: pvc.metadata.name.clone().unwrap_or_default(),
             uid: pvc.metadata.uid.clone().unwrap_or_default(),
@@ -462,8 +538,19 @@ impl PvcFacts {
                 .map(|q| q.0.clone()),
             storage_class: pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
             expansion: ClassExpansion::Unknown,
+            resize_failure,
+            resize_progress,
         }
     }
+}
+
+/// The `--flag=value` arguments among `args`, by flag name (without the dashes).
+fn etcd_flags<'a>(
+    args: impl Iterator<Item = &'a String>,
+) -> std::collections::BTreeMap<String, String> {
+    args.filter_map(|a| a.strip_prefix("--")?.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn controller_uid(
@@ -544,10 +631,92 @@ mod tests {
     }
 
     #[test]
+    fn pod_facts_read_the_etcd_command_line_and_the_data_claim() {
+        // A Pod as the reference operator builds it: its start settings in the command line.
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "etcd-x7k2p"},
+            "spec": {
+                "containers": [{
+                    "name": "etcd",
+                    "command": [
+                        "etcd", "--name=etcd-x7k2p", "--data-dir=/var/lib/etcd",
+                        "--initial-advertise-peer-urls=http://etcd-x7k2p.etcd.prod.svc:2380",
+                        "--initial-cluster=etcd-x7k2p=http://etcd-x7k2p.etcd.prod.svc:2380",
+                        "--initial-cluster-state=new", "--peer-auto-tls",
+                    ],
+                    "args": ["--snapshot-count=100"],
+                }],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-etcd-x7k2p"}}],
+            },
+        }))
+        .unwrap();
+        let facts = PodFacts::from_pod(&pod);
+        assert_eq!(facts.start, None, "no start annotations of ours");
+        assert_eq!(facts.etcd_flags["name"], "etcd-x7k2p");
+        assert_eq!(facts.etcd_flags["data-dir"], "/var/lib/etcd");
+        assert_eq!(facts.etcd_flags["initial-cluster-state"], "new");
+        assert_eq!(
+            facts.etcd_flags["initial-cluster"], "etcd-x7k2p=http://etcd-x7k2p.etcd.prod.svc:2380",
+            "only the first = splits"
+        );
+        assert_eq!(facts.etcd_flags["snapshot-count"], "100");
+        assert!(!facts.etcd_flags.contains_key("peer-auto-tls"));
+        assert_eq!(facts.data_claim.as_deref(), Some("data-etcd-x7k2p"));
+    }
+
+    #[test]
     fn terminal_phases() {
         assert!(PodPhase::parse(Some("Succeeded")).is_terminal());
         assert!(PodPhase::parse(Some("Failed")).is_terminal());
         assert!(!PodPhase::parse(Some("Running")).is_terminal());
         assert_eq!(PodPhase::parse(None), PodPhase::Unknown);
+    }
+
+    #[test]
+    fn pvc_facts_read_a_failed_or_running_expansion_in_kubernetes_terms() {
+        let facts = |status: serde_json::Value| {
+            PvcFacts::from_pvc(
+                &serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "data-etcd-0"},
+                    "status": status,
+                }))
+                .unwrap(),
+            )
+        };
+        let quiet = facts(serde_json::json!({"phase": "Bound"}));
+        assert_eq!((quiet.resize_failure, quiet.resize_progress), (None, None));
+
+        let running = facts(serde_json::json!({
+            "allocatedResourceStatuses": {"storage": "ControllerResizeInProgress"},
+            "conditions": [{"type": "Resizing", "status": "True"}],
+        }));
+        assert_eq!(running.resize_failure, None);
+        assert_eq!(running.resize_progress.as_deref(), Some("Resizing"));
+        let pending = facts(serde_json::json!({
+            "allocatedResourceStatuses": {"storage": "NodeResizePending"},
+        }));
+        assert_eq!(
+            pending.resize_progress.as_deref(),
+            Some("NodeResizePending")
+        );
+
+        let refused = facts(serde_json::json!({
+            "allocatedResourceStatuses": {"storage": "ControllerResizeInfeasible"},
+            "conditions": [{"type": "ControllerResizeError", "status": "True", "message": "too big"}],
+        }));
+        assert_eq!(
+            refused.resize_failure.as_deref(),
+            Some("ControllerResizeInfeasible (ControllerResizeError: too big)")
+        );
+        assert_eq!(refused.resize_progress, None);
+        let node = facts(serde_json::json!({
+            "conditions": [{"type": "NodeResizeError", "status": "True", "message": "fs"}],
+        }));
+        assert_eq!(node.resize_failure.as_deref(), Some("NodeResizeError: fs"));
+        let old = facts(serde_json::json!({
+            "allocatedResourceStatuses": {"storage": "NodeResizeFailed"},
+            "conditions": [{"type": "ControllerResizeError", "status": "False", "message": "gone"}],
+        }));
+        assert_eq!(old.resize_failure.as_deref(), Some("NodeResizeFailed"));
     }
 }

@@ -30,6 +30,16 @@ pub enum Step {
         phase: MemberPhase,
     },
 
+    /// Status only: an EtcdMember the reference operator made is taken over as it is (its
+    /// phase, `phase`, is in the plan's member statuses); its Pod and PVC are not touched.
+    AdoptMember {
+        member: String,
+        phase: MemberPhase,
+        /// etcd's ID for it (unchanged).
+        id: u64,
+        pod: String,
+    },
+
     /// Create the Service (headless or client).
     CreateService(Box<Service>),
     /// Replace the Service with this one (its owned fields drifted); keeps its
@@ -286,6 +296,7 @@ pub enum StepKind {
     Idle,
     Wait,
     SetPhase,
+    AdoptMember,
     CreateService,
     UpdateService,
     CreatePdb,
@@ -329,6 +340,7 @@ impl Step {
             Step::Idle => StepKind::Idle,
             Step::Wait { .. } => StepKind::Wait,
             Step::SetPhase { .. } => StepKind::SetPhase,
+            Step::AdoptMember { .. } => StepKind::AdoptMember,
             Step::CreateService(_) => StepKind::CreateService,
             Step::UpdateService(_) => StepKind::UpdateService,
             Step::CreatePdb(_) => StepKind::CreatePdb,
@@ -369,7 +381,10 @@ impl Step {
 
     /// Steps that change something outside the statuses.
     pub fn mutates(&self) -> bool {
-        !matches!(self, Step::Idle | Step::Wait { .. } | Step::SetPhase { .. })
+        !matches!(
+            self,
+            Step::Idle | Step::Wait { .. } | Step::SetPhase { .. } | Step::AdoptMember { .. }
+        )
     }
 
     /// Steps that take a member (or its data) away: they pass the quorum checks first.
@@ -396,6 +411,7 @@ impl Step {
     pub fn member(&self) -> Option<&str> {
         match self {
             Step::SetPhase { member, .. }
+            | Step::AdoptMember { member, .. }
             | Step::DeleteMember { member }
             | Step::RemoveFinalizer { member }
             | Step::SetMemberVersion { member, .. }
@@ -432,6 +448,7 @@ impl Step {
             Step::Idle => "Reconciled",
             Step::Wait { reason, .. } => reason.as_str(),
             Step::SetPhase { .. } => "MemberPhaseChanged",
+            Step::AdoptMember { .. } => "Adopted",
             Step::CreateService(_) => "ServiceCreated",
             Step::UpdateService(_) => "ServiceUpdated",
             Step::CreatePdb(_) => "PodDisruptionBudgetCreated",
@@ -482,6 +499,14 @@ impl Step {
             Step::Idle => "the cluster matches its spec".to_string(),
             Step::Wait { message, .. } => message.clone(),
             Step::SetPhase { member, phase } => format!("member {member} is now {phase}"),
+            Step::AdoptMember {
+                member,
+                phase,
+                id,
+                pod,
+            } => format!(
+                "EtcdMember {member} (etcd member {id:x}) taken over from the reference operator as {phase}: its Pod {pod} and PVC are kept as they are (no restart)"
+            ),
             Step::CreateService(s) | Step::UpdateService(s) => {
                 format!("Service {}", s.metadata.name.as_deref().unwrap_or_default())
             }
@@ -713,12 +738,18 @@ pub enum WaitReason {
     StorageExpansionRefused,
     /// A member's PVC is being expanded; the next waits for it.
     VolumeResizing,
+    /// Kubernetes reports that a member's PVC could not be expanded (the storage driver
+    /// refused the size or the node failed to grow the file system).
+    StorageExpansionFailed,
     /// The cluster had formed, but its EtcdMembers are gone.
     ClusterLost,
     /// etcd answers with another cluster ID than the one latched.
     ClusterIdMismatch,
     /// An object with our name is owned by something else.
     ForeignObject,
+    /// An object the reference operator left cannot be taken over safely (the message names
+    /// it and says why); it is left alone, and so is the rest of the cluster.
+    NotAdoptable,
     /// A member's Pod keeps being killed for memory.
     OutOfMemory,
     /// A member cannot be built (an object lacks its name or UID).
@@ -751,9 +782,11 @@ impl WaitReason {
             WaitReason::UpgradeFailed => "UpgradeFailed",
             WaitReason::StorageExpansionRefused => "StorageExpansionRefused",
             WaitReason::VolumeResizing => "VolumeResizing",
+            WaitReason::StorageExpansionFailed => "StorageExpansionFailed",
             WaitReason::ClusterLost => "ClusterLost",
             WaitReason::ClusterIdMismatch => "ClusterIDMismatch",
             WaitReason::ForeignObject => "ForeignObject",
+            WaitReason::NotAdoptable => "NotAdoptable",
             WaitReason::OutOfMemory => "OutOfMemory",
             WaitReason::InvalidObject => "InvalidObject",
             WaitReason::InvalidSecret => "InvalidSecret",

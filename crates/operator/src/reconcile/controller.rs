@@ -124,10 +124,10 @@ pub async fn run_controller(
     let defrag_shutdown = shutdown.clone();
     let snapshots = crate::snapshot::run_snapshot_controller(
         scope.clone(),
-        Arc::new(crate::snapshot::SnapshotContext::new(
-            ctx.observer.clone(),
-            ctx.act.clone(),
-        )),
+        Arc::new(
+            crate::snapshot::SnapshotContext::new(ctx.observer.clone(), ctx.act.clone())
+                .with_agent_image(&ctx.observer.settings.agent_image),
+        ),
         shutdown.clone(),
     );
     let clusters = controller

@@ -8,23 +8,22 @@ use std::time::Duration;
 use etcd_operator_api::snapshot::SnapshotDeletionPolicy;
 use etcd_operator_api::{EtcdCluster, EtcdSnapshot};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Api, Resource};
 use object_store::path::Path;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::decide::{self, ClusterFacts, Existing, Failure, Next, Source, Stored, Voter};
 use super::digest::SnapshotDigest;
+use super::pvc;
 use super::store::{self, PARTS_IN_FLIGHT, S3Credentials};
 use crate::act::{ActContext, post_params};
-use crate::build::REPORTING_COMPONENT;
 use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
 use crate::observe::{Observer, Scope};
 
@@ -36,6 +35,8 @@ pub struct SnapshotContext {
     /// shows a status write a moment later; the pass that the write itself triggers must not
     /// read the old `Started` from it and take the snapshot again.
     pub finished: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The operator's image, run by the agent Pods of `destination.pvc`.
+    pub agent_image: String,
 }
 
 impl SnapshotContext {
@@ -44,7 +45,14 @@ impl SnapshotContext {
             observer,
             act,
             finished: Default::default(),
+            agent_image: crate::build::DEFAULT_AGENT_IMAGE.to_string(),
         }
+    }
+
+    /// The image of the PVC agent Pods (the operator's `--agent-image`).
+    pub fn with_agent_image(mut self, image: &str) -> SnapshotContext {
+        self.agent_image = image.to_string();
+        self
     }
 
     fn is_finished(&self, snapshot: &EtcdSnapshot) -> bool {
@@ -141,6 +149,12 @@ async fn reconcile_snapshot(
     }
     let phase = snapshot.status.as_ref().and_then(|s| s.phase);
     if decide::next(phase, &snapshot.spec.destination, "", None) == Next::Nothing {
+        if snapshot.spec.destination.pvc.is_some() {
+            // Finished, but the operator may have stopped before removing the agent's Pod.
+            for pod in agent_pods(&ctx, &snapshot, pvc::AgentTask::SAVE).await? {
+                remove_agent(&ctx, &snapshot, &pod).await;
+            }
+        }
         return Ok(Action::await_change());
     }
     if ctx.is_finished(&snapshot) {
@@ -155,16 +169,29 @@ async fn reconcile_snapshot(
     {
         return Err(SnapshotError::CachesNotReady);
     }
+    // An agent Pod of this snapshot at work (the operator restarted meanwhile) is followed,
+    // never made twice.
+    if let Some(to) = snapshot
+        .spec
+        .destination
+        .pvc
+        .as_ref()
+        .filter(|_| snapshot.spec.destination.s3.is_none())
+        && let Some(pod) = agent_pods(&ctx, &snapshot, pvc::AgentTask::SAVE)
+            .await?
+            .into_iter()
+            .next()
+    {
+        return follow_pvc(&ctx, &snapshot, &to.claim_name, &pod).await;
+    }
     let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
     let cluster_name = snapshot.spec.cluster_ref.name.clone();
     let cluster = cluster(&ctx, &namespace, &cluster_name).await?;
     let (facts, access) = match &cluster {
-        Some(cluster) if snapshot.spec.destination.s3.is_some() => {
+        Some(cluster) => {
             let (facts, access) = cluster_facts(&ctx, cluster).await?;
             (Some(facts), access)
         }
-        // Without a cluster or an S3 destination the decision needs no etcd.
-        Some(cluster) => (Some(shallow_facts(cluster)), EtcdAccess::plaintext()),
         None => (None, EtcdAccess::plaintext()),
     };
     let previous = snapshot.status.clone().unwrap_or_default();
@@ -179,6 +206,9 @@ async fn reconcile_snapshot(
         Next::Fail(failure) => {
             record_failure(&ctx, &snapshot, &previous, &failure, None).await?;
             Ok(Action::await_change())
+        }
+        Next::TakeToPvc { voter, pvc: to } => {
+            start_pvc(&ctx, &snapshot, &voter, &to, &access).await
         }
         Next::Take { voter, s3 } => {
             let key = decide::object_key(s3.key.as_deref(), &name(&snapshot));
@@ -271,7 +301,16 @@ async fn deletion(
     if !has_artifact_finalizer(snapshot) {
         return Ok(Some(Action::await_change()));
     }
-    match delete_artifact(ctx, snapshot).await {
+    let deleted = if snapshot.spec.destination.pvc.is_some() {
+        match delete_pvc_artifact(ctx, snapshot).await? {
+            Some(outcome) => outcome,
+            // The removal Pod is at work.
+            None => return Ok(Some(Action::requeue(Duration::from_secs(2)))),
+        }
+    } else {
+        delete_artifact(ctx, snapshot).await
+    };
+    match deleted {
         Ok(said) => {
             info!(namespace = %namespace, snapshot = %own, "{said}");
             event(ctx, snapshot, "Normal", "ArtifactDeleted", &said).await;
@@ -339,6 +378,294 @@ async fn delete_artifact(
     }
 }
 
+/// The agent Pods of `snapshot` doing `role` (found by label, so that an operator that
+/// restarts finds the Pod its predecessor made).
+async fn agent_pods(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    role: &str,
+) -> Result<Vec<Pod>, SnapshotError> {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+    let selector = format!(
+        "{}={uid},{}={role}",
+        pvc::SNAPSHOT_UID_LABEL,
+        pvc::ROLE_LABEL
+    );
+    Api::<Pod>::namespaced(ctx.act.client.clone(), &namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map(|list| list.items)
+        .map_err(|e| {
+            SnapshotError::Read(
+                format!("the agent Pods of {namespace}/{}", name(snapshot)),
+                e,
+            )
+        })
+}
+
+/// Deletes an agent Pod and its access Secret (same name); failures are logged, and the
+/// garbage collector removes both with the EtcdSnapshot anyway.
+async fn remove_agent(ctx: &SnapshotContext, snapshot: &EtcdSnapshot, pod: &Pod) {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    ctx.act.count_write("Pod");
+    if let Err(e) = Api::<Pod>::namespaced(ctx.act.client.clone(), &namespace)
+        .delete(&pod_name, &DeleteParams::default())
+        .await
+        && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+    {
+        warn!(namespace = %namespace, pod = %pod_name, error = %e, "cannot delete the snapshot agent's Pod");
+    }
+    let uses_secret = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .any(|v| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some(&pod_name));
+    if uses_secret {
+        ctx.act.count_write("Secret");
+        if let Err(e) = Api::<Secret>::namespaced(ctx.act.client.clone(), &namespace)
+            .delete(&pod_name, &DeleteParams::default())
+            .await
+            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+        {
+            warn!(namespace = %namespace, secret = %pod_name, error = %e, "cannot delete the snapshot agent's access Secret");
+        }
+    }
+}
+
+async fn claim(
+    ctx: &SnapshotContext,
+    namespace: &str,
+    claim: &str,
+) -> Result<Option<PersistentVolumeClaim>, SnapshotError> {
+    Api::<PersistentVolumeClaim>::namespaced(ctx.act.client.clone(), namespace)
+        .get_opt(claim)
+        .await
+        .map_err(|e| SnapshotError::Read(format!("PersistentVolumeClaim {namespace}/{claim}"), e))
+}
+
+/// Starts a snapshot to a claim: checks the claim, records `Started`, makes the access
+/// Secret (TLS, credentials) and the agent's Pod. The Pod is followed from the next pass.
+async fn start_pvc(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    voter: &Voter,
+    to: &etcd_operator_api::shared::PvcSnapshotLocation,
+    access: &EtcdAccess,
+) -> Result<Action, SnapshotError> {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let previous = snapshot.status.clone().unwrap_or_default();
+    let relative = match pvc::relative_path(to.sub_path.as_deref(), &name(snapshot)) {
+        Ok(relative) => relative,
+        Err(failure) => {
+            record_failure(ctx, snapshot, &previous, &failure, None).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let uri = pvc::pvc_uri(&to.claim_name, &relative);
+    let found = claim(ctx, &namespace, &to.claim_name).await?;
+    if let Err(failure) = pvc::claim_usable(found.as_ref(), &to.claim_name) {
+        record_failure(ctx, snapshot, &previous, &failure, None).await?;
+        return Ok(Action::await_change());
+    }
+    let started = decide::started_status(
+        &voter.member,
+        &uri,
+        Timestamp::now(),
+        snapshot.metadata.generation,
+    );
+    write_status(ctx, snapshot, &started).await?;
+    let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+    let agent = pvc::pod_name(&name(snapshot), &uid, pvc::AgentTask::SAVE);
+    let secret_data = pvc::access_secret_data(access);
+    let credentials = access.credentials.is_some();
+    if let Some(data) = secret_data.clone() {
+        let secret = pvc::access_secret(snapshot, &agent, data);
+        ctx.act.count_write("Secret");
+        match Api::<Secret>::namespaced(ctx.act.client.clone(), &namespace)
+            .create(&post_params(), &secret)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                return Err(SnapshotError::Read(
+                    format!("Secret {namespace}/{agent}"),
+                    e,
+                ));
+            }
+        }
+    }
+    let task = pvc::AgentTask::Save {
+        member: voter.member.clone(),
+        endpoint: voter.client_url.clone(),
+        access_secret: secret_data.map(|_| agent.clone()),
+        credentials,
+    };
+    let pod = pvc::agent_pod(snapshot, &to.claim_name, &relative, &task, &ctx.agent_image);
+    ctx.act.count_write("Pod");
+    match Api::<Pod>::namespaced(ctx.act.client.clone(), &namespace)
+        .create(&post_params(), &pod)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        // Refused for good (a quota, an admission policy, a forbidden namespace): say so
+        // rather than trying again every few seconds.
+        Err(kube::Error::Api(s)) if (400..500).contains(&s.code) && s.code != 429 => {
+            let failure = Failure::AgentFailed {
+                detail: format!("the snapshot Pod {agent} was refused: {}", s.message),
+            };
+            record_failure(ctx, snapshot, &started, &failure, None).await?;
+            // Its access Secret goes too.
+            remove_agent(ctx, snapshot, &pod).await;
+            return Ok(Action::await_change());
+        }
+        Err(e) => return Err(SnapshotError::Read(format!("Pod {namespace}/{agent}"), e)),
+    }
+    event(
+        ctx,
+        snapshot,
+        "Normal",
+        "SnapshotStarted",
+        &format!(
+            "streaming a snapshot from member {} to {uri} (Pod {agent})",
+            voter.member
+        ),
+    )
+    .await;
+    info!(namespace = %namespace, snapshot = %name(snapshot), member = %voter.member, uri = %uri, pod = %agent, "snapshot to a claim started");
+    Ok(Action::requeue(Duration::from_secs(2)))
+}
+
+fn age_seconds(pod: &Pod) -> i64 {
+    pod.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| Timestamp::now().as_second() - t.0.as_second())
+        .unwrap_or_default()
+}
+
+/// Follows the agent's Pod: waits while it runs, then records its result and removes it.
+async fn follow_pvc(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    claim_name: &str,
+    pod: &Pod,
+) -> Result<Action, SnapshotError> {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let found = claim(ctx, &namespace, claim_name).await?;
+    let outcome = pvc::pod_outcome(pod, found.as_ref(), claim_name, age_seconds(pod));
+    let previous = snapshot.status.clone().unwrap_or_default();
+    match outcome {
+        pvc::PodOutcome::Running => return Ok(Action::requeue(Duration::from_secs(2))),
+        pvc::PodOutcome::Done(pvc::AgentResult::Saved(saved)) => {
+            let status = decide::complete_status(
+                &previous,
+                &saved.stored(),
+                &saved.source(),
+                Timestamp::now(),
+                snapshot.metadata.generation,
+            );
+            write_status(ctx, snapshot, &status).await?;
+            ctx.mark_finished(snapshot);
+            let message = status
+                .conditions
+                .as_ref()
+                .map(|c| c[0].message.clone())
+                .unwrap_or_default();
+            info!(namespace = %namespace, snapshot = %name(snapshot), uri = %saved.uri, size = saved.size, "snapshot complete");
+            event(ctx, snapshot, "Normal", "SnapshotComplete", &message).await;
+        }
+        pvc::PodOutcome::Done(pvc::AgentResult::Failed(failure)) => {
+            record_failure(ctx, snapshot, &previous, &failure, None).await?;
+        }
+        pvc::PodOutcome::Done(pvc::AgentResult::Removed { said }) => {
+            let failure = Failure::AgentFailed {
+                detail: format!("the snapshot Pod answered as a removal: {said}"),
+            };
+            record_failure(ctx, snapshot, &previous, &failure, None).await?;
+        }
+    }
+    remove_agent(ctx, snapshot, pod).await;
+    Ok(Action::await_change())
+}
+
+/// `deletionPolicy: Delete` of a file on a claim: a short Pod removes it (only if this
+/// snapshot wrote it). `None` while that Pod is at work.
+async fn delete_pvc_artifact(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+) -> Result<Option<Result<String, Failure>>, SnapshotError> {
+    let Some(to) = &snapshot.spec.destination.pvc else {
+        return Ok(Some(Ok("no file to delete".to_string())));
+    };
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let relative = match pvc::relative_path(to.sub_path.as_deref(), &name(snapshot)) {
+        Ok(relative) => relative,
+        Err(_) => {
+            return Ok(Some(
+                Ok("no file was written (invalid subPath)".to_string()),
+            ));
+        }
+    };
+    let uri = pvc::pvc_uri(&to.claim_name, &relative);
+    if snapshot
+        .status
+        .as_ref()
+        .and_then(|s| s.artifact.as_ref())
+        .is_none()
+    {
+        return Ok(Some(Ok(format!(
+            "{uri} was never written (nothing to delete)"
+        ))));
+    }
+    if let Some(pod) = agent_pods(ctx, snapshot, pvc::AgentTask::REMOVE)
+        .await?
+        .into_iter()
+        .next()
+    {
+        let found = claim(ctx, &namespace, &to.claim_name).await?;
+        let outcome = pvc::pod_outcome(&pod, found.as_ref(), &to.claim_name, age_seconds(&pod));
+        let result = match outcome {
+            pvc::PodOutcome::Running => return Ok(None),
+            pvc::PodOutcome::Done(pvc::AgentResult::Removed { said }) => Ok(said),
+            pvc::PodOutcome::Done(pvc::AgentResult::Failed(failure)) => Err(failure),
+            pvc::PodOutcome::Done(pvc::AgentResult::Saved(_)) => Err(Failure::AgentFailed {
+                detail: "the removal Pod answered as a save".to_string(),
+            }),
+        };
+        remove_agent(ctx, snapshot, &pod).await;
+        return Ok(Some(result));
+    }
+    if claim(ctx, &namespace, &to.claim_name).await?.is_none() {
+        return Ok(Some(Ok(format!(
+            "PersistentVolumeClaim {} is gone, and {uri} with it",
+            to.claim_name
+        ))));
+    }
+    let pod = pvc::agent_pod(
+        snapshot,
+        &to.claim_name,
+        &relative,
+        &pvc::AgentTask::Remove,
+        &ctx.agent_image,
+    );
+    ctx.act.count_write("Pod");
+    match Api::<Pod>::namespaced(ctx.act.client.clone(), &namespace)
+        .create(&post_params(), &pod)
+        .await
+    {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+        Err(e) => Err(SnapshotError::Read(
+            format!("Pod {namespace}/{}", pod.metadata.name.unwrap_or_default()),
+            e,
+        )),
+    }
+}
+
 fn name(snapshot: &EtcdSnapshot) -> String {
     snapshot.metadata.name.clone().unwrap_or_default()
 }
@@ -360,7 +687,7 @@ async fn cluster(
         .map_err(|e| SnapshotError::Read(format!("EtcdCluster {namespace}/{name}"), e))
 }
 
-/// The facts that need no etcd (no S3 destination, so the snapshot fails anyway).
+/// The facts that need no etcd (a cluster that cannot be snapshotted anyway).
 fn shallow_facts(cluster: &EtcdCluster) -> ClusterFacts {
     ClusterFacts {
         name: cluster.metadata.name.clone().unwrap_or_default(),
@@ -602,9 +929,6 @@ async fn event(
     }
 }
 
-/// Events longer than this are cut: the API server refuses messages over 1 KiB.
-const MAX_MESSAGE: usize = 1024;
-
 /// The Event object: involving the EtcdSnapshot, named `<snapshot>.<nanoseconds in hex>`.
 pub fn snapshot_event(
     snapshot: &EtcdSnapshot,
@@ -613,47 +937,12 @@ pub fn snapshot_event(
     message: &str,
     now: Timestamp,
 ) -> Event {
-    let name = name(snapshot);
-    let mut text = message.to_string();
-    if text.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE - 3;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push_str("...");
-    }
-    Event {
-        metadata: ObjectMeta {
-            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-            namespace: snapshot.metadata.namespace.clone(),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some(EtcdSnapshot::api_version(&()).into_owned()),
-            kind: Some(EtcdSnapshot::kind(&()).into_owned()),
-            name: Some(name),
-            namespace: snapshot.metadata.namespace.clone(),
-            uid: snapshot.metadata.uid.clone(),
-            resource_version: snapshot.metadata.resource_version.clone(),
-            field_path: None,
-        },
-        reason: Some(reason.to_string()),
-        message: Some(text),
-        type_: Some(kind.to_string()),
-        count: Some(1),
-        first_timestamp: Some(Time(now)),
-        last_timestamp: Some(Time(now)),
-        event_time: Some(MicroTime(now)),
-        action: Some(reason.to_string()),
-        reporting_component: Some(REPORTING_COMPONENT.to_string()),
-        reporting_instance: Some(REPORTING_COMPONENT.to_string()),
-        source: Some(EventSource {
-            component: Some(REPORTING_COMPONENT.to_string()),
-            host: None,
-        }),
-        ..Default::default()
-    }
+    let kind = if kind == "Warning" {
+        crate::build::EventType::Warning
+    } else {
+        crate::build::EventType::Normal
+    };
+    crate::build::event_about(snapshot, kind, reason, message, now)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! the Events say. No I/O here; `take` performs what these decide.
 
 use etcd_operator_api::conditions::snapshot::READY;
-use etcd_operator_api::shared::{S3SnapshotLocation, SnapshotLocation};
+use etcd_operator_api::shared::{PvcSnapshotLocation, S3SnapshotLocation, SnapshotLocation};
 use etcd_operator_api::snapshot::{EtcdSnapshotStatus, SnapshotArtifact, SnapshotPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -18,11 +18,11 @@ pub const UID_METADATA: &str = "etcd-snapshot-uid";
 pub const NAME_METADATA: &str = "etcd-snapshot";
 
 /// Why a snapshot failed. Each is final: the snapshot records it and a new EtcdSnapshot is the
-/// retry (the message says what to fix first).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// retry (the message says what to fix first). The PVC agent sends it back as JSON in its
+/// termination message.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Failure {
-    /// `destination.pvc`: not built yet.
-    PvcNotImplemented,
     ClusterNotFound {
         cluster: String,
     },
@@ -88,13 +88,39 @@ pub enum Failure {
     VerificationFailed {
         detail: String,
     },
+    /// `destination.pvc`: no such PersistentVolumeClaim in the namespace.
+    ClaimNotFound {
+        claim: String,
+    },
+    /// The claim exists but is not (or no longer) bound to a volume.
+    ClaimNotBound {
+        claim: String,
+        phase: String,
+    },
+    /// The volume is full.
+    NoSpace {
+        uri: String,
+        detail: String,
+    },
+    /// The file exists and another EtcdSnapshot (or something else) wrote it.
+    FileExists {
+        uri: String,
+        writer: Option<String>,
+    },
+    /// Any other I/O failure on the claim.
+    Volume {
+        detail: String,
+    },
+    /// The agent's Pod ended (or never started) without a result.
+    AgentFailed {
+        detail: String,
+    },
 }
 
 impl Failure {
     /// The Ready condition's reason, and the Event's.
     pub fn reason(&self) -> &'static str {
         match self {
-            Failure::PvcNotImplemented => "NotImplemented",
             Failure::ClusterNotFound { .. } => "ClusterNotFound",
             Failure::ClusterDeleting { .. } => "ClusterDeleting",
             Failure::ClusterPaused { .. } => "ClusterPaused",
@@ -112,6 +138,12 @@ impl Failure {
             Failure::Etcd { .. } => "EtcdError",
             Failure::Corrupt { .. } => "SnapshotCorrupt",
             Failure::VerificationFailed { .. } => "VerificationFailed",
+            Failure::ClaimNotFound { .. } => "ClaimNotFound",
+            Failure::ClaimNotBound { .. } => "ClaimNotBound",
+            Failure::NoSpace { .. } => "NoSpace",
+            Failure::FileExists { .. } => "FileExists",
+            Failure::Volume { .. } => "VolumeError",
+            Failure::AgentFailed { .. } => "AgentFailed",
         }
     }
 
@@ -119,9 +151,6 @@ impl Failure {
     pub fn message(&self) -> String {
         const RETRY: &str = "then create a new EtcdSnapshot";
         match self {
-            Failure::PvcNotImplemented => {
-                "destination.pvc is not implemented yet: use destination.s3".to_string()
-            }
             Failure::ClusterNotFound { cluster } => format!(
                 "cluster not found: no EtcdCluster {cluster} in this namespace; fix spec.clusterRef.name, {RETRY}"
             ),
@@ -176,6 +205,27 @@ impl Failure {
             Failure::VerificationFailed { detail } => format!(
                 "verification failed: the stored object, read back, {detail}; do not restore from it; {RETRY}"
             ),
+            Failure::ClaimNotFound { claim } => format!(
+                "claim not found: no PersistentVolumeClaim {claim} in this namespace; create it or fix destination.pvc.claimName, {RETRY}"
+            ),
+            Failure::ClaimNotBound { claim, phase } => format!(
+                "claim not bound: PersistentVolumeClaim {claim} is {phase}, no volume to write to; check its StorageClass and events, {RETRY}"
+            ),
+            Failure::NoSpace { uri, detail } => format!(
+                "no space left on the volume for {uri} ({detail}); nothing was stored; free space on the claim or grow it, {RETRY}"
+            ),
+            Failure::FileExists { uri, writer } => match writer {
+                Some(other) => format!(
+                    "{uri} already exists, written by another EtcdSnapshot (uid {other}); it is never replaced: choose another destination.pvc.subPath or snapshot name"
+                ),
+                None => format!(
+                    "{uri} already exists and no EtcdSnapshot wrote it; it is never replaced: choose another destination.pvc.subPath or snapshot name"
+                ),
+            },
+            Failure::Volume { detail } => format!(
+                "the volume failed: {detail}; check the claim (permissions, health), {RETRY}"
+            ),
+            Failure::AgentFailed { detail } => format!("{detail}; {RETRY}"),
         }
     }
 }
@@ -187,6 +237,8 @@ pub struct Voter {
     pub member: String,
     /// Its client URL (as the operator dials it).
     pub endpoint: String,
+    /// Its client URL as the member advertises it (as a Pod in the cluster dials it).
+    pub client_url: String,
     pub healthy: bool,
     pub leader: bool,
 }
@@ -236,6 +288,7 @@ pub fn cluster_facts(observed: &Observed, dial: impl Fn(&str) -> String) -> Clus
                 Some(Voter {
                     member,
                     endpoint: dial(&o.endpoint),
+                    client_url: o.endpoint.clone(),
                     healthy: o.is_healthy(),
                     leader: status.leader != 0 && status.leader == status.member_id,
                 })
@@ -256,6 +309,11 @@ pub enum Next {
         voter: Voter,
         s3: S3SnapshotLocation,
     },
+    /// Take the snapshot from this voter to a file on this claim (through an agent Pod).
+    TakeToPvc {
+        voter: Voter,
+        pvc: PvcSnapshotLocation,
+    },
 }
 
 /// The phase first: a finished snapshot stays as it is. Then the destination, then the
@@ -270,9 +328,14 @@ pub fn next(
     if matches!(phase, Some(SnapshotPhase::Complete | SnapshotPhase::Failed)) {
         return Next::Nothing;
     }
-    let s3 = match (&destination.s3, &destination.pvc) {
-        (Some(s3), _) => s3.clone(),
-        (None, _) => return Next::Fail(Failure::PvcNotImplemented),
+    let target = match (&destination.s3, &destination.pvc) {
+        (Some(s3), _) => Ok(s3.clone()),
+        (None, Some(pvc)) => Err(pvc.clone()),
+        (None, None) => {
+            return Next::Fail(Failure::InvalidDestination {
+                detail: "neither destination.s3 nor destination.pvc is set".to_string(),
+            });
+        }
     };
     let Some(cluster) = cluster else {
         return Next::Fail(Failure::ClusterNotFound {
@@ -296,9 +359,15 @@ pub fn next(
         });
     }
     match pick_voter(&cluster.voters) {
-        Some(voter) if cluster.unhealthy.is_none() => Next::Take {
-            voter: voter.clone(),
-            s3,
+        Some(voter) if cluster.unhealthy.is_none() => match target {
+            Ok(s3) => Next::Take {
+                voter: voter.clone(),
+                s3,
+            },
+            Err(pvc) => Next::TakeToPvc {
+                voter: voter.clone(),
+                pvc,
+            },
         },
         _ => Next::Fail(Failure::ClusterUnavailable {
             cluster: name,
@@ -578,6 +647,7 @@ mod tests {
         Voter {
             member: member.into(),
             endpoint: format!("http://{member}:2379"),
+            client_url: format!("http://{member}.etcd:2379"),
             healthy,
             leader,
         }
@@ -627,23 +697,49 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_pvc_destination_is_refused_as_not_implemented() {
-        let pvc = SnapshotLocation {
+    fn to_pvc() -> SnapshotLocation {
+        SnapshotLocation {
             s3: None,
             pvc: Some(PvcSnapshotLocation {
                 claim_name: "backups".into(),
-                sub_path: None,
+                sub_path: Some("etcd".into()),
             }),
+        }
+    }
+
+    #[test]
+    fn the_pvc_destination_is_taken_from_a_follower_like_s3() {
+        for phase in [None, Some(SnapshotPhase::Started)] {
+            match next(phase, &to_pvc(), "etcd", Some(&healthy())) {
+                Next::TakeToPvc { voter, pvc } => {
+                    assert_eq!(voter.member, "etcd-1");
+                    assert_eq!(pvc.claim_name, "backups");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            next(Some(SnapshotPhase::Complete), &to_pvc(), "etcd", None),
+            Next::Nothing
+        );
+        // The cluster's reasons come first, as for S3.
+        assert_eq!(
+            failure(next(None, &to_pvc(), "gone", None)),
+            "ClusterNotFound"
+        );
+        let mut unhealthy = healthy();
+        unhealthy.voters.iter_mut().for_each(|v| v.healthy = false);
+        assert_eq!(
+            failure(next(None, &to_pvc(), "etcd", Some(&unhealthy))),
+            "ClusterUnavailable"
+        );
+        let nowhere = SnapshotLocation {
+            s3: None,
+            pvc: None,
         };
-        let outcome = next(None, &pvc, "etcd", Some(&healthy()));
-        assert_eq!(failure(outcome.clone()), "NotImplemented");
-        let Next::Fail(f) = outcome else {
-            unreachable!()
-        };
-        assert!(
-            f.message()
-                .contains("destination.pvc is not implemented yet")
+        assert_eq!(
+            failure(next(None, &nowhere, "etcd", Some(&healthy()))),
+            "InvalidDestination"
         );
     }
 

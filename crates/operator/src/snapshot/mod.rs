@@ -5,12 +5,14 @@
 //! - [`decide`]: pure decisions (next phase, voter, object name, overwrite guard, statuses,
 //!   failure sentences).
 //! - [`digest`]: the streaming SHA-256 and etcd's trailer check.
+//! - [`pvc`]: `destination.pvc`, written by an agent Pod that mounts the claim.
 //! - [`store`]: the S3 store (object_store) and its errors in plain words.
 //! - [`controller`]: the kube-runtime controller and the I/O of one snapshot.
 
 pub mod controller;
 pub mod decide;
 pub mod digest;
+pub mod pvc;
 pub mod restore;
 pub mod schedule;
 pub mod schedule_controller;

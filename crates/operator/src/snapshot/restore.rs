@@ -145,6 +145,80 @@ pub async fn fetch(args: &FetchArgs) -> Result<(u64, String), RestoreError> {
     Ok((digested.size, digested.sha256))
 }
 
+/// Copies the snapshot file `file` of a mounted claim (a PVC restore source) into
+/// `<work>/snapshot.db` the same way [`fetch`] downloads one: etcd's trailing SHA-256 checked
+/// on the way, fsync, rename. Returns (size, SHA-256 hex).
+pub fn fetch_file(work_dir: &Path, file: &Path, uri: &str) -> Result<(u64, String), RestoreError> {
+    use std::io::Read;
+    const PVC_FIX: &str = "fix spec.bootstrap.restore.source.pvc (claimName, subPath: the exact file); the Pod retries by itself";
+    let io = |what: &str, e: std::io::Error| {
+        RestoreError::new(
+            "VolumeError",
+            format!(
+                "{what} on the member's volume failed: {e}; check the PVC (free space, permissions)"
+            ),
+        )
+    };
+    let mut source = match std::fs::File::open(file) {
+        Ok(f) if f.metadata().is_ok_and(|m| m.is_dir()) => {
+            return Err(RestoreError::new(
+                "InvalidSource",
+                format!("the restore source {uri} is a directory, not a snapshot file; {PVC_FIX}"),
+            ));
+        }
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RestoreError::new(
+                "SnapshotNotFound",
+                format!("the restore source {uri} does not exist on the claim; {PVC_FIX}"),
+            ));
+        }
+        Err(e) => {
+            return Err(RestoreError::new(
+                "SourceUnreadable",
+                format!("the restore source {uri} cannot be read: {e}; {PVC_FIX}"),
+            ));
+        }
+    };
+    let _ = std::fs::remove_dir_all(work_dir);
+    std::fs::create_dir_all(work_dir).map_err(|e| io("creating the work directory", e))?;
+    let part = work_dir.join("snapshot.db.part");
+    let mut out = std::fs::File::create(&part).map_err(|e| io("creating the snapshot file", e))?;
+    let mut digest = SnapshotDigest::default();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let read = source.read(&mut buffer).map_err(|e| {
+            RestoreError::new(
+                "SourceUnreadable",
+                format!("reading the restore source {uri} failed: {e}; {PVC_FIX}"),
+            )
+        })?;
+        if read == 0 {
+            break;
+        }
+        digest.update(&buffer[..read]);
+        out.write_all(&buffer[..read])
+            .map_err(|e| io("writing the snapshot", e))?;
+    }
+    let digested = digest.finish();
+    if !digested.trailer_matches {
+        let _ = std::fs::remove_dir_all(work_dir);
+        return Err(RestoreError::new(
+            "NotASnapshot",
+            format!(
+                "{uri} ({} bytes) is not an etcd snapshot, or is damaged: its last 32 bytes are not the SHA-256 of the rest (checksum mismatch); point spec.bootstrap.restore.source at a snapshot an EtcdSnapshot or `etcdctl snapshot save` made",
+                digested.size
+            ),
+        ));
+    }
+    out.sync_all().map_err(|e| io("syncing the snapshot", e))?;
+    drop(out);
+    std::fs::rename(&part, work_dir.join("snapshot.db"))
+        .map_err(|e| io("renaming the snapshot", e))?;
+    sync_dir(work_dir).map_err(|e| io("syncing the work directory", e))?;
+    Ok((digested.size, digested.sha256))
+}
+
 /// What `commit` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Committed {
@@ -239,6 +313,41 @@ mod tests {
         let error = commit(&work, &root.join("data")).unwrap_err();
         assert_eq!(error.reason, "SnapshotRestoreFailed");
         assert!(!root.join("data/member").exists());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    fn with_trailer(db: &[u8]) -> Vec<u8> {
+        let mut bytes = db.to_vec();
+        bytes.extend_from_slice(ring::digest::digest(&ring::digest::SHA256, db).as_ref());
+        bytes
+    }
+
+    #[test]
+    fn a_pvc_source_is_copied_with_etcds_hash_checked() {
+        let root = scratch("file");
+        let source = root.join("nightly.db");
+        let snapshot = with_trailer(&vec![7u8; 3 << 20]);
+        std::fs::write(&source, &snapshot).unwrap();
+        let work = root.join(".restore");
+        let (size, sha) = fetch_file(&work, &source, "pvc://b/nightly.db").unwrap();
+        assert_eq!(size, snapshot.len() as u64);
+        assert_eq!(std::fs::read(work.join("snapshot.db")).unwrap(), snapshot);
+        assert_eq!(
+            sha,
+            super::super::digest::hex(
+                ring::digest::digest(&ring::digest::SHA256, &snapshot).as_ref()
+            )
+        );
+
+        let missing = fetch_file(&work, &root.join("gone.db"), "pvc://b/gone.db").unwrap_err();
+        assert_eq!(missing.reason, "SnapshotNotFound");
+        assert!(missing.message.contains("pvc://b/gone.db"));
+        let dir = fetch_file(&work, &root, "pvc://b/").unwrap_err();
+        assert_eq!(dir.reason, "InvalidSource");
+        std::fs::write(&source, b"not a snapshot at all, just some bytes here").unwrap();
+        let bad = fetch_file(&work, &source, "pvc://b/nightly.db").unwrap_err();
+        assert_eq!(bad.reason, "NotASnapshot");
+        assert!(!work.join("snapshot.db").exists());
         let _ = std::fs::remove_dir_all(&root);
     }
 

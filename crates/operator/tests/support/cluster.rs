@@ -366,9 +366,12 @@ impl Cluster {
             .filter(|m| m.spec.dormant != Some(true))
             .map(|m| {
                 let status = m.status.clone().unwrap_or_default();
+                // Compared as numbers: an ID the reference operator recorded is zero-padded.
+                let id = status.member_id.unwrap_or_default();
+                let id = u64::from_str_radix(&id, 16).map_or(id, |n| format!("{n:x}"));
                 (
                     m.metadata.name.clone().unwrap_or_default(),
-                    status.member_id.unwrap_or_default(),
+                    id,
                     status.is_voter != Some(true),
                 )
             })

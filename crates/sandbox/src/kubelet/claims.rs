@@ -2,12 +2,20 @@
 //! a new claim gets a directory and is Bound at once (the API server already defaults it Bound)
 //! with the `kubernetes.io/pvc-protection` finalizer; a deleted claim stays while a Pod that is not terminal uses it, then its
 //! directory goes. A claim created again under the same name starts empty.
+//!
+//! An expansion the API server admitted grows the claim at once (a directory has no size to
+//! change), unless its StorageClass sets the provisioner parameter `maxVolumeSize` and the
+//! request exceeds it: then the claim reports what Kubernetes' external resizer reports for a
+//! driver that refuses the size (`status.allocatedResourceStatuses.storage:
+//! ControllerResizeInfeasible` and a `ControllerResizeError` condition with the driver's
+//! message), and keeps its capacity until the request is lowered or the limit raised.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
@@ -44,6 +52,7 @@ struct ClaimController {
     volumes: PersistentVolumeStore,
     claims: Store<PersistentVolumeClaim>,
     pods: Store<Pod>,
+    classes: Store<StorageClass>,
     /// The uid each claim directory was provisioned for.
     provisioned: HashMap<(String, String), String>,
 }
@@ -52,6 +61,7 @@ pub(crate) async fn run(client: Client, volumes: PersistentVolumeStore, token: C
     let mut informers = Informers::new(&token);
     let claims = informers.watch(Api::<PersistentVolumeClaim>::all(client.clone()));
     let pods = informers.watch(Api::<Pod>::all(client.clone()));
+    let classes = informers.watch(Api::<StorageClass>::all(client.clone()));
     if !informers.synced().await {
         return;
     }
@@ -61,6 +71,7 @@ pub(crate) async fn run(client: Client, volumes: PersistentVolumeStore, token: C
         volumes,
         claims,
         pods,
+        classes,
         provisioned: HashMap::new(),
     };
     loop {
@@ -172,18 +183,96 @@ impl ClaimController {
             }});
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-        } else if let Some(grown) = expanded_capacity(claim) {
-            // The resize controller and the kubelet's filesystem resize: a directory has no
-            // size to change, so the new capacity is reported at once.
-            let patch = json!({"status": {
-                "capacity": {"storage": grown},
-                "allocatedResources": {"storage": grown},
-            }});
+        } else if let Some(outcome) = resize(claim, self.max_volume_size(claim).as_deref()) {
+            let patch = match outcome {
+                // The resize controller and the kubelet's filesystem resize: a directory has
+                // no size to change, so the new capacity is reported at once.
+                Resize::Grown(grown) => json!({"status": {
+                    "capacity": {"storage": grown},
+                    "allocatedResources": {"storage": grown},
+                    "allocatedResourceStatuses": null,
+                    "conditions": null,
+                }}),
+                Resize::Infeasible(message) if !reports_infeasible(claim, &message) => {
+                    json!({"status": {
+                        "allocatedResourceStatuses": {"storage": RESIZE_INFEASIBLE},
+                        "conditions": [{
+                            "type": "ControllerResizeError",
+                            "status": "True",
+                            "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                            "message": message,
+                        }],
+                    }})
+                }
+                Resize::Infeasible(_) => return Ok(()),
+            };
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
         Ok(())
     }
+
+    /// The `maxVolumeSize` parameter of the claim's StorageClass, if it sets one.
+    fn max_volume_size(&self, claim: &PersistentVolumeClaim) -> Option<String> {
+        let class = claim.spec.as_ref()?.storage_class_name.as_deref()?;
+        self.classes
+            .state()
+            .iter()
+            .find(|c| c.name_any() == class)?
+            .parameters
+            .as_ref()?
+            .get(MAX_VOLUME_SIZE)
+            .cloned()
+    }
+}
+
+/// The StorageClass parameter of the `kube-sandbox/local` provisioner that bounds a volume's
+/// size, as a storage driver's maximum volume size does.
+pub const MAX_VOLUME_SIZE: &str = "maxVolumeSize";
+
+/// `allocatedResourceStatuses.storage` of a claim whose expansion the driver refuses.
+pub const RESIZE_INFEASIBLE: &str = "ControllerResizeInfeasible";
+
+/// What the resize controller does with a Bound claim whose request exceeds its capacity.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resize {
+    /// The volume grows to this size.
+    Grown(String),
+    /// The driver refuses the size, with its message.
+    Infeasible(String),
+}
+
+/// The resize of `claim`, if its request exceeds its capacity, against the StorageClass's
+/// `maxVolumeSize`.
+pub fn resize(claim: &PersistentVolumeClaim, max: Option<&str>) -> Option<Resize> {
+    let grown = expanded_capacity(claim)?;
+    let bytes = crate::apiserver::objects::claims::quantity;
+    match max.map(|m| (m, bytes(m), bytes(&grown))) {
+        Some((m, Some(limit), Some(wanted))) if wanted > limit => {
+            Some(Resize::Infeasible(format!(
+                "resize volume \"{}\" by resizer \"kube-sandbox/local\" failed: rpc error: code = OutOfRange desc = requested size {grown} exceeds the maximum volume size {m} (StorageClass parameter {MAX_VOLUME_SIZE})",
+                claim.name_any()
+            )))
+        }
+        _ => Some(Resize::Grown(grown)),
+    }
+}
+
+/// `claim` already reports this refusal (nothing to patch again).
+fn reports_infeasible(claim: &PersistentVolumeClaim, message: &str) -> bool {
+    let Some(status) = claim.status.as_ref() else {
+        return false;
+    };
+    status
+        .allocated_resource_statuses
+        .as_ref()
+        .and_then(|s| s.get("storage"))
+        .is_some_and(|s| s == RESIZE_INFEASIBLE)
+        && status.conditions.iter().flatten().any(|c| {
+            c.type_ == "ControllerResizeError"
+                && c.status == "True"
+                && c.message.as_deref() == Some(message)
+        })
 }
 
 /// The request of a Bound claim whose request exceeds its capacity (an expansion the API server
@@ -251,5 +340,49 @@ mod tests {
         assert_eq!(expanded_capacity(&claim("1Gi", "1Gi")), None);
         assert_eq!(expanded_capacity(&claim("1024Mi", "1Gi")), None);
         assert_eq!(expanded_capacity(&claim("1Gi", "2Gi")), None);
+    }
+
+    #[test]
+    fn an_expansion_past_the_classes_maximum_is_infeasible_and_reported_once() {
+        let claim = |requested: &str, status: serde_json::Value| -> PersistentVolumeClaim {
+            let mut status = status;
+            status["phase"] = json!("Bound");
+            status["capacity"] = json!({"storage": "1Gi"});
+            serde_json::from_value(json!({
+                "metadata": {"name": "data-0", "namespace": "db"},
+                "spec": {"resources": {"requests": {"storage": requested}}, "storageClassName": "small"},
+                "status": status,
+            }))
+            .unwrap()
+        };
+        let plain = claim("2Gi", json!({}));
+        assert_eq!(resize(&plain, None), Some(Resize::Grown("2Gi".into())));
+        assert_eq!(
+            resize(&plain, Some("2Gi")),
+            Some(Resize::Grown("2Gi".into()))
+        );
+        assert_eq!(
+            resize(&plain, Some("not a size")),
+            Some(Resize::Grown("2Gi".into()))
+        );
+        assert_eq!(resize(&claim("1Gi", json!({})), Some("512Mi")), None);
+        let Some(Resize::Infeasible(message)) = resize(&claim("8Gi", json!({})), Some("4Gi"))
+        else {
+            panic!("8Gi over a 4Gi maximum is infeasible");
+        };
+        assert!(
+            message.contains("requested size 8Gi exceeds the maximum volume size 4Gi"),
+            "{message}"
+        );
+        assert!(!reports_infeasible(&claim("8Gi", json!({})), &message));
+        let reported = claim(
+            "8Gi",
+            json!({
+                "allocatedResourceStatuses": {"storage": RESIZE_INFEASIBLE},
+                "conditions": [{"type": "ControllerResizeError", "status": "True", "message": message}],
+            }),
+        );
+        assert!(reports_infeasible(&reported, &message));
+        assert!(!reports_infeasible(&reported, "another message"));
     }
 }

@@ -200,6 +200,19 @@ impl Kubelet {
             .wipe(namespace, claim)?)
     }
 
+    /// The directory behind a bound claim (what a Pod mounting it sees), for tests to read.
+    pub fn claim_dir(
+        &self,
+        namespace: &str,
+        claim: &str,
+    ) -> Result<std::path::PathBuf, FaultError> {
+        Ok(self
+            .context
+            .runtime
+            .persistent_volumes()
+            .existing(namespace, claim)?)
+    }
+
     /// Bit rot in a claim's files; returns how many files changed.
     pub fn corrupt_claim(&self, namespace: &str, claim: &str) -> Result<usize, FaultError> {
         Ok(self

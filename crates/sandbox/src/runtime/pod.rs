@@ -46,6 +46,9 @@ struct ContainerSlot {
     last_termination: Option<Termination>,
 }
 
+/// The runtime's own volume of termination message files.
+const TERMINATION_VOLUME: &str = "termination_messages";
+
 fn check_component(what: &'static str, name: &str) -> Result<(), RuntimeError> {
     let valid = !name.is_empty()
         && name.len() <= 253
@@ -113,7 +116,28 @@ impl PodSandbox {
             let prepared = self.prepare_volume(&volume.name, &volume.source)?;
             self.volumes.insert(volume.name.clone(), prepared);
         }
+        // The termination message files, one per container (a name no Pod volume can have:
+        // volume names are DNS labels).
+        let termination = self.dir.join("termination");
+        std::fs::create_dir_all(&termination)
+            .map_err(io("create the termination message directory".into()))?;
+        self.volumes.insert(
+            TERMINATION_VOLUME.to_string(),
+            MountableVolume::Directory {
+                path: termination,
+                read_only: false,
+            },
+        );
         Ok(())
+    }
+
+    /// What the current (or last) run of `container` wrote to its `terminationMessagePath`,
+    /// at most 4096 bytes as the kubelet keeps; `None` when it wrote nothing.
+    pub fn termination_message(&self, container: &str) -> Option<String> {
+        let path = self.dir.join("termination").join(container);
+        let bytes = std::fs::read(path).ok()?;
+        let bytes = &bytes[..bytes.len().min(4096)];
+        (!bytes.is_empty()).then(|| String::from_utf8_lossy(bytes).into_owned())
     }
 
     fn prepare_volume(
@@ -223,6 +247,30 @@ impl PodSandbox {
             return Err(RuntimeError::AlreadyRunning(config.name.clone()));
         }
         let rule = self.runtime.images.resolve(&config.image)?;
+        let with_message;
+        let config = match &config.termination_message_path {
+            Some(path) if !path.is_empty() => {
+                let file = self.dir.join("termination").join(&config.name);
+                let io = |source| RuntimeError::Io {
+                    context: format!("create the termination message file of {}", config.name),
+                    source,
+                };
+                std::fs::write(&file, b"").map_err(io)?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666))
+                    .map_err(io)?;
+                let mut extended = config.clone();
+                extended.volume_mounts.push(super::spec::VolumeMount {
+                    name: TERMINATION_VOLUME.to_string(),
+                    mount_path: path.clone(),
+                    read_only: false,
+                    sub_path: Some(config.name.clone()),
+                });
+                with_message = extended;
+                &with_message
+            }
+            _ => config,
+        };
         let facts = PodFacts {
             root: &self.dir.join("rootfs"),
             hostname: &self.hostname,

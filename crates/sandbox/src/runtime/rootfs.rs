@@ -118,6 +118,9 @@ pub struct InvalidContainerPath {
     pub reason: &'static str,
 }
 
+/// Kubernetes' default `terminationMessagePath`.
+pub(crate) const TERMINATION_LOG: &str = "/dev/termination-log";
+
 /// Checks a container path (`mountPath`, `workingDir`, an image path) and normalizes it.
 pub(crate) fn container_path(path: &str) -> Result<PathBuf, InvalidContainerPath> {
     let invalid = |reason| InvalidContainerPath {
@@ -139,7 +142,9 @@ pub(crate) fn container_path(path: &str) -> Result<PathBuf, InvalidContainerPath
     let reserved = ["/proc", "/sys", "/dev"]
         .iter()
         .any(|top| normal.starts_with(top));
-    if reserved && !normal.starts_with("/dev/shm") {
+    // `/dev/termination-log`, Kubernetes' default `terminationMessagePath`, is a file the
+    // runtime itself binds in.
+    if reserved && !normal.starts_with("/dev/shm") && normal != Path::new(TERMINATION_LOG) {
         return Err(invalid(
             "is reserved for the runtime (/proc, /sys, /dev except /dev/shm)",
         ));
@@ -441,6 +446,12 @@ mod tests {
         assert!(container_path("/var/../etc").is_err());
         assert!(container_path("/proc/self").is_err());
         assert!(container_path("/dev/fd/3").is_err());
+        // The termination message file the runtime binds in.
+        assert_eq!(
+            container_path("/dev/termination-log").unwrap(),
+            PathBuf::from("/dev/termination-log")
+        );
+        assert!(container_path("/dev/termination-log/x").is_err());
         assert_eq!(
             container_path("/dev/shm/x").unwrap(),
             PathBuf::from("/dev/shm/x")

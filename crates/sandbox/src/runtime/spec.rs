@@ -67,6 +67,9 @@ pub struct ContainerConfig {
     /// without `MKNOD`).
     pub privileged: bool,
     pub volume_mounts: Vec<VolumeMount>,
+    /// `terminationMessagePath`: a file the runtime places there, empty at each start; what
+    /// the container writes into it is its termination message.
+    pub termination_message_path: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]

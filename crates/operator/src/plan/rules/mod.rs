@@ -7,7 +7,8 @@
 //! 5. CORRUPT alarm;
 //! 6. NOSPACE alarm;
 //! 7. per-member repair (preceded by a stalled version rollout: a member that cannot start
-//!    on its new version stops the rollout, and is rolled back when the spec goes back);
+//!    on its new version stops the rollout, is held out of the ladder while the other
+//!    members' repairs still run, and is rolled back when the spec goes back);
 //! 8. lost quorum;
 //! 9. advance non-Ready members;
 //! 10. cluster operations behind the readiness gate.
@@ -16,11 +17,14 @@
 //! differ from what the operator sets), operator-issued certificates (the CA, each member's,
 //! the operator's, issued when missing or due), the TLS Secrets (unusable ones stop everything but
 //! deletion, with the reason), a changed root password applied, a safety stop: etcd answering with a cluster ID other than the one
-//! latched means our members talk to another cluster, and nothing may act on it; and the
+//! latched means our members talk to another cluster, and nothing may act on it; members the
+//! reference operator made taken over as they are (`adopt`; one that cannot be is reported and
+//! stops everything after it); and the
 //! start instructions of the Pods (`start`): a member that has started restarts only on its
 //! own data, never bootstrapping or rejoining from an empty data directory; then a failing
 //! restore of the seed from `spec.bootstrap.restore` (`restore`), which stops everything else.
 
+pub mod adopt;
 mod advance;
 mod helpers;
 mod lifecycle;
@@ -45,7 +49,7 @@ pub use retention::SCALE_IN_ANNOTATION;
 
 /// Applies the rules in order.
 pub fn decide(ctx: &Context<'_>) -> Decision {
-    let rules: [fn(&Context<'_>) -> Option<Decision>; 18] = [
+    let rules: [fn(&Context<'_>) -> Option<Decision>; 19] = [
         lifecycle::cluster_deletion,
         lifecycle::paused,
         lifecycle::certificates,
@@ -53,6 +57,7 @@ pub fn decide(ctx: &Context<'_>) -> Decision {
         lifecycle::security_problems,
         lifecycle::root_password_change,
         lifecycle::foreign_cluster_id,
+        adopt::adopt_members,
         start::pod_start_instructions,
         restore::restore_failed,
         quorum::in_progress,

@@ -23,10 +23,18 @@ use crate::plan::timing::{self, MAX_RECREATIONS, START_GRACE, elapsed_beyond, re
 /// Rule 7, per-member repair, in this order: the Services; dead Pods; repairs in progress
 /// (one member in Replacing or Recreating); starting a new repair.
 pub fn member_repair(ctx: &Context<'_>) -> Option<Decision> {
+    member_repair_except(ctx, None)
+}
+
+/// Rule 7 with one member `held` out of the ladder: no dead-Pod restore and no new repair for
+/// it (a repair it already started continues). A member whose upgrade failed is held: the
+/// ladder would recreate and then replace it on the version that does not start, while the
+/// repairs of the other members must still run (issue 12).
+pub fn member_repair_except(ctx: &Context<'_>, held: Option<&str>) -> Option<Decision> {
     services(ctx)
-        .or_else(|| restore_dead_pod(ctx))
+        .or_else(|| restore_dead_pod_except(ctx, held))
         .or_else(|| continue_repairs(ctx))
-        .or_else(|| start_repair(ctx))
+        .or_else(|| start_repair(ctx, held))
 }
 
 /// The headless Service is how members resolve each other: without it quorum cannot come
@@ -75,9 +83,14 @@ fn owned_by_cluster(ctx: &Context<'_>, svc: &Service) -> bool {
 /// neither step takes anything away that is still serving. A memory-backed member with a lost,
 /// replaced or terminal Pod starts its replacement instead. Also used by the alarm branches.
 pub fn restore_dead_pod(ctx: &Context<'_>) -> Option<Decision> {
+    restore_dead_pod_except(ctx, None)
+}
+
+fn restore_dead_pod_except(ctx: &Context<'_>, held: Option<&str>) -> Option<Decision> {
     ctx.members
         .iter()
         .filter(|m| m.is_running() && m.phase != MemberPhase::Replacing)
+        .filter(|m| Some(m.name) != held)
         .filter(|m| foreign_objects(m).is_none())
         .find_map(|m| {
             if m.memory {
@@ -264,7 +277,8 @@ fn removed_from_etcd(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
 
 /// Starts level 1 or level 2 on the first failing member, if the other voters have quorum
 /// (a cluster-wide outage is not repaired member by member) and no other repair runs.
-fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
+fn start_repair(ctx: &Context<'_>, held: Option<&str>) -> Option<Decision> {
+    let candidate = |m: &&MemberView<'_>| m.is_running() && Some(m.name) != held;
     let busy = |m: &MemberView<'_>| {
         ctx.members.iter().any(|o| {
             o.name != m.name && matches!(o.phase, MemberPhase::Recreating | MemberPhase::Replacing)
@@ -273,7 +287,8 @@ fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
     if let Some(m) = ctx
         .members
         .iter()
-        .find(|m| m.is_running() && removed_from_etcd(ctx, m) && !busy(m))
+        .filter(candidate)
+        .find(|m| removed_from_etcd(ctx, m) && !busy(m))
     {
         return Some(
             Decision::set_phase(m.name, MemberPhase::Replacing).with(
@@ -289,9 +304,8 @@ fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
     // etcd refused to start on an empty data directory where it may only resume: its data is
     // lost, and recreating the Pod on the same empty volume cannot help. Straight to level 2
     // (whose MemberRemove waits until the others have quorum without it).
-    if let Some(m) = ctx.members.iter().find(|m| {
-        m.is_running()
-            && !m.memory
+    if let Some(m) = ctx.members.iter().filter(candidate).find(|m| {
+        !m.memory
             && matches!(
                 m.phase,
                 MemberPhase::Ready | MemberPhase::Recreating | MemberPhase::Provisioning
@@ -317,7 +331,7 @@ fn start_repair(ctx: &Context<'_>) -> Option<Decision> {
         );
     }
     let mut oom = None;
-    for m in ctx.members.iter().filter(|m| m.is_running()) {
+    for m in ctx.members.iter().filter(candidate) {
         let repairable = matches!(
             m.phase,
             MemberPhase::Ready | MemberPhase::Recreating | MemberPhase::Provisioning

@@ -45,7 +45,7 @@ pub fn restore_failed(ctx: &Context<'_>) -> Option<Decision> {
     })
 }
 
-/// `s3://<bucket>/<key>` of `spec.bootstrap.restore`, when it is an S3 source.
+/// `s3://<bucket>/<key>` or `pvc://<claim>/<subPath>` of `spec.bootstrap.restore`.
 pub fn restore_source_uri(ctx: &Context<'_>) -> Option<String> {
     if let Some(r) = ctx
         .observed
@@ -58,7 +58,7 @@ pub fn restore_source_uri(ctx: &Context<'_>) -> Option<String> {
     {
         return Some(r.uri.clone());
     }
-    let s3 = ctx
+    let source = &ctx
         .observed
         .cluster
         .spec
@@ -66,9 +66,17 @@ pub fn restore_source_uri(ctx: &Context<'_>) -> Option<String> {
         .as_ref()?
         .restore
         .as_ref()?
-        .source
-        .s3
-        .as_ref()?;
+        .source;
+    if let Some(pvc) = &source.pvc {
+        return Some(crate::snapshot::pvc::pvc_uri(
+            &pvc.claim_name,
+            pvc.sub_path
+                .as_deref()
+                .unwrap_or_default()
+                .trim_start_matches('/'),
+        ));
+    }
+    let s3 = source.s3.as_ref()?;
     Some(crate::snapshot::decide::object_uri(
         &s3.bucket,
         s3.key.as_deref().unwrap_or_default(),

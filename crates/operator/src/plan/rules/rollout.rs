@@ -25,6 +25,7 @@ use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
 use super::helpers::{delete_pod, leadership_first};
+use super::repair::member_repair_except;
 
 /// The etcd minor versions the operator knows how to run (its flags and probes).
 pub const KNOWN_MINORS: &[(u64, u64)] = &[(3, 4), (3, 5), (3, 6)];
@@ -112,16 +113,22 @@ pub fn running_version(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<String> 
         .or_else(|| m.status().version)
 }
 
-/// etcd's cluster version (`MAJOR.MINOR`): the lowest minor the running members run. This is
-/// how etcd itself sets it (its leader raises the cluster version to the lowest server version
-/// of all members once every member runs it); it is read from the server versions each member
-/// reports (or last reported) in its Status, not from the image tags.
+/// etcd's cluster version (`MAJOR.MINOR`): the higher of what etcd states (`/version`'s
+/// `etcdcluster`, observed while a version change is pending) and the lowest minor the running
+/// members run. The second is how etcd sets it (its leader raises the cluster version to the
+/// lowest server version of all members once every member runs it, within seconds), read from
+/// the server versions each member reports (or last reported) in its Status, never from the
+/// image tags; it stands in when `/version` cannot be read, and covers the seconds before
+/// the leader raises it after the last member moved (etcd never lowers it, so the higher of
+/// the two is the one a downgrade must respect).
 pub fn cluster_version(ctx: &Context<'_>) -> Option<(u64, u64)> {
-    ctx.running()
+    let members = ctx
+        .running()
         .filter_map(|m| running_version(ctx, m))
         .filter_map(|v| parse_version(&v))
         .map(|(a, b, _)| (a, b))
-        .min()
+        .min();
+    members.max(ctx.observed.etcd.cluster_version)
 }
 
 fn auth_on(ctx: &Context<'_>) -> bool {
@@ -375,14 +382,30 @@ pub fn storage_rollout(ctx: &Context<'_>) -> Option<Decision> {
         let pvc = m.observed.pvc.as_ref().filter(|p| !p.deleting)?;
         smaller(pvc.capacity.as_deref(), pvc.requested.as_deref()).then_some((m, pvc))
     }) {
+        let (from, to) = (
+            pvc.capacity.as_deref().unwrap_or("?"),
+            pvc.requested.as_deref().unwrap_or("?"),
+        );
+        if let Some(failure) = &pvc.resize_failure {
+            return Some(Decision::wait(
+                WaitReason::StorageExpansionFailed,
+                format!(
+                    "PVC {} of {} could not be expanded from {from} to {to}: Kubernetes reports {failure}. {} keeps serving on its current capacity and the other members wait. Fix what the storage driver names (its maximum volume size, a quota, free capacity); Kubernetes retries the expansion by itself, and the rollout goes on once the capacity reaches the request",
+                    pvc.name, m.name, m.name
+                ),
+                timing::BLOCKED_POLL,
+            ));
+        }
+        let progress = pvc
+            .resize_progress
+            .as_deref()
+            .map(|p| format!(" ({p})"))
+            .unwrap_or_default();
         return Some(Decision::wait(
             WaitReason::VolumeResizing,
             format!(
-                "PVC {} of {} is being expanded from {} to {}; the next member waits for it",
-                pvc.name,
-                m.name,
-                pvc.capacity.as_deref().unwrap_or("?"),
-                pvc.requested.as_deref().unwrap_or("?"),
+                "PVC {} of {} is being expanded from {from} to {to}{progress}; the next member waits for it",
+                pvc.name, m.name,
             ),
             timing::MEMBER_POLL,
         ));
@@ -530,6 +553,19 @@ pub fn stalled_upgrade(ctx: &Context<'_>) -> Option<Decision> {
     let allowed_back = cluster_version(ctx)
         .map(|(a, b)| format!(" (allowed while etcd's cluster version is still {a}.{b})"))
         .unwrap_or_default();
+    let held = MemberEdit::new(m.name).not_ready(
+        "UpgradeFailed",
+        format!("etcd {version} does not start ({why}); it ran {ran}"),
+    );
+    // The rollout stops, the repairs do not: another member's dead Pod or failing etcd is
+    // repaired as usual (the failed member is held out of the ladder, which would recreate and
+    // then replace it on the version that does not start).
+    if let Some(repair) = member_repair_except(ctx, Some(m.name)).filter(|d| {
+        !matches!(d.step, Step::Wait { .. } | Step::Idle)
+            && d.edits.iter().all(|e| e.member != m.name)
+    }) {
+        return Some(repair.with(held));
+    }
     Some(
         Decision::wait(
             WaitReason::UpgradeFailed,
@@ -539,10 +575,7 @@ pub fn stalled_upgrade(ctx: &Context<'_>) -> Option<Decision> {
             ),
             timing::BLOCKED_POLL,
         )
-        .with(MemberEdit::new(m.name).not_ready(
-            "UpgradeFailed",
-            format!("etcd {version} does not start ({why}); it ran {ran}"),
-        )),
+        .with(held),
     )
 }
 

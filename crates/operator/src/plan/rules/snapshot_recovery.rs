@@ -430,11 +430,12 @@ fn restore_pod(ctx: &Context<'_>, s: &MemberView<'_>, r: &QuorumRecoveryStatus) 
     };
     let mut member = s.observed.member.clone();
     member.spec.cluster_token = snap.cluster_token.clone();
+    let location = SnapshotLocation {
+        s3: Some(source.clone()),
+        pvc: None,
+    };
     member.spec.restore = Some(RestoreSpec {
-        source: SnapshotLocation {
-            s3: Some(source.clone()),
-            pvc: None,
-        },
+        source: location.clone(),
     });
     let start = PodStart {
         initial_cluster: format!("{}={}", s.name, s.peer_url),
@@ -443,8 +444,11 @@ fn restore_pod(ctx: &Context<'_>, s: &MemberView<'_>, r: &QuorumRecoveryStatus) 
     match member_pod(&member, &start, &ctx.observed.settings) {
         Ok(mut pod) => {
             if let Some(spec) = pod.spec.as_mut() {
-                spec.init_containers =
-                    Some(restore_containers(&member, source, &ctx.observed.settings));
+                spec.init_containers = Some(restore_containers(
+                    &member,
+                    &location,
+                    &ctx.observed.settings,
+                ));
             }
             super::helpers::stamp_pod(ctx, s, &mut pod);
             Decision::act(Step::CreatePod(Box::new(pod)))

@@ -77,6 +77,8 @@ pub fn running_pod(member: &str) -> PodFacts {
         labels: Default::default(),
         annotations: Default::default(),
         tmpfs_size: None,
+        etcd_flags: Default::default(),
+        data_claim: Some(format!("data-{member}")),
     }
 }
 
@@ -92,6 +94,8 @@ pub fn bound_pvc(member: &str) -> PvcFacts {
         capacity: Some("1Gi".into()),
         storage_class: Some("standard".into()),
         expansion: crate::plan::observed::ClassExpansion::Unknown,
+        resize_failure: None,
+        resize_progress: None,
     }
 }
 

@@ -2,6 +2,7 @@
 //! simulations of whole sequences (bootstrap, reboot, scale, crash between steps), and
 //! property tests of the safety invariants.
 
+mod adopt;
 pub(crate) mod fixtures;
 mod healing;
 mod lifecycle;

@@ -41,20 +41,44 @@ fn an_s3_restore_bootstraps_a_seed_that_carries_the_source() {
 }
 
 #[test]
-fn a_pvc_restore_source_is_refused_as_not_implemented() {
+fn a_pvc_restore_bootstraps_a_seed_that_carries_the_source() {
+    let pvc = RestoreSpec {
+        source: SnapshotLocation {
+            s3: None,
+            pvc: Some(etcd_operator_api::shared::PvcSnapshotLocation {
+                claim_name: "backups".into(),
+                sub_path: Some("etcd/nightly.db".into()),
+            }),
+        },
+    };
+    let mut fx = Fx::empty(3);
+    fx.obs.cluster.spec.bootstrap = Some(BootstrapSpec {
+        restore: Some(pvc.clone()),
+    });
+    match fx.step() {
+        Step::CreateMember(member) => {
+            assert_eq!(member.spec.bootstrap, Some(true));
+            assert_eq!(member.spec.restore, Some(pvc));
+        }
+        other => panic!("expected the seed, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_restore_source_without_a_location_is_refused() {
     let mut fx = Fx::empty(3);
     fx.obs.cluster.spec.bootstrap = Some(BootstrapSpec {
         restore: Some(RestoreSpec {
             source: SnapshotLocation {
                 s3: None,
-                pvc: Some(Default::default()),
+                pvc: None,
             },
         }),
     });
     match fx.step() {
         Step::Wait { reason, message } => {
             assert_eq!(reason, WaitReason::UnsupportedSpec);
-            assert!(message.contains("source.pvc"), "{message}");
+            assert!(message.contains("neither s3 nor pvc"), "{message}");
         }
         other => panic!("{other:?}"),
     }

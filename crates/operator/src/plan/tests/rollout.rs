@@ -323,3 +323,133 @@ fn a_rollout_past_its_progress_deadline_is_reported_as_not_progressing() {
         cluster_condition(&fx, &plan, "Progressing")
     );
 }
+
+#[test]
+fn repairs_of_the_other_members_still_run_while_an_upgrade_failed() {
+    // etcd-2's Pod is gone (a node went away) while etcd-1 cannot start on 3.6.0: etcd-2 is
+    // brought back on its data, and etcd-1 keeps its UpgradeFailed report.
+    let mut fx = failing("3.5.1", "3.6.0");
+    fx.without_pod("etcd-2");
+    fx.answer("etcd-2", Answer::Down);
+    let plan = fx.plan();
+    assert!(
+        matches!(&plan.step, Step::CreatePod(pod) if pod.metadata.name.as_deref() == Some("etcd-2")),
+        "{:?}",
+        plan.step
+    );
+    let ready = planned_member_status(&fx, &plan, "etcd-1")
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("etcd-1's Ready condition");
+    assert_eq!(ready.reason, "UpgradeFailed", "{ready:?}");
+
+    // Five members: another member's crash loop climbs the ladder (the others keep quorum),
+    // the failed one does not, however long it fails.
+    let mut fx = on(5, "3.5.1", "3.6.0");
+    let image = fx.obs.settings.etcd_image("3.6.0");
+    fx.member_mut("etcd-1").spec.version = "3.6.0".into();
+    let pod = fx.pod_mut("etcd-1");
+    pod.image = Some(image);
+    pod.ready = false;
+    pod.waiting_reason = Some("CrashLoopBackOff".into());
+    pod.restart_count = 9;
+    fx.answer("etcd-1", Answer::Down);
+    assert!(
+        matches!(
+            fx.step(),
+            Step::Wait {
+                reason: WaitReason::UpgradeFailed,
+                ..
+            }
+        ),
+        "the failed member alone: {:?}",
+        fx.step()
+    );
+    let pod = fx.pod_mut("etcd-3");
+    pod.ready = false;
+    pod.waiting_reason = Some("CrashLoopBackOff".into());
+    pod.restart_count = 4;
+    fx.answer("etcd-3", Answer::Down);
+    let plan = fx.plan();
+    assert_eq!(
+        plan.step,
+        Step::SetPhase {
+            member: "etcd-3".into(),
+            phase: MemberPhase::Recreating
+        }
+    );
+    assert!(
+        plan.member_statuses
+            .iter()
+            .all(|w| w.member != "etcd-1" || w.status.phase == Some(MemberPhase::Ready)),
+        "etcd-1 stays out of the ladder"
+    );
+}
+
+#[test]
+fn a_replaced_member_remembers_the_version_it_ran() {
+    // A memory-backed member replaced during the rollout forgets its etcd identity, not the
+    // version it ran: the rollout can still tell that it failed on the new version.
+    let mut fx = on(3, "3.5.1", "3.6.0");
+    fx.make_memory_backed();
+    fx.member_mut("etcd-1").spec.version = "3.6.0".into();
+    fx.without_pod("etcd-1");
+    fx.etcd_remove("etcd-1");
+    fx.set_phase("etcd-1", MemberPhase::Replacing, at(0));
+    let plan = fx.plan();
+    let status = planned_member_status(&fx, &plan, "etcd-1");
+    assert_eq!(status.phase, Some(MemberPhase::Provisioning), "{plan:?}");
+    assert_eq!(status.member_id, None);
+    assert_eq!(status.version.as_deref(), Some("3.5.1"));
+
+    // Joined again as a learner on 3.6.0, which does not start: the rollout stops there
+    // instead of replacing it again and again.
+    fx.write_statuses(&plan);
+    fx.etcd_add("etcd-1", true, false);
+    let mut pod = running_pod("etcd-1");
+    pod.image = Some(fx.obs.settings.etcd_image("3.6.0"));
+    pod.ready = false;
+    pod.waiting_reason = Some("CrashLoopBackOff".into());
+    pod.restart_count = 5;
+    fx.with_pod("etcd-1", pod);
+    fx.answer("etcd-1", Answer::Down);
+    match fx.step() {
+        Step::Wait {
+            reason: WaitReason::UpgradeFailed,
+            message,
+        } => assert!(
+            message.contains("Set spec.version back to 3.5.1"),
+            "{message}"
+        ),
+        other => panic!("expected UpgradeFailed, got {other:?}"),
+    }
+}
+
+#[test]
+fn etcds_own_cluster_version_bounds_a_downgrade() {
+    // Every member was set back to 3.4.23 mid-rollout, but etcd already states 3.5 (say a
+    // member that ran 3.5.1 is down with a stale status): the downgrade is refused.
+    let mut fx = on(3, "3.4.23", "3.4.23");
+    fx.obs.etcd.cluster_version = Some((3, 5));
+    fx.member_mut("etcd-1").spec.version = "3.5.1".into();
+    let msg = refused_with(&fx);
+    assert!(
+        msg.contains("downgrade below etcd's cluster version 3.5"),
+        "{msg}"
+    );
+    // etcd still states 3.4 while every member runs 3.5 (the leader raises it within
+    // seconds): the members' versions are the higher bound.
+    let mut fx = on(3, "3.5.1", "3.4.23");
+    fx.obs.etcd.cluster_version = Some((3, 4));
+    assert!(refused_with(&fx).contains("downgrade below etcd's cluster version 3.5"));
+    // Not stated (not asked, or unreadable): the members' versions stand in.
+    let mut fx = on(3, "3.4.23", "3.5.1");
+    fx.obs.etcd.cluster_version = None;
+    assert!(
+        matches!(fx.step(), Step::SetMemberVersion { .. }),
+        "{:?}",
+        fx.step()
+    );
+}

@@ -234,3 +234,57 @@ fn a_memory_backed_member_without_quorum_to_spare_is_not_replaced_for_storage() 
         }
     ));
 }
+
+#[test]
+fn a_failed_expansion_is_reported_with_kubernetes_words_and_holds_the_rest() {
+    let mut fx = grow(3, "8Gi", ClassExpansion::Allowed);
+    fx.member_mut(&name(0)).spec.storage.size = Some(Quantity("8Gi".into()));
+    let pvc = fx.observed_member(&name(0)).pvc.as_mut().unwrap();
+    pvc.requested = Some("8Gi".into());
+    pvc.resize_progress = Some("Resizing".into());
+    match fx.step() {
+        Step::Wait {
+            reason: WaitReason::VolumeResizing,
+            message,
+        } => assert!(message.contains("(Resizing)"), "{message}"),
+        other => panic!("expected VolumeResizing, got {other:?}"),
+    }
+    let pvc = fx.observed_member(&name(0)).pvc.as_mut().unwrap();
+    pvc.resize_progress = None;
+    pvc.resize_failure = Some(
+        "ControllerResizeInfeasible (ControllerResizeError: requested size 8Gi exceeds the maximum volume size 4Gi)"
+            .into(),
+    );
+    let plan = fx.plan();
+    match &plan.step {
+        Step::Wait {
+            reason: WaitReason::StorageExpansionFailed,
+            message,
+        } => {
+            assert!(message.contains("from 1Gi to 8Gi"), "{message}");
+            assert!(
+                message.contains("exceeds the maximum volume size 4Gi"),
+                "{message}"
+            );
+            assert!(message.contains("Kubernetes retries"), "{message}");
+        }
+        other => panic!("expected StorageExpansionFailed, got {other:?}"),
+    }
+    let (status, reason) = cluster_condition(&fx, &plan, "Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "StorageExpansionFailed")
+    );
+    assert_eq!(plan.step.event_type(), crate::build::EventType::Warning);
+    // Once Kubernetes grew it after all, the next member goes.
+    let pvc = fx.observed_member(&name(0)).pvc.as_mut().unwrap();
+    pvc.resize_failure = None;
+    pvc.capacity = Some("8Gi".into());
+    assert_eq!(
+        fx.step(),
+        Step::SetMemberStorage {
+            member: name(1),
+            size: "8Gi".into()
+        }
+    );
+}

@@ -3,7 +3,11 @@
 //!
 //! - exec, `v5.channel.k8s.io` / `v4.channel.k8s.io`: 0 stdin, 1 stdout, 2 stderr, 3 the
 //!   final `Status` (JSON; `NonZeroExitCode` with cause `ExitCode`), 4 terminal resize
-//!   (ignored), and in v5 only 255 "close": `[255, 0]` closes the command's stdin.
+//!   (`{"Width":W,"Height":H}`), and in v5 only 255 "close": `[255, 0]` closes the command's
+//!   stdin. With `tty=true` the command runs on a pseudo-terminal, as the kubelet's runtime
+//!   gives it one: the terminal is its stdin, stdout and stderr and its controlling terminal
+//!   (a new session), its output (stderr merged) comes on channel 1, and resizes set its
+//!   window size.
 //! - port-forward, `v4.channel.k8s.io` (and the older `channel.k8s.io`): port *i* of the
 //!   `ports` parameter gets data channel 2*i* and error channel 2*i*+1; the server first sends
 //!   the port number (two bytes, little endian) on both, then the bytes of one TCP connection
@@ -38,6 +42,7 @@ const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
 const STDERR: u8 = 2;
 const ERROR: u8 = 3;
+const RESIZE: u8 = 4;
 const CLOSE: u8 = 255;
 const CHUNK: usize = 32 * 1024;
 
@@ -53,6 +58,70 @@ fn query_values(raw: &str, name: &str) -> Vec<String> {
                 .unwrap_or_default()
         })
         .collect()
+}
+
+/// A pseudo-terminal for `exec -t`: the master stays with the API server, the slave is given
+/// to the command. Both close on exec, so no other child inherits them.
+struct Pty {
+    master: std::os::fd::OwnedFd,
+    slave: std::os::fd::OwnedFd,
+}
+
+fn open_pty() -> std::io::Result<Pty> {
+    use std::os::fd::FromRawFd;
+    let last = std::io::Error::last_os_error;
+    // SAFETY: libc calls on descriptors this function opens and owns; `name` is a NUL-
+    // terminated buffer ptsname_r fills.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        if master < 0 {
+            return Err(last());
+        }
+        let master = std::os::fd::OwnedFd::from_raw_fd(master);
+        use std::os::fd::AsRawFd;
+        if libc::grantpt(master.as_raw_fd()) != 0 || libc::unlockpt(master.as_raw_fd()) != 0 {
+            return Err(last());
+        }
+        let mut name = [0 as libc::c_char; 128];
+        if libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) != 0 {
+            return Err(last());
+        }
+        let slave = libc::open(
+            name.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        if slave < 0 {
+            return Err(last());
+        }
+        Ok(Pty {
+            master,
+            slave: std::os::fd::OwnedFd::from_raw_fd(slave),
+        })
+    }
+}
+
+/// A resize message (`{"Width":W,"Height":H}`) applied to the terminal `fd`.
+fn resize_terminal(fd: &std::os::fd::OwnedFd, message: &[u8]) {
+    use std::os::fd::AsRawFd;
+    let Ok(size) = serde_json::from_slice::<Value>(message) else {
+        return;
+    };
+    let dimension = |key: &str| {
+        size[key]
+            .as_u64()
+            .and_then(|v| u16::try_from(v).ok())
+            .unwrap_or(0)
+    };
+    let window = libc::winsize {
+        ws_row: dimension("Height"),
+        ws_col: dimension("Width"),
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one winsize from a valid pointer; fd is open.
+    unsafe {
+        libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &window);
+    }
 }
 
 fn flag(call: &Call, name: &str) -> bool {
@@ -229,10 +298,36 @@ pub fn exec(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
             std::process::Stdio::null()
         }
     };
-    command
-        .stdin(piped(request.stdin))
-        .stdout(piped(request.stdout))
-        .stderr(piped(request.stderr || request.tty));
+    let pty = if request.tty {
+        let pty = open_pty().map_err(|err| {
+            ApiError::bad_request(format!("cannot allocate a TTY for the exec: {err}"))
+        })?;
+        let stdio = || {
+            pty.slave
+                .try_clone()
+                .map(std::process::Stdio::from)
+                .map_err(|err| ApiError::bad_request(format!("cannot allocate a TTY: {err}")))
+        };
+        command.stdin(stdio()?).stdout(stdio()?).stderr(stdio()?);
+        // SAFETY: runs in the forked child before exec, after the container's namespaces are
+        // joined; two system calls, no allocation.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Some(pty)
+    } else {
+        command
+            .stdin(piped(request.stdin))
+            .stdout(piped(request.stdout))
+            .stderr(piped(request.stderr));
+        None
+    };
     let upgrade = take_upgrade(call)?;
     let mut command = tokio::process::Command::from(command);
     command.kill_on_drop(true);
@@ -242,6 +337,13 @@ pub fn exec(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
             request.container, request.command[0]
         ))
     })?;
+    // The command has its copies of the terminal; the API server keeps the master only (a
+    // slave left open here would keep the master from ever reading the end).
+    drop(command);
+    let terminal = pty.map(|Pty { master, slave }| {
+        drop(slave);
+        master
+    });
     let close_signal = protocol == "v5.channel.k8s.io";
     tokio::spawn(async move {
         let mut child = child;
@@ -249,7 +351,7 @@ pub fn exec(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
             let _ = child.kill().await;
             return;
         };
-        run_exec(socket, child, close_signal, request).await;
+        run_exec(socket, child, close_signal, request, terminal).await;
     });
     Ok(switching_protocols(protocol, &accept))
 }
@@ -299,6 +401,7 @@ async fn run_exec<S>(
     mut child: tokio::process::Child,
     close_signal: bool,
     request: ExecRequest,
+    terminal: Option<std::os::fd::OwnedFd>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -321,16 +424,40 @@ async fn run_exec<S>(
     if let Some(stderr) = child.stderr.take() {
         pumps.push(tokio::spawn(pump(stderr, STDERR, out.clone())));
     }
-    let mut stdin = child.stdin.take();
+    let mut stdin: Option<Box<dyn tokio::io::AsyncWrite + Unpin + Send>> = child
+        .stdin
+        .take()
+        .map(|pipe| Box::new(pipe) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>);
+    let mut resize = None;
+    if let Some(master) = terminal {
+        let (Ok(input), Ok(window)) = (master.try_clone(), master.try_clone()) else {
+            let _ = child.kill().await;
+            return;
+        };
+        let file = |fd: std::os::fd::OwnedFd| tokio::fs::File::from_std(std::fs::File::from(fd));
+        // The terminal's output, stderr included; it ends (EIO) once the command and every
+        // process it left on the terminal are gone.
+        pumps.push(tokio::spawn(pump(file(master), STDOUT, out.clone())));
+        if request.stdin {
+            stdin = Some(Box::new(file(input)));
+        }
+        resize = Some(window);
+    }
     let reader = async move {
         while let Some(Ok(message)) = incoming.next().await {
             match message {
                 Message::Binary(bytes) if !bytes.is_empty() => match bytes[0] {
                     STDIN => {
                         if let Some(pipe) = stdin.as_mut()
-                            && pipe.write_all(&bytes[1..]).await.is_err()
+                            && (pipe.write_all(&bytes[1..]).await.is_err()
+                                || pipe.flush().await.is_err())
                         {
                             stdin = None;
+                        }
+                    }
+                    RESIZE => {
+                        if let Some(fd) = &resize {
+                            resize_terminal(fd, &bytes[1..]);
                         }
                     }
                     CLOSE if close_signal && bytes.get(1) == Some(&STDIN) => stdin = None,

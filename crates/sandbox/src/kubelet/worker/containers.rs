@@ -429,23 +429,25 @@ impl PodWorker {
                 .collect(),
             privileged: security.privileged.unwrap_or(false),
             volume_mounts: volume_mounts(&container),
+            termination_message_path: container
+                .termination_message_path
+                .clone()
+                .filter(|p| !p.is_empty()),
         })
     }
 
-    /// The termination message of run `run` (1-based) of a slot, as the kubelet makes it for
-    /// `terminationMessagePolicy: FallbackToLogsOnError`: when the run failed, the last 80
-    /// lines of its log, at most 2048 bytes (the end is kept). The policy `File` reads a file
-    /// in the container, which mapped images do not write: no message. Read once per run.
+    /// The termination message of run `run` (1-based) of a slot, as the kubelet makes it:
+    /// what the container wrote to its `terminationMessagePath` (the file is emptied at each
+    /// start, so only the current run's is read); failing that, for
+    /// `terminationMessagePolicy: FallbackToLogsOnError` and a failed run, the last 80 lines
+    /// of its log, at most 2048 bytes (the end is kept). Read once per run.
     fn termination_message(
         &self,
         slot: &ContainerSlot,
         run: u32,
         exit_code: i32,
     ) -> Option<String> {
-        if exit_code == 0
-            || run == 0
-            || slot.spec.termination_message_policy.as_deref() != Some("FallbackToLogsOnError")
-        {
+        if run == 0 {
             return None;
         }
         let mut cache = slot
@@ -456,6 +458,17 @@ impl PodWorker {
             return message.clone();
         }
         let sandbox = &self.entry.as_ref()?.sandbox;
+        if run == slot.runs
+            && let Some(message) = sandbox.termination_message(&slot.spec.name)
+        {
+            cache.insert(run, Some(message.clone()));
+            return Some(message);
+        }
+        if exit_code == 0
+            || slot.spec.termination_message_policy.as_deref() != Some("FallbackToLogsOnError")
+        {
+            return None;
+        }
         let options = crate::runtime::LogOptions {
             previous: run < slot.runs,
             tail_lines: Some(80),
