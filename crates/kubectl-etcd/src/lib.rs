@@ -10,6 +10,7 @@
 
 pub mod health;
 pub mod output;
+pub mod restore;
 pub mod session;
 
 use std::io::Write as _;
@@ -175,6 +176,37 @@ pub enum Command {
         /// (default: the newest Complete and verified one).
         #[arg(long)]
         snapshot: Option<String>,
+    },
+    /// Creates a new EtcdCluster from a Complete EtcdSnapshot (spec.bootstrap.restore), copying
+    /// what is not bound to the old cluster's name from the cluster it was taken of, and waits
+    /// until it is Available.
+    Restore {
+        /// The new EtcdCluster's name.
+        name: String,
+        /// The EtcdSnapshot to restore (in the namespace; Complete).
+        #[arg(long = "from-snapshot", required = true)]
+        from_snapshot: String,
+        /// Members of the new cluster (default: the old cluster's, or 3).
+        #[arg(long)]
+        replicas: Option<i32>,
+        /// etcd version (default: the one the snapshot was taken with).
+        #[arg(long)]
+        version: Option<String>,
+        /// Size of each member's volume (default: the old cluster's).
+        #[arg(long)]
+        storage_size: Option<String>,
+        /// StorageClass of the members' volumes (default: the old cluster's).
+        #[arg(long)]
+        storage_class: Option<String>,
+        /// Print the EtcdCluster, create nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Return once created, without waiting for Available.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait for the cluster to be Available.
+        #[arg(long, default_value = "10m", value_parser = parse_duration)]
+        timeout: Duration,
     },
 }
 
@@ -422,6 +454,27 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
             };
             let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
             snapshot_save(&session, file, member.member.as_deref()).await
+        }
+        Command::Restore {
+            name,
+            from_snapshot,
+            replicas,
+            version,
+            storage_size,
+            storage_class,
+            dry_run,
+            no_wait,
+            timeout,
+        } => {
+            let overrides = restore::Overrides {
+                replicas: *replicas,
+                version: version.clone(),
+                storage_size: storage_size.clone(),
+                storage_class: storage_class.clone(),
+                dry_run: *dry_run,
+            };
+            let wait = (!*no_wait).then_some(*timeout);
+            restore_cluster(&cli, name, from_snapshot, &overrides, wait).await
         }
         Command::Pause { cluster } => pause(&cli, cluster.cluster.clone(), true).await,
         Command::Resume { cluster } => pause(&cli, cluster.cluster.clone(), false).await,
@@ -1306,5 +1359,126 @@ async fn snapshot_create(
             ),
             _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
+    }
+}
+
+/// `restore`: the new cluster created from the snapshot, then watched until Available with
+/// `status.restoredFrom` recorded (or the operator's reason for not getting there).
+async fn restore_cluster(
+    cli: &Cli,
+    name: &str,
+    snapshot_name: &str,
+    overrides: &restore::Overrides,
+    wait: Option<Duration>,
+) -> anyhow::Result<Printed> {
+    let (client, namespace) = session::kube_client(&target(cli, None)).await?;
+    let snapshots: Api<EtcdSnapshot> = Api::namespaced(client.clone(), &namespace);
+    let Some(snapshot) = snapshots
+        .get_opt(snapshot_name)
+        .await
+        .with_context(|| format!("reading EtcdSnapshot {namespace}/{snapshot_name}"))?
+    else {
+        bail!(Usage(format!(
+            "there is no etcdsnapshot/{snapshot_name} in namespace {namespace}; see kubectl get etcdsnapshots -n {namespace}"
+        )));
+    };
+    let clusters: Api<EtcdCluster> = Api::namespaced(client, &namespace);
+    let taken_of = clusters
+        .get_opt(&snapshot.spec.cluster_ref.name)
+        .await
+        .with_context(|| {
+            format!(
+                "reading EtcdCluster {namespace}/{}",
+                snapshot.spec.cluster_ref.name
+            )
+        })?;
+    let plan = restore::plan(name, &namespace, &snapshot, taken_of.as_ref(), overrides)
+        .map_err(|e| anyhow!(Usage(e)))?;
+    if overrides.dry_run {
+        return Ok(Printed {
+            value: plan.manifest.clone(),
+            table: None,
+            lines: std::iter::once(serde_yaml::to_string(&plan.manifest)?)
+                .chain(plan.notes.iter().map(|n| format!("# {n}")))
+                .collect(),
+            code: 0,
+        });
+    }
+    if clusters
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading EtcdCluster {namespace}/{name}"))?
+        .is_some()
+    {
+        bail!(Usage(format!(
+            "etcdcluster/{name} already exists: a restore only creates a new cluster; pick another name or delete it first"
+        )));
+    }
+    let cluster: EtcdCluster =
+        serde_json::from_value(plan.manifest.clone()).context("building the EtcdCluster")?;
+    clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .with_context(|| format!("creating EtcdCluster {namespace}/{name}"))?;
+    let mut lines = vec![format!(
+        "etcdcluster/{name} created from etcdsnapshot/{snapshot_name} ({})",
+        plan.uri
+    )];
+    lines.extend(plan.notes.iter().map(|n| format!("note: {n}")));
+    let Some(timeout) = wait else {
+        return Ok(Printed {
+            value: json!({"name": name, "namespace": namespace, "source": plan.uri, "created": true}),
+            table: None,
+            lines,
+            code: 0,
+        });
+    };
+    let started = std::time::Instant::now();
+    loop {
+        let current = clusters
+            .get(name)
+            .await
+            .with_context(|| format!("reading EtcdCluster {namespace}/{name}"))?;
+        let status = current.status.clone().unwrap_or_default();
+        let condition = |kind: &str| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == kind)
+                .cloned()
+        };
+        let available = condition("Available").is_some_and(|c| c.status == "True");
+        if available && let Some(restored) = &status.restored_from {
+            lines.push(format!(
+                "etcdcluster/{name} available: {} of {} members ready, restored from {} at revision {}",
+                status.ready_members.unwrap_or_default(),
+                current.spec.replicas_or_default(),
+                restored.uri,
+                restored
+                    .revision
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| "unknown".into())
+            ));
+            return Ok(Printed {
+                value: json!({"name": name, "namespace": namespace, "source": plan.uri,
+                    "restoredFrom": restored, "readyMembers": status.ready_members}),
+                table: None,
+                lines,
+                code: 0,
+            });
+        }
+        if started.elapsed() > timeout {
+            let why = ["Progressing", "Available", "Degraded"]
+                .iter()
+                .filter_map(|k| condition(k))
+                .map(|c| format!("{} {}: {}", c.type_, c.reason, c.message))
+                .collect::<Vec<_>>()
+                .join("; ");
+            bail!(
+                "etcdcluster/{name} is not Available after {timeout:?} ({why}); it goes on: watch it with `kubectl get etcdcluster {name} -n {namespace} -w` and `kubectl describe etcdcluster {name}`"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

@@ -448,10 +448,20 @@ async fn common_commands(etcdctl: &Etcdctl, version: &str) {
 }
 
 /// `snapshot create`: an EtcdSnapshot to S3 (moto in the cluster network) made, waited for,
-/// and its artifact printed as the EtcdSnapshot's status has it.
-async fn snapshot_create(etcdctl: &Etcdctl) {
+/// and its artifact printed as the EtcdSnapshot's status has it. Returns the S3 server (and
+/// its directory), which `restore` reads from next.
+async fn snapshot_create(etcdctl: &Etcdctl) -> (Moto, tempfile::TempDir) {
     let cluster = &etcdctl.cluster;
     let ns = etcdctl.namespace;
+    // Keys for the restore to bring back.
+    for i in 0..10 {
+        etcdctl
+            .run(
+                &etcdctl.service(),
+                &["put", &format!("/backup/{i}"), &format!("value-{i}")],
+            )
+            .unwrap_or_else(|e| panic!("{ns}: put: {e}"));
+    }
     let dir = tempfile::tempdir().unwrap();
     let moto = tokio::task::block_in_place(|| Moto::start(cluster, dir.path(), "plugin-backups"));
     let (ok, _, err) = tokio::task::block_in_place(|| {
@@ -524,6 +534,159 @@ async fn snapshot_create(etcdctl: &Etcdctl) {
         "{err}"
     );
     assert!(snapshots.get_opt("second").await.unwrap().is_none());
+    (moto, dir)
+}
+
+/// `restore`: a new cluster from snapshot `first` of the TLS+auth cluster, with its TLS and
+/// auth carried over (operator-issued certificates for the new names, the same root user),
+/// Available with `status.restoredFrom`, holding exactly the source's keys at the snapshot's
+/// revision; the refusals say what to do and create nothing.
+async fn restore_from_snapshot(etcdctl: &Etcdctl) {
+    let cluster = &etcdctl.cluster;
+    let ns = etcdctl.namespace;
+    let dry = plugin(
+        cluster,
+        ns,
+        &[
+            "restore",
+            "copy",
+            "--from-snapshot",
+            "first",
+            "--dry-run",
+            "-o",
+            "yaml",
+        ],
+    )
+    .await;
+    assert_eq!(dry.0, 0, "{}", dry.2);
+    let manifest: Value = serde_yaml::from_str(&dry.1).unwrap();
+    assert_eq!(manifest["kind"], "EtcdCluster");
+    assert_eq!(manifest["spec"]["version"], "3.4.23");
+    let key = manifest["spec"]["bootstrap"]["restore"]["source"]["s3"]["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        key.starts_with("plugin/") && key.ends_with("first.db"),
+        "{key}"
+    );
+    let clusters: kube::Api<etcd_operator_api::EtcdCluster> =
+        kube::Api::namespaced(cluster.client(), ns);
+    assert!(
+        clusters.get_opt("copy").await.unwrap().is_none(),
+        "dry run created nothing"
+    );
+
+    let restored = plugin_json(
+        cluster,
+        ns,
+        &[
+            "restore",
+            "restored",
+            "--from-snapshot",
+            "first",
+            "--replicas",
+            "1",
+            "--timeout",
+            "4m",
+        ],
+    )
+    .await;
+    let artifact_uri = format!("s3://plugin-backups/{key}");
+    assert_eq!(
+        restored["restoredFrom"]["uri"],
+        artifact_uri.as_str(),
+        "{restored}"
+    );
+    let revision = restored["restoredFrom"]["revision"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("a revision: {restored}"));
+    let spec = clusters.get("restored").await.unwrap().spec;
+    assert!(
+        spec.tls
+            .as_ref()
+            .and_then(|t| t.client.as_ref())
+            .is_some_and(|c| c.operator_issued.is_some()),
+        "TLS carried over: {spec:?}"
+    );
+    assert_eq!(spec.replicas, Some(1));
+
+    // The new cluster's own CA, a client certificate for root, and root's password from the
+    // snapshot: its keys are the source's at the snapshot's revision.
+    let (_, ca) = eventually(&format!("{ns}: the CA Secret of restored"), LIMIT, || {
+        let got = secret_data(cluster, ns, "restored-ca");
+        async move { got.ok_or("no Secret restored-ca".to_string()) }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ca.crt"), &ca["tls.crt"]).unwrap();
+    std::fs::write(dir.path().join("ca.key"), &ca["tls.key"]).unwrap();
+    make_leaf(dir.path(), "ca", "client", "root", None, "clientAuth");
+    let copy = Etcdctl {
+        cluster: cluster.clone(),
+        namespace: ns,
+        tls: Some(dir),
+    };
+    let keys = |e: &Etcdctl, endpoint: &str, rev: Option<i64>| {
+        let mut args = vec!["get", "", "--prefix", "--keys-only"];
+        let rev = rev.map(|r| format!("--rev={r}"));
+        if let Some(r) = &rev {
+            args.push(r);
+        }
+        let got = e.json(endpoint, &args);
+        let mut keys: Vec<String> = got["kvs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|kv| {
+                // etcdctl's JSON gives keys in base64, as a ByteString reads them.
+                let key: k8s_openapi::ByteString = serde_json::from_value(kv["key"].clone())
+                    .unwrap_or_else(|e| panic!("a key in base64: {kv}: {e}"));
+                String::from_utf8_lossy(&key.0).into_owned()
+            })
+            .collect();
+        keys.sort();
+        (got["header"]["revision"].as_i64(), keys)
+    };
+    let endpoint = format!("https://restored-0.restored.{ns}.svc:2379");
+    let (restored_revision, restored_keys) = keys(&copy, &endpoint, None);
+    let (_, source_keys) = keys(etcdctl, &etcdctl.service(), Some(revision));
+    assert_eq!(restored_revision, Some(revision));
+    assert!(
+        (0..10).all(|i| source_keys.contains(&format!("/backup/{i}"))),
+        "{source_keys:?}"
+    );
+    assert_eq!(restored_keys, source_keys);
+    println!(
+        "{ns}: restored holds the {} keys of etcd at revision {revision}",
+        restored_keys.len()
+    );
+
+    // Refusals: nothing created, the message says what to do.
+    for (args, says) in [
+        (
+            vec!["restore", "restored", "--from-snapshot", "first"],
+            "already exists",
+        ),
+        (
+            vec!["restore", "x", "--from-snapshot", "ghost"],
+            "no etcdsnapshot/ghost",
+        ),
+        (
+            vec!["restore", "etcd", "--from-snapshot", "first"],
+            "pick another name",
+        ),
+    ] {
+        let (code, _, err) = plugin(cluster, ns, &args).await;
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert!(clusters.get_opt("x").await.unwrap().is_none());
+    clusters
+        .delete("restored", &Default::default())
+        .await
+        .unwrap();
 }
 
 /// With the operator kept away (pause): a learner added and removed, a lost Pod seen as a
@@ -609,7 +772,8 @@ async fn kubectl_etcd_against_plaintext_and_tls_auth_clusters() {
             .iter()
             .all(|m| m["error"].is_null())
     );
-    snapshot_create(&secure).await;
+    let _store = snapshot_create(&secure).await;
+    restore_from_snapshot(&secure).await;
     paused_operations(&plain).await;
     println!("done after {:?}", started.elapsed());
 }
