@@ -19,6 +19,7 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdclusters", ".status.restoredFrom"),
     ("etcdclusters", ".spec.quorumRecovery"),
     ("etcdclusters", ".status.quorumRecovery"),
+    ("etcdclusters", ".status.noSpaceRemediation"),
     ("etcdclusters", ".spec.persistentVolumeClaimRetentionPolicy"),
     ("etcdmembers", ".status.phase"),
     ("etcdmembers", ".status.recreateCount"),

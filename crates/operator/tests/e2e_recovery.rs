@@ -11,8 +11,10 @@
 //! - NOSPACE on clusters with an 8 MiB quota filled with overwritten keys until etcd refuses
 //!   writes: the operator compacts, defragments every member (the leader last) and disarms
 //!   the alarm, and writes are accepted again; then filled with live data until refused: the
-//!   operator says to raise the quota (a Warning) instead of looping, and once keys are
-//!   deleted it remedies and disarms;
+//!   operator says to raise the quota (a Warning) instead of looping; on 3.4 keys are deleted
+//!   and it remedies and disarms, on 3.5 the quota is raised in the spec, rolled to the members
+//!   one at a time under the alarm, and the alarm disarmed; `status.noSpaceRemediation` records
+//!   each remediation's phase and every member's backend before and after;
 //! - partitions (the sandbox's `partition` fault) on the same two clusters, each held for
 //!   25 s under the workload: the leader cut off from both followers, then one follower
 //!   isolated. No member is removed, replaced or recreated (no such Event, every etcd member
@@ -25,6 +27,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
+use etcd_operator_api::cluster::{NoSpacePhase, NoSpaceRemediationStatus};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -383,7 +386,33 @@ async fn writes_accepted(cluster: &Cluster, name: &str, key: &str) {
     .await;
 }
 
-async fn nospace_scenario(cluster: &Cluster, name: &str) {
+/// Waits until the cluster's `status.noSpaceRemediation` is in `phase`.
+async fn nospace_record(
+    cluster: &Cluster,
+    name: &str,
+    phase: NoSpacePhase,
+) -> NoSpaceRemediationStatus {
+    let client = cluster.client();
+    eventually(
+        &format!("{name}: status.noSpaceRemediation {phase:?}"),
+        Duration::from_secs(60),
+        || async {
+            let record = get_cluster(&client, NS, name)
+                .await
+                .status
+                .and_then(|s| s.no_space_remediation);
+            match record {
+                Some(r) if r.phase == phase => Ok(r),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// `raise_quota`: the live data over the quota is let through by a raised
+/// `spec.options.quotaBackendBytes` (rolled out under the alarm) instead of deleted keys.
+async fn nospace_scenario(cluster: &Cluster, name: &str, raise_quota: bool) {
     let client = cluster.client();
     let workload = Workload::start(
         cluster.network.clone(),
@@ -442,6 +471,19 @@ async fn nospace_scenario(cluster: &Cluster, name: &str) {
         compacted < first_defrag && first_defrag < disarmed,
         "{events:?}"
     );
+    // The status tells the same story: remedied, each member's backend before and after.
+    let record = nospace_record(cluster, name, NoSpacePhase::Remedied).await;
+    assert_eq!(record.members.len(), 3, "{record:?}");
+    assert!(record.compacted_revision.is_some(), "{record:?}");
+    for m in &record.members {
+        let (before, after) = (m.db_size_before.unwrap(), m.db_size_after.unwrap());
+        assert!(after < before, "{name}: {} not smaller: {record:?}", m.name);
+        eprintln!(
+            "{name}: status.noSpaceRemediation {}: {before} -> {after} bytes (in use {:?}, quota {:?})",
+            m.name, m.db_size_in_use, m.quota_bytes
+        );
+    }
+    let first_start = record.started_at.clone();
 
     // Live data over the quota: reported, not looped; deleting keys lets it through.
     let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
@@ -485,6 +527,18 @@ async fn nospace_scenario(cluster: &Cluster, name: &str) {
         }
     }
     assert!(reported.is_some(), "{name}: live data never reported");
+    let exceeded = nospace_record(cluster, name, NoSpacePhase::QuotaExceeded).await;
+    assert!(
+        exceeded
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("quotaBackendBytes")),
+        "{exceeded:?}"
+    );
+    assert!(
+        exceeded.started_at > first_start,
+        "a new record: {exceeded:?}"
+    );
     let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
         .await
         .into_iter()
@@ -510,13 +564,41 @@ async fn nospace_scenario(cluster: &Cluster, name: &str) {
         .filter(|r| *r == "KeyspaceCompacted" || *r == "MemberDefragmented")
         .count();
     assert_eq!(work, 0, "looping: {during:?}");
-    eventually(
-        &format!("{name}: deleting the live keys under NOSPACE"),
-        Duration::from_secs(30),
-        || async { etcdctl(cluster, name, &["del", "--prefix", "live-"]) },
-    )
-    .await;
-    writes_accepted(cluster, name, "after-live-data").await;
+    if raise_quota {
+        // The quota raised in the spec: rolled to the members one at a time under the alarm
+        // (no key deleted), then the alarm disarmed.
+        let raised = 4 * SMALL_QUOTA;
+        let api: Api<etcd_operator_api::EtcdCluster> = Api::namespaced(client.clone(), NS);
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({
+                "spec": {"options": {"quotaBackendBytes": raised}}
+            })),
+        )
+        .await
+        .unwrap();
+        let started = std::time::Instant::now();
+        writes_accepted(cluster, name, "after-raised-quota").await;
+        eprintln!(
+            "{name}: the quota raised to {raised} rolled out under NOSPACE and the alarm disarmed in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        let done = nospace_record(cluster, name, NoSpacePhase::Remedied).await;
+        assert!(
+            done.members.iter().all(|m| m.quota_bytes == Some(raised)),
+            "{done:?}"
+        );
+    } else {
+        eventually(
+            &format!("{name}: deleting the live keys under NOSPACE"),
+            Duration::from_secs(30),
+            || async { etcdctl(cluster, name, &["del", "--prefix", "live-"]) },
+        )
+        .await;
+        writes_accepted(cluster, name, "after-live-data").await;
+        nospace_record(cluster, name, NoSpacePhase::Remedied).await;
+    }
 
     assert_eq!(
         recorded_ids(&client, name).await,
@@ -545,7 +627,7 @@ async fn e2e_recovery_alarms_on_3_4_and_3_5() {
     tokio::join!(
         corrupt_scenario(&cluster, "v34"),
         corrupt_scenario(&cluster, "v35"),
-        nospace_scenario(&cluster, "n34"),
-        nospace_scenario(&cluster, "n35"),
+        nospace_scenario(&cluster, "n34", false),
+        nospace_scenario(&cluster, "n35", true),
     );
 }

@@ -18,7 +18,10 @@ pub use security::{
     IssuerKind, IssuerReference, PeerCertManagerTls, PeerOperatorIssuedTls, PeerTls,
     parse_duration,
 };
-pub use status::{ClusterMemberStatus, EtcdClusterStatus, ObservedClusterSpec, RestoredFrom};
+pub use status::{
+    ClusterMemberStatus, EtcdClusterStatus, NoSpaceMemberSizes, NoSpacePhase,
+    NoSpaceRemediationStatus, ObservedClusterSpec, RestoredFrom,
+};
 
 use k8s_openapi::api::core::v1::{
     Affinity, LocalObjectReference, ResourceRequirements, TopologySpreadConstraint,

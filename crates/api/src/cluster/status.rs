@@ -79,6 +79,76 @@ pub struct EtcdClusterStatus {
     /// operator that dies at any point resumes it. An extension of this implementation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum_recovery: Option<super::recovery::QuorumRecoveryStatus>,
+
+    /// The current or last remediation of etcd's NOSPACE alarm: its phase, written before
+    /// each step, and every member's backend size when it began and now. An extension of this
+    /// implementation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_space_remediation: Option<NoSpaceRemediationStatus>,
+}
+
+/// Where a NOSPACE remediation stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum NoSpacePhase {
+    /// Waiting until every member answers and the voters are healthy, or for a
+    /// higher-priority repair.
+    Waiting,
+    /// Compacting the keyspace up to the current revision.
+    Compacting,
+    /// Defragmenting a member over 90 % of its quota (followers first, the leader last).
+    Defragmenting,
+    /// Every member is below 90 % of its quota: disarming the alarm.
+    Disarming,
+    /// Compacted and defragmented, yet the live data is over 90 % of the quota: raise
+    /// `spec.options.quotaBackendBytes` or delete keys.
+    QuotaExceeded,
+    /// The cluster's `etcd-operator.cozystack.io/nospace-remediation: manual` annotation
+    /// leaves it to a person (an EtcdDefrag).
+    Manual,
+    /// The alarm is gone.
+    Remedied,
+}
+
+/// One NOSPACE remediation.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NoSpaceRemediationStatus {
+    pub phase: NoSpacePhase,
+    /// When the operator first saw the alarm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the alarm was seen gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// What the operator is doing or waiting for, in its words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The revision the keyspace was compacted to, when this remediation compacted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted_revision: Option<i64>,
+    /// Each member's backend, keyed by EtcdMember name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub members: Vec<NoSpaceMemberSizes>,
+}
+
+/// A member's backend during a NOSPACE remediation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NoSpaceMemberSizes {
+    pub name: String,
+    /// The quota it runs with (its quotaBackendBytes, else etcd's 2 GiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_bytes: Option<i64>,
+    /// Its database file's size when the remediation began (or when it first answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size_before: Option<i64>,
+    /// Its database file's size as last seen during the remediation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size_after: Option<i64>,
+    /// The live data in it as last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size_in_use: Option<i64>,
 }
 
 /// Where a restored cluster's data came from.

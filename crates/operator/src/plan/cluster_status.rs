@@ -136,6 +136,9 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
         status.quorum_recovery = Some(recovery.clone());
     }
 
+    status.no_space_remediation =
+        super::rules::nospace_status(ctx, decision, status.no_space_remediation.as_ref());
+
     if ctx.observed.security.auth_found_enabled {
         status.auth_enabled = Some(true);
     }

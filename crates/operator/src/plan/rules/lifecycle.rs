@@ -1,6 +1,7 @@
 //! Rules 1 to 6: deletion, pause, recovery in progress, leaving members, alarms.
 
 use etcd_operator_api::MemberPhase;
+use etcd_operator_api::cluster::{NoSpaceMemberSizes, NoSpacePhase, NoSpaceRemediationStatus};
 
 use super::helpers::{delete_pod, leadership_first};
 use super::repair::{continue_replacement, restore_dead_pod};
@@ -358,6 +359,38 @@ pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
             leader: m.id == leader,
         }));
     }
+    // The quota is being raised: the config rollout gives the members the new quota one at
+    // a time (its own rule sits behind the readiness gate, which an active alarm keeps shut,
+    // so it is driven from here, behind the same gate but for the alarm), and once they run
+    // with it the alarm is disarmed (step 2).
+    let target_quota = ctx
+        .cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.observed.as_ref())
+        .and_then(|o| o.options.as_ref())
+        .and_then(|o| o.quota_backend_bytes)
+        .filter(|bytes| *bytes > 0)
+        .unwrap_or(crate::metrics::DEFAULT_QUOTA_BACKEND_BYTES);
+    if over.iter().any(|(_, _, quota)| target_quota > *quota)
+        && !super::rollout::outdated_members(ctx).is_empty()
+    {
+        let rolling = |why: String| {
+            wait(
+                format!(
+                    "The quota is raised to {target_quota} bytes: the members restart with it one at a time, and the alarm is disarmed once every member runs below 90 % of its quota; {why}"
+                ),
+                timing::MEMBER_POLL,
+            )
+        };
+        if let Some(blocker) = super::operations::readiness_blocker(ctx, false) {
+            return rolling(format!(
+                "the next waits until every member is Ready: {blocker}"
+            ));
+        }
+        return super::rollout::version_rollout(ctx)
+            .or_else(|| rolling("waiting for the rollout".to_string()));
+    }
     let detail = over
         .iter()
         .map(|(m, s, quota)| {
@@ -374,6 +407,108 @@ pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
         ),
         timing::BLOCKED_POLL,
     )
+}
+
+/// `status.noSpaceRemediation` after this pass: begun when the alarm is first seen (each
+/// member's backend size then), its phase from the step this pass takes (written before the
+/// step runs), the sizes as they are now, and `Remedied` with its time once etcd's alarm list
+/// no longer has NOSPACE. Unknown alarms (etcd did not answer) change nothing; a finished
+/// remediation stays as the record of the last one until the next alarm.
+pub fn nospace_status(
+    ctx: &Context<'_>,
+    decision: &Decision,
+    previous: Option<&NoSpaceRemediationStatus>,
+) -> Option<NoSpaceRemediationStatus> {
+    let Ok(alarms) = ctx.observed.etcd.alarms.as_ref() else {
+        return previous.cloned();
+    };
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ctx.now);
+    let active = previous.filter(|p| p.phase != NoSpacePhase::Remedied);
+    let sizes = |record: &mut NoSpaceRemediationStatus| {
+        for m in ctx.members.iter() {
+            let Some(status) = m.id.and_then(|id| ctx.observed.etcd.status_of(id)) else {
+                continue;
+            };
+            let entry = match record.members.iter_mut().position(|e| e.name == m.name) {
+                Some(i) => &mut record.members[i],
+                None => {
+                    record.members.push(NoSpaceMemberSizes {
+                        name: m.name.to_string(),
+                        db_size_before: Some(status.db_size),
+                        ..Default::default()
+                    });
+                    record.members.last_mut().expect("just pushed")
+                }
+            };
+            entry.quota_bytes = Some(nospace_quota(m));
+            entry.db_size_after = Some(status.db_size);
+            entry.db_size_in_use = Some(status.db_size_in_use);
+        }
+        record.members.sort_by(|a, b| a.name.cmp(&b.name));
+    };
+    if !alarms.iter().any(|a| a.kind == AlarmKind::NoSpace) {
+        let Some(active) = active else {
+            return previous.cloned();
+        };
+        let mut done = active.clone();
+        sizes(&mut done);
+        done.phase = NoSpacePhase::Remedied;
+        done.completed_at = Some(now);
+        done.message = Some("etcd's NOSPACE alarm is gone; writes are accepted again".into());
+        return Some(done);
+    }
+    let mut record = active.cloned().unwrap_or(NoSpaceRemediationStatus {
+        phase: NoSpacePhase::Waiting,
+        started_at: Some(now),
+        completed_at: None,
+        message: None,
+        compacted_revision: None,
+        members: Vec::new(),
+    });
+    sizes(&mut record);
+    match &decision.step {
+        Step::Compact { revision } => {
+            record.phase = NoSpacePhase::Compacting;
+            record.compacted_revision = Some(*revision);
+            record.message = Some(format!("compacting the keyspace to revision {revision}"));
+        }
+        Step::Defragment { member, leader, .. } => {
+            record.phase = NoSpacePhase::Defragmenting;
+            record.message = Some(format!(
+                "defragmenting {member}{}",
+                if *leader {
+                    " (the leader, last)"
+                } else {
+                    " (followers first, the leader last)"
+                }
+            ));
+        }
+        Step::DisarmAlarm { alarm, .. } if alarm.kind == AlarmKind::NoSpace => {
+            record.phase = NoSpacePhase::Disarming;
+            record.message =
+                Some("every member is below 90 % of its quota: disarming the alarm".into());
+        }
+        Step::Wait {
+            reason: WaitReason::NoSpaceAlarm,
+            message,
+        } => {
+            record.phase = if message.contains(NOSPACE_REMEDIATION_ANNOTATION) {
+                NoSpacePhase::Manual
+            } else if message.contains("raise spec.options.quotaBackendBytes") {
+                NoSpacePhase::QuotaExceeded
+            } else {
+                NoSpacePhase::Waiting
+            };
+            record.message = Some(message.clone());
+        }
+        // Another rule acts first (a dead Pod brought back, a CORRUPT member, the rollout of
+        // a raised quota): the remediation waits for it.
+        other => {
+            record.phase = NoSpacePhase::Waiting;
+            record.message = Some(format!("waiting for: {}", other.message()));
+        }
+    }
+    Some(record)
 }
 
 /// The EtcdCluster annotation that turns the automatic NOSPACE remediation off (`manual`): the

@@ -158,28 +158,34 @@ fn dormancy_in_progress(ctx: &Context<'_>) -> Option<Decision> {
 /// healthy. With no running member (nothing bootstrapped yet, or all dormant) there is nothing
 /// to wait for.
 pub fn readiness_gate(ctx: &Context<'_>) -> Option<Decision> {
-    let running: Vec<_> = ctx.running().collect();
-    let blocker = if let Some(m) = ctx.members.iter().find(|m| m.deleting) {
-        format!("{} is leaving the cluster", m.name)
-    } else if let Some(alarm) = ctx.alarms().first() {
-        format!("the {} alarm is active", alarm.kind)
-    } else if running.is_empty() {
-        return None;
-    } else if let Some(m) = running.iter().find(|m| !m.is_ready()) {
-        format!(
-            "{} is not Ready (phase {}, etcd {:?})",
-            m.name, m.phase, m.health
-        )
-    } else if !ctx.observed.etcd.is_healthy() {
-        "etcd does not report the cluster healthy".to_string()
-    } else {
-        return None;
-    };
+    let blocker = readiness_blocker(ctx, true)?;
     Some(Decision::wait(
         WaitReason::WaitingForMember,
         format!("cluster operations wait until every member is Ready: {blocker}"),
         timing::MEMBER_POLL,
     ))
+}
+
+/// What keeps the readiness gate shut, if anything; `alarms` false leaves the active alarms
+/// out (the NOSPACE remedy rolls a raised quota under its own alarm).
+pub fn readiness_blocker(ctx: &Context<'_>, alarms: bool) -> Option<String> {
+    let running: Vec<_> = ctx.running().collect();
+    if let Some(m) = ctx.members.iter().find(|m| m.deleting) {
+        Some(format!("{} is leaving the cluster", m.name))
+    } else if let Some(alarm) = ctx.alarms().first().filter(|_| alarms) {
+        Some(format!("the {} alarm is active", alarm.kind))
+    } else if running.is_empty() {
+        None
+    } else if let Some(m) = running.iter().find(|m| !m.is_ready()) {
+        Some(format!(
+            "{} is not Ready (phase {}, etcd {:?})",
+            m.name, m.phase, m.health
+        ))
+    } else if !ctx.observed.etcd.is_healthy() {
+        Some("etcd does not report the cluster healthy".to_string())
+    } else {
+        None
+    }
 }
 
 /// An etcd member no EtcdMember claims (added by hand, or left behind by a deleted

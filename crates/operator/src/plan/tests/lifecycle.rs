@@ -364,6 +364,13 @@ fn nospace(size: i64, in_use: i64, compacted: bool) -> Fx {
         });
         sizes(&mut fx, &name(i), size, in_use);
     }
+    // The cluster asks for the same quota its members run with.
+    let options = Some(etcd_operator_api::shared::EtcdOptions {
+        quota_backend_bytes: Some(QUOTA),
+        ..Default::default()
+    });
+    fx.obs.cluster.spec.options = options.clone();
+    fx.status_mut().observed.as_mut().unwrap().options = options;
     fx.alarm("etcd-0", AlarmKind::NoSpace);
     fx.obs.etcd.compaction = Some(crate::etcd::Compaction {
         revision: 500,
@@ -429,6 +436,101 @@ fn rule6_nospace_defragments_followers_first_the_leader_last() {
     );
 }
 
+/// The remediation as `status.noSpaceRemediation` records it after each pass, fed back as
+/// the observed status of the next.
+fn nospace_record(fx: &mut Fx) -> etcd_operator_api::cluster::NoSpaceRemediationStatus {
+    let plan = fx.plan();
+    if let Some(status) = plan.cluster_status {
+        fx.obs.cluster.status = Some(status);
+    }
+    fx.obs
+        .cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.no_space_remediation.clone())
+        .expect("status.noSpaceRemediation")
+}
+
+#[test]
+fn rule6_nospace_remediation_is_recorded_step_by_step_with_sizes_before_and_after() {
+    use etcd_operator_api::cluster::NoSpacePhase;
+    let mut fx = nospace(QUOTA, QUOTA / 4, false);
+    let r = nospace_record(&mut fx);
+    assert_eq!(r.phase, NoSpacePhase::Compacting);
+    assert_eq!(r.compacted_revision, Some(500));
+    let started = r.started_at.clone().expect("a start time");
+    assert_eq!(r.members.len(), 3);
+    assert!(
+        r.members
+            .iter()
+            .all(|m| m.db_size_before == Some(QUOTA) && m.quota_bytes == Some(QUOTA))
+    );
+    fx.obs.etcd.compaction = Some(crate::etcd::Compaction {
+        revision: 500,
+        compacted: true,
+    });
+    for member in ["etcd-1", "etcd-2", "etcd-0"] {
+        let r = nospace_record(&mut fx);
+        assert_eq!(r.phase, NoSpacePhase::Defragmenting, "{r:?}");
+        assert!(r.message.as_deref().unwrap().contains(member), "{r:?}");
+        assert_eq!(r.started_at.as_ref(), Some(&started));
+        sizes(&mut fx, member, QUOTA / 4 + 4096, QUOTA / 4);
+    }
+    let r = nospace_record(&mut fx);
+    assert_eq!(r.phase, NoSpacePhase::Disarming);
+    fx.obs.etcd.alarms = Ok(Vec::new());
+    let done = nospace_record(&mut fx);
+    assert_eq!(done.phase, NoSpacePhase::Remedied);
+    assert!(done.completed_at.is_some());
+    for m in &done.members {
+        assert_eq!(m.db_size_before, Some(QUOTA), "{m:?}");
+        assert_eq!(m.db_size_after, Some(QUOTA / 4 + 4096), "{m:?}");
+        assert_eq!(m.db_size_in_use, Some(QUOTA / 4), "{m:?}");
+    }
+    // At rest the record stays as it is (no write), and etcd not answering changes nothing.
+    assert_eq!(nospace_record(&mut fx), done);
+    fx.obs.etcd.alarms = Err(crate::etcd::EtcdError {
+        call: "AlarmList",
+        endpoints: "all".into(),
+        kind: crate::etcd::EtcdErrorKind::Unreachable,
+        detail: "connection refused".into(),
+    });
+    assert_eq!(nospace_record(&mut fx), done);
+    // The next alarm begins a new record.
+    fx.alarm("etcd-0", AlarmKind::NoSpace);
+    let next = nospace_record(&mut fx);
+    assert_ne!(next.phase, NoSpacePhase::Remedied);
+    assert!(next.completed_at.is_none());
+    assert_eq!(next.members[0].db_size_before, Some(QUOTA / 4 + 4096));
+}
+
+#[test]
+fn rule6_nospace_record_says_when_the_quota_is_too_small_or_a_person_decides() {
+    use etcd_operator_api::cluster::NoSpacePhase;
+    let mut fx = nospace(QUOTA, QUOTA - 1000, true);
+    let r = nospace_record(&mut fx);
+    assert_eq!(r.phase, NoSpacePhase::QuotaExceeded);
+    assert!(r.message.unwrap().contains("quotaBackendBytes"));
+    let mut fx = nospace(QUOTA, QUOTA / 4, false);
+    fx.obs.cluster.metadata.annotations = Some(
+        [(
+            crate::plan::NOSPACE_REMEDIATION_ANNOTATION.to_string(),
+            "manual".to_string(),
+        )]
+        .into(),
+    );
+    assert_eq!(nospace_record(&mut fx).phase, NoSpacePhase::Manual);
+    // Without an alarm, no record at all.
+    let mut fx = Fx::healthy(3);
+    let plan = fx.plan();
+    assert!(
+        plan.cluster_status
+            .or(fx.obs.cluster.status.take())
+            .and_then(|s| s.no_space_remediation)
+            .is_none()
+    );
+}
+
 #[test]
 fn rule6_nospace_from_live_data_is_reported_not_looped() {
     let fx = nospace(QUOTA, QUOTA - 1000, true);
@@ -451,6 +553,41 @@ fn rule6_nospace_from_live_data_is_reported_not_looped() {
             .quota_backend_bytes = Some(4 * QUOTA);
     }
     assert_eq!(fx.step().kind(), StepKind::DisarmAlarm);
+}
+
+#[test]
+fn rule6_nospace_lets_the_rollout_of_a_raised_quota_through() {
+    let mut fx = nospace(QUOTA, QUOTA - 1000, true);
+    let raised = Some(etcd_operator_api::shared::EtcdOptions {
+        quota_backend_bytes: Some(4 * QUOTA),
+        ..Default::default()
+    });
+    fx.obs.cluster.spec.options = raised.clone();
+    fx.status_mut().observed.as_mut().unwrap().options = raised;
+    let step = fx.step();
+    assert!(
+        matches!(&step, Step::SetMemberConfig { member, .. } if member == "etcd-1"),
+        "the rollout goes on under NOSPACE, a follower first: {step:?}"
+    );
+    let r = nospace_record(&mut fx);
+    assert_eq!(
+        r.phase,
+        etcd_operator_api::cluster::NoSpacePhase::Waiting,
+        "{r:?}"
+    );
+    // A member not Ready: the next one waits, and the record says why.
+    fx.answer("etcd-2", Answer::Down);
+    let step = fx.step();
+    assert_eq!(wait_reason(&step), WaitReason::NoSpaceAlarm, "{step:?}");
+    // A lower target is no reason to roll under the alarm: reported as before.
+    let mut fx = nospace(QUOTA, QUOTA - 1000, true);
+    let lower = Some(etcd_operator_api::shared::EtcdOptions {
+        quota_backend_bytes: Some(QUOTA / 2),
+        ..Default::default()
+    });
+    fx.obs.cluster.spec.options = lower.clone();
+    fx.status_mut().observed.as_mut().unwrap().options = lower;
+    assert_eq!(wait_reason(&fx.step()), WaitReason::NoSpaceAlarm);
 }
 
 #[test]
