@@ -244,4 +244,9 @@ pub struct ClusterMemberStatus {
     /// can reclaim.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub db_size_in_use: Option<i64>,
+
+    /// etcd's active alarms raised by this member (`NOSPACE`, `CORRUPT`); unset when it has
+    /// none or etcd's alarm list could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alarms: Option<Vec<String>>,
 }

@@ -168,6 +168,15 @@ pub fn cluster_status(ctx: &Context<'_>, decision: &Decision) -> EtcdClusterStat
                     version: etcd_status.map(|s| s.version.clone()),
                     db_size: etcd_status.map(|s| s.db_size),
                     db_size_in_use: etcd_status.map(|s| s.db_size_in_use),
+                    alarms: m.id.and_then(|id| {
+                        let raised: Vec<String> = ctx
+                            .alarms()
+                            .iter()
+                            .filter(|a| a.member_id == id)
+                            .map(|a| a.kind.to_string())
+                            .collect();
+                        (!raised.is_empty()).then_some(raised)
+                    }),
                 }
             })
             .collect(),

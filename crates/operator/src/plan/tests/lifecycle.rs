@@ -457,6 +457,27 @@ fn rule6_nospace_remediation_is_recorded_step_by_step_with_sizes_before_and_afte
     let mut fx = nospace(QUOTA, QUOTA / 4, false);
     let r = nospace_record(&mut fx);
     assert_eq!(r.phase, NoSpacePhase::Compacting);
+    // status.members names the member that raised the alarm.
+    let alarms: Vec<_> = fx
+        .obs
+        .cluster
+        .status
+        .as_ref()
+        .unwrap()
+        .members
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| (m.name.clone(), m.alarms.clone()))
+        .collect();
+    assert_eq!(
+        alarms,
+        [
+            ("etcd-0".to_string(), Some(vec!["NOSPACE".to_string()])),
+            ("etcd-1".to_string(), None),
+            ("etcd-2".to_string(), None)
+        ]
+    );
     assert_eq!(r.compacted_revision, Some(500));
     let started = r.started_at.clone().expect("a start time");
     assert_eq!(r.members.len(), 3);
