@@ -149,6 +149,12 @@ pub struct NoSpaceMemberSizes {
     /// The live data in it as last seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_size_in_use: Option<i64>,
+    /// The keyspace revision at which the remediation last defragmented it. etcd recomputes
+    /// the in-use size only when it next commits a write, which NOSPACE refuses, so right
+    /// after a compaction the in-use size is stale: every member over the limit is
+    /// defragmented once per compacted revision, whatever it reports in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defragmented_at_revision: Option<i64>,
 }
 
 /// Where a restored cluster's data came from.

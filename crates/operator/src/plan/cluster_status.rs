@@ -55,9 +55,12 @@ pub fn target_reached(ctx: &Context<'_>) -> bool {
             .all(|m| m.dormant && m.observed.pod.is_none());
     }
     let running: Vec<_> = ctx.running().collect();
+    let nospace = ctx.nospace();
     ctx.formed
         && running.len() == ctx.desired as usize
-        && running.iter().all(|m| m.is_ready())
+        && running
+            .iter()
+            .all(|m| m.is_ready() || (nospace && m.is_ready_under_nospace()))
         && ctx.strays.is_empty()
         && super::rules::rollout::outdated_members(ctx).is_empty()
 }

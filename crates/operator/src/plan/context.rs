@@ -68,6 +68,23 @@ impl MemberView<'_> {
             && self.pod_ready()
     }
 
+    /// Ready as etcd sees it (phase Ready, a healthy voter) with its Pod running: what counts as
+    /// Ready while etcd's NOSPACE alarm is active. Then the Pod's readiness says nothing: the
+    /// probe (`/health?exclude=NOSPACE`) still fails on etcd 3.5.1 when more than one member
+    /// raised the alarm, because that version excludes only the first alarm of a kind
+    /// (etcd-io/etcd#13467, fixed in 3.5.2), and under NOSPACE the cluster takes no writes
+    /// whatever the Service routes.
+    pub fn is_ready_under_nospace(&self) -> bool {
+        self.phase == MemberPhase::Ready
+            && self.health == Health::Healthy
+            && self.is_voter()
+            && self
+                .observed
+                .pod
+                .as_ref()
+                .is_some_and(|p| !p.deleting && p.phase == crate::plan::PodPhase::Running)
+    }
+
     /// Able to take leadership: phase Ready, a healthy voter in etcd's view, its Pod there and
     /// not going away (Ready or not: readiness is about serving clients).
     pub fn can_lead(&self) -> bool {
@@ -338,6 +355,13 @@ impl<'a> Context<'a> {
     /// The alarms etcd reports (empty when it could not be asked).
     pub fn alarms(&self) -> &[crate::etcd::Alarm] {
         self.observed.etcd.active_alarms()
+    }
+
+    /// etcd's NOSPACE alarm is active (see [`MemberView::is_ready_under_nospace`]).
+    pub fn nospace(&self) -> bool {
+        self.alarms()
+            .iter()
+            .any(|a| a.kind == crate::etcd::AlarmKind::NoSpace)
     }
 }
 

@@ -346,9 +346,30 @@ pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
         Some(_) => {}
     }
     let leader = etcd.leader();
+    // etcd recomputes a member's in-use size only when it commits a write, and NOSPACE refuses
+    // writes: after a compaction the pages it freed can still count as in use. So a member over
+    // the limit that this remediation has not defragmented at the current (compacted) revision
+    // is defragmented whatever its in-use size says; only one defragmented at this revision and
+    // still over is live data.
+    let revision = etcd.compaction.map(|c| c.revision);
+    let record = ctx
+        .cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.no_space_remediation.as_ref())
+        .filter(|r| r.phase != NoSpacePhase::Remedied);
+    let defragmented_now = |name: &str| {
+        record.is_some_and(|r| {
+            r.members
+                .iter()
+                .any(|e| e.name == name && e.defragmented_at_revision == revision)
+        })
+    };
     let mut reclaimable: Vec<_> = over
         .iter()
-        .filter(|(_, s, quota)| s.db_size - s.db_size_in_use > quota / 100)
+        .filter(|(m, s, quota)| {
+            s.db_size - s.db_size_in_use > quota / 100 || !defragmented_now(m.name)
+        })
         .collect();
     reclaimable.sort_by_key(|(m, _, _)| (m.id == leader, m.name));
     if let Some((m, s, _)) = reclaimable.first() {
@@ -474,6 +495,10 @@ pub fn nospace_status(
         }
         Step::Defragment { member, leader, .. } => {
             record.phase = NoSpacePhase::Defragmenting;
+            let revision = ctx.observed.etcd.compaction.map(|c| c.revision);
+            if let Some(entry) = record.members.iter_mut().find(|e| &e.name == member) {
+                entry.defragmented_at_revision = revision;
+            }
             record.message = Some(format!(
                 "defragmenting {member}{}",
                 if *leader {

@@ -167,7 +167,9 @@ pub fn readiness_gate(ctx: &Context<'_>) -> Option<Decision> {
 }
 
 /// What keeps the readiness gate shut, if anything; `alarms` false leaves the active alarms
-/// out (the NOSPACE remedy rolls a raised quota under its own alarm).
+/// out (the NOSPACE remedy rolls a raised quota under its own alarm), and then, under NOSPACE,
+/// a member counts as Ready by etcd's word with its Pod running
+/// ([`crate::plan::context::MemberView::is_ready_under_nospace`]).
 pub fn readiness_blocker(ctx: &Context<'_>, alarms: bool) -> Option<String> {
     let running: Vec<_> = ctx.running().collect();
     if let Some(m) = ctx.members.iter().find(|m| m.deleting) {
@@ -176,7 +178,10 @@ pub fn readiness_blocker(ctx: &Context<'_>, alarms: bool) -> Option<String> {
         Some(format!("the {} alarm is active", alarm.kind))
     } else if running.is_empty() {
         None
-    } else if let Some(m) = running.iter().find(|m| !m.is_ready()) {
+    } else if let Some(m) = running
+        .iter()
+        .find(|m| !(m.is_ready() || (!alarms && ctx.nospace() && m.is_ready_under_nospace())))
+    {
         Some(format!(
             "{} is not Ready (phase {}, etcd {:?})",
             m.name, m.phase, m.health
