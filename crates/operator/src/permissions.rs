@@ -38,7 +38,7 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
         group: GROUP,
         resource: "etcdmembers",
         verbs: &["get", "list", "watch", "create", "delete", "patch"],
-        used_by: "observe's cache and cache-miss reads; act creates, deletes, patches spec.dormant and the member-cleanup finalizer",
+        used_by: "observe's cache and cache-miss reads; act creates, deletes, patches spec.dormant, the member-cleanup finalizer and a changed additionalMetadata",
     },
     Permission {
         group: GROUP,
@@ -116,7 +116,7 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
         group: "",
         resource: "persistentvolumeclaims",
         verbs: &["get", "list", "watch", "create", "delete", "patch"],
-        used_by: "observe; act creates and deletes member data volumes, expands them (storage growth), and hands a retained one to its EtcdCluster (or releases it) by patching its owner references",
+        used_by: "observe; act creates and deletes member data volumes, expands them (storage growth), hands a retained one to its EtcdCluster (or releases it) by patching its owner references, and patches a changed additionalMetadata onto it",
     },
     Permission {
         group: "storage.k8s.io",
@@ -127,14 +127,16 @@ pub const CLUSTER_PERMISSIONS: &[Permission] = &[
     Permission {
         group: "",
         resource: "services",
-        verbs: &["get", "list", "watch", "create", "update"],
-        used_by: "observe; act creates the headless and client Services and repairs their drift",
+        verbs: &["get", "list", "watch", "create", "update", "patch"],
+        used_by: "observe; act creates the headless and client Services, repairs their drift and patches a changed additionalMetadata onto them",
     },
     Permission {
         group: "policy",
         resource: "poddisruptionbudgets",
-        verbs: &["get", "list", "watch", "create", "update", "delete"],
-        used_by: "observe; act keeps the voters' PodDisruptionBudget",
+        verbs: &[
+            "get", "list", "watch", "create", "update", "delete", "patch",
+        ],
+        used_by: "observe; act keeps the voters' PodDisruptionBudget and patches a changed additionalMetadata onto it",
     },
     Permission {
         group: "",

@@ -10,8 +10,9 @@
 //!    stops after one member, the others keep serving, and going back to 3.5.1 heals it;
 //! 4. a config rollout on the PVC cluster (quota and auto-compaction options): every Pod
 //!    restarted once with the new flags, the leader last, same member IDs;
-//! 5. an `additionalMetadata` change patched onto the running Pods, and a key taken out of it
-//!    removed from them, none restarted;
+//! 5. an `additionalMetadata` change patched in place onto every object made for the cluster
+//!    (Pods, PVCs, EtcdMembers, Services, the PodDisruptionBudget), and a key taken out of it
+//!    removed from them, no Pod restarted;
 //! 6. 3 memory-backed members 3.4.23 → 3.5.1 (each restart is a replacement);
 //! 7. 5 PVC-backed members 3.4.23 → 3.5.1, the leader last;
 //! 8. storage growth: refused on the 5-member cluster, whose StorageClass does not allow
@@ -130,6 +131,49 @@ fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
 }
 
 /// Pod name → (UID, etcd image, Ready).
+/// Every object the operator made for cluster `etcd` in `namespace` (Pods, PVCs, EtcdMembers,
+/// the two Services, the PodDisruptionBudget), as `kind/name`, with whether it carries the
+/// label `team=<team>` (`None`: no such label) and the annotation `owner=ops`.
+fn metadata_of_objects(
+    cluster: &Cluster,
+    namespace: &str,
+) -> Result<Vec<(String, Option<String>, bool)>, String> {
+    let (ok, out, err) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "pods,pvc,etcdmembers,services,pdb",
+            "-l",
+            "etcd-operator.cozystack.io/cluster=etcd",
+            "-o",
+            "json",
+        ],
+    );
+    if !ok {
+        return Err(err);
+    }
+    let list: serde_json::Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|item| {
+            let meta = &item["metadata"];
+            (
+                format!(
+                    "{}/{}",
+                    item["kind"].as_str().unwrap_or_default(),
+                    meta["name"].as_str().unwrap_or_default()
+                ),
+                meta["labels"]["team"].as_str().map(str::to_string),
+                meta["annotations"]["owner"].as_str() == Some("ops"),
+            )
+        })
+        .collect())
+}
+
 async fn pods(cluster: &Cluster, namespace: &str) -> BTreeMap<String, (String, String, bool)> {
     let list = Api::<Pod>::namespaced(cluster.client(), namespace)
         .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
@@ -549,6 +593,24 @@ async fn e2e_rolling_upgrades() {
         }
     })
     .await;
+    // Not the Pods alone: every object made for the cluster, in place (3 Pods, 3 PVCs, 3
+    // EtcdMembers, 2 Services, the PodDisruptionBudget).
+    eventually("every object to carry the new metadata", LIMIT, || async {
+        let objects = metadata_of_objects(&cluster, "upg")?;
+        let missing: Vec<_> = objects
+            .iter()
+            .filter(|(_, team, owner)| team.as_deref() != Some("storage") || !owner)
+            .collect();
+        if objects.len() == 12 && missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} objects, without it: {missing:?}",
+                objects.len()
+            ))
+        }
+    })
+    .await;
     cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
     assert_eq!(
         pods(&cluster, "upg").await,
@@ -593,6 +655,23 @@ async fn e2e_rolling_upgrades() {
             ))
         }
     })
+    .await;
+    eventually(
+        "the owner annotation to leave every object",
+        LIMIT,
+        || async {
+            let objects = metadata_of_objects(&cluster, "upg")?;
+            let left: Vec<_> = objects
+                .iter()
+                .filter(|(_, team, owner)| team.as_deref() != Some("storage") || *owner)
+                .collect();
+            if objects.len() == 12 && left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} objects, not changed: {left:?}", objects.len()))
+            }
+        },
+    )
     .await;
     cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
     assert_eq!(

@@ -3,7 +3,7 @@
 use etcd_operator_api::EtcdMember;
 use etcd_operator_api::labels::{MEMBER_FINALIZER, ROLE, ROLE_VOTER};
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Resource};
@@ -14,7 +14,7 @@ use serde_json::json;
 use super::status::post_params;
 use super::{ActContext, ActError, ObjectKind, Written, is_not_found};
 use crate::build::REPORTING_COMPONENT;
-use crate::plan::{Observed, Step};
+use crate::plan::{MetadataObject, Observed, Step};
 
 /// Performs a step that writes to the Kubernetes API.
 pub async fn perform(
@@ -193,24 +193,51 @@ pub async fn perform(
             remove_annotations,
             ..
         } => {
-            // A merge patch: null removes a key.
-            let side = |set: &std::collections::BTreeMap<String, String>, remove: &[String]| {
-                let mut map = serde_json::Map::new();
-                for key in remove {
-                    map.insert(key.clone(), serde_json::Value::Null);
-                }
-                for (key, value) in set {
-                    map.insert(key.clone(), serde_json::Value::String(value.clone()));
-                }
-                serde_json::Value::Object(map)
-            };
-            let patch = json!({"metadata": {
-                "labels": side(labels, remove_labels),
-                "annotations": side(annotations, remove_annotations),
-            }});
+            let patch =
+                metadata_patch(labels, annotations, remove_labels, remove_annotations, None);
             writer
                 .merge_patch::<Pod>(ObjectKind::Pod, pod, &patch)
                 .await
+        }
+        Step::PatchMetadata {
+            object,
+            name,
+            labels,
+            annotations,
+            remove_labels,
+            remove_annotations,
+            record,
+            ..
+        } => {
+            let patch = metadata_patch(
+                labels,
+                annotations,
+                remove_labels,
+                remove_annotations,
+                record.as_ref(),
+            );
+            match object {
+                MetadataObject::Pvc => {
+                    writer
+                        .merge_patch::<PersistentVolumeClaim>(ObjectKind::Pvc, name, &patch)
+                        .await
+                }
+                MetadataObject::Member => {
+                    writer
+                        .merge_patch::<EtcdMember>(ObjectKind::Member, name, &patch)
+                        .await
+                }
+                MetadataObject::Service => {
+                    writer
+                        .merge_patch::<Service>(ObjectKind::Service, name, &patch)
+                        .await
+                }
+                MetadataObject::Pdb => {
+                    writer
+                        .merge_patch::<PodDisruptionBudget>(ObjectKind::Pdb, name, &patch)
+                        .await
+                }
+            }
         }
         Step::SetPodStart { pod, start, .. } => {
             let patch = json!({"metadata": {"annotations": start.annotations()}});
@@ -434,4 +461,39 @@ impl Writer<'_> {
             )),
         }
     }
+}
+
+/// A merge patch of `metadata` adding or updating `labels` and `annotations` and removing the
+/// `remove_*` keys (null removes a key in a merge patch); `record` sets (or, `Some(None)`,
+/// removes) the additionalMetadata record annotation.
+fn metadata_patch(
+    labels: &std::collections::BTreeMap<String, String>,
+    annotations: &std::collections::BTreeMap<String, String>,
+    remove_labels: &[String],
+    remove_annotations: &[String],
+    record: Option<&Option<String>>,
+) -> serde_json::Value {
+    let side = |set: &std::collections::BTreeMap<String, String>, remove: &[String]| {
+        let mut map = serde_json::Map::new();
+        for key in remove {
+            map.insert(key.clone(), serde_json::Value::Null);
+        }
+        for (key, value) in set {
+            map.insert(key.clone(), serde_json::Value::String(value.clone()));
+        }
+        map
+    };
+    let mut annotations = side(annotations, remove_annotations);
+    if let Some(record) = record {
+        annotations.insert(
+            crate::build::ADDITIONAL_METADATA_RECORD.to_string(),
+            record
+                .clone()
+                .map_or(serde_json::Value::Null, serde_json::Value::String),
+        );
+    }
+    json!({"metadata": {
+        "labels": serde_json::Value::Object(side(labels, remove_labels)),
+        "annotations": serde_json::Value::Object(annotations),
+    }})
 }

@@ -35,6 +35,46 @@ fn merge_user_keys(into: &mut BTreeMap<String, String>, user: Option<&BTreeMap<S
     }
 }
 
+/// The annotation on the Services and the PodDisruptionBudget that records the
+/// `additionalMetadata` they were given (JSON, the user's keys only), so that a key later taken
+/// out of it is removed in place. Members record theirs in `spec.additionalMetadata`.
+pub const ADDITIONAL_METADATA_RECORD: &str = "etcd-operator.cozystack.io/additional-metadata";
+
+/// `extra` without the reserved keys (which are never applied), or `None` when nothing is
+/// left.
+pub fn user_metadata(extra: Option<&AdditionalMetadata>) -> Option<AdditionalMetadata> {
+    let keep = |map: Option<&BTreeMap<String, String>>| {
+        non_empty(
+            map.into_iter()
+                .flatten()
+                .filter(|(k, _)| !k.starts_with(RESERVED_PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    };
+    let extra = extra?;
+    let kept = AdditionalMetadata {
+        labels: keep(extra.labels.as_ref()),
+        annotations: keep(extra.annotations.as_ref()),
+    };
+    (kept.labels.is_some() || kept.annotations.is_some()).then_some(kept)
+}
+
+/// The value of [`ADDITIONAL_METADATA_RECORD`] for `extra`: `None` when it gives nothing.
+pub fn metadata_record(extra: Option<&AdditionalMetadata>) -> Option<String> {
+    user_metadata(extra).and_then(|m| serde_json::to_string(&m).ok())
+}
+
+/// What an object's [`ADDITIONAL_METADATA_RECORD`] says it was given (`None` without one, or
+/// one that does not parse).
+pub fn recorded_metadata(
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Option<AdditionalMetadata> {
+    annotations?
+        .get(ADDITIONAL_METADATA_RECORD)
+        .and_then(|v| serde_json::from_str(v).ok())
+}
+
 /// `None` for an empty map, so built objects omit empty label or annotation maps.
 pub(crate) fn non_empty(map: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
     (!map.is_empty()).then_some(map)

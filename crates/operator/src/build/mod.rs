@@ -17,7 +17,8 @@ mod service;
 pub use event::{EventType, REPORTING_COMPONENT, event, event_about};
 pub use member::{new_member, seed_initial_cluster};
 pub use metadata::{
-    RESERVED_PREFIX, cluster_owner_reference, member_owner_reference, with_additional_metadata,
+    ADDITIONAL_METADATA_RECORD, RESERVED_PREFIX, cluster_owner_reference, member_owner_reference,
+    metadata_record, recorded_metadata, with_additional_metadata,
 };
 pub use pdb::{pdb_min_available, voter_pdb};
 pub use pod::{

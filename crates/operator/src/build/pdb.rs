@@ -27,6 +27,13 @@ pub fn voter_pdb(cluster: &EtcdCluster, voters: u32) -> Result<PodDisruptionBudg
         BTreeMap::new(),
         target_metadata(cluster),
     );
+    let mut annotations = annotations;
+    if let Some(record) = super::metadata::metadata_record(target_metadata(cluster)) {
+        annotations.insert(
+            super::metadata::ADDITIONAL_METADATA_RECORD.to_string(),
+            record,
+        );
+    }
     Ok(PodDisruptionBudget {
         metadata: ObjectMeta {
             name: Some(name.clone()),

@@ -88,6 +88,13 @@ fn service(cluster: &EtcdCluster, name: String, spec: ServiceSpec) -> Result<Ser
         BTreeMap::new(),
         target_metadata(cluster),
     );
+    let mut annotations = annotations;
+    if let Some(record) = super::metadata::metadata_record(target_metadata(cluster)) {
+        annotations.insert(
+            super::metadata::ADDITIONAL_METADATA_RECORD.to_string(),
+            record,
+        );
+    }
     Ok(Service {
         metadata: ObjectMeta {
             name: Some(name),

@@ -451,6 +451,9 @@ pub struct PvcFacts {
     /// `FileSystemResizePending` condition, or the allocated resource status), for the
     /// waiting message.
     pub resize_progress: Option<String>,
+    /// Its labels and annotations (for `additionalMetadata` changed in place).
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// The resize failure and progress a PVC's status reports (see [`PvcFacts`]).
@@ -540,6 +543,8 @@ impl PvcFacts {
             expansion: ClassExpansion::Unknown,
             resize_failure,
             resize_progress,
+            labels: pvc.metadata.labels.clone().unwrap_or_default(),
+            annotations: pvc.metadata.annotations.clone().unwrap_or_default(),
         }
     }
 }

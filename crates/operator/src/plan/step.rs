@@ -106,6 +106,22 @@ pub enum Step {
         remove_labels: Vec<String>,
         remove_annotations: Vec<String>,
     },
+    /// Add or update these labels and annotations on another object the operator made for the
+    /// cluster (a member's PVC or EtcdMember, the Services, the PodDisruptionBudget), in
+    /// place, and remove the `remove_*` keys (taken out of `additionalMetadata`). `record` is
+    /// the new value of the object's record of what `additionalMetadata` gave it (the Services'
+    /// and the PodDisruptionBudget's annotation [`crate::build::ADDITIONAL_METADATA_RECORD`]):
+    /// `Some(None)` removes it, `None` leaves it (members keep theirs in their spec).
+    PatchMetadata {
+        object: MetadataObject,
+        name: String,
+        member: Option<String>,
+        labels: std::collections::BTreeMap<String, String>,
+        annotations: std::collections::BTreeMap<String, String>,
+        remove_labels: Vec<String>,
+        remove_annotations: Vec<String>,
+        record: Option<Option<String>>,
+    },
     /// Remove `annotation` from the EtcdCluster (the recover-quorum request, once handled).
     RemoveClusterAnnotation {
         annotation: String,
@@ -290,6 +306,26 @@ impl IssuedCertificate {
     }
 }
 
+/// An object whose labels and annotations `Step::PatchMetadata` changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetadataObject {
+    Pvc,
+    Member,
+    Service,
+    Pdb,
+}
+
+impl MetadataObject {
+    pub fn kind(self) -> &'static str {
+        match self {
+            MetadataObject::Pvc => "PVC",
+            MetadataObject::Member => "EtcdMember",
+            MetadataObject::Service => "Service",
+            MetadataObject::Pdb => "PodDisruptionBudget",
+        }
+    }
+}
+
 /// The kind of a [`Step`], without its payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StepKind {
@@ -311,6 +347,7 @@ pub enum StepKind {
     ResizePvc,
     SetMemberMetadata,
     PatchPodMetadata,
+    PatchMetadata,
     RemoveClusterAnnotation,
     RemoveFinalizer,
     CreatePvc,
@@ -355,6 +392,7 @@ impl Step {
             Step::ResizePvc { .. } => StepKind::ResizePvc,
             Step::SetMemberMetadata { .. } => StepKind::SetMemberMetadata,
             Step::PatchPodMetadata { .. } => StepKind::PatchPodMetadata,
+            Step::PatchMetadata { .. } => StepKind::PatchMetadata,
             Step::RemoveClusterAnnotation { .. } => StepKind::RemoveClusterAnnotation,
             Step::RemoveFinalizer { .. } => StepKind::RemoveFinalizer,
             Step::CreatePvc(_) => StepKind::CreatePvc,
@@ -430,7 +468,8 @@ impl Step {
             | Step::Defragment { member, .. } => Some(member),
             Step::RemoveEtcdMember { member, .. }
             | Step::DisarmAlarm { member, .. }
-            | Step::SetPvcOwner { member, .. } => member.as_deref(),
+            | Step::SetPvcOwner { member, .. }
+            | Step::PatchMetadata { member, .. } => member.as_deref(),
             Step::CreateMember(m) => m.metadata.name.as_deref(),
             Step::CreatePod(p) => p.metadata.name.as_deref(),
             Step::CreatePvc(p) => p
@@ -464,6 +503,7 @@ impl Step {
             Step::ResizePvc { .. } => "VolumeExpanding",
             Step::SetMemberMetadata { .. } => "MemberMetadataChanged",
             Step::PatchPodMetadata { .. } => "PodMetadataPatched",
+            Step::PatchMetadata { .. } => "MetadataPatched",
             Step::RemoveClusterAnnotation { .. } => "QuorumRecoveryRequestHandled",
             Step::RemoveFinalizer { .. } => "MemberCleanedUp",
             Step::CreatePvc(_) => "VolumeCreated",
@@ -555,6 +595,30 @@ impl Step {
                 let mut message = format!(
                     "Pod {pod} gets {} in place (labels: {}; annotations: {})",
                     "spec.additionalMetadata",
+                    labels.keys().cloned().collect::<Vec<_>>().join(", "),
+                    annotations.keys().cloned().collect::<Vec<_>>().join(", ")
+                );
+                if !remove_labels.is_empty() || !remove_annotations.is_empty() {
+                    message.push_str(&format!(
+                        "; removed (labels: {}; annotations: {})",
+                        remove_labels.join(", "),
+                        remove_annotations.join(", ")
+                    ));
+                }
+                message
+            }
+            Step::PatchMetadata {
+                object,
+                name,
+                labels,
+                annotations,
+                remove_labels,
+                remove_annotations,
+                ..
+            } => {
+                let mut message = format!(
+                    "{} {name} gets spec.additionalMetadata in place (labels: {}; annotations: {})",
+                    object.kind(),
                     labels.keys().cloned().collect::<Vec<_>>().join(", "),
                     annotations.keys().cloned().collect::<Vec<_>>().join(", ")
                 );

@@ -96,6 +96,8 @@ pub fn bound_pvc(member: &str) -> PvcFacts {
         expansion: crate::plan::observed::ClassExpansion::Unknown,
         resize_failure: None,
         resize_progress: None,
+        labels: Default::default(),
+        annotations: Default::default(),
     }
 }
 

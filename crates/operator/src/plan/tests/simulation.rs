@@ -5,10 +5,11 @@
 use etcd_operator_api::MemberPhase;
 use etcd_operator_api::labels::{ROLE, ROLE_VOTER};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use std::collections::BTreeMap;
 
 use super::fixtures::*;
-use crate::plan::{ObservedMember, PodPhase, Step, StepKind, plan_next_step};
+use crate::plan::{MetadataObject, ObservedMember, PodPhase, Step, StepKind, plan_next_step};
 
 /// Where a simulated operator crashes in a pass.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -258,6 +259,72 @@ impl Sim {
                 }
                 pod.labels.extend(labels);
                 pod.annotations.extend(annotations);
+            }
+            Step::PatchMetadata {
+                object,
+                name,
+                member,
+                labels,
+                annotations,
+                remove_labels,
+                remove_annotations,
+                record,
+            } => {
+                let apply =
+                    |have_labels: &mut BTreeMap<String, String>,
+                     have_annotations: &mut BTreeMap<String, String>| {
+                        for key in &remove_labels {
+                            have_labels.remove(key);
+                        }
+                        for key in &remove_annotations {
+                            have_annotations.remove(key);
+                        }
+                        have_labels.extend(labels.clone());
+                        have_annotations.extend(annotations.clone());
+                        match &record {
+                            Some(Some(value)) => {
+                                have_annotations.insert(
+                                    crate::build::ADDITIONAL_METADATA_RECORD.to_string(),
+                                    value.clone(),
+                                );
+                            }
+                            Some(None) => {
+                                have_annotations.remove(crate::build::ADDITIONAL_METADATA_RECORD);
+                            }
+                            None => {}
+                        }
+                    };
+                let on_meta = |meta: &mut ObjectMeta| {
+                    let mut l = meta.labels.take().unwrap_or_default();
+                    let mut a = meta.annotations.take().unwrap_or_default();
+                    apply(&mut l, &mut a);
+                    meta.labels = Some(l);
+                    meta.annotations = Some(a);
+                };
+                match object {
+                    MetadataObject::Pvc => {
+                        let member = member.expect("a PVC's member");
+                        let om = fx
+                            .obs
+                            .members
+                            .iter_mut()
+                            .find(|m| m.member.metadata.name.as_deref() == Some(member.as_str()))
+                            .unwrap();
+                        let pvc = om.pvc.as_mut().unwrap();
+                        assert_eq!(pvc.name, name);
+                        apply(&mut pvc.labels, &mut pvc.annotations);
+                    }
+                    MetadataObject::Member => on_meta(&mut fx.member_mut(&name).metadata),
+                    MetadataObject::Service => {
+                        let svc = [&mut fx.obs.headless_service, &mut fx.obs.client_service]
+                            .into_iter()
+                            .flatten()
+                            .find(|s| s.metadata.name.as_deref() == Some(name.as_str()))
+                            .unwrap();
+                        on_meta(&mut svc.metadata);
+                    }
+                    MetadataObject::Pdb => on_meta(&mut fx.obs.pdb.as_mut().unwrap().metadata),
+                }
             }
             Step::SetMemberConfig { member, config, .. } => {
                 let spec = &mut fx.member_mut(&member).spec;
@@ -940,19 +1007,58 @@ fn additional_metadata_is_patched_onto_running_pods_without_a_restart() {
         .as_mut()
         .unwrap()
         .additional_metadata = Some(metadata.clone());
+    // The Services come from the fixture without the record (as an older operator made them);
+    // the PodDisruptionBudget is made by this one with it.
+    fx.obs.pdb = Some(crate::build::voter_pdb(&fx.obs.cluster, 3).unwrap());
     let mut sim = Sim::new(fx);
-    let deleted = run_upgrade(&mut sim, 100, Some(4));
+    let deleted = run_upgrade(&mut sim, 200, Some(4));
     assert!(deleted.is_empty(), "no restart: {deleted:?}");
     assert_eq!(kinds_count(&sim.steps, StepKind::SetMemberMetadata), 3);
     assert_eq!(kinds_count(&sim.steps, StepKind::PatchPodMetadata), 3);
+    // Each PVC and EtcdMember once, both Services once; the PodDisruptionBudget was built with
+    // the target already.
+    assert_eq!(kinds_count(&sim.steps, StepKind::PatchMetadata), 8);
+    // Every object the operator made carries the user's keys, next to the operator's own.
+    let has = |labels: &BTreeMap<String, String>, annotations: &BTreeMap<String, String>| {
+        labels.get("team").map(String::as_str) == Some("storage")
+            && annotations.get("owner").map(String::as_str) == Some("ops")
+    };
+    let meta_has = |meta: &ObjectMeta| {
+        has(
+            &meta.labels.clone().unwrap_or_default(),
+            &meta.annotations.clone().unwrap_or_default(),
+        )
+    };
+    let record = crate::build::metadata_record(Some(&metadata)).unwrap();
+    for meta in [
+        &sim.fx.obs.headless_service.as_ref().unwrap().metadata,
+        &sim.fx.obs.client_service.as_ref().unwrap().metadata,
+        &sim.fx.obs.pdb.as_ref().unwrap().metadata,
+    ] {
+        assert!(meta_has(meta), "{meta:?}");
+        // The operator's own labels stay.
+        assert!(
+            meta.labels
+                .as_ref()
+                .unwrap()
+                .contains_key(etcd_operator_api::labels::CLUSTER),
+            "{meta:?}"
+        );
+        assert_eq!(
+            meta.annotations
+                .as_ref()
+                .unwrap()
+                .get(crate::build::ADDITIONAL_METADATA_RECORD),
+            Some(&record)
+        );
+    }
     for m in &sim.fx.obs.members {
         assert_eq!(m.member.spec.additional_metadata.as_ref(), Some(&metadata));
         let pod = m.pod.as_ref().unwrap();
-        assert_eq!(pod.labels.get("team").map(String::as_str), Some("storage"));
-        assert_eq!(
-            pod.annotations.get("owner").map(String::as_str),
-            Some("ops")
-        );
+        assert!(has(&pod.labels, &pod.annotations), "{pod:?}");
+        let pvc = m.pvc.as_ref().unwrap();
+        assert!(has(&pvc.labels, &pvc.annotations), "{pvc:?}");
+        assert!(meta_has(&m.member.metadata), "{:?}", m.member.metadata);
     }
 
     // A key taken out (and another changed) is removed from the running Pods, still without
@@ -968,16 +1074,75 @@ fn additional_metadata_is_patched_onto_running_pods_without_a_restart() {
         .as_mut()
         .unwrap()
         .additional_metadata = Some(smaller.clone());
-    let deleted = run_upgrade(&mut sim, 100, Some(3));
+    let deleted = run_upgrade(&mut sim, 200, Some(3));
     assert!(deleted.is_empty(), "no restart: {deleted:?}");
+    let changed = |labels: &BTreeMap<String, String>, annotations: &BTreeMap<String, String>| {
+        labels.get("team").map(String::as_str) == Some("db") && !annotations.contains_key("owner")
+    };
+    for meta in [
+        &sim.fx.obs.headless_service.as_ref().unwrap().metadata,
+        &sim.fx.obs.client_service.as_ref().unwrap().metadata,
+        &sim.fx.obs.pdb.as_ref().unwrap().metadata,
+    ] {
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        assert!(
+            changed(&meta.labels.clone().unwrap_or_default(), &annotations),
+            "{meta:?}"
+        );
+        assert_eq!(
+            annotations.get(crate::build::ADDITIONAL_METADATA_RECORD),
+            crate::build::metadata_record(Some(&smaller)).as_ref()
+        );
+    }
     for m in &sim.fx.obs.members {
         assert_eq!(m.member.spec.additional_metadata.as_ref(), Some(&smaller));
         let pod = m.pod.as_ref().unwrap();
-        assert_eq!(pod.labels.get("team").map(String::as_str), Some("db"));
+        assert!(changed(&pod.labels, &pod.annotations), "{pod:?}");
+        let pvc = m.pvc.as_ref().unwrap();
+        assert!(changed(&pvc.labels, &pvc.annotations), "{pvc:?}");
+        let meta = &m.member.metadata;
         assert!(
-            !pod.annotations.contains_key("owner"),
-            "{:?}",
-            pod.annotations
+            changed(
+                &meta.labels.clone().unwrap_or_default(),
+                &meta.annotations.clone().unwrap_or_default()
+            ),
+            "{meta:?}"
+        );
+    }
+
+    // All of it taken out: every key and every record goes.
+    sim.fx.obs.cluster.spec.additional_metadata = None;
+    sim.fx
+        .status_mut()
+        .observed
+        .as_mut()
+        .unwrap()
+        .additional_metadata = None;
+    let deleted = run_upgrade(&mut sim, 200, Some(5));
+    assert!(deleted.is_empty(), "no restart: {deleted:?}");
+    for meta in [
+        &sim.fx.obs.headless_service.as_ref().unwrap().metadata,
+        &sim.fx.obs.client_service.as_ref().unwrap().metadata,
+        &sim.fx.obs.pdb.as_ref().unwrap().metadata,
+    ] {
+        let labels = meta.labels.clone().unwrap_or_default();
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        assert!(!labels.contains_key("team"), "{meta:?}");
+        assert!(
+            !annotations.contains_key(crate::build::ADDITIONAL_METADATA_RECORD),
+            "{meta:?}"
+        );
+    }
+    for m in &sim.fx.obs.members {
+        assert!(!m.pod.as_ref().unwrap().labels.contains_key("team"));
+        assert!(!m.pvc.as_ref().unwrap().labels.contains_key("team"));
+        assert!(
+            !m.member
+                .metadata
+                .labels
+                .clone()
+                .unwrap_or_default()
+                .contains_key("team")
         );
     }
 }
