@@ -306,6 +306,32 @@ impl IssuedCertificate {
     }
 }
 
+/// The Event message of an `additionalMetadata` patch of `what` ("Pod etcd-0").
+fn metadata_message(
+    what: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+    annotations: &std::collections::BTreeMap<String, String>,
+    remove_labels: &[String],
+    remove_annotations: &[String],
+) -> String {
+    let keys = |m: &std::collections::BTreeMap<String, String>| {
+        m.keys().cloned().collect::<Vec<_>>().join(", ")
+    };
+    let mut message = format!(
+        "{what} gets spec.additionalMetadata in place (labels: {}; annotations: {})",
+        keys(labels),
+        keys(annotations)
+    );
+    if !remove_labels.is_empty() || !remove_annotations.is_empty() {
+        message.push_str(&format!(
+            "; removed (labels: {}; annotations: {})",
+            remove_labels.join(", "),
+            remove_annotations.join(", ")
+        ));
+    }
+    message
+}
+
 /// An object whose labels and annotations `Step::PatchMetadata` changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetadataObject {
@@ -591,22 +617,13 @@ impl Step {
                 remove_labels,
                 remove_annotations,
                 ..
-            } => {
-                let mut message = format!(
-                    "Pod {pod} gets {} in place (labels: {}; annotations: {})",
-                    "spec.additionalMetadata",
-                    labels.keys().cloned().collect::<Vec<_>>().join(", "),
-                    annotations.keys().cloned().collect::<Vec<_>>().join(", ")
-                );
-                if !remove_labels.is_empty() || !remove_annotations.is_empty() {
-                    message.push_str(&format!(
-                        "; removed (labels: {}; annotations: {})",
-                        remove_labels.join(", "),
-                        remove_annotations.join(", ")
-                    ));
-                }
-                message
-            }
+            } => metadata_message(
+                &format!("Pod {pod}"),
+                labels,
+                annotations,
+                remove_labels,
+                remove_annotations,
+            ),
             Step::PatchMetadata {
                 object,
                 name,
@@ -615,22 +632,13 @@ impl Step {
                 remove_labels,
                 remove_annotations,
                 ..
-            } => {
-                let mut message = format!(
-                    "{} {name} gets spec.additionalMetadata in place (labels: {}; annotations: {})",
-                    object.kind(),
-                    labels.keys().cloned().collect::<Vec<_>>().join(", "),
-                    annotations.keys().cloned().collect::<Vec<_>>().join(", ")
-                );
-                if !remove_labels.is_empty() || !remove_annotations.is_empty() {
-                    message.push_str(&format!(
-                        "; removed (labels: {}; annotations: {})",
-                        remove_labels.join(", "),
-                        remove_annotations.join(", ")
-                    ));
-                }
-                message
-            }
+            } => metadata_message(
+                &format!("{} {name}", object.kind()),
+                labels,
+                annotations,
+                remove_labels,
+                remove_annotations,
+            ),
             Step::RemoveClusterAnnotation { annotation, why } => {
                 format!("annotation {annotation} removed: {why}")
             }
