@@ -9,7 +9,11 @@
 //! the way the reference grows a cluster (the seed bootstraps alone, each further member is
 //! added as a learner and promoted), with real etcd run by the sandbox's kubelet. Then our
 //! operator starts under a client workload: nothing restarts, no Pod UID or member ID
-//! changes, no acknowledged write is lost, and afterwards scaling and healing work.
+//! changes, no acknowledged write is lost, and afterwards scaling and healing work. The same for
+//! a second cluster built beside it with the reference's mutual TLS on both ports (its Pods'
+//! `/etc/etcd/tls/{client,peer}` mounts and flags, `spec.tls` on the cluster and each member)
+//! and authentication on (root from `spec.auth`'s Secret, `status.authEnabled`), taken over
+//! under a TLS client workload and then scaled and healed over TLS.
 //! An object that cannot be adopted safely is reported and left alone.
 
 mod support;
@@ -24,11 +28,15 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use support::certs::{etcdctl_tls, make_ca, make_leaf, member_sans, tls_files};
 use support::cluster::OPERATOR_NAMESPACE;
 use support::cluster::{Cluster, pod_ready};
 use support::healing::{OperatorDeployment, start_healing_cluster};
-use support::workload::Workload;
-use support::{create_namespace, eventually, get_cluster, members};
+use support::workload::{Secure, Workload};
+use support::{
+    condition, create_namespace, create_root_secret, eventually, get_cluster,
+    kubectl_retrying_blocking, members,
+};
 
 const LIMIT: Duration = Duration::from_secs(240);
 const NS: &str = "adopt";
@@ -63,16 +71,115 @@ fn controller_ref(kind: &str, name: &str, uid: &str) -> Value {
     }])
 }
 
-fn peer_url(member: &str, cluster: &str, ns: &str) -> String {
-    format!("http://{member}.{cluster}.{ns}.svc:2380")
+/// How the fixture's cluster is secured: plaintext, or (`dir`: the certificates made with
+/// openssl) the reference's mutual TLS on both ports with authentication on, its Secrets
+/// `etcd-server`, `etcd-peer`, `etcd-operator-client` and `etcd-root`.
+#[derive(Default)]
+struct Access {
+    dir: Option<tempfile::TempDir>,
 }
 
-fn client_url(member: &str, cluster: &str, ns: &str) -> String {
-    format!("http://{member}.{cluster}.{ns}.svc:2379")
+const ROOT_PASSWORD: &str = "reference-root-password";
+
+impl Access {
+    /// Certificates and Secrets for a TLS and auth cluster `etcd` in `ns`.
+    fn tls(cluster: &Cluster, ns: &str) -> Access {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        make_ca(d, "ca");
+        let sans = member_sans(ns);
+        make_leaf(
+            d,
+            "ca",
+            "server",
+            "etcd",
+            Some(&sans),
+            "serverAuth,clientAuth",
+        );
+        make_leaf(
+            d,
+            "ca",
+            "peer",
+            "etcd-peer",
+            Some(&sans),
+            "serverAuth,clientAuth",
+        );
+        // The operator's and etcdctl's certificate: its CN authenticates as etcd's root.
+        make_leaf(d, "ca", "client", "root", None, "clientAuth");
+        for (secret, leaf) in [
+            ("etcd-server", "server"),
+            ("etcd-peer", "peer"),
+            ("etcd-operator-client", "client"),
+        ] {
+            let mut args = vec![
+                "-n".to_string(),
+                ns.to_string(),
+                "create".to_string(),
+                "secret".to_string(),
+                "generic".to_string(),
+                secret.to_string(),
+                "--type=kubernetes.io/tls".to_string(),
+            ];
+            for (key, path) in tls_files(d, leaf, "ca") {
+                args.push(format!("--from-file={key}={}", path.display()));
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            tokio::task::block_in_place(|| kubectl_retrying_blocking(cluster, &args));
+        }
+        tokio::task::block_in_place(|| create_root_secret(cluster, ns, "etcd-root", ROOT_PASSWORD));
+        Access { dir: Some(dir) }
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.dir.is_some() { "https" } else { "http" }
+    }
+
+    /// etcdctl against `endpoint`, over TLS with the client certificate when secured.
+    fn ctl(&self, cluster: &Cluster, endpoint: &str, args: &[&str]) -> Result<String, String> {
+        match &self.dir {
+            Some(dir) => tokio::task::block_in_place(|| {
+                etcdctl_tls(
+                    cluster,
+                    endpoint,
+                    dir.path(),
+                    Some("ca"),
+                    Some("client"),
+                    args,
+                )
+            }),
+            None => tokio::task::block_in_place(|| cluster.etcdctl(endpoint, args)),
+        }
+    }
+
+    /// The client workload's TLS material: the CA and the client certificate.
+    fn secure(&self) -> Option<Secure> {
+        let d = self.dir.as_ref()?.path();
+        Some(Secure {
+            ca_pem: std::fs::read(d.join("ca.crt")).unwrap(),
+            identity: Some((
+                std::fs::read(d.join("client.crt")).unwrap(),
+                std::fs::read(d.join("client.key")).unwrap(),
+            )),
+            credentials: None,
+        })
+    }
+
+    fn service(&self, ns: &str, name: &str) -> String {
+        format!("{}://{name}-client.{ns}.svc:2379", self.scheme())
+    }
 }
 
-/// The reference's `buildPod` for a plaintext, PVC-backed member.
-fn reference_pod(member: &EtcdMember, state: &str, voter: bool) -> Pod {
+fn peer_url(scheme: &str, member: &str, cluster: &str, ns: &str) -> String {
+    format!("{scheme}://{member}.{cluster}.{ns}.svc:2380")
+}
+
+fn client_url(scheme: &str, member: &str, cluster: &str, ns: &str) -> String {
+    format!("{scheme}://{member}.{cluster}.{ns}.svc:2379")
+}
+
+/// The reference's `buildPod` for a PVC-backed member, plaintext or with mutual TLS on both
+/// ports (its `/etc/etcd/tls/client` and `/etc/etcd/tls/peer` mounts).
+fn reference_pod(member: &EtcdMember, state: &str, voter: bool, scheme: &str) -> Pod {
     let name = member.metadata.name.clone().unwrap();
     let ns = member.metadata.namespace.clone().unwrap();
     let cluster = &member.spec.cluster_name;
@@ -80,25 +187,54 @@ fn reference_pod(member: &EtcdMember, state: &str, voter: bool) -> Pod {
     if voter {
         labels[LABEL_ROLE] = json!("voter");
     }
-    let command = vec![
+    let mut command = vec![
         "etcd".to_string(),
         format!("--name={name}"),
         "--data-dir=/var/lib/etcd".to_string(),
-        "--listen-peer-urls=http://0.0.0.0:2380".to_string(),
-        "--listen-client-urls=http://0.0.0.0:2379".to_string(),
+        format!("--listen-peer-urls={scheme}://0.0.0.0:2380"),
+        format!("--listen-client-urls={scheme}://0.0.0.0:2379"),
         format!(
             "--advertise-client-urls={}",
-            client_url(&name, cluster, &ns)
+            client_url(scheme, &name, cluster, &ns)
         ),
         format!(
             "--initial-advertise-peer-urls={}",
-            peer_url(&name, cluster, &ns)
+            peer_url(scheme, &name, cluster, &ns)
         ),
         format!("--initial-cluster={}", member.spec.initial_cluster),
         format!("--initial-cluster-token={}", member.spec.cluster_token),
         format!("--initial-cluster-state={state}"),
         "--listen-metrics-urls=http://0.0.0.0:2381".to_string(),
     ];
+    let mut mounts = vec![json!({"name": "data", "mountPath": "/var/lib/etcd"})];
+    let mut volumes = vec![
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": format!("data-{name}")}}),
+    ];
+    if scheme == "https" {
+        let tls = &member.spec.tls.as_ref().expect("a TLS member's spec.tls");
+        command.extend(
+            [
+                "--cert-file=/etc/etcd/tls/client/tls.crt",
+                "--key-file=/etc/etcd/tls/client/tls.key",
+                "--client-cert-auth=true",
+                "--trusted-ca-file=/etc/etcd/tls/client/ca.crt",
+                "--peer-cert-file=/etc/etcd/tls/peer/tls.crt",
+                "--peer-key-file=/etc/etcd/tls/peer/tls.key",
+                "--peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt",
+                "--peer-client-cert-auth=true",
+            ]
+            .map(str::to_string),
+        );
+        for (volume, secret) in [
+            ("tls-client", tls.client_server_secret_ref.as_ref()),
+            ("tls-peer", tls.peer_secret_ref.as_ref()),
+        ] {
+            let secret = &secret.expect("the member's TLS Secret").name;
+            let at = volume.trim_start_matches("tls-");
+            volumes.push(json!({"name": volume, "secret": {"secretName": secret}}));
+            mounts.push(json!({"name": volume, "mountPath": format!("/etc/etcd/tls/{at}"), "readOnly": true}));
+        }
+    }
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -126,7 +262,7 @@ fn reference_pod(member: &EtcdMember, state: &str, voter: bool) -> Pod {
                     {"name": "peer", "containerPort": 2380},
                     {"name": "metrics", "containerPort": 2381},
                 ],
-                "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+                "volumeMounts": mounts,
                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
                 "livenessProbe": {
                     "tcpSocket": {"port": 2380},
@@ -137,7 +273,7 @@ fn reference_pod(member: &EtcdMember, state: &str, voter: bool) -> Pod {
                     "initialDelaySeconds": 5, "periodSeconds": 5, "failureThreshold": 3,
                 },
             }],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("data-{name}")}}],
+            "volumes": volumes,
         },
     }))
     .unwrap()
@@ -199,8 +335,8 @@ fn ready_condition(status: &str, reason: &str, message: &str, generation: i64) -
 }
 
 /// etcd's member list (JSON) through `endpoint`.
-fn member_list(cluster: &Cluster, endpoint: &str) -> Result<Value, String> {
-    let out = cluster.etcdctl(endpoint, &["member", "list", "-w", "json"])?;
+fn member_list(cluster: &Cluster, access: &Access, endpoint: &str) -> Result<Value, String> {
+    let out = access.ctl(cluster, endpoint, &["member", "list", "-w", "json"])?;
     serde_json::from_str(&out).map_err(|e| format!("{e}: {out}"))
 }
 
@@ -244,7 +380,10 @@ async fn reference_cluster(
     ns: &str,
     name: &str,
     replicas: usize,
+    access: &Access,
 ) -> Vec<String> {
+    let scheme = access.scheme();
+    let secured = access.dir.is_some();
     let client = cluster.client();
     let clusters: Api<EtcdCluster> = Api::namespaced(client.clone(), ns);
     let etcd_members: Api<EtcdMember> = Api::namespaced(client.clone(), ns);
@@ -261,6 +400,22 @@ async fn reference_cluster(
         "spec": {"replicas": replicas, "version": VERSION},
     }))
     .unwrap();
+    let mut manifest = manifest;
+    if secured {
+        // The reference's spec.tls (user Secrets, mutual TLS for the operator) and spec.auth.
+        let spec = json!({
+            "replicas": replicas, "version": VERSION,
+            "tls": {
+                "client": {
+                    "serverSecretRef": {"name": "etcd-server"},
+                    "operatorClientSecretRef": {"name": "etcd-operator-client"},
+                },
+                "peer": {"secretRef": {"name": "etcd-peer"}},
+            },
+            "auth": {"enabled": true, "rootCredentialsSecretRef": {"name": "etcd-root"}},
+        });
+        manifest.spec = serde_json::from_value(spec).unwrap();
+    }
     let created = clusters
         .create(&pp, &manifest)
         .await
@@ -311,6 +466,16 @@ async fn reference_cluster(
             },
         }))
         .unwrap();
+        let mut draft = draft;
+        if secured {
+            // The reference's deriveMemberTLS: the Secrets the Pod mounts, and mutual TLS.
+            draft.spec.tls = serde_json::from_value(json!({
+                "clientServerSecretRef": {"name": "etcd-server"},
+                "clientMTLS": true,
+                "peerSecretRef": {"name": "etcd-peer"},
+            }))
+            .unwrap();
+        }
         let member = etcd_members
             .create(&pp, &draft)
             .await
@@ -325,7 +490,7 @@ async fn reference_cluster(
             )
             .await
             .unwrap();
-        let peer = peer_url(&m, name, ns);
+        let peer = peer_url(scheme, &m, name, ns);
         let initial = if seed {
             etcd_members
                 .patch_status(
@@ -337,15 +502,16 @@ async fn reference_cluster(
                 .unwrap();
             format!("{m}={peer}")
         } else {
-            let endpoint = client_url(&names[0], name, ns);
+            let endpoint = client_url(scheme, &names[0], name, ns);
             // etcd refuses a MemberAdd for a while after the last change ("unhealthy
             // cluster"); the reference retries on its next pass, so does this.
             eventually(&format!("MemberAddAsLearner of {m}"), LIMIT, || async {
-                if listed(&member_list(cluster, &endpoint)?, &peer).is_some() {
+                if listed(&member_list(cluster, access, &endpoint)?, &peer).is_some() {
                     return Ok(());
                 }
-                cluster
-                    .etcdctl(
+                access
+                    .ctl(
+                        cluster,
                         &endpoint,
                         &[
                             "member",
@@ -358,7 +524,7 @@ async fn reference_cluster(
                     .map(|_| ())
             })
             .await;
-            initial_cluster_from(&member_list(cluster, &endpoint).unwrap())
+            initial_cluster_from(&member_list(cluster, access, &endpoint).unwrap())
         };
         let member = etcd_members
             .patch(
@@ -376,7 +542,7 @@ async fn reference_cluster(
             .expect("a PVC");
         let state = if seed { "new" } else { "existing" };
         let pod = pods
-            .create(&pp, &reference_pod(&member, state, seed))
+            .create(&pp, &reference_pod(&member, state, seed, scheme))
             .await
             .expect("a Pod");
         etcd_members
@@ -393,16 +559,16 @@ async fn reference_cluster(
             .await
             .unwrap();
         // etcd lists it as started; a learner is promoted once caught up.
-        let endpoint = client_url(names.first().unwrap_or(&m), name, ns);
+        let endpoint = client_url(scheme, names.first().unwrap_or(&m), name, ns);
         let id = eventually(&format!("{m} to start in etcd"), LIMIT, || async {
-            let list = member_list(cluster, &endpoint)?;
+            let list = member_list(cluster, access, &endpoint)?;
             let entry = listed(&list, &peer).ok_or("not listed")?;
             if entry["name"].as_str().unwrap_or_default().is_empty() {
                 return Err("not started".to_string());
             }
             if entry["isLearner"].as_bool() == Some(true) {
                 let hex = format!("{:x}", entry["ID"].as_u64().unwrap());
-                cluster.etcdctl(&endpoint, &["member", "promote", &hex])?;
+                access.ctl(cluster, &endpoint, &["member", "promote", &hex])?;
                 return Err("promoted just now".to_string());
             }
             Ok(entry["ID"].as_u64().unwrap())
@@ -442,8 +608,8 @@ async fn reference_cluster(
             .await
             .unwrap();
         if seed {
-            let header = cluster
-                .etcdctl(&endpoint, &["endpoint", "status", "-w", "json"])
+            let header = access
+                .ctl(cluster, &endpoint, &["endpoint", "status", "-w", "json"])
                 .unwrap();
             let header: Value = serde_json::from_str(&header).unwrap();
             let cluster_id = header[0]["Status"]["header"]["cluster_id"]
@@ -459,6 +625,29 @@ async fn reference_cluster(
                 .unwrap();
         }
         names.push(m);
+    }
+    if secured {
+        // The reference's reconcileAuth: UserAdd root (the Secret's password), UserGrantRole
+        // root, AuthEnable, then status.authEnabled latched.
+        let endpoint = client_url(scheme, &names[0], name, ns);
+        let password = format!("--new-user-password={ROOT_PASSWORD}");
+        for args in [
+            vec!["user", "add", "root", password.as_str()],
+            vec!["user", "grant-role", "root", "root"],
+            vec!["auth", "enable"],
+        ] {
+            access
+                .ctl(cluster, &endpoint, &args)
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        clusters
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &merge(json!({"status": {"authEnabled": true}})),
+            )
+            .await
+            .unwrap();
     }
     let quorum = replicas / 2 + 1;
     pdbs.create(
@@ -521,8 +710,8 @@ async fn pod_identities(
 }
 
 /// etcd's member IDs by name.
-fn etcd_ids(cluster: &Cluster, ns: &str, name: &str) -> BTreeMap<String, u64> {
-    let list = member_list(cluster, &support::cluster::client_endpoint(ns, name)).unwrap();
+fn etcd_ids(cluster: &Cluster, access: &Access, ns: &str, name: &str) -> BTreeMap<String, u64> {
+    let list = member_list(cluster, access, &access.service(ns, name)).unwrap();
     list["members"]
         .as_array()
         .unwrap()
@@ -580,70 +769,90 @@ async fn adopted(
 async fn e2e_adopts_reference_cluster_then_scales_and_heals() {
     let cluster = start_healing_cluster(3).await;
     let client = cluster.client();
+    let plain = Access::default();
     create_namespace(&client, NS).await;
-    let names = reference_cluster(&cluster, NS, NAME, 3).await;
+    create_namespace(&client, TLS_NS).await;
+    let secured = Access::tls(&cluster, TLS_NS);
+    // The plaintext cluster and one with mutual TLS on both ports and authentication on,
+    // built side by side.
+    let (names, tls_names) = tokio::join!(
+        reference_cluster(&cluster, NS, NAME, 3, &plain),
+        reference_cluster(&cluster, TLS_NS, NAME, 3, &secured)
+    );
+    let tls_before = TlsBefore::record(&cluster, &secured, &tls_names).await;
     cluster.put(NS, NAME, "before-takeover", "v");
-    let ids = etcd_ids(&cluster, NS, NAME);
+    let ids = etcd_ids(&cluster, &plain, NS, NAME);
     assert_eq!(ids.len(), 3, "{ids:?}");
     let pods_before = pod_identities(&cluster, NS, &names).await;
 
     let workload = Workload::start(cluster.network.clone(), NS, NAME, "adopt");
+    let tls_workload = Workload::start_with(
+        cluster.network.clone(),
+        TLS_NS,
+        NAME,
+        "adopt-tls",
+        secured.secure(),
+    );
     let mut deployment = OperatorDeployment::repairing();
     deployment.failpoints = true;
     cluster.deploy_operator_with(&deployment).await;
-    eventually("the reference cluster to be adopted", LIMIT, || async {
-        adopted(&cluster, NS, NAME, &ids).await
-    })
-    .await;
-    cluster.wait_converged(NS, NAME, 3, LIMIT).await;
-    // Nothing restarted, nothing was replaced.
-    assert_eq!(pod_identities(&cluster, NS, &names).await, pods_before);
-    assert_eq!(
-        etcd_ids(&cluster, NS, NAME),
-        ids,
-        "the same members and IDs"
-    );
-    assert_eq!(
-        cluster.get(NS, NAME, "before-takeover").unwrap().as_deref(),
-        Some("v")
-    );
-    let events = cluster.events(NS).await;
-    assert!(
-        events.iter().any(|(reason, _)| reason == "Adopted"),
-        "an Adopted Event: {events:?}"
-    );
+    let tls_takeover = tls_takeover(&cluster, &secured, &tls_names, tls_before, tls_workload);
+    let plain_takeover = async {
+        eventually("the reference cluster to be adopted", LIMIT, || async {
+            adopted(&cluster, NS, NAME, &ids).await
+        })
+        .await;
+        cluster.wait_converged(NS, NAME, 3, LIMIT).await;
+        // Nothing restarted, nothing was replaced.
+        assert_eq!(pod_identities(&cluster, NS, &names).await, pods_before);
+        assert_eq!(
+            etcd_ids(&cluster, &plain, NS, NAME),
+            ids,
+            "the same members and IDs"
+        );
+        assert_eq!(
+            cluster.get(NS, NAME, "before-takeover").unwrap().as_deref(),
+            Some("v")
+        );
+        let events = cluster.events(NS).await;
+        assert!(
+            events.iter().any(|(reason, _)| reason == "Adopted"),
+            "an Adopted Event: {events:?}"
+        );
 
-    // Everything else works: scale out and in, and a lost Pod comes back on its data.
-    cluster.scale(NS, NAME, 5);
-    cluster.wait_converged(NS, NAME, 5, LIMIT).await;
-    cluster.scale(NS, NAME, 3);
-    cluster.wait_converged(NS, NAME, 3, LIMIT).await;
-    let left: Vec<String> = members(&client, NS, NAME)
-        .await
-        .iter()
-        .map(|m| m.metadata.name.clone().unwrap())
-        .collect();
-    assert!(
-        left.contains(&names[0]),
-        "scale-in removes the newest members first, so the reference's seed stays: {left:?}"
-    );
-    let seed_id = ids[&names[0]];
-    let old_uid = pods_before[&names[0]].0.clone();
-    cluster.delete_member_pod(NS, &names[0]).await;
-    eventually("the seed's Pod to come back", LIMIT, || async {
-        let pod = cluster.member_pod(NS, &names[0]).await.ok_or("no Pod")?;
-        (pod.metadata.uid.as_deref() != Some(old_uid.as_str()) && pod_ready(&pod))
-            .then_some(())
-            .ok_or_else(|| "not back yet".to_string())
-    })
-    .await;
-    cluster.wait_converged(NS, NAME, 3, LIMIT).await;
-    assert_eq!(
-        etcd_ids(&cluster, NS, NAME).get(&names[0]),
-        Some(&seed_id),
-        "the seed keeps its member ID"
-    );
-    workload.stop().await.assert_no_loss();
+        // Everything else works: scale out and in, and a lost Pod comes back on its data.
+        cluster.scale(NS, NAME, 5);
+        cluster.wait_converged(NS, NAME, 5, LIMIT).await;
+        cluster.scale(NS, NAME, 3);
+        cluster.wait_converged(NS, NAME, 3, LIMIT).await;
+        let left: Vec<String> = members(&client, NS, NAME)
+            .await
+            .iter()
+            .map(|m| m.metadata.name.clone().unwrap())
+            .collect();
+        assert!(
+            left.contains(&names[0]),
+            "scale-in removes the newest members first, so the reference's seed stays: {left:?}"
+        );
+        let seed_id = ids[&names[0]];
+        let old_uid = pods_before[&names[0]].0.clone();
+        cluster.delete_member_pod(NS, &names[0]).await;
+        eventually("the seed's Pod to come back", LIMIT, || async {
+            let pod = cluster.member_pod(NS, &names[0]).await.ok_or("no Pod")?;
+            (pod.metadata.uid.as_deref() != Some(old_uid.as_str()) && pod_ready(&pod))
+                .then_some(())
+                .ok_or_else(|| "not back yet".to_string())
+        })
+        .await;
+        cluster.wait_converged(NS, NAME, 3, LIMIT).await;
+        assert_eq!(
+            etcd_ids(&cluster, &plain, NS, NAME).get(&names[0]),
+            Some(&seed_id),
+            "the seed keeps its member ID"
+        );
+        workload.stop().await.assert_no_loss();
+    };
+    tokio::join!(plain_takeover, tls_takeover);
 
     // With the operator stopped again: one cluster whose member records another member ID than
     // etcd has at its peer URL (not adoptable), and one the operator adopts while crashing
@@ -652,9 +861,9 @@ async fn e2e_adopts_reference_cluster_then_scales_and_heals() {
     for ns in [BAD_NS, CRASH_NS] {
         create_namespace(&client, ns).await;
     }
-    let bad = reference_cluster(&cluster, BAD_NS, NAME, 1).await;
-    let crash = reference_cluster(&cluster, CRASH_NS, NAME, 1).await;
-    let crash_ids = etcd_ids(&cluster, CRASH_NS, NAME);
+    let bad = reference_cluster(&cluster, BAD_NS, NAME, 1, &plain).await;
+    let crash = reference_cluster(&cluster, CRASH_NS, NAME, 1, &plain).await;
+    let crash_ids = etcd_ids(&cluster, &plain, CRASH_NS, NAME);
     let bad_members: Api<EtcdMember> = Api::namespaced(client.clone(), BAD_NS);
     let wrong = bad_members
         .patch_status(
@@ -730,6 +939,147 @@ async fn e2e_adopts_reference_cluster_then_scales_and_heals() {
 }
 
 const BAD_NS: &str = "adopt-bad";
+const TLS_NS: &str = "adopt-tls";
+
+/// What the TLS cluster was before the takeover: Pod UIDs and restart counts, etcd's member
+/// IDs, a key written.
+struct TlsBefore {
+    pods: BTreeMap<String, (String, i32)>,
+    ids: BTreeMap<String, u64>,
+}
+
+impl TlsBefore {
+    async fn record(cluster: &Cluster, access: &Access, names: &[String]) -> TlsBefore {
+        access
+            .ctl(
+                cluster,
+                &access.service(TLS_NS, NAME),
+                &["put", "before-takeover", "tls"],
+            )
+            .expect("a write over TLS, authenticated by the client certificate");
+        let ids = etcd_ids(cluster, access, TLS_NS, NAME);
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        TlsBefore {
+            pods: pod_identities(cluster, TLS_NS, names).await,
+            ids,
+        }
+    }
+}
+
+/// Converged on `n` Ready members, asked over TLS: the EtcdCluster Available with `n` ready
+/// and nothing in progress, and etcd listing `n` started voters on https peer URLs whose IDs
+/// the EtcdMembers record.
+async fn tls_converged(cluster: &Cluster, access: &Access, n: usize) {
+    let client = cluster.client();
+    eventually(&format!("{TLS_NS} converged on {n}"), LIMIT, || async {
+        let c = get_cluster(&client, TLS_NS, NAME).await;
+        let ready = c.status.as_ref().and_then(|s| s.ready_members);
+        if ready != Some(n as i32)
+            || condition(&c, "Available").as_deref() != Some("True")
+            || condition(&c, "Progressing").as_deref() != Some("False")
+        {
+            return Err(format!(
+                "ready {ready:?}, conditions {:?}",
+                c.status.and_then(|s| s.conditions)
+            ));
+        }
+        let list = member_list(cluster, access, &access.service(TLS_NS, NAME))?;
+        let recorded: Vec<(String, Option<u64>)> = members(&client, TLS_NS, NAME)
+            .await
+            .iter()
+            .map(|m| {
+                let id = m.status.as_ref().and_then(|s| s.member_id.as_deref());
+                (
+                    m.metadata.name.clone().unwrap_or_default(),
+                    id.and_then(|h| u64::from_str_radix(h, 16).ok()),
+                )
+            })
+            .collect();
+        let listed = list["members"].as_array().cloned().unwrap_or_default();
+        let agree = listed.len() == n
+            && recorded.len() == n
+            && listed.iter().all(|m| {
+                m["isLearner"].as_bool() != Some(true)
+                    && m["peerURLs"][0]
+                        .as_str()
+                        .is_some_and(|u| u.starts_with("https://"))
+                    && recorded.contains(&(
+                        m["name"].as_str().unwrap_or_default().to_string(),
+                        m["ID"].as_u64(),
+                    ))
+            });
+        agree
+            .then_some(())
+            .ok_or_else(|| format!("etcd lists {listed:?}, EtcdMembers {recorded:?}"))
+    })
+    .await;
+}
+
+/// The TLS and auth cluster taken over: nothing restarted, the same member IDs, the data
+/// kept; then 3 -> 5 -> 3 and a lost Pod healed, all over mutual TLS with authentication on,
+/// and no acknowledged write of the TLS workload lost.
+async fn tls_takeover(
+    cluster: &Cluster,
+    access: &Access,
+    names: &[String],
+    before: TlsBefore,
+    workload: Workload,
+) {
+    eventually("the TLS reference cluster to be adopted", LIMIT, || async {
+        adopted(cluster, TLS_NS, NAME, &before.ids).await
+    })
+    .await;
+    tls_converged(cluster, access, 3).await;
+    assert_eq!(pod_identities(cluster, TLS_NS, names).await, before.pods);
+    assert_eq!(etcd_ids(cluster, access, TLS_NS, NAME), before.ids);
+    let c = get_cluster(&cluster.client(), TLS_NS, NAME).await;
+    assert_eq!(
+        c.status.as_ref().and_then(|s| s.auth_enabled),
+        Some(true),
+        "authentication stays on"
+    );
+    let got = access
+        .ctl(
+            cluster,
+            &access.service(TLS_NS, NAME),
+            &["get", "before-takeover", "--print-value-only"],
+        )
+        .unwrap();
+    assert_eq!(got.trim(), "tls");
+    // Plaintext and a wrong password are refused as before.
+    assert!(
+        cluster
+            .etcdctl(
+                &format!("http://{NAME}-client.{TLS_NS}.svc:2379"),
+                &["get", "x"]
+            )
+            .is_err(),
+        "plaintext refused"
+    );
+    cluster.scale(TLS_NS, NAME, 5);
+    tls_converged(cluster, access, 5).await;
+    cluster.scale(TLS_NS, NAME, 3);
+    tls_converged(cluster, access, 3).await;
+    let seed = &names[0];
+    let old_uid = before.pods[seed].0.clone();
+    cluster.delete_member_pod(TLS_NS, seed).await;
+    eventually("the TLS seed's Pod to come back", LIMIT, || async {
+        let pod = cluster.member_pod(TLS_NS, seed).await.ok_or("no Pod")?;
+        (pod.metadata.uid.as_deref() != Some(old_uid.as_str()) && pod_ready(&pod))
+            .then_some(())
+            .ok_or_else(|| "not back yet".to_string())
+    })
+    .await;
+    tls_converged(cluster, access, 3).await;
+    assert_eq!(
+        etcd_ids(cluster, access, TLS_NS, NAME).get(seed),
+        before.ids.get(seed),
+        "the TLS seed keeps its member ID"
+    );
+    let report = workload.stop().await;
+    println!("{TLS_NS}: {}", report.summary());
+    report.assert_no_loss();
+}
 const CRASH_NS: &str = "adopt-crash";
 
 /// Scales the operator's Deployment to zero and waits until none of its Pods is left.

@@ -16,8 +16,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::certs::{make_ca, make_leaf, member_sans, secret_data, tls_files, verifies};
-use support::cluster::{Cluster, ETCDCTL};
+use support::certs::{
+    etcdctl_tls, make_ca, make_leaf, member_sans, secret_data, tls_files, verifies,
+};
+use support::cluster::Cluster;
 use support::healing::{OperatorDeployment, start_healing_cluster_with_cert_manager};
 use support::{
     condition, create_namespace, create_root_secret, eventually, get_cluster, kubectl,
@@ -76,49 +78,6 @@ fn replace_secret(
 fn kubectl_retrying(cluster: &Cluster, args: &[&str]) {
     // Blocking: hand this worker's other tasks (the in-process API server's among them) over.
     tokio::task::block_in_place(|| kubectl_retrying_blocking(cluster, args))
-}
-
-/// etcdctl with TLS material from `dir` (`None` for a plaintext or anonymous attempt).
-fn etcdctl_tls(
-    cluster: &Cluster,
-    endpoint: &str,
-    dir: &Path,
-    cacert: Option<&str>,
-    client: Option<&str>,
-    args: &[&str],
-) -> Result<String, String> {
-    let mut command = cluster
-        .network
-        .command(ETCDCTL)
-        .map_err(|e| e.to_string())?;
-    command
-        .arg(format!("--endpoints={endpoint}"))
-        .arg("--dial-timeout=2s")
-        .arg("--command-timeout=5s");
-    if let Some(ca) = cacert {
-        command.arg(format!(
-            "--cacert={}",
-            dir.join(format!("{ca}.crt")).display()
-        ));
-    }
-    if let Some(client) = client {
-        command
-            .arg(format!(
-                "--cert={}",
-                dir.join(format!("{client}.crt")).display()
-            ))
-            .arg(format!(
-                "--key={}",
-                dir.join(format!("{client}.key")).display()
-            ));
-    }
-    let out =
-        tokio::task::block_in_place(|| command.args(args).output()).map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
 }
 
 struct TlsCluster {

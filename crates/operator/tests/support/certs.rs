@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, ETCDCTL};
 use super::kubectl;
 use super::workload::SharedSecure;
 
@@ -193,5 +193,48 @@ pub async fn follow_ca_secret(
             }
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// etcdctl with TLS material from `dir` (`None` for a plaintext or anonymous attempt).
+pub fn etcdctl_tls(
+    cluster: &Cluster,
+    endpoint: &str,
+    dir: &Path,
+    cacert: Option<&str>,
+    client: Option<&str>,
+    args: &[&str],
+) -> Result<String, String> {
+    let mut command = cluster
+        .network
+        .command(ETCDCTL)
+        .map_err(|e| e.to_string())?;
+    command
+        .arg(format!("--endpoints={endpoint}"))
+        .arg("--dial-timeout=2s")
+        .arg("--command-timeout=5s");
+    if let Some(ca) = cacert {
+        command.arg(format!(
+            "--cacert={}",
+            dir.join(format!("{ca}.crt")).display()
+        ));
+    }
+    if let Some(client) = client {
+        command
+            .arg(format!(
+                "--cert={}",
+                dir.join(format!("{client}.crt")).display()
+            ))
+            .arg(format!(
+                "--key={}",
+                dir.join(format!("{client}.key")).display()
+            ));
+    }
+    let out =
+        tokio::task::block_in_place(|| command.args(args).output()).map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
 }
