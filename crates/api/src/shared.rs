@@ -237,8 +237,14 @@ impl SnapshotLocation {
     /// The credentials Secret of an object store (none for `pvc` and `local`).
     pub fn credentials_secret(&self) -> Option<&str> {
         match self.store()? {
-            StoreKind::S3 => self.s3.as_ref().map(|l| l.credentials_secret_ref.name.as_str()),
-            StoreKind::Gcs => self.gcs.as_ref().map(|l| l.credentials_secret_ref.name.as_str()),
+            StoreKind::S3 => self
+                .s3
+                .as_ref()
+                .map(|l| l.credentials_secret_ref.name.as_str()),
+            StoreKind::Gcs => self
+                .gcs
+                .as_ref()
+                .map(|l| l.credentials_secret_ref.name.as_str()),
             StoreKind::Azure => self
                 .azure
                 .as_ref()
@@ -437,7 +443,8 @@ pub struct LocalSnapshotLocation {
 }
 
 /// `local.path` is absolute and has no `..` segment (an empty one is `minLength`'s to refuse).
-pub const LOCAL_PATH_RULE: &str = "size(self.path) == 0 || (self.path.startsWith('/') && !self.path.matches('(^|/)[.][.](/|$)'))";
+pub const LOCAL_PATH_RULE: &str =
+    "size(self.path) == 0 || (self.path.startsWith('/') && !self.path.matches('(^|/)[.][.](/|$)'))";
 /// Its message.
 pub const LOCAL_PATH_MESSAGE: &str =
     "local.path must be an absolute directory path without '..' segments";
@@ -459,10 +466,8 @@ pub struct RestoreSpec {
 }
 
 /// The message of the rule that a GCS restore source names its exact key.
-pub const RESTORE_GCS_KEY_MESSAGE: &str =
-    "bootstrap.restore.source.gcs.key must be the exact (non-empty) object key for a restore source";
+pub const RESTORE_GCS_KEY_MESSAGE: &str = "bootstrap.restore.source.gcs.key must be the exact (non-empty) object key for a restore source";
 /// The message of the rule that an Azure restore source names its exact blob.
-pub const RESTORE_AZURE_KEY_MESSAGE: &str =
-    "bootstrap.restore.source.azure.key must be the exact (non-empty) blob name for a restore source";
+pub const RESTORE_AZURE_KEY_MESSAGE: &str = "bootstrap.restore.source.azure.key must be the exact (non-empty) blob name for a restore source";
 /// The message of the rule that refuses a `local` restore source.
 pub const RESTORE_LOCAL_MESSAGE: &str = "bootstrap.restore.source.local is not a restore source: a local store is a directory of the operator's own Pod, which the restoring Pod cannot read; copy the snapshot onto a PersistentVolumeClaim in the cluster's namespace (source.pvc) or into an object store";

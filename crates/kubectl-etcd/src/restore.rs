@@ -395,7 +395,11 @@ mod tests {
                 .contains("is not in the destination's store (s3://...)")
         );
         let ftp = snapshot("Complete", "ftp://b/x.db", s3_destination());
-        assert!(source(&ftp).unwrap_err().contains("S3, GCS, Azure and PVC only"));
+        assert!(
+            source(&ftp)
+                .unwrap_err()
+                .contains("S3, GCS, Azure and PVC only")
+        );
         let empty = snapshot("Complete", "", s3_destination());
         assert!(source(&empty).unwrap_err().contains("no artifact URI"));
     }

@@ -217,7 +217,11 @@ fn secret_env(secret: &str, key: &str, optional: bool) -> EnvVar {
 /// `restore-fetch` from GCS or Azure (credentials from the Secret, by reference). A `local`
 /// source, which admission refuses, gets a step that fails with what to do instead, so the
 /// seed never starts on an empty data directory in its place.
-fn store_fetch(source: &SnapshotLocation, mount: &VolumeMount, settings: &OperatorSettings) -> Container {
+fn store_fetch(
+    source: &SnapshotLocation,
+    mount: &VolumeMount,
+    settings: &OperatorSettings,
+) -> Container {
     use crate::snapshot::store::{AZURE_ACCOUNT_KEY, AZURE_SAS_TOKEN, GCS_SERVICE_ACCOUNT_KEY};
     let mut args = vec![
         "restore-fetch".to_string(),

@@ -397,10 +397,7 @@ pub enum Next {
     /// Record the failure.
     Fail(Failure),
     /// Take the snapshot from this voter to this object store (S3, GCS, Azure, local).
-    Take {
-        voter: Voter,
-        to: SnapshotLocation,
-    },
+    Take { voter: Voter, to: SnapshotLocation },
     /// Take the snapshot from this voter to a file on this claim (through an agent Pod).
     TakeToPvc {
         voter: Voter,

@@ -80,7 +80,9 @@ pub enum StoreCredentials {
     None,
     S3(S3Credentials),
     /// A service account's JSON key.
-    Gcs { service_account_key: String },
+    Gcs {
+        service_account_key: String,
+    },
     /// The account's shared key, or a SAS token (the key wins when both are given).
     Azure {
         account_key: Option<String>,
@@ -113,7 +115,11 @@ pub fn credentials_with(
     secret: &str,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<StoreCredentials, Failure> {
-    let value = |key: &str| lookup(key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let value = |key: &str| {
+        lookup(key)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
     let required = |key: &str| {
         value(key).ok_or_else(|| Failure::CredentialsSecret {
             detail: format!("{secret} has no (or an empty) key {key}"),
@@ -242,7 +248,12 @@ impl Target {
 
 /// `gs://<bucket>/<key>`, `azure://<account>/<container>/<key>`, `s3://<bucket>/<key>`.
 fn uri_of(location: &SnapshotLocation, key: &str) -> String {
-    match (&location.s3, &location.gcs, &location.azure, &location.local) {
+    match (
+        &location.s3,
+        &location.gcs,
+        &location.azure,
+        &location.local,
+    ) {
         (Some(s3), ..) => super::decide::object_uri(&s3.bucket, key),
         (_, Some(gcs), ..) => format!("gs://{}/{key}", gcs.bucket),
         (_, _, Some(azure), _) => format!("azure://{}/{}/{key}", azure.account, azure.container),
@@ -597,7 +608,8 @@ fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
 /// container, or directory) is `container` at `endpoint`. The store's own error codes decide
 /// first (S3 `NoSuchBucket`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `AccessDenied`;
 /// GCS `NoSuchBucket` and "bucket does not exist"; Azure `ContainerNotFound`,
-/// `AuthenticationFailed`, `AuthorizationPermissionMismatch`; a local directory's I/O
+/// `AuthenticationFailed`/`AuthorizationFailure`, `AuthorizationPermissionMismatch`; a local
+/// directory's I/O
 /// errors), then the kind of the error (401, 403, a connection that failed).
 pub fn classify_for(
     kind: StoreKind,
@@ -618,9 +630,7 @@ pub fn classify_for(
     let bucket_missing = match kind {
         StoreKind::Azure => has("ContainerNotFound"),
         StoreKind::Gcs => {
-            has("NoSuchBucket")
-                || has("bucket does not exist")
-                || has(gcs::BUCKET_NOT_FOUND_MARK)
+            has("NoSuchBucket") || has("bucket does not exist") || has(gcs::BUCKET_NOT_FOUND_MARK)
         }
         _ => has("NoSuchBucket"),
     };
@@ -636,23 +646,27 @@ pub fn classify_for(
         };
     }
     let refused = match kind {
+        // A wrong shared key or an expired SAS: Azure says AuthenticationFailed, Azurite
+        // AuthorizationFailure (which Azure also says when the account's network rules
+        // refuse the caller).
         StoreKind::Azure => {
             has("AuthenticationFailed")
+                || has("AuthorizationFailure")
                 || has("InvalidAuthenticationInfo")
                 || has("NoAuthenticationInformation")
         }
         StoreKind::Gcs => has("Invalid Credentials") || has("invalid_grant"),
         _ => {
-            has("InvalidAccessKeyId")
-                || has("SignatureDoesNotMatch")
-                || has("InvalidClientTokenId")
+            has("InvalidAccessKeyId") || has("SignatureDoesNotMatch") || has("InvalidClientTokenId")
         }
     };
     if refused {
         return Failure::Unauthorized { store };
     }
     let denied = match kind {
-        StoreKind::Azure => has("AuthorizationPermissionMismatch") || has("AuthorizationFailure"),
+        StoreKind::Azure => {
+            has("AuthorizationPermissionMismatch") || has("AuthorizationResourceTypeMismatch")
+        }
         _ => has("AccessDenied"),
     };
     match error {

@@ -228,10 +228,7 @@ fn a_gcs_or_azure_snapshot_is_restored_from_its_exact_object() {
     let mut fx = all_pods_lost(vec![azure]);
     request(&mut fx, "auto");
     let snap = recovery(&fx.plan()).unwrap().snapshot.unwrap();
-    assert_eq!(
-        snap.azure.unwrap().key.as_deref(),
-        Some("prod/newest.db")
-    );
+    assert_eq!(snap.azure.unwrap().key.as_deref(), Some("prod/newest.db"));
 }
 
 #[test]

@@ -15,9 +15,7 @@ use std::sync::Arc;
 use http::{Method, Request, StatusCode};
 use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector};
 use object_store::gcp::GcpCredentialProvider;
-use object_store::{
-    ClientOptions, MultipartUpload, PutPayload, PutResult, UploadPart,
-};
+use object_store::{ClientOptions, MultipartUpload, PutPayload, PutResult, UploadPart};
 use tokio::sync::watch;
 
 /// Put into the error of a session that could not be opened because the bucket is missing,
@@ -57,7 +55,12 @@ pub fn without_secrets(text: &str) -> String {
     text[..cut].chars().take(200).collect()
 }
 
-pub(crate) fn error(status: StatusCode, path: &str, body: &str, opening: bool) -> object_store::Error {
+pub(crate) fn error(
+    status: StatusCode,
+    path: &str,
+    body: &str,
+    opening: bool,
+) -> object_store::Error {
     let body: String = body.chars().take(300).collect();
     let source = format!("{status}: {body}").into();
     match status {
@@ -124,7 +127,11 @@ impl ResumableUploads {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let body = response.into_body().bytes().await.map_err(transport)?;
-        Ok((status, String::from_utf8_lossy(&body).into_owned(), location))
+        Ok((
+            status,
+            String::from_utf8_lossy(&body).into_owned(),
+            location,
+        ))
     }
 
     /// Opens a resumable upload of `key` whose object will carry `metadata`.
@@ -151,7 +158,10 @@ impl ResumableUploads {
         let request = Request::builder()
             .method(Method::POST)
             .uri(&url)
-            .header(http::header::CONTENT_TYPE, "application/json; charset=UTF-8")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/json; charset=UTF-8",
+            )
             .header("X-Upload-Content-Type", "application/octet-stream")
             .body(HttpRequestBody::from(body.to_string()))
             .map_err(transport)?;
@@ -328,21 +338,28 @@ mod tests {
 
     #[test]
     fn key_material_never_reaches_a_message() {
-        let text = "Error decoding credentials: {\"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIIE";
+        let text =
+            "Error decoding credentials: {\"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIIE";
         let clean = without_secrets(text);
-        assert!(!clean.contains("BEGIN") && !clean.contains("MIIE"), "{clean}");
+        assert!(
+            !clean.contains("BEGIN") && !clean.contains("MIIE"),
+            "{clean}"
+        );
         assert_eq!(without_secrets("plain"), "plain");
     }
 
     #[test]
     fn answers_become_object_store_errors() {
-        let kind = |status: u16, opening: bool| {
-            match error(StatusCode::from_u16(status).unwrap(), "k", "body", opening) {
-                object_store::Error::Unauthenticated { .. } => "Unauthenticated",
-                object_store::Error::PermissionDenied { .. } => "PermissionDenied",
-                object_store::Error::NotFound { .. } => "NotFound",
-                _ => "Generic",
-            }
+        let kind = |status: u16, opening: bool| match error(
+            StatusCode::from_u16(status).unwrap(),
+            "k",
+            "body",
+            opening,
+        ) {
+            object_store::Error::Unauthenticated { .. } => "Unauthenticated",
+            object_store::Error::PermissionDenied { .. } => "PermissionDenied",
+            object_store::Error::NotFound { .. } => "NotFound",
+            _ => "Generic",
         };
         assert_eq!(kind(401, false), "Unauthenticated");
         assert_eq!(kind(403, true), "PermissionDenied");

@@ -164,11 +164,18 @@ fn azure_answers_become_sentences() {
     ));
     assert_eq!(wrong.reason(), "Unauthorized");
     assert!(
-        wrong.message().starts_with("the Azure credentials were refused"),
+        wrong
+            .message()
+            .starts_with("the Azure credentials were refused"),
         "{}",
         wrong.message()
     );
     assert!(wrong.message().contains("AZURE_STORAGE_ACCOUNT_KEY"));
+    // Azurite's answer to a wrong key.
+    assert_eq!(
+        c(denied("<Error><Code>AuthorizationFailure</Code></Error>")).reason(),
+        "Unauthorized"
+    );
     assert_eq!(
         c(denied("<Code>AuthorizationPermissionMismatch</Code>")).reason(),
         "AccessDenied"
@@ -194,7 +201,10 @@ fn azure_answers_become_sentences() {
     assert!(unreachable.message().contains("the Azure endpoint"));
     assert!(unreachable.message().contains("destination.azure.endpoint"));
     // S3's codes mean nothing to Azure, and the other way round.
-    assert_eq!(c(generic("<Code>NoSuchBucket</Code>")).reason(), "StoreError");
+    assert_eq!(
+        c(generic("<Code>NoSuchBucket</Code>")).reason(),
+        "StoreError"
+    );
 }
 
 #[test]
@@ -211,7 +221,9 @@ fn gcs_answers_become_sentences() {
     assert_eq!(
         c(object_store::Error::PermissionDenied {
             path: "k".into(),
-            source: "403: does not have storage.objects.create access".to_string().into(),
+            source: "403: does not have storage.objects.create access"
+                .to_string()
+                .into(),
         })
         .reason(),
         "AccessDenied"
@@ -226,7 +238,10 @@ fn gcs_answers_become_sentences() {
     ));
     assert_eq!(json_missing.reason(), "BucketNotFound");
     assert_eq!(
-        c(generic("client error (Connect): tcp connect error: Connection refused")).reason(),
+        c(generic(
+            "client error (Connect): tcp connect error: Connection refused"
+        ))
+        .reason(),
         "EndpointUnreachable"
     );
 }
@@ -289,7 +304,10 @@ fn objects_are_named_per_store() {
         }),
         ..Default::default()
     };
-    assert_eq!(target(&pvc, "x").unwrap_err().reason(), "InvalidDestination");
+    assert_eq!(
+        target(&pvc, "x").unwrap_err().reason(),
+        "InvalidDestination"
+    );
     let both = SnapshotLocation {
         gcs: gcs(None).gcs,
         ..azure(None)
@@ -307,7 +325,10 @@ fn restore_sources_name_their_exact_object() {
         "gs://gbackups/prod/nightly.db"
     );
     assert_eq!(
-        source(&azure(Some("prod/nightly.db"))).unwrap().path.as_ref(),
+        source(&azure(Some("prod/nightly.db")))
+            .unwrap()
+            .path
+            .as_ref(),
         "prod/nightly.db"
     );
     assert_eq!(
@@ -337,7 +358,9 @@ fn credentials_come_from_the_secret_each_store_names() {
         Some(&secret(&[("GOOGLE_SERVICE_ACCOUNT_KEY", "{\"k\":1}\n")])),
     )
     .unwrap();
-    assert!(matches!(ok, StoreCredentials::Gcs { service_account_key } if service_account_key == "{\"k\":1}"));
+    assert!(
+        matches!(ok, StoreCredentials::Gcs { service_account_key } if service_account_key == "{\"k\":1}")
+    );
     let missing_key = credentials_from_secret(
         &gcs(None),
         "prod",
@@ -468,11 +491,15 @@ fn bad_endpoints_and_keys_are_refused_before_any_request() {
         "{}",
         not_json.message()
     );
-    let not_rsa = gcs_key(
-        r#"{"private_key": "not a key", "private_key_id": "1", "client_email": "a@b"}"#,
-    )
-    .unwrap_err();
-    assert_eq!(not_rsa.reason(), "CredentialsSecretInvalid", "{}", not_rsa.message());
+    let not_rsa =
+        gcs_key(r#"{"private_key": "not a key", "private_key_id": "1", "client_email": "a@b"}"#)
+            .unwrap_err();
+    assert_eq!(
+        not_rsa.reason(),
+        "CredentialsSecretInvalid",
+        "{}",
+        not_rsa.message()
+    );
 
     let azure_key = |key: &str| {
         open(
