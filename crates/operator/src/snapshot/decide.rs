@@ -218,14 +218,17 @@ impl Failure {
             Failure::InvalidDestination { detail } => {
                 format!("the destination is not usable: {detail}; fix spec.destination, {RETRY}")
             }
-            Failure::ObjectExists { uri, writer } => match writer {
-                Some(other) => format!(
-                    "{uri} already exists, written by another EtcdSnapshot (uid {other}); it is never replaced: choose another destination.s3.key or snapshot name"
-                ),
-                None => format!(
-                    "{uri} already exists and no EtcdSnapshot wrote it; it is never replaced: choose another destination.s3.key or snapshot name"
-                ),
-            },
+            Failure::ObjectExists { uri, writer } => {
+                let field = key_field(uri);
+                match writer {
+                    Some(other) => format!(
+                        "{uri} already exists, written by another EtcdSnapshot (uid {other}); it is never replaced: choose another {field} or snapshot name"
+                    ),
+                    None => format!(
+                        "{uri} already exists and no EtcdSnapshot wrote it; it is never replaced: choose another {field} or snapshot name"
+                    ),
+                }
+            }
             Failure::Store { detail, store } => {
                 format!(
                     "the {} store failed the upload: {detail}; {RETRY}",
@@ -263,6 +266,16 @@ impl Failure {
             ),
             Failure::AgentFailed { detail } => format!("{detail}; {RETRY}"),
         }
+    }
+}
+
+/// The field that places an object, by its URI's scheme.
+fn key_field(uri: &str) -> &'static str {
+    match uri.split_once("://").map(|(scheme, _)| scheme) {
+        Some("gs") => "destination.gcs.key",
+        Some("azure") => "destination.azure.key",
+        Some("file") => "destination.local.path",
+        _ => "destination.s3.key",
     }
 }
 
@@ -397,7 +410,10 @@ pub enum Next {
     /// Record the failure.
     Fail(Failure),
     /// Take the snapshot from this voter to this object store (S3, GCS, Azure, local).
-    Take { voter: Voter, to: SnapshotLocation },
+    Take {
+        voter: Voter,
+        to: Box<SnapshotLocation>,
+    },
     /// Take the snapshot from this voter to a file on this claim (through an agent Pod).
     TakeToPvc {
         voter: Voter,
@@ -419,7 +435,7 @@ pub fn next(
     }
     let target = match (destination.store(), &destination.pvc) {
         (Some(StoreKind::Pvc), Some(pvc)) => Err(pvc.clone()),
-        (Some(_), _) => Ok(destination.clone()),
+        (Some(_), _) => Ok(Box::new(destination.clone())),
         (None, _) => {
             return Next::Fail(Failure::InvalidDestination {
                 detail: "exactly one of destination.s3, pvc, gcs, azure or local must be set"
@@ -780,7 +796,7 @@ mod tests {
             match next(phase, &to_s3(), "etcd", Some(&healthy())) {
                 Next::Take { voter, to } => {
                     assert_eq!(voter.member, "etcd-1");
-                    assert_eq!(to, to_s3());
+                    assert_eq!(*to, to_s3());
                 }
                 other => panic!("{other:?}"),
             }
@@ -1081,6 +1097,21 @@ mod tests {
                 .message()
                 .contains("another EtcdSnapshot")
         );
+        let in_gcs = may_write(&Existing::Present { writer: None }, "u1", "gs://b/k.db")
+            .unwrap_err()
+            .message();
+        assert!(
+            in_gcs.contains("choose another destination.gcs.key"),
+            "{in_gcs}"
+        );
+        let local = may_write(
+            &Existing::Present { writer: None },
+            "u1",
+            "file:///var/lib/etcd-operator/snapshots/k.db",
+        )
+        .unwrap_err()
+        .message();
+        assert!(local.contains("destination.local.path"), "{local}");
         let foreign = may_write(&Existing::Present { writer: None }, "u1", uri).unwrap_err();
         assert_eq!(foreign.reason(), "ObjectExists");
         assert!(foreign.message().contains("no EtcdSnapshot wrote it"));
