@@ -353,6 +353,39 @@ async fn azure_through_azurite() {
     upload(&store, &target.path, &data).await;
     let held = blocking(|| azurite.head("sas", &target.key)).unwrap();
     assert_eq!(held["sha256"].as_str(), Some(sha256_hex(&data).as_str()));
+    // The SAS token rides in every URL's query: no failure repeats it.
+    let token = match &sas {
+        StoreCredentials::Azure {
+            sas_token: Some(t), ..
+        } => t.clone(),
+        _ => unreachable!(),
+    };
+    let signature = token
+        .split('&')
+        .find_map(|p| p.strip_prefix("sig="))
+        .expect("a signature")
+        .to_string();
+    for endpoint in [
+        azurite.url.clone(),
+        format!(
+            "http://127.0.0.1:{}/{}",
+            free_port(&place, 1),
+            azurite.account
+        ),
+    ] {
+        let gone = azure_location(&endpoint, "no-such-container");
+        let store = store::open(&gone, &sas, &settings).unwrap();
+        let mut writer = store::start_upload(&store, &target.path, UID, "tests/x")
+            .await
+            .unwrap();
+        writer.write(&bytes(MIB, 8));
+        let failure = store.classify(&writer.finish().await.unwrap_err());
+        assert!(
+            !failure.message().contains(&signature),
+            "the SAS signature in: {}",
+            failure.message()
+        );
+    }
 
     // A wrong account key: refused, and said so (not taken for a missing permission).
     let wrong = StoreCredentials::Azure {

@@ -595,6 +595,31 @@ pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// `text` without the query strings of the URLs in it: an Azure SAS token travels in the query
+/// (`sig=...`), and reqwest's and object_store's errors quote the URL they requested.
+pub fn without_queries(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, url) = rest.split_at(at);
+        out.push_str(before);
+        let end = url
+            .find(|c: char| c.is_whitespace() || c == ')' || c == '"' || c == '\'' || c == '>')
+            .unwrap_or(url.len());
+        let (address, after) = url.split_at(end);
+        match address.find('?') {
+            Some(q) => {
+                out.push_str(&address[..q]);
+                out.push_str("?<query omitted>");
+            }
+            None => out.push_str(address),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The deepest source of an error.
 fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
     let mut deepest = error;
@@ -617,7 +642,7 @@ pub fn classify_for(
     endpoint: &str,
     error: &object_store::Error,
 ) -> Failure {
-    let text = chain(error);
+    let text = without_queries(&chain(error));
     let detail = text.chars().take(300).collect::<String>();
     let has = |code: &str| text.contains(code);
     let store = store_name(kind).to_string();
@@ -684,7 +709,10 @@ pub fn classify_for(
             Failure::EndpointUnreachable {
                 endpoint: endpoint.to_string(),
                 // The innermost cause ("tcp connect error: Connection refused") says it best.
-                detail: innermost(error).chars().take(200).collect(),
+                detail: without_queries(&innermost(error))
+                    .chars()
+                    .take(200)
+                    .collect(),
                 store,
             }
         }

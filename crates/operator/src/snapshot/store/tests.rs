@@ -558,3 +558,40 @@ fn credentials_are_never_printed() {
     };
     assert!(!format!("{g:?}").contains("PRIVATE"));
 }
+
+#[test]
+fn sas_tokens_never_reach_a_message() {
+    let text = "error sending request for url (http://azurite:10000/acct/etcd/k.db?sv=2022-11-02&sig=SECRETSIG&se=2030) Connection refused";
+    let clean = without_queries(text);
+    assert!(!clean.contains("SECRETSIG"), "{clean}");
+    assert!(
+        clean.contains("http://azurite:10000/acct/etcd/k.db?<query omitted>) Connection refused"),
+        "{clean}"
+    );
+    assert_eq!(without_queries("no url here"), "no url here");
+    let failure = classify_for(
+        StoreKind::Azure,
+        "acct/etcd",
+        "http://azurite:10000/acct",
+        &generic(text),
+    );
+    assert_eq!(failure.reason(), "EndpointUnreachable");
+    assert!(
+        !failure.message().contains("SECRETSIG"),
+        "{}",
+        failure.message()
+    );
+    let other = classify_for(
+        StoreKind::Azure,
+        "acct/etcd",
+        "http://azurite:10000/acct",
+        &generic(
+            "Server returned 500 for PUT https://acct.blob.core.windows.net/etcd/k.db?comp=block&sig=SECRETSIG",
+        ),
+    );
+    assert!(
+        !other.message().contains("SECRETSIG"),
+        "{}",
+        other.message()
+    );
+}
