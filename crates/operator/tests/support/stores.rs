@@ -303,6 +303,8 @@ impl Azurite {
                 data.to_str().unwrap(),
                 "--skipApiVersionCheck",
                 "--silent",
+                // Azurite reports usage to Microsoft by default: nothing leaves this machine.
+                "--disableTelemetry",
             ])
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log).expect("azurite log"))
