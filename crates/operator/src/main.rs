@@ -29,27 +29,44 @@ enum Command {
         out_dir: Option<std::path::PathBuf>,
     },
     /// Restore agent, step 1 (an init container of a restored cluster's seed): download the
-    /// snapshot from S3 into the work directory, checking etcd's trailing hash. Credentials
-    /// from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+    /// snapshot from an object store (S3, GCS, Azure) into the work directory, checking etcd's
+    /// trailing hash. Credentials from the environment: AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY (S3), GOOGLE_SERVICE_ACCOUNT_KEY (GCS), AZURE_STORAGE_ACCOUNT_KEY
+    /// or AZURE_STORAGE_SAS_TOKEN (Azure).
     RestoreFetch {
         #[arg(long)]
         work_dir: std::path::PathBuf,
-        /// A PVC source: the snapshot file on the mounted claim (instead of S3).
-        #[arg(long, conflicts_with_all = ["endpoint", "bucket", "key"])]
+        /// A PVC source: the snapshot file on the mounted claim (instead of an object store).
+        #[arg(long, conflicts_with_all = ["endpoint", "bucket", "key", "account", "container"])]
         file: Option<std::path::PathBuf>,
         /// How to name the PVC source in messages (`pvc://<claim>/<subPath>`).
         #[arg(long, requires = "file")]
         uri: Option<String>,
-        #[arg(long, required_unless_present = "file")]
+        /// The object store: s3, gcs or azure.
+        #[arg(long, default_value = "s3")]
+        store: String,
+        /// The endpoint (S3: required; GCS, Azure: when not the public service).
+        #[arg(long)]
         endpoint: Option<String>,
-        #[arg(long, required_unless_present = "file")]
+        /// The bucket (S3, GCS).
+        #[arg(long)]
         bucket: Option<String>,
+        /// The storage account (Azure).
+        #[arg(long)]
+        account: Option<String>,
+        /// The blob container (Azure).
+        #[arg(long)]
+        container: Option<String>,
+        /// The exact key of the snapshot object.
         #[arg(long, required_unless_present = "file")]
         key: Option<String>,
         #[arg(long)]
         region: Option<String>,
         #[arg(long)]
         force_path_style: bool,
+        /// The Secret the credentials come from, for messages.
+        #[arg(long)]
+        credentials_secret: Option<String>,
     },
     /// Snapshot agent (the Pod of an EtcdSnapshot to a PVC): stream a snapshot from one member
     /// into `--file` on the mounted claim, atomically, checking etcd's trailing hash; the
@@ -119,36 +136,39 @@ fn main() -> anyhow::Result<()> {
         }
         Command::RestoreFetch {
             work_dir,
+            store,
             endpoint,
             bucket,
+            account,
+            container,
             key,
             region,
             force_path_style,
+            credentials_secret,
             ..
         } => {
-            use etcd_operator::snapshot::restore;
-            let credentials = match (
-                std::env::var("AWS_ACCESS_KEY_ID"),
-                std::env::var("AWS_SECRET_ACCESS_KEY"),
-            ) {
-                (Ok(access_key_id), Ok(secret_access_key)) => {
-                    Some(etcd_operator::snapshot::store::S3Credentials {
-                        access_key_id,
-                        secret_access_key,
-                    })
-                }
-                _ => None,
+            use etcd_operator::snapshot::{restore, store as stores};
+            let flags = restore::FetchFlags {
+                store,
+                endpoint,
+                bucket,
+                account,
+                container,
+                key,
+                region,
+                force_path_style,
+                credentials_secret,
             };
+            let location = match flags.location() {
+                Ok(location) => location,
+                Err(error) => return agent_exit(Err(error)),
+            };
+            let credentials = stores::credentials_with(&location, &flags.secret_words(), |key| {
+                std::env::var(key).ok()
+            });
             let args = restore::FetchArgs {
                 work_dir,
-                location: etcd_operator_api::shared::S3SnapshotLocation {
-                    endpoint: endpoint.unwrap_or_default(),
-                    bucket: bucket.unwrap_or_default(),
-                    key,
-                    region,
-                    force_path_style: Some(force_path_style),
-                    ..Default::default()
-                },
+                location,
                 credentials,
             };
             let outcome = tokio::runtime::Builder::new_current_thread()

@@ -160,7 +160,8 @@ pub struct QuorumRecoveryStatus {
 pub struct QuorumRecoverySnapshot {
     /// The EtcdSnapshot's name (same namespace; its `clusterRef` is this cluster).
     pub name: String,
-    /// Where it is stored, as `s3://<bucket>/<key>`.
+    /// Where it is stored, as `s3://<bucket>/<key>` (`gs://...`, `azure://...` for GCS and
+    /// Azure).
     #[serde(default)]
     pub uri: String,
     /// Its etcd revision: writes acknowledged after it are lost.
@@ -187,6 +188,35 @@ pub struct QuorumRecoverySnapshot {
     /// recovery was recorded, so it resumes even if the EtcdSnapshot goes meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::shared::S3SnapshotLocation>,
+    /// Extension of the record: the GCS object restored from (its exact key), when the
+    /// snapshot is in GCS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcs: Option<crate::shared::GcsSnapshotLocation>,
+    /// Extension of the record: the Azure blob restored from (its exact name), when the
+    /// snapshot is in Azure Blob Storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<crate::shared::AzureSnapshotLocation>,
+}
+
+impl QuorumRecoverySnapshot {
+    /// The object restored from, whichever store holds it.
+    pub fn restore_location(&self) -> Option<crate::shared::SnapshotLocation> {
+        let location = crate::shared::SnapshotLocation {
+            s3: self.source.clone(),
+            gcs: self.gcs.clone(),
+            azure: self.azure.clone(),
+            ..Default::default()
+        };
+        location.store().map(|_| location)
+    }
+
+    /// The record of `location` (an object store's exact object): S3 in `source`, where an
+    /// older operator reads it, GCS and Azure beside it.
+    pub fn record_location(&mut self, location: &crate::shared::SnapshotLocation) {
+        self.source = location.s3.clone();
+        self.gcs = location.gcs.clone();
+        self.azure = location.azure.clone();
+    }
 }
 
 impl QuorumRecoveryStatus {

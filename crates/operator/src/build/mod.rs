@@ -59,6 +59,9 @@ pub struct OperatorSettings {
     /// The operator's own image, run by the restore init containers of a cluster
     /// bootstrapped from a snapshot (`etcd-operator restore-fetch` / `restore-commit`).
     pub agent_image: String,
+    /// The directory under which `destination.local` snapshots may be written (a volume
+    /// mounted into the operator's Pod).
+    pub local_store_root: std::path::PathBuf,
 }
 
 /// The operator's image when it is not told otherwise (what `deploy/operator` runs).
@@ -71,6 +74,7 @@ impl Default for OperatorSettings {
             repair: Default::default(),
             cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
             agent_image: DEFAULT_AGENT_IMAGE.to_string(),
+            local_store_root: crate::snapshot::store::DEFAULT_LOCAL_ROOT.into(),
         }
     }
 }

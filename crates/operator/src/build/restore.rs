@@ -17,7 +17,7 @@
 //!    and removes `.restore`.
 
 use etcd_operator_api::EtcdMember;
-use etcd_operator_api::shared::StorageMedium;
+use etcd_operator_api::shared::{SnapshotLocation, StorageMedium};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, PodStatus,
     SecretKeySelector, SecurityContext, Volume, VolumeMount,
@@ -102,10 +102,18 @@ pub fn restore_containers(
         mount_path: DATA_DIR.to_string(),
         ..Default::default()
     };
-    let fetch = match (&source.s3, &source.pvc) {
-        (Some(s3), _) => s3_fetch(s3, &mount, settings),
-        (None, Some(pvc)) => pvc_fetch(pvc, &mount, settings),
-        (None, None) => return Vec::new(),
+    use etcd_operator_api::shared::StoreKind;
+    let fetch = match (source.store(), source) {
+        (Some(StoreKind::S3), SnapshotLocation { s3: Some(s3), .. }) => {
+            s3_fetch(s3, &mount, settings)
+        }
+        (Some(StoreKind::Pvc), SnapshotLocation { pvc: Some(pvc), .. }) => {
+            pvc_fetch(pvc, &mount, settings)
+        }
+        (Some(StoreKind::Gcs | StoreKind::Azure | StoreKind::Local), _) => {
+            store_fetch(source, &mount, settings)
+        }
+        _ => return Vec::new(),
     };
     let mut containers = vec![fetch];
     containers.extend(restore_and_commit(member, &mount, settings));
@@ -185,6 +193,72 @@ fn s3_fetch(
             secret_env("AWS_ACCESS_KEY_ID"),
             secret_env("AWS_SECRET_ACCESS_KEY"),
         ]),
+        ..agent_container(mount)
+    }
+}
+
+/// An environment variable from a key of the credentials Secret, by reference (never the
+/// value); `optional` when the key may be absent (Azure takes either of two).
+fn secret_env(secret: &str, key: &str, optional: bool) -> EnvVar {
+    EnvVar {
+        name: key.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: optional.then_some(true),
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// `restore-fetch` from GCS or Azure (credentials from the Secret, by reference). A `local`
+/// source, which admission refuses, gets a step that fails with what to do instead, so the
+/// seed never starts on an empty data directory in its place.
+fn store_fetch(
+    source: &SnapshotLocation,
+    mount: &VolumeMount,
+    settings: &OperatorSettings,
+) -> Container {
+    use crate::snapshot::store::{AZURE_ACCOUNT_KEY, AZURE_SAS_TOKEN, GCS_SERVICE_ACCOUNT_KEY};
+    let mut args = vec![
+        "restore-fetch".to_string(),
+        format!("--work-dir={RESTORE_WORK_DIR}"),
+    ];
+    let mut env = Vec::new();
+    if let Some(gcs) = &source.gcs {
+        args.push("--store=gcs".to_string());
+        args.push(format!("--bucket={}", gcs.bucket));
+        args.push(format!("--key={}", gcs.key.clone().unwrap_or_default()));
+        if let Some(endpoint) = gcs.endpoint.as_deref().filter(|e| !e.is_empty()) {
+            args.push(format!("--endpoint={endpoint}"));
+        }
+        let secret = &gcs.credentials_secret_ref.name;
+        args.push(format!("--credentials-secret={secret}"));
+        env.push(secret_env(secret, GCS_SERVICE_ACCOUNT_KEY, false));
+    } else if let Some(azure) = &source.azure {
+        args.push("--store=azure".to_string());
+        args.push(format!("--account={}", azure.account));
+        args.push(format!("--container={}", azure.container));
+        args.push(format!("--key={}", azure.key.clone().unwrap_or_default()));
+        if let Some(endpoint) = azure.endpoint.as_deref().filter(|e| !e.is_empty()) {
+            args.push(format!("--endpoint={endpoint}"));
+        }
+        let secret = &azure.credentials_secret_ref.name;
+        args.push(format!("--credentials-secret={secret}"));
+        env.push(secret_env(secret, AZURE_ACCOUNT_KEY, true));
+        env.push(secret_env(secret, AZURE_SAS_TOKEN, true));
+    } else if let Some(local) = &source.local {
+        args.push("--store=local".to_string());
+        args.push(format!("--key={}", local.path));
+    }
+    Container {
+        name: RESTORE_FETCH_CONTAINER.to_string(),
+        image: Some(settings.agent_image.clone()),
+        args: Some(args),
+        env: (!env.is_empty()).then_some(env),
         ..agent_container(mount)
     }
 }
@@ -389,7 +463,7 @@ mod tests {
                     region: None,
                     force_path_style: Some(true),
                 }),
-                pvc: None,
+                ..Default::default()
             },
         });
         m
@@ -521,11 +595,11 @@ mod tests {
         let mut m = restored_member("3.5.1");
         m.spec.restore = Some(RestoreSpec {
             source: SnapshotLocation {
-                s3: None,
                 pvc: Some(etcd_operator_api::shared::PvcSnapshotLocation {
                     claim_name: "backups".into(),
                     sub_path: Some("etcd/nightly/nightly.db".into()),
                 }),
+                ..Default::default()
             },
         });
         let pod = member_pod(&m, &bootstrap(), &OperatorSettings::default()).unwrap();

@@ -58,8 +58,8 @@ pub struct SnapshotFacts {
     pub completed_at: Option<Timestamp>,
     /// `status.artifact.uri`.
     pub uri: Option<String>,
-    /// The S3 destination it was written to (`None` for a PVC destination).
-    pub s3: Option<etcd_operator_api::shared::S3SnapshotLocation>,
+    /// The destination it was written to.
+    pub destination: etcd_operator_api::shared::SnapshotLocation,
     pub deleting: bool,
 }
 
@@ -78,7 +78,7 @@ impl SnapshotFacts {
                 .as_deref()
                 .and_then(|t| t.parse::<Timestamp>().ok()),
             uri: status.artifact.map(|a| a.uri),
-            s3: s.spec.destination.s3.clone(),
+            destination: s.spec.destination.clone(),
             deleting: s.metadata.deletion_timestamp.is_some(),
         }
     }

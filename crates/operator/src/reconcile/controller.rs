@@ -126,7 +126,8 @@ pub async fn run_controller(
         scope.clone(),
         Arc::new(
             crate::snapshot::SnapshotContext::new(ctx.observer.clone(), ctx.act.clone())
-                .with_agent_image(&ctx.observer.settings.agent_image),
+                .with_agent_image(&ctx.observer.settings.agent_image)
+                .with_local_store_root(&ctx.observer.settings.local_store_root),
         ),
         shutdown.clone(),
     );

@@ -1,10 +1,11 @@
 //! The EtcdSnapshot controller: a kube-runtime `Controller` on EtcdSnapshots beside the
 //! EtcdCluster one (same process, same leader, same caches). One pass per snapshot: decide
-//! (pure, `decide`), then at most one snapshot taken, streamed etcd → S3, read back, recorded.
+//! (pure, `decide`), then at most one snapshot taken, streamed etcd → the store (S3, GCS, Azure, a local directory), read back, recorded.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use etcd_operator_api::shared::StoreKind;
 use etcd_operator_api::snapshot::SnapshotDeletionPolicy;
 use etcd_operator_api::{EtcdCluster, EtcdSnapshot};
 use futures::StreamExt;
@@ -22,7 +23,7 @@ use tracing::{debug, info, warn};
 use super::decide::{self, ClusterFacts, Existing, Failure, Next, Source, Stored, Voter};
 use super::digest::SnapshotDigest;
 use super::pvc;
-use super::store::{self, PARTS_IN_FLIGHT, S3Credentials};
+use super::store::{self, PARTS_IN_FLIGHT, StoreCredentials};
 use crate::act::{ActContext, post_params};
 use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
 use crate::observe::{Observer, Scope};
@@ -37,6 +38,8 @@ pub struct SnapshotContext {
     pub finished: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The operator's image, run by the agent Pods of `destination.pvc`.
     pub agent_image: String,
+    /// Where `destination.local` may write.
+    pub stores: store::StoreSettings,
 }
 
 impl SnapshotContext {
@@ -46,7 +49,14 @@ impl SnapshotContext {
             act,
             finished: Default::default(),
             agent_image: crate::build::DEFAULT_AGENT_IMAGE.to_string(),
+            stores: store::StoreSettings::default(),
         }
+    }
+
+    /// The directory `destination.local` snapshots must lie under (`--local-store-root`).
+    pub fn with_local_store_root(mut self, root: &std::path::Path) -> SnapshotContext {
+        self.stores.local_root = root.to_path_buf();
+        self
     }
 
     /// The image of the PVC agent Pods (the operator's `--agent-image`).
@@ -176,7 +186,7 @@ async fn reconcile_snapshot(
         .destination
         .pvc
         .as_ref()
-        .filter(|_| snapshot.spec.destination.s3.is_none())
+        .filter(|_| snapshot.spec.destination.store() == Some(StoreKind::Pvc))
         && let Some(pod) = agent_pods(&ctx, &snapshot, pvc::AgentTask::SAVE)
             .await?
             .into_iter()
@@ -210,9 +220,14 @@ async fn reconcile_snapshot(
         Next::TakeToPvc { voter, pvc: to } => {
             start_pvc(&ctx, &snapshot, &voter, &to, &access).await
         }
-        Next::Take { voter, s3 } => {
-            let key = decide::object_key(s3.key.as_deref(), &name(&snapshot));
-            let uri = decide::object_uri(&s3.bucket, &key);
+        Next::Take { voter, to } => {
+            let (key, uri) = match store::target(&to, &name(&snapshot)) {
+                Ok(target) => (target.key, target.uri),
+                Err(failure) => {
+                    record_failure(&ctx, &snapshot, &previous, &failure, None).await?;
+                    return Ok(Action::await_change());
+                }
+            };
             let started = decide::started_status(&voter.member, &uri, Timestamp::now(), generation);
             write_status(&ctx, &snapshot, &started).await?;
             event(
@@ -224,7 +239,7 @@ async fn reconcile_snapshot(
             )
             .await;
             info!(namespace = %namespace, snapshot = %name(&snapshot), member = %voter.member, uri = %uri, "snapshot started");
-            match take(&ctx, &snapshot, &voter, &s3, &key, &uri, &access).await {
+            match take(&ctx, &snapshot, &voter, &to, &key, &uri, &access).await {
                 Ok((stored, source)) => {
                     let status = decide::complete_status(
                         &started,
@@ -354,22 +369,22 @@ async fn delete_artifact(
     ctx: &SnapshotContext,
     snapshot: &EtcdSnapshot,
 ) -> Result<String, Failure> {
-    let Some(s3) = &snapshot.spec.destination.s3 else {
+    let destination = &snapshot.spec.destination;
+    let Ok(target) = store::target(destination, &name(snapshot)) else {
         return Ok("no object-store artifact to delete".to_string());
     };
     let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
     let uid = snapshot.metadata.uid.clone().unwrap_or_default();
-    let key = decide::object_key(s3.key.as_deref(), &name(snapshot));
-    let uri = decide::object_uri(&s3.bucket, &key);
-    let credentials = credentials(ctx, &namespace, &s3.credentials_secret_ref.name).await?;
-    let store = store::s3_store(s3, &credentials)?;
-    let path = Path::from(key.as_str());
-    match store::existing(&store, &path, s3).await? {
+    let uri = target.uri;
+    let credentials = credentials(ctx, &namespace, destination).await?;
+    let store = store::open(destination, &credentials, &ctx.stores)?;
+    let path = target.path;
+    match store::existing(&store, &path).await? {
         Existing::Absent => Ok(format!("{uri} is not in the store (nothing to delete)")),
         Existing::Present {
             writer: Some(writer),
         } if writer == uid => {
-            store::delete(&store, &path, s3).await?;
+            store::delete(&store, &path).await?;
             Ok(format!("deleted {uri} (deletionPolicy Delete)"))
         }
         Existing::Present { .. } => Ok(format!(
@@ -716,38 +731,23 @@ async fn cluster_facts(
     Ok((facts, observed.security.access.clone()))
 }
 
-/// Reads the credentials Secret named by the destination.
+/// Reads the credentials Secret the destination names (none for a local directory).
 async fn credentials(
     ctx: &SnapshotContext,
     namespace: &str,
-    secret: &str,
-) -> Result<S3Credentials, Failure> {
+    location: &etcd_operator_api::shared::SnapshotLocation,
+) -> Result<StoreCredentials, Failure> {
+    let Some(secret) = location.credentials_secret() else {
+        return store::credentials_from_secret(location, namespace, None);
+    };
     let found = Api::<Secret>::namespaced(ctx.act.client.clone(), namespace)
         .get_opt(secret)
         .await
         .map_err(|e| Failure::CredentialsSecret {
             detail: format!("cannot read the credentials Secret {secret}: {e}"),
         })?;
-    let Some(found) = found else {
-        return Err(Failure::CredentialsSecret {
-            detail: format!(
-                "the credentials Secret {secret} (destination.s3.credentialsSecretRef) does not exist in namespace {namespace}"
-            ),
-        });
-    };
-    let data = found.data.unwrap_or_default();
-    let value = |key: &str| {
-        data.get(key)
-            .map(|v| String::from_utf8_lossy(&v.0).trim().to_string())
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| Failure::CredentialsSecret {
-                detail: format!("the credentials Secret {secret} has no (or an empty) key {key}"),
-            })
-    };
-    Ok(S3Credentials {
-        access_key_id: value("AWS_ACCESS_KEY_ID")?,
-        secret_access_key: value("AWS_SECRET_ACCESS_KEY")?,
-    })
+    let data = found.map(|s| s.data.unwrap_or_default());
+    store::credentials_from_secret(location, namespace, data.as_ref())
 }
 
 /// Streams a snapshot from `voter` to the object at `key`, then reads it back. On failure,
@@ -757,25 +757,25 @@ async fn take(
     ctx: &SnapshotContext,
     snapshot: &EtcdSnapshot,
     voter: &Voter,
-    s3: &etcd_operator_api::shared::S3SnapshotLocation,
+    to: &etcd_operator_api::shared::SnapshotLocation,
     key: &str,
     uri: &str,
     access: &EtcdAccess,
 ) -> Result<(Stored, Source), (Failure, Option<Stored>)> {
     let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
     let uid = snapshot.metadata.uid.clone().unwrap_or_default();
-    let credentials = credentials(ctx, &namespace, &s3.credentials_secret_ref.name)
+    let credentials = credentials(ctx, &namespace, to)
         .await
         .map_err(|f| (f, None))?;
-    let store = store::s3_store(s3, &credentials).map_err(|f| (f, None))?;
+    let store = store::open(to, &credentials, &ctx.stores).map_err(|f| (f, None))?;
     let path = Path::from(key);
     let object_name = format!("{namespace}/{}", name(snapshot));
-    let existing = match store::existing(&store, &path, s3).await {
+    let existing = match store::existing(&store, &path).await {
         Ok(existing) => existing,
         // A refused HEAD has no body to say why: the upload's first request tells bad
         // credentials from a missing permission. Without a read, the guard cannot decide.
         Err(refused @ Failure::AccessDenied { .. }) => {
-            let failure = match store::start_upload(&store, &path, &uid, &object_name, s3).await {
+            let failure = match store::start_upload(&store, &path, &uid, &object_name).await {
                 Ok(writer) => {
                     let _ = writer.abort().await;
                     refused
@@ -806,7 +806,7 @@ async fn take(
         .await
         .map_err(|e| (etcd_failure(e.to_string()), None))?;
 
-    let mut writer = store::start_upload(&store, &path, &uid, &object_name, s3)
+    let mut writer = store::start_upload(&store, &path, &uid, &object_name)
         .await
         .map_err(|f| (f, None))?;
     let mut digest = SnapshotDigest::default();
@@ -816,7 +816,7 @@ async fn take(
                 digest.update(&chunk);
                 if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
                     let _ = writer.abort().await;
-                    return Err((store::classify(&e, s3), None));
+                    return Err((store.classify(&e), None));
                 }
                 writer.write(&chunk);
             }
@@ -840,7 +840,7 @@ async fn take(
     writer
         .finish()
         .await
-        .map_err(|e| (store::classify(&e, s3), None))?;
+        .map_err(|e| (store.classify(&e), None))?;
     let stored = Stored {
         uri: uri.to_string(),
         size: digested.size,
@@ -851,7 +851,7 @@ async fn take(
         revision,
         etcd_version,
     };
-    let (read_size, read_sha256) = store::read_back(&store, &path, s3)
+    let (read_size, read_sha256) = store::read_back(&store, &path)
         .await
         .map_err(|f| (f, Some(stored.clone())))?;
     decide::verify(&stored, read_size, &read_sha256).map_err(|f| (f, Some(stored.clone())))?;

@@ -3,7 +3,7 @@
 //! the Events say. No I/O here; `take` performs what these decide.
 
 use etcd_operator_api::conditions::snapshot::READY;
-use etcd_operator_api::shared::{PvcSnapshotLocation, S3SnapshotLocation, SnapshotLocation};
+use etcd_operator_api::shared::{PvcSnapshotLocation, SnapshotLocation, StoreKind};
 use etcd_operator_api::snapshot::{EtcdSnapshotStatus, SnapshotArtifact, SnapshotPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -49,18 +49,29 @@ pub enum Failure {
     CredentialsSecret {
         detail: String,
     },
-    /// The store refused the credentials (unknown key, wrong secret).
-    Unauthorized,
+    /// The store refused the credentials (unknown key, wrong secret). `store` (here and
+    /// below) names the store in messages: "S3" (also when empty), "GCS", "Azure", "local".
+    Unauthorized {
+        #[serde(default)]
+        store: String,
+    },
     /// The credentials are known but may not write (or read) the bucket.
     AccessDenied {
         detail: String,
+        #[serde(default)]
+        store: String,
     },
+    /// No such bucket (S3, GCS) or container (Azure).
     BucketNotFound {
         bucket: String,
+        #[serde(default)]
+        store: String,
     },
     EndpointUnreachable {
         endpoint: String,
         detail: String,
+        #[serde(default)]
+        store: String,
     },
     /// The destination fields cannot make a store (a malformed endpoint, say).
     InvalidDestination {
@@ -74,6 +85,8 @@ pub enum Failure {
     /// Any other answer of the store.
     Store {
         detail: String,
+        #[serde(default)]
+        store: String,
     },
     /// etcd failed the snapshot stream.
     Etcd {
@@ -128,7 +141,7 @@ impl Failure {
             Failure::ClusterUnavailable { .. } => "ClusterUnavailable",
             Failure::ClusterSecrets { .. } => "ClusterSecretsInvalid",
             Failure::CredentialsSecret { .. } => "CredentialsSecretInvalid",
-            Failure::Unauthorized => "Unauthorized",
+            Failure::Unauthorized { .. } => "Unauthorized",
             Failure::AccessDenied { .. } => "AccessDenied",
             Failure::BucketNotFound { .. } => "BucketNotFound",
             Failure::EndpointUnreachable { .. } => "EndpointUnreachable",
@@ -170,31 +183,57 @@ impl Failure {
                 "the operator cannot reach EtcdCluster {cluster}: {problems}; fix the cluster's Secrets, {RETRY}"
             ),
             Failure::CredentialsSecret { detail } => format!("{detail}; {RETRY}"),
-            Failure::Unauthorized => format!(
-                "the S3 credentials were refused: the store does not accept AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY of the credentials Secret; fix the Secret, {RETRY}"
-            ),
-            Failure::AccessDenied { detail } => format!(
-                "access denied: the S3 credentials are valid but may not write this object ({detail}); grant s3:PutObject and s3:GetObject on the bucket, {RETRY}"
-            ),
-            Failure::BucketNotFound { bucket } => format!(
-                "bucket not found: the store has no bucket {bucket}; create it or fix destination.s3.bucket, {RETRY}"
-            ),
-            Failure::EndpointUnreachable { endpoint, detail } => format!(
-                "the S3 endpoint {endpoint} is unreachable ({detail}); check destination.s3.endpoint and the network, {RETRY}"
-            ),
-            Failure::InvalidDestination { detail } => {
-                format!("the destination is not usable: {detail}; fix destination.s3, {RETRY}")
+            Failure::Unauthorized { store } => {
+                let words = StoreWords::of(store);
+                format!(
+                    "the {} credentials were refused: the store does not accept {} of the credentials Secret; fix the Secret, {RETRY}",
+                    words.name, words.keys
+                )
             }
-            Failure::ObjectExists { uri, writer } => match writer {
-                Some(other) => format!(
-                    "{uri} already exists, written by another EtcdSnapshot (uid {other}); it is never replaced: choose another destination.s3.key or snapshot name"
-                ),
-                None => format!(
-                    "{uri} already exists and no EtcdSnapshot wrote it; it is never replaced: choose another destination.s3.key or snapshot name"
-                ),
-            },
-            Failure::Store { detail } => {
-                format!("the S3 store failed the upload: {detail}; {RETRY}")
+            Failure::AccessDenied { detail, store } => {
+                let words = StoreWords::of(store);
+                format!(
+                    "access denied: the {} credentials are valid but may not write this object ({detail}); {}, {RETRY}",
+                    words.name, words.grant
+                )
+            }
+            Failure::BucketNotFound { bucket, store } => {
+                let words = StoreWords::of(store);
+                format!(
+                    "{0} not found: the store has no {0} {bucket}; create it or fix destination.{1}, {RETRY}",
+                    words.bucket, words.bucket_field
+                )
+            }
+            Failure::EndpointUnreachable {
+                endpoint,
+                detail,
+                store,
+            } => {
+                let words = StoreWords::of(store);
+                format!(
+                    "the {} endpoint {endpoint} is unreachable ({detail}); check destination.{}.endpoint and the network, {RETRY}",
+                    words.name, words.field
+                )
+            }
+            Failure::InvalidDestination { detail } => {
+                format!("the destination is not usable: {detail}; fix spec.destination, {RETRY}")
+            }
+            Failure::ObjectExists { uri, writer } => {
+                let field = key_field(uri);
+                match writer {
+                    Some(other) => format!(
+                        "{uri} already exists, written by another EtcdSnapshot (uid {other}); it is never replaced: choose another {field} or snapshot name"
+                    ),
+                    None => format!(
+                        "{uri} already exists and no EtcdSnapshot wrote it; it is never replaced: choose another {field} or snapshot name"
+                    ),
+                }
+            }
+            Failure::Store { detail, store } => {
+                format!(
+                    "the {} store failed the upload: {detail}; {RETRY}",
+                    StoreWords::of(store).name
+                )
             }
             Failure::Etcd { member, detail } => {
                 format!("etcd member {member} failed the snapshot stream: {detail}; {RETRY}")
@@ -226,6 +265,72 @@ impl Failure {
                 "the volume failed: {detail}; check the claim (permissions, health), {RETRY}"
             ),
             Failure::AgentFailed { detail } => format!("{detail}; {RETRY}"),
+        }
+    }
+}
+
+/// The field that places an object, by its URI's scheme.
+fn key_field(uri: &str) -> &'static str {
+    match uri.split_once("://").map(|(scheme, _)| scheme) {
+        Some("gs") => "destination.gcs.key",
+        Some("azure") => "destination.azure.key",
+        Some("file") => "destination.local.path",
+        _ => "destination.s3.key",
+    }
+}
+
+/// How the messages name a store: the `store` of a [`Failure`] ("S3" when empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreWords {
+    /// "S3", "GCS", "Azure", "local".
+    pub name: &'static str,
+    /// The location's field: `s3`, `gcs`, `azure`, `local`.
+    pub field: &'static str,
+    /// The credentials the Secret holds.
+    pub keys: &'static str,
+    /// What a missing permission needs.
+    pub grant: &'static str,
+    /// "bucket" or "container".
+    pub bucket: &'static str,
+    /// The field naming it: `s3.bucket`, `gcs.bucket`, `azure.container`.
+    pub bucket_field: &'static str,
+}
+
+impl StoreWords {
+    pub fn of(store: &str) -> StoreWords {
+        match store {
+            "GCS" => StoreWords {
+                name: "GCS",
+                field: "gcs",
+                keys: "the service account key GOOGLE_SERVICE_ACCOUNT_KEY",
+                grant: "grant the service account storage.objects.create, get and delete on the bucket (roles/storage.objectUser)",
+                bucket: "bucket",
+                bucket_field: "gcs.bucket",
+            },
+            "Azure" => StoreWords {
+                name: "Azure",
+                field: "azure",
+                keys: "AZURE_STORAGE_ACCOUNT_KEY/AZURE_STORAGE_SAS_TOKEN",
+                grant: "give the SAS token read, write, create and delete permissions on the container",
+                bucket: "container",
+                bucket_field: "azure.container",
+            },
+            "local" => StoreWords {
+                name: "local",
+                field: "local",
+                keys: "no credentials",
+                grant: "make the directory writable by the operator's user (fsGroup)",
+                bucket: "directory",
+                bucket_field: "local.path",
+            },
+            _ => StoreWords {
+                name: "S3",
+                field: "s3",
+                keys: "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
+                grant: "grant s3:PutObject and s3:GetObject on the bucket",
+                bucket: "bucket",
+                bucket_field: "s3.bucket",
+            },
         }
     }
 }
@@ -304,10 +409,10 @@ pub enum Next {
     Nothing,
     /// Record the failure.
     Fail(Failure),
-    /// Take the snapshot from this voter to this S3 location.
+    /// Take the snapshot from this voter to this object store (S3, GCS, Azure, local).
     Take {
         voter: Voter,
-        s3: S3SnapshotLocation,
+        to: Box<SnapshotLocation>,
     },
     /// Take the snapshot from this voter to a file on this claim (through an agent Pod).
     TakeToPvc {
@@ -328,12 +433,13 @@ pub fn next(
     if matches!(phase, Some(SnapshotPhase::Complete | SnapshotPhase::Failed)) {
         return Next::Nothing;
     }
-    let target = match (&destination.s3, &destination.pvc) {
-        (Some(s3), _) => Ok(s3.clone()),
-        (None, Some(pvc)) => Err(pvc.clone()),
-        (None, None) => {
+    let target = match (destination.store(), &destination.pvc) {
+        (Some(StoreKind::Pvc), Some(pvc)) => Err(pvc.clone()),
+        (Some(_), _) => Ok(Box::new(destination.clone())),
+        (None, _) => {
             return Next::Fail(Failure::InvalidDestination {
-                detail: "neither destination.s3 nor destination.pvc is set".to_string(),
+                detail: "exactly one of destination.s3, pvc, gcs, azure or local must be set"
+                    .to_string(),
             });
         }
     };
@@ -360,9 +466,9 @@ pub fn next(
     }
     match pick_voter(&cluster.voters) {
         Some(voter) if cluster.unhealthy.is_none() => match target {
-            Ok(s3) => Next::Take {
+            Ok(to) => Next::Take {
                 voter: voter.clone(),
-                s3,
+                to,
             },
             Err(pvc) => Next::TakeToPvc {
                 voter: voter.clone(),
@@ -625,7 +731,7 @@ pub fn failed_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use etcd_operator_api::shared::PvcSnapshotLocation;
+    use etcd_operator_api::shared::{PvcSnapshotLocation, S3SnapshotLocation};
 
     fn s3() -> S3SnapshotLocation {
         S3SnapshotLocation {
@@ -639,7 +745,7 @@ mod tests {
     fn to_s3() -> SnapshotLocation {
         SnapshotLocation {
             s3: Some(s3()),
-            pvc: None,
+            ..Default::default()
         }
     }
 
@@ -688,9 +794,9 @@ mod tests {
             Some(SnapshotPhase::Started),
         ] {
             match next(phase, &to_s3(), "etcd", Some(&healthy())) {
-                Next::Take { voter, s3: to } => {
+                Next::Take { voter, to } => {
                     assert_eq!(voter.member, "etcd-1");
-                    assert_eq!(to, s3());
+                    assert_eq!(*to, to_s3());
                 }
                 other => panic!("{other:?}"),
             }
@@ -699,11 +805,11 @@ mod tests {
 
     fn to_pvc() -> SnapshotLocation {
         SnapshotLocation {
-            s3: None,
             pvc: Some(PvcSnapshotLocation {
                 claim_name: "backups".into(),
                 sub_path: Some("etcd".into()),
             }),
+            ..Default::default()
         }
     }
 
@@ -733,10 +839,7 @@ mod tests {
             failure(next(None, &to_pvc(), "etcd", Some(&unhealthy))),
             "ClusterUnavailable"
         );
-        let nowhere = SnapshotLocation {
-            s3: None,
-            pvc: None,
-        };
+        let nowhere = SnapshotLocation::default();
         assert_eq!(
             failure(next(None, &nowhere, "etcd", Some(&healthy()))),
             "InvalidDestination"
@@ -795,10 +898,45 @@ mod tests {
     #[test]
     fn the_messages_say_what_the_issue_promises() {
         let cases = [
-            (Failure::Unauthorized, "the S3 credentials were refused"),
             (
-                Failure::BucketNotFound { bucket: "b".into() },
+                Failure::Unauthorized {
+                    store: String::new(),
+                },
+                "the S3 credentials were refused",
+            ),
+            (
+                Failure::Unauthorized {
+                    store: "GCS".into(),
+                },
+                "the GCS credentials were refused",
+            ),
+            (
+                Failure::Unauthorized {
+                    store: "Azure".into(),
+                },
+                "AZURE_STORAGE_ACCOUNT_KEY/AZURE_STORAGE_SAS_TOKEN",
+            ),
+            (
+                Failure::BucketNotFound {
+                    bucket: "b".into(),
+                    store: "S3".into(),
+                },
                 "bucket not found",
+            ),
+            (
+                Failure::BucketNotFound {
+                    bucket: "c".into(),
+                    store: "Azure".into(),
+                },
+                "container not found: the store has no container c; create it or fix destination.azure.container",
+            ),
+            (
+                Failure::EndpointUnreachable {
+                    endpoint: "http://gcs:4443".into(),
+                    detail: "refused".into(),
+                    store: "GCS".into(),
+                },
+                "the GCS endpoint http://gcs:4443 is unreachable (refused); check destination.gcs.endpoint",
             ),
             (
                 Failure::ClusterUnavailable {
@@ -959,6 +1097,21 @@ mod tests {
                 .message()
                 .contains("another EtcdSnapshot")
         );
+        let in_gcs = may_write(&Existing::Present { writer: None }, "u1", "gs://b/k.db")
+            .unwrap_err()
+            .message();
+        assert!(
+            in_gcs.contains("choose another destination.gcs.key"),
+            "{in_gcs}"
+        );
+        let local = may_write(
+            &Existing::Present { writer: None },
+            "u1",
+            "file:///var/lib/etcd-operator/snapshots/k.db",
+        )
+        .unwrap_err()
+        .message();
+        assert!(local.contains("destination.local.path"), "{local}");
         let foreign = may_write(&Existing::Present { writer: None }, "u1", uri).unwrap_err();
         assert_eq!(foreign.reason(), "ObjectExists");
         assert!(foreign.message().contains("no EtcdSnapshot wrote it"));
@@ -1023,7 +1176,15 @@ mod tests {
         );
         assert!(ready.message.contains("revision 42"));
 
-        let failed = failed_status(&started, &Failure::Unauthorized, None, later, Some(1));
+        let failed = failed_status(
+            &started,
+            &Failure::Unauthorized {
+                store: String::new(),
+            },
+            None,
+            later,
+            Some(1),
+        );
         assert_eq!(failed.phase, Some(SnapshotPhase::Failed));
         assert_eq!(failed.artifact, None);
         assert_eq!(failed.verified, None);

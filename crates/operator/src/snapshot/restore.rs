@@ -6,13 +6,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use etcd_operator_api::shared::S3SnapshotLocation;
+use etcd_operator_api::shared::SnapshotLocation;
 use futures::StreamExt;
-use object_store::{GetOptions, ObjectStore};
+use object_store::GetOptions;
 
-use super::decide::Failure;
+use super::decide::{Failure, StoreWords};
 use super::digest::SnapshotDigest;
-use super::store::{S3Credentials, classify, s3_store};
+use super::store::{self, StoreCredentials};
 use crate::build::RESTORE_FAILED_MARK;
 
 /// Why a restore step failed: a reason (CamelCase, the condition's) and what to do.
@@ -42,23 +42,47 @@ const FIX: &str = "fix spec.bootstrap.restore.source or the store; the Pod retri
 /// A store failure, worded for reading a restore source.
 pub fn restore_failure_of(failure: &Failure, uri: &str) -> RestoreError {
     match failure {
-        Failure::Unauthorized => RestoreError::new(
-            "Unauthorized",
+        Failure::Unauthorized { store } => {
+            let words = StoreWords::of(store);
+            RestoreError::new(
+                "Unauthorized",
+                format!(
+                    "the {} credentials were refused reading {uri}: fix {} in the credentials Secret; the Pod retries by itself",
+                    words.name, words.keys
+                ),
+            )
+        }
+        Failure::AccessDenied { detail, store } => RestoreError::new(
+            "AccessDenied",
             format!(
-                "the S3 credentials were refused reading {uri}: fix AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in the credentials Secret; the Pod retries by itself"
+                "access denied reading {uri} ({detail}): let the {} credentials read the object; {FIX}",
+                StoreWords::of(store).name
             ),
         ),
-        Failure::AccessDenied { detail } => RestoreError::new(
-            "AccessDenied",
-            format!("access denied reading {uri} ({detail}): grant s3:GetObject; {FIX}"),
-        ),
-        Failure::BucketNotFound { bucket } => RestoreError::new(
-            "BucketNotFound",
-            format!("bucket not found: the store has no bucket {bucket}; {FIX}"),
-        ),
-        Failure::EndpointUnreachable { endpoint, detail } => RestoreError::new(
+        Failure::BucketNotFound { bucket, store } => {
+            let words = StoreWords::of(store);
+            RestoreError::new(
+                "BucketNotFound",
+                format!(
+                    "{0} not found: the store has no {0} {bucket}; {FIX}",
+                    words.bucket
+                ),
+            )
+        }
+        Failure::EndpointUnreachable {
+            endpoint,
+            detail,
+            store,
+        } => RestoreError::new(
             "EndpointUnreachable",
-            format!("the S3 endpoint {endpoint} is unreachable ({detail}); {FIX}"),
+            format!(
+                "the {} endpoint {endpoint} is unreachable ({detail}); {FIX}",
+                StoreWords::of(store).name
+            ),
+        ),
+        Failure::CredentialsSecret { detail } => RestoreError::new(
+            "CredentialsSecretInvalid",
+            format!("{detail}; add it to the credentials Secret; the Pod retries by itself"),
         ),
         Failure::InvalidDestination { detail } => RestoreError::new(
             "InvalidSource",
@@ -72,27 +96,118 @@ pub fn restore_failure_of(failure: &Failure, uri: &str) -> RestoreError {
 }
 
 /// The restore source as the agent gets it on its command line (credentials from the
-/// environment, which the Pod fills from the credentials Secret).
+/// environment, which the Pod fills from the credentials Secret; `Err` says which is missing).
 #[derive(Clone, Debug)]
 pub struct FetchArgs {
     pub work_dir: PathBuf,
-    pub location: S3SnapshotLocation,
-    pub credentials: Option<S3Credentials>,
+    pub location: SnapshotLocation,
+    pub credentials: Result<StoreCredentials, Failure>,
+}
+
+/// The object-store flags of `etcd-operator restore-fetch`, as `build::restore` writes them.
+#[derive(Clone, Debug, Default)]
+pub struct FetchFlags {
+    /// `s3` (the default), `gcs` or `azure`.
+    pub store: String,
+    pub endpoint: Option<String>,
+    pub bucket: Option<String>,
+    pub account: Option<String>,
+    pub container: Option<String>,
+    pub key: Option<String>,
+    pub region: Option<String>,
+    pub force_path_style: bool,
+    pub credentials_secret: Option<String>,
+}
+
+impl FetchFlags {
+    /// The restore source the flags name; a missing flag or an unknown store is refused.
+    pub fn location(&self) -> Result<SnapshotLocation, RestoreError> {
+        use etcd_operator_api::shared::{
+            AzureSnapshotLocation, GcsSnapshotLocation, S3SnapshotLocation,
+        };
+        let needed = |value: &Option<String>, flag: &str| {
+            value.clone().filter(|v| !v.is_empty()).ok_or_else(|| {
+                RestoreError::new(
+                    "InvalidSource",
+                    format!("restore-fetch --store={} needs --{flag}", self.store),
+                )
+            })
+        };
+        let key = needed(&self.key, "key")?;
+        let secret = k8s_openapi::api::core::v1::LocalObjectReference {
+            name: self.credentials_secret.clone().unwrap_or_default(),
+        };
+        let endpoint = self.endpoint.clone().filter(|e| !e.is_empty());
+        match self.store.as_str() {
+            "" | "s3" => Ok(SnapshotLocation {
+                s3: Some(S3SnapshotLocation {
+                    endpoint: needed(&self.endpoint, "endpoint")?,
+                    bucket: needed(&self.bucket, "bucket")?,
+                    key: Some(key),
+                    credentials_secret_ref: secret,
+                    region: self.region.clone(),
+                    force_path_style: Some(self.force_path_style),
+                }),
+                ..Default::default()
+            }),
+            "gcs" => Ok(SnapshotLocation {
+                gcs: Some(GcsSnapshotLocation {
+                    bucket: needed(&self.bucket, "bucket")?,
+                    key: Some(key),
+                    endpoint,
+                    credentials_secret_ref: secret,
+                }),
+                ..Default::default()
+            }),
+            "azure" => Ok(SnapshotLocation {
+                azure: Some(AzureSnapshotLocation {
+                    account: needed(&self.account, "account")?,
+                    container: needed(&self.container, "container")?,
+                    key: Some(key),
+                    endpoint,
+                    credentials_secret_ref: secret,
+                }),
+                ..Default::default()
+            }),
+            "local" => Err(RestoreError::new(
+                "InvalidSource",
+                format!(
+                    "{}; {FIX}",
+                    etcd_operator_api::shared::LOCAL_NOT_A_RESTORE_SOURCE
+                ),
+            )),
+            other => Err(RestoreError::new(
+                "InvalidSource",
+                format!("restore-fetch --store={other:?} is not s3, gcs or azure"),
+            )),
+        }
+    }
+
+    /// Where the credentials come from, for a message about a missing one.
+    pub fn secret_words(&self) -> String {
+        match self.credentials_secret.as_deref().filter(|s| !s.is_empty()) {
+            Some(name) => format!("the credentials Secret {name}"),
+            None => "the credentials Secret".to_string(),
+        }
+    }
 }
 
 /// Downloads the snapshot into `<work>/snapshot.db`: a fresh work directory, the bytes
 /// streamed into `snapshot.db.part` with etcd's trailing SHA-256 checked on the way, fsync,
 /// rename. Returns (size, SHA-256 hex).
 pub async fn fetch(args: &FetchArgs) -> Result<(u64, String), RestoreError> {
-    let key = args.location.key.clone().unwrap_or_default();
-    let uri = super::decide::object_uri(&args.location.bucket, &key);
-    let credentials = args.credentials.clone().ok_or_else(|| {
-        RestoreError::new(
-            "CredentialsSecretInvalid",
-            "AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is not set: the credentials Secret lacks the key; add it",
-        )
-    })?;
-    let store = s3_store(&args.location, &credentials).map_err(|f| restore_failure_of(&f, &uri))?;
+    let target = store::source(&args.location).map_err(|f| restore_failure_of(&f, ""))?;
+    let uri = target.uri.clone();
+    let credentials = args
+        .credentials
+        .clone()
+        .map_err(|f| restore_failure_of(&f, &uri))?;
+    let store = store::open(
+        &args.location,
+        &credentials,
+        &store::StoreSettings::default(),
+    )
+    .map_err(|f| restore_failure_of(&f, &uri))?;
     let io = |what: &str, e: std::io::Error| {
         RestoreError::new(
             "VolumeError",
@@ -106,23 +221,23 @@ pub async fn fetch(args: &FetchArgs) -> Result<(u64, String), RestoreError> {
     let part = args.work_dir.join("snapshot.db.part");
     let mut file = std::fs::File::create(&part).map_err(|e| io("creating the snapshot file", e))?;
 
-    let path = object_store::path::Path::from(key.as_str());
-    let result = match store.get_opts(&path, GetOptions::default()).await {
+    let path = target.path;
+    let result = match store.store.get_opts(&path, GetOptions::default()).await {
         Ok(result) => result,
-        Err(object_store::Error::NotFound { source, .. })
-            if !source.to_string().contains("NoSuchBucket") =>
+        Err(e @ object_store::Error::NotFound { .. })
+            if store.classify(&e).reason() != "BucketNotFound" =>
         {
             return Err(RestoreError::new(
                 "SnapshotNotFound",
                 format!("the restore source {uri} does not exist; {FIX}"),
             ));
         }
-        Err(e) => return Err(restore_failure_of(&classify(&e, &args.location), &uri)),
+        Err(e) => return Err(restore_failure_of(&store.classify(&e), &uri)),
     };
     let mut stream = result.into_stream();
     let mut digest = SnapshotDigest::default();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| restore_failure_of(&classify(&e, &args.location), &uri))?;
+        let chunk = chunk.map_err(|e| restore_failure_of(&store.classify(&e), &uri))?;
         digest.update(&chunk);
         file.write_all(&chunk)
             .map_err(|e| io("writing the snapshot", e))?;
@@ -365,17 +480,33 @@ mod tests {
     #[test]
     fn store_failures_name_the_source_and_never_say_snapshot_retry() {
         let cases = [
-            (Failure::Unauthorized, "Unauthorized"),
             (
-                Failure::BucketNotFound { bucket: "b".into() },
+                Failure::Unauthorized {
+                    store: String::new(),
+                },
+                "Unauthorized",
+            ),
+            (
+                Failure::BucketNotFound {
+                    bucket: "b".into(),
+                    store: "GCS".into(),
+                },
                 "BucketNotFound",
             ),
             (
                 Failure::EndpointUnreachable {
                     endpoint: "http://x".into(),
                     detail: "refused".into(),
+                    store: "Azure".into(),
                 },
                 "EndpointUnreachable",
+            ),
+            (
+                Failure::CredentialsSecret {
+                    detail: "the environment has no (or an empty) key GOOGLE_SERVICE_ACCOUNT_KEY"
+                        .into(),
+                },
+                "CredentialsSecretInvalid",
             ),
         ];
         for (failure, reason) in cases {
@@ -383,5 +514,32 @@ mod tests {
             assert_eq!(error.reason, reason);
             assert!(!error.message.contains("EtcdSnapshot"), "{}", error.message);
         }
+        let azure = restore_failure_of(
+            &Failure::Unauthorized {
+                store: "Azure".into(),
+            },
+            "azure://a/c/k.db",
+        );
+        assert!(
+            azure
+                .message
+                .starts_with("the Azure credentials were refused reading azure://a/c/k.db: fix AZURE_STORAGE_ACCOUNT_KEY/AZURE_STORAGE_SAS_TOKEN"),
+            "{}",
+            azure.message
+        );
+        let container = restore_failure_of(
+            &Failure::BucketNotFound {
+                bucket: "c".into(),
+                store: "Azure".into(),
+            },
+            "azure://a/c/k.db",
+        );
+        assert!(
+            container
+                .message
+                .starts_with("container not found: the store has no container c"),
+            "{}",
+            container.message
+        );
     }
 }

@@ -290,7 +290,7 @@ mod tests {
                         bucket: "backups".into(),
                         ..Default::default()
                     }),
-                    pvc: None,
+                    ..Default::default()
                 },
             },
             retention,

@@ -98,9 +98,9 @@ fn unsupported_spec(ctx: &Context<'_>) -> Option<Decision> {
         .bootstrap
         .as_ref()
         .and_then(|b| b.restore.as_ref())
-        .is_some_and(|r| r.source.s3.is_none() && r.source.pvc.is_none())
+        .is_some_and(|r| r.source.store().is_none() || r.source.local.is_some())
     {
-        "spec.bootstrap.restore.source with neither s3 nor pvc"
+        "spec.bootstrap.restore.source naming no single store, or a local store (a directory of the operator's Pod, which the restoring Pod cannot read)"
     } else if spec.bootstrap.as_ref().is_some_and(|b| b.restore.is_some())
         && spec.storage_or_default().medium_or_default() == StorageMedium::Memory
     {

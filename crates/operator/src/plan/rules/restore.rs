@@ -45,7 +45,8 @@ pub fn restore_failed(ctx: &Context<'_>) -> Option<Decision> {
     })
 }
 
-/// `s3://<bucket>/<key>` or `pvc://<claim>/<subPath>` of `spec.bootstrap.restore`.
+/// `s3://<bucket>/<key>`, `gs://...`, `azure://...` or `pvc://<claim>/<subPath>` of
+/// `spec.bootstrap.restore`.
 pub fn restore_source_uri(ctx: &Context<'_>) -> Option<String> {
     if let Some(r) = ctx
         .observed
@@ -76,9 +77,5 @@ pub fn restore_source_uri(ctx: &Context<'_>) -> Option<String> {
                 .trim_start_matches('/'),
         ));
     }
-    let s3 = source.s3.as_ref()?;
-    Some(crate::snapshot::decide::object_uri(
-        &s3.bucket,
-        s3.key.as_deref().unwrap_or_default(),
-    ))
+    crate::snapshot::store::source(source).ok().map(|t| t.uri)
 }

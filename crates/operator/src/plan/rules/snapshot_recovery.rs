@@ -26,7 +26,7 @@ use etcd_operator_api::MemberPhase;
 use etcd_operator_api::cluster::{
     QuorumRecoveryMember, QuorumRecoveryPhase, QuorumRecoverySnapshot, QuorumRecoveryStatus,
 };
-use etcd_operator_api::shared::{RestoreSpec, S3SnapshotLocation, SnapshotLocation};
+use etcd_operator_api::shared::{RestoreSpec, SnapshotLocation, StoreKind};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::helpers::{create_pvc, delete_pod};
@@ -39,9 +39,9 @@ use crate::plan::observed::SnapshotFacts;
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
-/// A snapshot a recovery may restore from: Complete, verified, of this cluster, in S3, with
-/// an artifact in the bucket it was written to, not being deleted.
-pub fn usable(ctx: &Context<'_>, s: &SnapshotFacts) -> Result<S3SnapshotLocation, String> {
+/// A snapshot a recovery may restore from: Complete, verified, of this cluster, in an object
+/// store (S3, GCS, Azure), with an artifact where it was written to, not being deleted.
+pub fn usable(ctx: &Context<'_>, s: &SnapshotFacts) -> Result<SnapshotLocation, String> {
     if s.cluster != ctx.cluster_name {
         return Err(format!(
             "EtcdSnapshot {} is a snapshot of cluster {}, not of {}",
@@ -60,29 +60,26 @@ pub fn usable(ctx: &Context<'_>, s: &SnapshotFacts) -> Result<S3SnapshotLocation
     if s.deleting {
         return Err(format!("EtcdSnapshot {} is being deleted", s.name));
     }
-    let Some(dest) = s.s3.as_ref() else {
-        return Err(format!(
-            "EtcdSnapshot {} is not stored in S3 (only an S3 snapshot can be restored from)",
-            s.name
-        ));
-    };
-    let key = s
-        .uri
-        .as_deref()
-        .and_then(|u| u.strip_prefix("s3://"))
-        .and_then(|rest| rest.split_once('/'))
-        .filter(|(bucket, key)| *bucket == dest.bucket && !key.is_empty())
-        .map(|(_, key)| key.to_string());
-    let Some(key) = key else {
-        return Err(format!(
-            "EtcdSnapshot {} has no artifact in bucket {}",
-            s.name, dest.bucket
-        ));
-    };
-    Ok(S3SnapshotLocation {
-        key: Some(key),
-        ..dest.clone()
-    })
+    match s.destination.store() {
+        Some(StoreKind::S3 | StoreKind::Gcs | StoreKind::Azure) => {}
+        Some(StoreKind::Local) => {
+            return Err(format!(
+                "EtcdSnapshot {} is in a local store: {}",
+                s.name,
+                etcd_operator_api::shared::LOCAL_NOT_A_RESTORE_SOURCE
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "EtcdSnapshot {} is not in an object store (a recovery restores from S3, GCS or Azure only)",
+                s.name
+            ));
+        }
+    }
+    let uri = s.uri.as_deref().unwrap_or_default();
+    s.destination
+        .restore_source(uri)
+        .map_err(|why| format!("EtcdSnapshot {}: {why}", s.name))
 }
 
 /// The snapshot to restore from: the one named, or the newest usable one (by completion time,
@@ -90,7 +87,7 @@ pub fn usable(ctx: &Context<'_>, s: &SnapshotFacts) -> Result<S3SnapshotLocation
 pub fn pick<'a>(
     ctx: &Context<'a>,
     named: Option<&str>,
-) -> Result<(&'a SnapshotFacts, S3SnapshotLocation), String> {
+) -> Result<(&'a SnapshotFacts, SnapshotLocation), String> {
     let all = ctx.observed.snapshots.as_ref().map_err(|e| e.clone())?;
     if let Some(name) = named {
         let s = all
@@ -104,7 +101,7 @@ pub fn pick<'a>(
         .max_by_key(|(s, _)| (s.completed_at, s.revision, s.name.clone()))
         .ok_or_else(|| {
             format!(
-                "there is no Complete and verified EtcdSnapshot of cluster {} in S3",
+                "there is no Complete and verified EtcdSnapshot of cluster {} in an object store (S3, GCS, Azure)",
                 ctx.cluster_name
             )
         })
@@ -125,7 +122,7 @@ pub fn start(
     c: &Classification<'_, '_>,
     trigger: String,
     snapshot: &SnapshotFacts,
-    source: S3SnapshotLocation,
+    source: SnapshotLocation,
 ) -> Option<Decision> {
     let seed = ctx.running().next()?;
     let removed: Vec<String> = ctx
@@ -180,9 +177,15 @@ pub fn start(
             cluster_token: format!("{token}-restored-{}", ctx.now.as_second()),
             previous_cluster_id: status.cluster_id.clone(),
             cluster_id: None,
-            source: Some(source),
+            source: None,
+            gcs: None,
+            azure: None,
         }),
     };
+    let mut record = record;
+    if let Some(snapshot) = record.snapshot.as_mut() {
+        snapshot.record_location(&source);
+    }
     let first = in_progress(ctx, &record);
     Some(with_recovery_kept(first, record))
 }
@@ -420,7 +423,7 @@ fn restore_pod(ctx: &Context<'_>, s: &MemberView<'_>, r: &QuorumRecoveryStatus) 
     let Some((snap, source)) = r
         .snapshot
         .as_ref()
-        .and_then(|snap| snap.source.as_ref().map(|src| (snap, src)))
+        .and_then(|snap| snap.restore_location().map(|src| (snap, src)))
     else {
         return Decision::wait(
             WaitReason::QuorumRecoveryRefused,
@@ -430,10 +433,7 @@ fn restore_pod(ctx: &Context<'_>, s: &MemberView<'_>, r: &QuorumRecoveryStatus) 
     };
     let mut member = s.observed.member.clone();
     member.spec.cluster_token = snap.cluster_token.clone();
-    let location = SnapshotLocation {
-        s3: Some(source.clone()),
-        pvc: None,
-    };
+    let location = source;
     member.spec.restore = Some(RestoreSpec {
         source: location.clone(),
     });

@@ -16,7 +16,7 @@ fn s3_restore() -> RestoreSpec {
                 key: Some("prod/before.db".into()),
                 ..Default::default()
             }),
-            pvc: None,
+            ..Default::default()
         },
     }
 }
@@ -44,11 +44,11 @@ fn an_s3_restore_bootstraps_a_seed_that_carries_the_source() {
 fn a_pvc_restore_bootstraps_a_seed_that_carries_the_source() {
     let pvc = RestoreSpec {
         source: SnapshotLocation {
-            s3: None,
             pvc: Some(etcd_operator_api::shared::PvcSnapshotLocation {
                 claim_name: "backups".into(),
                 sub_path: Some("etcd/nightly.db".into()),
             }),
+            ..Default::default()
         },
     };
     let mut fx = Fx::empty(3);
@@ -70,15 +70,36 @@ fn a_restore_source_without_a_location_is_refused() {
     fx.obs.cluster.spec.bootstrap = Some(BootstrapSpec {
         restore: Some(RestoreSpec {
             source: SnapshotLocation {
-                s3: None,
-                pvc: None,
+                ..Default::default()
             },
         }),
     });
     match fx.step() {
         Step::Wait { reason, message } => {
             assert_eq!(reason, WaitReason::UnsupportedSpec);
-            assert!(message.contains("neither s3 nor pvc"), "{message}");
+            assert!(message.contains("naming no single store"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A local store (admission refuses it): refused here too, never restored from nothing.
+    let mut fx = Fx::empty(3);
+    fx.obs.cluster.spec.bootstrap = Some(BootstrapSpec {
+        restore: Some(RestoreSpec {
+            source: SnapshotLocation {
+                local: Some(etcd_operator_api::shared::LocalSnapshotLocation {
+                    path: "/var/lib/etcd-operator/snapshots/x.db".into(),
+                }),
+                ..Default::default()
+            },
+        }),
+    });
+    match fx.step() {
+        Step::Wait { reason, message } => {
+            assert_eq!(reason, WaitReason::UnsupportedSpec);
+            assert!(
+                message.contains("the restoring Pod cannot read"),
+                "{message}"
+            );
         }
         other => panic!("{other:?}"),
     }

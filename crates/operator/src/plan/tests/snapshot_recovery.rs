@@ -8,7 +8,10 @@ use etcd_operator_api::cluster::{
     RECOVER_QUORUM_ANNOTATION,
 };
 use etcd_operator_api::labels::quorum;
-use etcd_operator_api::shared::S3SnapshotLocation;
+use etcd_operator_api::shared::{
+    AzureSnapshotLocation, GcsSnapshotLocation, LocalSnapshotLocation, PvcSnapshotLocation,
+    S3SnapshotLocation, SnapshotLocation,
+};
 use k8s_openapi::api::core::v1::LocalObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use proptest::prelude::*;
@@ -29,16 +32,19 @@ fn snapshot(name: &str, cluster: &str, completed: i64, verified: bool) -> Snapsh
         revision: Some(completed),
         completed_at: Some(at(completed)),
         uri: Some(format!("s3://backups/{cluster}/{name}.db")),
-        s3: Some(S3SnapshotLocation {
-            endpoint: "http://s3.test:9000".into(),
-            bucket: "backups".into(),
-            key: Some(cluster.into()),
-            credentials_secret_ref: LocalObjectReference {
-                name: "s3-credentials".into(),
-            },
-            region: Some("us-east-1".into()),
-            force_path_style: Some(true),
-        }),
+        destination: SnapshotLocation {
+            s3: Some(S3SnapshotLocation {
+                endpoint: "http://s3.test:9000".into(),
+                bucket: "backups".into(),
+                key: Some(cluster.into()),
+                credentials_secret_ref: LocalObjectReference {
+                    name: "s3-credentials".into(),
+                },
+                region: Some("us-east-1".into()),
+                force_path_style: Some(true),
+            }),
+            ..Default::default()
+        },
         deleting: false,
     }
 }
@@ -136,6 +142,129 @@ fn the_request_restores_from_the_newest_verified_snapshot_of_this_cluster() {
     assert!(r.trigger.starts_with("Manual"));
     let event = plan.recovery_event(&fx.obs, now()).unwrap().unwrap();
     assert_eq!(event.reason.as_deref(), Some("QuorumRecoveryStarted"));
+}
+
+/// A snapshot of this cluster in GCS: `gs://gbackups/etcd/<name>.db`.
+fn gcs_snapshot(name: &str, completed: i64) -> SnapshotFacts {
+    SnapshotFacts {
+        uri: Some(format!("gs://gbackups/{CLUSTER}/{name}.db")),
+        destination: SnapshotLocation {
+            gcs: Some(GcsSnapshotLocation {
+                bucket: "gbackups".into(),
+                key: Some(CLUSTER.into()),
+                endpoint: Some("http://gcs.test:4443".into()),
+                credentials_secret_ref: LocalObjectReference {
+                    name: "gcs-key".into(),
+                },
+            }),
+            ..Default::default()
+        },
+        ..snapshot(name, CLUSTER, completed, true)
+    }
+}
+
+#[test]
+fn a_gcs_or_azure_snapshot_is_restored_from_its_exact_object() {
+    let mut fx = all_pods_lost(vec![
+        snapshot("older-s3", CLUSTER, 500, true),
+        gcs_snapshot("newest-gcs", 900),
+    ]);
+    request(&mut fx, "auto");
+    let r = recovery(&fx.plan()).expect("recorded");
+    let snap = r.snapshot.clone().unwrap();
+    assert_eq!(snap.name, "newest-gcs");
+    assert_eq!(snap.uri, "gs://gbackups/etcd/newest-gcs.db");
+    assert_eq!(snap.source, None, "source holds S3 objects only");
+    let gcs = snap.gcs.clone().expect("the GCS object is recorded");
+    assert_eq!(gcs.key.as_deref(), Some("etcd/newest-gcs.db"));
+    assert_eq!(snap.restore_location().and_then(|l| l.gcs), Some(gcs));
+
+    // Through the whole recovery: the seed's one restoring Pod fetches from GCS.
+    let mut fx = all_pods_lost(vec![gcs_snapshot("newest-gcs", 900)]);
+    request(&mut fx, "auto");
+    let mut fetched = None;
+    for pass in 0..40 {
+        let plan = plan_next_step(&fx.obs, at(100_000 + pass));
+        fx.write_statuses(&plan);
+        if let Step::CreatePod(pod) = &plan.step
+            && let Some(fetch) = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.init_containers.as_ref())
+                .and_then(|c| c.iter().find(|c| c.name == RESTORE_FETCH_CONTAINER))
+        {
+            fetched = fetch.args.clone();
+            break;
+        }
+        let mut restores = 0;
+        apply(&mut fx, &plan.step, &mut restores);
+    }
+    let args = fetched.expect("the seed's restoring Pod");
+    for arg in [
+        "--store=gcs",
+        "--bucket=gbackups",
+        "--key=etcd/newest-gcs.db",
+        "--endpoint=http://gcs.test:4443",
+    ] {
+        assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
+    }
+
+    let azure = SnapshotFacts {
+        uri: Some("azure://acct/etcd/prod/newest.db".into()),
+        destination: SnapshotLocation {
+            azure: Some(AzureSnapshotLocation {
+                account: "acct".into(),
+                container: "etcd".into(),
+                key: Some("prod".into()),
+                endpoint: None,
+                credentials_secret_ref: LocalObjectReference {
+                    name: "azure-key".into(),
+                },
+            }),
+            ..Default::default()
+        },
+        ..snapshot("newest", CLUSTER, 900, true)
+    };
+    let mut fx = all_pods_lost(vec![azure]);
+    request(&mut fx, "auto");
+    let snap = recovery(&fx.plan()).unwrap().snapshot.unwrap();
+    assert_eq!(snap.azure.unwrap().key.as_deref(), Some("prod/newest.db"));
+}
+
+#[test]
+fn a_snapshot_in_a_local_directory_or_on_a_claim_is_refused_with_what_to_do() {
+    let local = SnapshotFacts {
+        uri: Some("file:///var/lib/etcd-operator/snapshots/local.db".into()),
+        destination: SnapshotLocation {
+            local: Some(LocalSnapshotLocation {
+                path: "/var/lib/etcd-operator/snapshots".into(),
+            }),
+            ..Default::default()
+        },
+        ..snapshot("local", CLUSTER, 900, true)
+    };
+    let claim = SnapshotFacts {
+        uri: Some("pvc://backups/claim.db".into()),
+        destination: SnapshotLocation {
+            pvc: Some(PvcSnapshotLocation {
+                claim_name: "backups".into(),
+                sub_path: None,
+            }),
+            ..Default::default()
+        },
+        ..snapshot("claim", CLUSTER, 900, true)
+    };
+    for (name, why) in [
+        ("local", "the restoring Pod cannot read"),
+        ("claim", "restores from S3, GCS or Azure only"),
+    ] {
+        let mut fx = all_pods_lost(vec![local.clone(), claim.clone()]);
+        request(&mut fx, &format!("snapshot:{name}"));
+        let plan = fx.plan();
+        assert_eq!(wait_reason(&plan.step), WaitReason::QuorumRecoveryRefused);
+        assert!(plan.step.message().contains(why), "{}", plan.step.message());
+        assert!(recovery(&plan).is_none(), "{name}");
+    }
 }
 
 #[test]
