@@ -56,8 +56,29 @@ pub async fn choose_cluster(
         return Ok(name.to_string());
     }
     let legacy = list_legacy(client, namespace, "EtcdCluster", "etcdclusters").await?;
+    // None left: a migration finished here names its cluster.
+    let migrated: Vec<String> = if legacy.is_empty() {
+        match Api::<EtcdCluster>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => list
+                .items
+                .iter()
+                .filter(|c| {
+                    c.annotations()
+                        .contains_key(super::plan::MIGRATED_FROM_ANNOTATION)
+                })
+                .map(|c| c.name_any())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
     match legacy.as_slice() {
         [only] => Ok(only.name_any()),
+        [] if migrated.len() == 1 => Ok(migrated[0].clone()),
         [] => Err(Usage(format!(
             "no EtcdCluster of {} in namespace {namespace}; pass -n <namespace> (`kubectl get etcdclusters.etcd.aenix.io -A` lists them)",
             legacy::API_VERSION
