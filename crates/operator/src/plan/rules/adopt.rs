@@ -150,13 +150,12 @@ pub fn assess(ctx: &Context<'_>, m: &MemberView<'_>) -> Assessment {
     };
     if !same_place {
         return Assessment::Refuse(format!(
-            "Pod {} runs etcd with --data-dir={}{}, where this operator would use {data_dir}{}",
+            "Pod {} runs etcd with --data-dir={}{}, where this operator would use {data_dir} (the volume mounted at {DATA_DIR})",
             pod.name,
             have.map_or("(unset)", String::as_str),
             pod.data_mount.as_deref().map_or(String::new(), |m| format!(
                 " (its data volume mounted at {m})"
             )),
-            format!(" (the volume mounted at {DATA_DIR})"),
         ));
     }
     if let Err(e) = &ctx.observed.etcd.members {
