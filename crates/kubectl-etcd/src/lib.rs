@@ -9,6 +9,7 @@
 //! a minority of voters lost; 4 `health` found quorum lost.
 
 pub mod health;
+pub mod migrate;
 pub mod output;
 pub mod restore;
 pub mod session;
@@ -177,6 +178,11 @@ pub enum Command {
         #[arg(long)]
         snapshot: Option<String>,
     },
+    /// Takes over an EtcdCluster of the legacy etcd.aenix.io/v1alpha1 operator in place (dry
+    /// run by default; --apply to act): a safety snapshot, the spec translated, EtcdCluster
+    /// and EtcdMembers with their status filled in, the StatefulSet deleted with its Pods
+    /// orphaned, Pods and PVCs re-owned, the Services replaced, backups translated.
+    Migrate(migrate::MigrateArgs),
     /// Creates a new EtcdCluster from a Complete EtcdSnapshot (spec.bootstrap.restore), copying
     /// what is not bound to the old cluster's name from the cluster it was taken of, and waits
     /// until it is Available.
@@ -476,6 +482,7 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
             let wait = (!*no_wait).then_some(*timeout);
             restore_cluster(&cli, name, from_snapshot, &overrides, wait).await
         }
+        Command::Migrate(args) => migrate::migrate(&target(&cli, None), args).await,
         Command::Pause { cluster } => pause(&cli, cluster.cluster.clone(), true).await,
         Command::Resume { cluster } => pause(&cli, cluster.cluster.clone(), false).await,
         Command::RecoverQuorum {
@@ -1089,7 +1096,6 @@ async fn snapshot_save(
     file: &Path,
     only: Option<&str>,
 ) -> anyhow::Result<Printed> {
-    use std::io::Write;
     let leader = session.observed.etcd.leader();
     let member = match only {
         Some(name) => name.to_string(),
@@ -1124,6 +1130,30 @@ async fn snapshot_save(
         )));
     }
     let client = session.etcd_member(&member, Timeouts::SNAPSHOT).await?;
+    let (size, sha, revision) = write_snapshot(&client, &member, file).await?;
+    Ok(Printed {
+        value: json!({"file": file.display().to_string(), "sizeBytes": size, "sha256": sha, "member": member, "revision": revision}),
+        table: None,
+        lines: vec![format!(
+            "saved {} ({size} bytes) from {member}{}\nsha256:{sha}",
+            file.display(),
+            revision
+                .map(|r| format!(" at revision {r}"))
+                .unwrap_or_default()
+        )],
+        code: 0,
+    })
+}
+
+/// Streams a snapshot from `client` (one member, `member` for messages) into `file`: a new
+/// temporary file beside it, etcd's trailing SHA-256 checked, fsync, then published under
+/// `file` (never replacing one). Returns the size, the file's SHA-256 and the revision.
+pub(crate) async fn write_snapshot(
+    client: &etcd_operator::etcd::EtcdClient,
+    member: &str,
+    file: &Path,
+) -> anyhow::Result<(u64, String, Option<i64>)> {
+    use std::io::Write;
     let revision = client.revision().await.ok();
     let mut stream = client
         .snapshot()
@@ -1207,18 +1237,7 @@ async fn snapshot_save(
     if let Ok(dir) = std::fs::File::open(&directory) {
         let _ = dir.sync_all();
     }
-    Ok(Printed {
-        value: json!({"file": file.display().to_string(), "sizeBytes": size, "sha256": sha, "member": member, "revision": revision}),
-        table: None,
-        lines: vec![format!(
-            "saved {} ({size} bytes) from {member}{}\nsha256:{sha}",
-            file.display(),
-            revision
-                .map(|r| format!(" at revision {r}"))
-                .unwrap_or_default()
-        )],
-        code: 0,
-    })
+    Ok((size, sha, revision))
 }
 
 fn hex(bytes: &[u8]) -> String {

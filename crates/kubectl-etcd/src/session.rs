@@ -138,12 +138,12 @@ where
 
 /// One local listener per member Pod; each accepted connection is one `pods/portforward` to
 /// the Pod's client port.
-struct Forward {
-    address: SocketAddr,
+pub(crate) struct Forward {
+    pub(crate) address: SocketAddr,
     last_error: Arc<Mutex<Option<String>>>,
 }
 
-async fn forward(pods: Api<Pod>, pod: String) -> anyhow::Result<Forward> {
+pub(crate) async fn forward(pods: Api<Pod>, pod: String) -> anyhow::Result<Forward> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("opening a local port for the port-forward")?;

@@ -78,6 +78,7 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
             "pause",
             "resume",
             "recover-quorum",
+            "migrate",
         ] {
             assert!(text(&out.stdout).contains(command), "{command} in --help");
         }
@@ -130,6 +131,38 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         );
         // Bad usage: exit 2.
         let out = kubectl(&bin, &["etcd", "frobnicate"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        // migrate: no legacy cluster (its CRDs are not even installed) says where to look;
+        // a malformed Deployment coordinate and the snapshot flags together are bad usage.
+        let out = kubectl(
+            &bin,
+            &["etcd", "--kubeconfig", &kubeconfig, "-n", "prod", "migrate"],
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr)
+                .contains("no EtcdCluster of etcd.aenix.io/v1alpha1 in namespace prod")
+                && text(&out.stderr).contains("kubectl get etcdclusters.etcd.aenix.io -A"),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = kubectl(&bin, &["etcd", "migrate", "--operator", "just-a-name"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("NAMESPACE/NAME"),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = kubectl(
+            &bin,
+            &[
+                "etcd",
+                "migrate",
+                "--skip-snapshot",
+                "--snapshot-file",
+                "x.db",
+            ],
+        );
         assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
         let out = kubectl(&bin, &["etcd", "--kubeconfig", &kubeconfig, "snapshot"]);
         assert_eq!(out.status.code(), Some(1));

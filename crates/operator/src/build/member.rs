@@ -107,7 +107,12 @@ pub fn seed_initial_cluster(cluster: &EtcdCluster, seed: &str) -> String {
 /// operator-issued `<member>-tls`, which serves both listeners) and whether clients must
 /// present certificates.
 fn member_tls(cluster: &EtcdCluster, name: &str, member_name: &str) -> Option<EtcdMemberTls> {
-    let tls = cluster.spec.tls.as_ref()?;
+    let Some(tls) = cluster.spec.tls.as_ref() else {
+        return super::cluster_peer_auto_tls(cluster).then(|| EtcdMemberTls {
+            peer_auto_tls: Some(true),
+            ..Default::default()
+        });
+    };
     let reference = |n: String| Some(LocalObjectReference { name: n });
     let mut member = EtcdMemberTls::default();
     if let Some(client) = &tls.client {
@@ -138,6 +143,8 @@ fn member_tls(cluster: &EtcdCluster, name: &str, member_name: &str) -> Option<Et
             }
             (None, None) => None,
         };
+    } else if super::cluster_peer_auto_tls(cluster) {
+        member.peer_auto_tls = Some(true);
     }
     (member != EtcdMemberTls::default()).then_some(member)
 }
@@ -148,6 +155,57 @@ mod tests {
     use crate::build::tests_support::latched_cluster;
     use etcd_operator_api::cluster::{ClientTls, EtcdClusterTls, PeerCertManagerTls, PeerTls};
     use etcd_operator_api::shared::EtcdOptions;
+
+    #[test]
+    fn a_cluster_migrated_with_peer_auto_tls_gives_its_new_members_the_same() {
+        let mut cluster = latched_cluster("etcd", 3);
+        let plain = new_member(&cluster, "etcd-3", false).unwrap();
+        assert_eq!(plain.spec.tls, None);
+        cluster.metadata.annotations = Some(
+            [(
+                crate::build::PEER_AUTO_TLS_ANNOTATION.to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
+        let member = new_member(&cluster, "etcd-3", false).unwrap();
+        assert_eq!(member.spec.tls.as_ref().unwrap().peer_auto_tls, Some(true));
+        assert_eq!(
+            crate::build::member_peer_url(&member),
+            "https://etcd-3.etcd.prod.svc:2380"
+        );
+        let seed = new_member(&cluster, "etcd-0", true).unwrap();
+        assert!(
+            seed.spec.initial_cluster.contains("https://"),
+            "{}",
+            seed.spec.initial_cluster
+        );
+        // With client TLS too, the peer side still follows the annotation.
+        cluster.spec.tls = Some(EtcdClusterTls {
+            client: Some(ClientTls {
+                server_secret_ref: Some(LocalObjectReference {
+                    name: "server".into(),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let member = new_member(&cluster, "etcd-3", false).unwrap();
+        let tls = member.spec.tls.unwrap();
+        assert_eq!(tls.peer_auto_tls, Some(true));
+        assert_eq!(tls.client_server_secret_ref.unwrap().name, "server");
+        // Real peer TLS wins.
+        cluster.spec.tls.as_mut().unwrap().peer = Some(PeerTls {
+            secret_ref: Some(LocalObjectReference {
+                name: "peer".into(),
+            }),
+            ..Default::default()
+        });
+        let member = new_member(&cluster, "etcd-3", false).unwrap();
+        let tls = member.spec.tls.unwrap();
+        assert_eq!(tls.peer_auto_tls, None);
+        assert_eq!(tls.peer_secret_ref.unwrap().name, "peer");
+    }
 
     #[test]
     fn new_member_copies_the_latched_target() {

@@ -171,14 +171,35 @@ pub fn member_client_scheme(member: &EtcdMember) -> &'static str {
     }
 }
 
-/// `https` when the cluster's peer API uses TLS.
+/// `https` when the cluster's peer API uses TLS (its own, or the legacy auto-TLS of
+/// [`PEER_AUTO_TLS_ANNOTATION`]).
 pub fn cluster_peer_scheme(cluster: &EtcdCluster) -> &'static str {
     let tls = cluster.spec.tls.as_ref();
-    if tls.is_some_and(|t| t.peer.is_some()) {
+    if tls.is_some_and(|t| t.peer.is_some()) || cluster_peer_auto_tls(cluster) {
         "https"
     } else {
         "http"
     }
+}
+
+/// Annotation on an EtcdCluster migrated from a legacy operator whose members run etcd with
+/// `--peer-auto-tls` (the `etcd.aenix.io/v1alpha1` operator's default): every member this
+/// operator creates for it runs the same way, so it can peer with the migrated ones. An
+/// explicit `spec.tls.peer` wins. Set by `kubectl etcd migrate` (and by the reference's
+/// `etcd-migrate`), not meant for new clusters: the peer traffic is encrypted but not
+/// authenticated.
+pub const PEER_AUTO_TLS_ANNOTATION: &str = "etcd-operator.cozystack.io/peer-auto-tls";
+
+/// Whether the cluster's members run etcd's peer auto-TLS: annotated so, without its own
+/// peer TLS.
+pub fn cluster_peer_auto_tls(cluster: &EtcdCluster) -> bool {
+    let annotated = cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PEER_AUTO_TLS_ANNOTATION))
+        .is_some_and(|v| v == "true");
+    annotated && cluster.spec.tls.as_ref().is_none_or(|t| t.peer.is_none())
 }
 
 /// `https` when the cluster's client API uses TLS.

@@ -220,6 +220,14 @@ impl EtcdClient {
         }
     }
 
+    /// AuthDisable (as a user with the root role; a no-op when authentication is off).
+    pub async fn disable_auth(&self) -> Result<(), EtcdError> {
+        let mut auth = self.client.auth_client();
+        self.call("AuthDisable", auth.auth_disable())
+            .await
+            .map(drop)
+    }
+
     /// UserChangePassword of `root` to `password` (the client authenticated with the old one).
     pub async fn change_root_password(&self, password: &str) -> Result<(), EtcdError> {
         let mut auth = self.client.auth_client();

@@ -290,10 +290,16 @@ pub struct PodFacts {
     /// one: a memory-backed member whose Pod has a smaller one rolls to its new size.
     pub tmpfs_size: Option<String>,
     /// The `--flag=value` arguments of the etcd container's command line (what a Pod made by
-    /// the reference operator runs with: its name, peer URL, data directory, start state).
+    /// the reference operator runs with: its name, peer URL, data directory, start state),
+    /// with the `$(VAR)` references the kubelet expands resolved against the container's
+    /// literal and `metadata.name`/`metadata.namespace` variables (how the legacy
+    /// `etcd.aenix.io` operator's StatefulSet Pods name themselves).
     pub etcd_flags: std::collections::BTreeMap<String, String>,
     /// The PVC the Pod's `data` volume mounts, if it is a claim.
     pub data_claim: Option<String>,
+    /// Where the etcd container mounts the `data` volume (this operator: `/var/lib/etcd`; the
+    /// legacy operator: `/var/run/etcd`): what `--data-dir` is relative to.
+    pub data_mount: Option<String>,
 }
 
 impl PodFacts {
@@ -385,8 +391,20 @@ impl PodFacts {
                 .spec
                 .as_ref()
                 .and_then(|s| s.containers.iter().find(|c| c.name == ETCD_CONTAINER))
-                .map(|c| etcd_flags(c.command.iter().flatten().chain(c.args.iter().flatten())))
+                .map(|c| {
+                    let env = container_variables(pod, c);
+                    etcd_flags(c.command.iter().flatten().chain(c.args.iter().flatten()))
+                        .into_iter()
+                        .map(|(k, v)| (k, expand_variables(&v, &env)))
+                        .collect()
+                })
                 .unwrap_or_default(),
+            data_mount: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.iter().find(|c| c.name == ETCD_CONTAINER))
+                .and_then(|c| c.volume_mounts.iter().flatten().find(|m| m.name == "data"))
+                .map(|m| m.mount_path.clone()),
             data_claim: pod
                 .spec
                 .as_ref()
@@ -558,6 +576,68 @@ fn etcd_flags<'a>(
         .collect()
 }
 
+/// The container's variables that can be known from the Pod alone: literal `value`s and the
+/// downward API's `metadata.name` and `metadata.namespace` (later entries see earlier ones, as
+/// the kubelet resolves them).
+fn container_variables(
+    pod: &Pod,
+    container: &k8s_openapi::api::core::v1::Container,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = std::collections::BTreeMap::new();
+    for var in container.env.iter().flatten() {
+        let value = match (&var.value, &var.value_from) {
+            (Some(value), _) => Some(expand_variables(value, &env)),
+            (None, Some(from)) => {
+                from.field_ref
+                    .as_ref()
+                    .and_then(|f| match f.field_path.as_str() {
+                        "metadata.name" => pod.metadata.name.clone(),
+                        "metadata.namespace" => pod.metadata.namespace.clone(),
+                        _ => None,
+                    })
+            }
+            (None, None) => Some(String::new()),
+        };
+        if let Some(value) = value {
+            env.insert(var.name.clone(), value);
+        }
+    }
+    env
+}
+
+/// `text` with `$(NAME)` replaced by `env`'s value of NAME, `$$` read as a literal `$`, and
+/// unknown references left as they are: Kubernetes' expansion of command and args.
+fn expand_variables(text: &str, env: &std::collections::BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+        {
+            let name = &inner[..end];
+            match env.get(name) {
+                Some(value) => out.push_str(value),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn controller_uid(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<String> {
@@ -633,6 +713,53 @@ mod tests {
         assert_eq!(facts.started_at, Some(started));
         assert_eq!(facts.node.as_deref(), Some("node-a"));
         assert_eq!(facts.owner_uid.as_deref(), Some("m-1"));
+    }
+
+    #[test]
+    fn pod_facts_expand_the_legacy_operators_variables() {
+        // A Pod of the legacy etcd.aenix.io operator's StatefulSet: its name through the
+        // downward API, the data directory under the volume it mounts at /var/run/etcd.
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "etcd-1", "namespace": "prod"},
+            "spec": {
+                "containers": [{
+                    "name": "etcd",
+                    "command": ["etcd"],
+                    "args": [
+                        "--name=$(POD_NAME)",
+                        "--initial-advertise-peer-urls=https://$(POD_NAME).etcd-headless.$(POD_NAMESPACE).svc:2380",
+                        "--data-dir=/var/run/etcd/default.etcd",
+                        "--listen-client-urls=$(SCHEME)0.0.0.0:2379",
+                        "--x=$$(POD_NAME)-$(UNKNOWN)-$(NODE)",
+                    ],
+                    "env": [
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                        {"name": "SCHEME", "value": "http://"},
+                        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    ],
+                    "volumeMounts": [{"name": "data", "mountPath": "/var/run/etcd"}],
+                }],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-etcd-1"}}],
+            },
+        }))
+        .unwrap();
+        let facts = PodFacts::from_pod(&pod);
+        assert_eq!(facts.etcd_flags["name"], "etcd-1");
+        assert_eq!(
+            facts.etcd_flags["initial-advertise-peer-urls"],
+            "https://etcd-1.etcd-headless.prod.svc:2380"
+        );
+        assert_eq!(
+            facts.etcd_flags["listen-client-urls"],
+            "http://0.0.0.0:2379"
+        );
+        assert_eq!(
+            facts.etcd_flags["x"], "$(POD_NAME)-$(UNKNOWN)-$(NODE)",
+            "escaped and unknown references stay"
+        );
+        assert_eq!(facts.data_mount.as_deref(), Some("/var/run/etcd"));
+        assert_eq!(facts.data_claim.as_deref(), Some("data-etcd-1"));
     }
 
     #[test]

@@ -173,6 +173,18 @@ impl Workload {
         if secure.is_some() {
             endpoint = endpoint.replacen("http://", "https://", 1);
         }
+        Workload::start_at(network, &endpoint, label, secure)
+    }
+
+    /// As [`Workload::start_shared`], through `endpoint` (a client URL such as
+    /// `http://etcd.ns.svc:2379`) rather than the `<cluster>-client` Service.
+    pub fn start_at(
+        network: Arc<ClusterNetwork>,
+        endpoint: &str,
+        label: &str,
+        secure: Option<SharedSecure>,
+    ) -> Workload {
+        let endpoint = endpoint.to_string();
         let stop = CancellationToken::new();
         let task = tokio::spawn(run(
             network.clone(),

@@ -5,6 +5,7 @@
 //! [`start`] runs them all until the returned [`ControlPlaneHandle`] is dropped:
 //! - the scheduler ([`crate::scheduler`]);
 //! - Deployments → ReplicaSets → Pods ([`deployment`], [`replicaset`]);
+//! - StatefulSets → Pods and their claims ([`statefulset`]);
 //! - Jobs, with TTL after finished ([`job`]);
 //! - node lifecycle: Lease and Ready heartbeats, NotReady/unreachable conditions and taints,
 //!   taint-based eviction, and the Pod garbage collector ([`node_lifecycle`]).
@@ -17,6 +18,7 @@ pub mod job;
 pub mod node_lifecycle;
 pub mod pods;
 pub mod replicaset;
+pub mod statefulset;
 mod time_scale;
 
 use std::time::Duration;
@@ -57,7 +59,7 @@ pub struct ControlPlaneOptions {
     pub time_scale: TimeScale,
     /// Run the scheduler.
     pub scheduler: bool,
-    /// Run the Job, Deployment and ReplicaSet controllers.
+    /// Run the Job, Deployment, ReplicaSet and StatefulSet controllers.
     pub workloads: bool,
     /// Run the node lifecycle, taint eviction and Pod garbage collection. Without node agents
     /// renewing Leases every node would go NotReady, so a sandbox without them turns this off.
@@ -181,6 +183,10 @@ pub fn start(client: Client, options: ControlPlaneOptions) -> ControlPlaneHandle
         tasks.push(tokio::spawn(deployment::run_deployment_controller(
             client.clone(),
             scale,
+            token.clone(),
+        )));
+        tasks.push(tokio::spawn(statefulset::run_statefulset_controller(
+            client.clone(),
             token.clone(),
         )));
     }

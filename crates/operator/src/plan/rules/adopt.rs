@@ -14,7 +14,7 @@
 
 use etcd_operator_api::MemberPhase;
 
-use crate::build::member_data_dir;
+use crate::build::{DATA_DIR, member_data_dir};
 use crate::etcd::parse_member_id;
 use crate::plan::context::{Context, MemberView};
 use crate::plan::decision::{Decision, MemberEdit};
@@ -120,7 +120,6 @@ pub fn assess(ctx: &Context<'_>, m: &MemberView<'_>) -> Assessment {
     let expected = [
         ("name", m.name.to_string()),
         ("initial-advertise-peer-urls", m.peer_url.clone()),
-        ("data-dir", data_dir),
     ];
     for (flag, want) in expected {
         let have = pod.etcd_flags.get(flag);
@@ -131,6 +130,33 @@ pub fn assess(ctx: &Context<'_>, m: &MemberView<'_>) -> Assessment {
                 have.map_or("(unset)", String::as_str)
             ));
         }
+    }
+    // The data directory is compared where it lies on the volume: a Pod mounting the volume
+    // elsewhere (the legacy operator's /var/run/etcd) runs on the same data when its
+    // --data-dir is the same place below the mount.
+    let have = pod.etcd_flags.get("data-dir");
+    let on_volume = |dir: &str, mount: &str| {
+        dir.strip_prefix(mount.trim_end_matches('/'))
+            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+            .map(|rest| rest.trim_start_matches('/').to_string())
+    };
+    let same_place = match (have, pod.data_mount.as_deref()) {
+        (Some(have), Some(mount)) => {
+            on_volume(have, mount).is_some()
+                && on_volume(have, mount) == on_volume(&data_dir, DATA_DIR)
+        }
+        (Some(have), None) => *have == data_dir,
+        (None, _) => false,
+    };
+    if !same_place {
+        return Assessment::Refuse(format!(
+            "Pod {} runs etcd with --data-dir={}{}, where this operator would use {data_dir} (the volume mounted at {DATA_DIR})",
+            pod.name,
+            have.map_or("(unset)", String::as_str),
+            pod.data_mount.as_deref().map_or(String::new(), |m| format!(
+                " (its data volume mounted at {m})"
+            )),
+        ));
     }
     if let Err(e) = &ctx.observed.etcd.members {
         return Assessment::Wait(format!(

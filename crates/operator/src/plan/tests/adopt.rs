@@ -380,3 +380,96 @@ fn scale_in_takes_the_newest_adopted_member_and_leadership_goes_to_the_oldest() 
         },
     );
 }
+
+/// A member `kubectl etcd migrate` made from a legacy `etcd.aenix.io/v1alpha1` StatefulSet
+/// Pod: the legacy headless Service and data subdirectory as annotations, peer auto-TLS, and
+/// the Pod's own layout (the volume at /var/run/etcd, the data in `default.etcd` below it).
+fn migrated_cluster() -> Fx {
+    let mut fx = reference_cluster();
+    for m in REFERENCE {
+        let member = fx.member_mut(m);
+        member.metadata.annotations = Some(
+            [
+                (
+                    crate::build::HEADLESS_SERVICE_ANNOTATION.to_string(),
+                    format!("{CLUSTER}-headless"),
+                ),
+                (
+                    crate::build::DATA_DIR_SUBPATH_ANNOTATION.to_string(),
+                    "default.etcd".to_string(),
+                ),
+            ]
+            .into(),
+        );
+        member.spec.tls = Some(etcd_operator_api::member::EtcdMemberTls {
+            peer_auto_tls: Some(true),
+            ..Default::default()
+        });
+        let legacy_peer = format!("https://{m}.{CLUSTER}-headless.prod.svc:2380");
+        let pod = fx.pod_mut(m);
+        pod.data_mount = Some("/var/run/etcd".into());
+        pod.etcd_flags
+            .insert("data-dir".into(), "/var/run/etcd/default.etcd".into());
+        pod.etcd_flags
+            .insert("initial-advertise-peer-urls".into(), legacy_peer.clone());
+        if let Ok(list) = fx.obs.etcd.members.as_mut() {
+            for info in list.iter_mut().filter(|i| i.id == id_of(m)) {
+                info.peer_urls = vec![legacy_peer.clone()];
+            }
+        }
+    }
+    fx
+}
+
+#[test]
+fn a_member_migrated_from_v1alpha1_is_adopted_on_its_data_below_another_mount() {
+    let mut fx = migrated_cluster();
+    assert!(matches!(
+        fx.step(),
+        Step::AdoptMember { member, phase: MemberPhase::Ready, .. } if member == REFERENCE[0]
+    ));
+    // The same place on the volume is what counts, not the path in the container.
+    for (mount, dir, adoptable) in [
+        ("/var/run/etcd", "/var/run/etcd/default.etcd", true),
+        ("/var/run/etcd/", "/var/run/etcd/default.etcd", true),
+        ("/var/run/etcd", "/var/run/etcd", false),
+        ("/var/run/etcd", "/var/run/etcd/other.etcd", false),
+        ("/var/run/etcd", "/var/run/etcdx/default.etcd", false),
+        ("/data", "/var/run/etcd/default.etcd", false),
+    ] {
+        let pod = fx.pod_mut(REFERENCE[0]);
+        pod.data_mount = Some(mount.into());
+        pod.etcd_flags.insert("data-dir".into(), dir.into());
+        let ctx = Context::new(&fx.obs, now());
+        let m = ctx.members.iter().find(|m| m.name == REFERENCE[0]).unwrap();
+        let verdict = assess(&ctx, m);
+        if adoptable {
+            assert!(
+                matches!(verdict, Assessment::Adopt { .. }),
+                "{mount} {dir}: {verdict:?}"
+            );
+        } else {
+            assert!(
+                matches!(&verdict, Assessment::Refuse(why) if why.contains("--data-dir")),
+                "{mount} {dir}: {verdict:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_migrated_member_advertising_the_plain_scheme_is_refused() {
+    let mut fx = migrated_cluster();
+    let m = REFERENCE[0];
+    fx.pod_mut(m).etcd_flags.insert(
+        "initial-advertise-peer-urls".into(),
+        format!("http://{m}.{CLUSTER}-headless.prod.svc:2380"),
+    );
+    let ctx = Context::new(&fx.obs, now());
+    let view = ctx.members.iter().find(|v| v.name == m).unwrap();
+    let verdict = assess(&ctx, view);
+    assert!(
+        matches!(&verdict, Assessment::Refuse(why) if why.contains("--initial-advertise-peer-urls")),
+        "{verdict:?}"
+    );
+}

@@ -79,6 +79,7 @@ pub fn running_pod(member: &str) -> PodFacts {
         tmpfs_size: None,
         etcd_flags: Default::default(),
         data_claim: Some(format!("data-{member}")),
+        data_mount: Some(crate::build::DATA_DIR.into()),
     }
 }
 

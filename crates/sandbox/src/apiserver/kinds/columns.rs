@@ -309,6 +309,17 @@ pub fn deployment() -> Vec<PrinterColumn> {
     ]
 }
 
+pub fn stateful_set() -> Vec<PrinterColumn> {
+    vec![
+        computed("Ready", |s| {
+            let ready = s["status"]["readyReplicas"].as_i64().unwrap_or(0);
+            let wanted = s["spec"]["replicas"].as_i64().unwrap_or(1);
+            json!(format!("{ready}/{wanted}"))
+        }),
+        age(),
+    ]
+}
+
 pub fn role_binding() -> Vec<PrinterColumn> {
     vec![
         computed("Role", |b| {

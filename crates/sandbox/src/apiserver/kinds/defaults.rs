@@ -12,6 +12,7 @@ pub fn apply(group: &str, kind: &str, object: &mut Value) {
         ("", "PersistentVolumeClaim") => persistent_volume_claim(object),
         ("", "Secret") => set_default(object, "type", json!("Opaque")),
         ("apps", "Deployment") => deployment(object),
+        ("apps", "StatefulSet") => stateful_set(object),
         ("batch", "Job") => job(object),
         ("policy", "PodDisruptionBudget") => pod_disruption_budget(object),
         _ => {}
@@ -143,6 +144,31 @@ fn deployment(deployment: &mut Value) {
         "strategy",
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
     );
+    pod_template(spec);
+}
+
+/// The scheme's StatefulSet defaults (apps/v1 `SetDefaults_StatefulSet`).
+fn stateful_set(set: &mut Value) {
+    let spec = child(set, "spec");
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+    set_default(
+        spec,
+        "updateStrategy",
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+    );
+    set_default(
+        spec,
+        "persistentVolumeClaimRetentionPolicy",
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+    );
+    if let Some(claims) = spec["volumeClaimTemplates"].as_array_mut() {
+        for claim in claims {
+            let claim_spec = child(claim, "spec");
+            set_default(claim_spec, "volumeMode", json!("Filesystem"));
+        }
+    }
     pod_template(spec);
 }
 

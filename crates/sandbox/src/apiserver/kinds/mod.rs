@@ -167,6 +167,12 @@ const BUILTINS: &[Builtin] = &[
         .categories(ALL)
         .status()
         .scale(),
+    kind("apps", "v1", "StatefulSet", "statefulsets", true)
+        .short(&["sts"])
+        .categories(ALL)
+        .status()
+        .scale()
+        .columns(columns::stateful_set),
     kind("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
     kind(
         "rbac.authorization.k8s.io",

@@ -118,7 +118,7 @@ fn validate_builtin(kind: &ResourceType, object: &Value) -> Vec<StatusCause> {
     let mut causes = Vec::new();
     match (kind.group.as_str(), kind.kind.as_str()) {
         ("", "Pod") => causes.extend(validate_pod_spec(&object["spec"], "spec")),
-        ("apps", "Deployment") | ("apps", "ReplicaSet") | ("batch", "Job") => {
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("batch", "Job") => {
             if kind.kind != "Job" && object["spec"]["selector"].is_null() {
                 causes.push(required("spec.selector"));
             }
