@@ -9,7 +9,8 @@
 //!   with the cluster DNS (cluster names resolve, `DIR/kubeconfig` works there too);
 //!   `--pod NAME [-n NAMESPACE] [-c CONTAINER]` runs it inside a container instead.
 //! - `kube-sandbox fault --dir DIR ...`: kills or freezes a container, crashes, shuts down or
-//!   starts a node, wipes or corrupts a claim, cuts Pods off the network, through the running
+//!   starts a node, wipes or corrupts a claim, cuts Pods off the network or from each other
+//!   (`partition`, `isolate`), delays and drops their packets (`impair`), through the running
 //!   sandbox's control socket (`DIR/control.sock`).
 
 use std::path::PathBuf;

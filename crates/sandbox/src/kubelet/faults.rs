@@ -361,7 +361,8 @@ pub enum Fault {
         a: String,
         b: String,
     },
-    /// Delay and loss on a Pod's link (`tc netem`, where the kernel has it).
+    /// Delay and loss on a Pod's link (`tc netem` where the kernel has it, else iptables and
+    /// a userspace delay queue).
     Impair {
         namespace: String,
         pod: String,

@@ -154,9 +154,9 @@ pub(super) fn memory_data_lost(m: &MemberView<'_>) -> Option<String> {
 
 /// A repair in progress continues: a member in Replacing works through its sequence; a
 /// member in Recreating has its old Pod deleted (a Pod started before the phase was written),
-/// unless that Pod is Ready again (the kubelet sees it serve: a member the operator merely
-/// cannot reach is not recreated for that) or its etcd answers, isolated from its peers
-/// (`plan::reach`): the Pod runs, a new one would not reconnect it.
+/// unless that Pod is Ready again: the kubelet sees it serve, and a member the operator merely
+/// cannot reach is not recreated for that (`plan::reach`). (A repair started before a member
+/// became isolated goes on: isolation only keeps new repairs from starting.)
 fn continue_repairs(ctx: &Context<'_>) -> Option<Decision> {
     if let Some(m) = ctx
         .members
@@ -174,12 +174,7 @@ fn continue_repairs(ctx: &Context<'_>) -> Option<Decision> {
         .started_at
         .zip(m.phase_since())
         .is_some_and(|(start, since)| start < since);
-    if !old
-        || pod.deleting
-        || (m.health == Health::Healthy && m.is_voter())
-        || m.pod_ready()
-        || crate::plan::reach::isolated(ctx, m)
-    {
+    if !old || pod.deleting || (m.health == Health::Healthy && m.is_voter()) || m.pod_ready() {
         return None;
     }
     leadership_first(ctx, m).or_else(|| Some(Decision::act(delete_pod(m, pod))))
@@ -420,6 +415,14 @@ pub fn lost_quorum(ctx: &Context<'_>) -> Option<Decision> {
     if !ctx.formed || running.is_empty() || ctx.observed.etcd.is_healthy() {
         return None;
     }
+    // Before the start grace: Pods that are Ready are not "still starting", whatever their age.
+    if let Some((ready, voters)) = crate::plan::reach::operator_cut_off(ctx) {
+        return Some(Decision::wait(
+            WaitReason::EtcdUnreachable,
+            crate::plan::reach::cut_off_message(ctx, ready, voters),
+            timing::BLOCKED_POLL,
+        ));
+    }
     let starting: Vec<&str> = running
         .iter()
         .filter(|m| {
@@ -438,13 +441,6 @@ pub fn lost_quorum(ctx: &Context<'_>) -> Option<Decision> {
                 starting.join(", ")
             ),
             timing::MEMBER_POLL,
-        ));
-    }
-    if let Some((ready, voters)) = crate::plan::reach::operator_cut_off(ctx) {
-        return Some(Decision::wait(
-            WaitReason::EtcdUnreachable,
-            crate::plan::reach::cut_off_message(ctx, ready, voters),
-            timing::BLOCKED_POLL,
         ));
     }
     if ctx
