@@ -53,6 +53,10 @@ reports "etcdctl version: ${ETCD34_VERSION}" env ETCDCTL_API=3 /usr/bin/etcdctl 
 # The sandbox's network: ip (links, addresses, routes, namespaces) and tc (impair).
 command -v ip >/dev/null 2>&1 || want iproute2
 command -v tc >/dev/null 2>&1 || want iproute2
+# iptables-restore: the sandbox's packet filters in a Pod's namespace (isolate: a Pod cut off
+# from other Pods by dropped packets; impair where the kernel has no netem: loss, and the
+# NFQUEUE rule of the delay queue).
+command -v iptables-restore >/dev/null 2>&1 || want iptables
 # Pods and the tests: unshare (util-linux), timeout (coreutils), kill (procps), python3 and pip
 # (tool Pods in the tests; the etcd 3.5.1 wheel), a C compiler for crates that build C.
 command -v unshare >/dev/null 2>&1 || want util-linux
@@ -103,7 +107,7 @@ reports "promtool, version" /usr/bin/promtool --version ||
   fail "/usr/bin/promtool does not run; run: apt-get install -y prometheus"
 reports "umoci version" umoci --version || fail "umoci does not run; run: apt-get install -y umoci"
 reports "skopeo version" skopeo --version || fail "skopeo does not run; run: apt-get install -y skopeo"
-for tool in ip tc unshare timeout kill python3 openssl; do
+for tool in ip tc iptables-restore unshare timeout kill python3 openssl; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is still missing"
 done
 

@@ -15,11 +15,10 @@
 //!   and it remedies and disarms, on 3.5 the quota is raised in the spec, rolled to the members
 //!   one at a time under the alarm, and the alarm disarmed; `status.noSpaceRemediation` records
 //!   each remediation's phase and every member's backend before and after;
-//! - partitions (the sandbox's `partition` fault) on the same two clusters, each held for
-//!   25 s under the workload: the leader cut off from both followers, then one follower
-//!   isolated. No member is removed, replaced or recreated (no such Event, every etcd member
-//!   ID unchanged), and the Degraded condition names the member the operator sees unhealthy;
 //! - no acknowledged write is lost, and writes are accepted again afterwards.
+//!
+//! Partitions (a leader cut off, a follower isolated, the operator cut off, impaired links)
+//! are in `e2e_partitions.rs`.
 
 mod support;
 
@@ -224,114 +223,6 @@ async fn corrupt_scenario(cluster: &Cluster, name: &str) {
     corrupt_member_is_replaced(cluster, name, &leader, true).await;
 
     cluster.put(NS, name, "after-corrupt", "v");
-    let report = workload.stop().await;
-    report.assert_no_loss();
-
-    partition_scenario(cluster, name).await;
-}
-
-/// Cuts `isolated` off from every other member of cluster `name` for `hold`, then heals:
-/// nothing destructive happens, and the status names the member it cannot use.
-async fn partition_changes_nothing(cluster: &Cluster, name: &str, isolated: &str) {
-    let client = cluster.client();
-    let ids_before = recorded_ids(&client, name).await;
-    let listed_before = cluster.etcd_members(NS, name).expect("member list");
-    let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
-        .await
-        .into_iter()
-        .map(|(n, _, _)| n)
-        .collect();
-    let others: Vec<String> = ids_before
-        .keys()
-        .filter(|m| *m != isolated)
-        .cloned()
-        .collect();
-    let others = &others;
-    let set = |blocked: bool| async move {
-        for peer in others {
-            cluster
-                .kubelet
-                .set_pods_partitioned(NS, isolated, peer, blocked)
-                .await
-                .expect("partitioning");
-        }
-    };
-    set(true).await;
-    let cut = std::time::Instant::now();
-    // The status says which member it sees unhealthy (the isolated one, or for a cut-off
-    // leader the old leader once the others elected a new one).
-    let degraded = eventually(
-        &format!("{name}: Degraded names {isolated}"),
-        Duration::from_secs(60),
-        || async {
-            let c = get_cluster(&client, NS, name).await;
-            let found = c
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|cs| cs.iter().find(|c| c.type_ == "Degraded").cloned());
-            match found {
-                Some(d) if d.status == "True" && d.message.contains(isolated) => Ok(d.message),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
-    eprintln!("{name}: {isolated} cut off; Degraded: {degraded}");
-    tokio::time::sleep(Duration::from_secs(25).saturating_sub(cut.elapsed())).await;
-    eprintln!(
-        "{name}: {isolated} healed after {:.1} s",
-        cut.elapsed().as_secs_f64()
-    );
-    set(false).await;
-    cluster.wait_converged(NS, name, 3, CONVERGE).await;
-
-    let events: Vec<(String, String)> = cluster_events(&client, name)
-        .await
-        .into_iter()
-        .filter(|(n, _, _)| !seen.contains(n))
-        .map(|(_, r, m)| (r, m))
-        .collect();
-    for (reason, message) in &events {
-        assert!(
-            !matches!(
-                reason.as_str(),
-                "MemberRemoved" | "PodDeleted" | "VolumeDeleted" | "LearnerAdded" | "MemberDeleted"
-            ) && !(reason == "MemberPhaseChanged"
-                && (message.contains("Replacing") || message.contains("Recreating"))),
-            "{name}: a destructive step during the partition of {isolated}: {events:?}"
-        );
-    }
-    assert_eq!(recorded_ids(&client, name).await, ids_before, "{name}");
-    assert_eq!(
-        cluster.etcd_members(NS, name).expect("member list"),
-        listed_before,
-        "{name}: etcd's members changed"
-    );
-}
-
-async fn partition_scenario(cluster: &Cluster, name: &str) {
-    let client = cluster.client();
-    let workload = Workload::start(
-        cluster.network.clone(),
-        NS,
-        name,
-        &format!("{name}-partition"),
-    );
-    let (leader, _) = leader_and_follower(&client, name).await;
-    partition_changes_nothing(cluster, name, &leader).await;
-    // A follower other than the member just healed.
-    let now_leading = get_cluster(&client, NS, name)
-        .await
-        .status
-        .and_then(|s| s.leader)
-        .expect("a leader");
-    let follower = recorded_ids(&client, name)
-        .await
-        .into_keys()
-        .find(|m| *m != now_leading && *m != leader)
-        .expect("a follower");
-    partition_changes_nothing(cluster, name, &follower).await;
     let report = workload.stop().await;
     report.assert_no_loss();
 }

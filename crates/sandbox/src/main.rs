@@ -9,7 +9,8 @@
 //!   with the cluster DNS (cluster names resolve, `DIR/kubeconfig` works there too);
 //!   `--pod NAME [-n NAMESPACE] [-c CONTAINER]` runs it inside a container instead.
 //! - `kube-sandbox fault --dir DIR ...`: kills or freezes a container, crashes, shuts down or
-//!   starts a node, wipes or corrupts a claim, cuts Pods off the network, through the running
+//!   starts a node, wipes or corrupts a claim, cuts Pods off the network or from each other
+//!   (`partition`, `isolate`), delays and drops their packets (`impair`), through the running
 //!   sandbox's control socket (`DIR/control.sock`).
 
 use std::path::PathBuf;
@@ -162,7 +163,8 @@ enum FaultCommand {
         #[arg(short, long, default_value = "default")]
         namespace: String,
     },
-    /// Delay and drop a Pod's packets (needs netem in the kernel).
+    /// Delay and drop a Pod's packets (netem where the kernel has it, else iptables and a
+    /// userspace delay queue).
     Impair {
         pod: String,
         #[arg(short, long, default_value = "default")]
@@ -187,6 +189,25 @@ enum FaultCommand {
     Heal {
         a: String,
         b: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// Cut a Pod off from the Pods of another namespace (or the Pods named there), both
+    /// ways, including Pods created there later; it still reaches everyone else.
+    Isolate {
+        pod: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// The namespace whose Pods it is cut off from.
+        #[arg(long)]
+        from_namespace: String,
+        /// Only these Pods of that namespace (repeat the flag); all of them without it.
+        #[arg(long = "from-pod")]
+        from_pods: Vec<String>,
+    },
+    /// End every cut of a Pod made by `isolate`.
+    Rejoin {
+        pod: String,
         #[arg(short, long, default_value = "default")]
         namespace: String,
     },
@@ -247,6 +268,20 @@ impl FaultCommand {
                 loss_percent,
             },
             Self::Unimpair { pod, namespace } => Fault::Unimpair { namespace, pod },
+            Self::Isolate {
+                pod,
+                namespace,
+                from_namespace,
+                from_pods,
+            } => Fault::Isolate {
+                namespace,
+                pod,
+                peers: kube_sandbox::kubelet::Peers {
+                    namespace: from_namespace,
+                    pods: (!from_pods.is_empty()).then_some(from_pods),
+                },
+            },
+            Self::Rejoin { pod, namespace } => Fault::Rejoin { namespace, pod },
         }
     }
 }

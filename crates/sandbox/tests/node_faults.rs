@@ -369,3 +369,196 @@ async fn claims_can_be_wiped_and_corrupted_under_a_pod() {
     cluster.kubelet().wipe_claim("default", "data").unwrap();
     assert!(!file.exists());
 }
+
+/// A client container that asks each `(label, ip)` every 0.3 s and prints `label-reached` or
+/// `label-cut` (within 2 s: a dropped SYN would keep wget waiting for minutes).
+fn prober(targets: &[(&str, String)]) -> serde_json::Value {
+    let checks: Vec<String> = targets
+        .iter()
+        .map(|(label, ip)| {
+            format!(
+                "timeout 2 wget -qO- -T 1 http://{ip}:8080/ >/dev/null 2>&1 && echo {label}-reached || echo {label}-cut"
+            )
+        })
+        .collect();
+    shell_container(
+        "probe",
+        &format!("while true; do {}; sleep 0.3; done", checks.join("; ")),
+    )
+}
+
+/// The last verdict of `label` in a prober's log.
+fn last(log: &str, label: &str) -> Option<bool> {
+    log.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(&format!("{label}-")))
+        .map(|v| v == "reached")
+}
+
+/// `isolate`: a Pod cut off from every Pod of another namespace, both ways and including Pods
+/// created there later, while it still reaches the rest; `rejoin` heals it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_cut_off_from_a_namespace_reaches_everyone_else_and_rejoins() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let cluster = kubelet_support::start().await;
+    for ns in ["ops", "prod"] {
+        Api::<Namespace>::all(cluster.client())
+            .create(
+                &Default::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    cluster
+        .create::<Pod>(
+            "prod",
+            pod_manifest("b", json!({}), None, json!([web_container(8080)])),
+        )
+        .await;
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest("d", json!({}), None, json!([web_container(8080)])),
+        )
+        .await;
+    let b = cluster.wait_ready("prod", "b", LIMIT).await;
+    let d = cluster.wait_ready("default", "d", LIMIT).await;
+    cluster
+        .create::<Pod>(
+            "ops",
+            pod_manifest(
+                "a",
+                json!({}),
+                None,
+                json!([
+                    web_container(8080),
+                    prober(&[("b", pod_ip(&b)), ("d", pod_ip(&d))])
+                ]),
+            ),
+        )
+        .await;
+    let a = cluster.wait_ready("ops", "a", LIMIT).await;
+    let a_log = || cluster.logs("ops", "a", "probe");
+    cluster
+        .eventually("a reaching b and d", LIMIT, || async {
+            let log = a_log().await;
+            last(&log, "b") == Some(true) && last(&log, "d") == Some(true)
+        })
+        .await;
+
+    let now = cluster
+        .kubelet()
+        .cut_pod_off("ops", "a", kube_sandbox::kubelet::Peers::namespace("prod"))
+        .await
+        .unwrap();
+    assert_eq!(now, 1, "b is the only Pod of prod");
+    cluster
+        .eventually("a cut from b, still reaching d", LIMIT, || async {
+            let log = a_log().await;
+            log.ends_with("b-cut\nd-reached\n")
+        })
+        .await;
+    // The rest of the cluster still reaches both.
+    assert!(cluster.http_get(&pod_ip(&a), 8080, "/").await.is_some());
+    assert!(cluster.http_get(&pod_ip(&b), 8080, "/").await.is_some());
+    // A Pod created in prod while the cut stands is cut off too, the other way round.
+    cluster
+        .create::<Pod>(
+            "prod",
+            pod_manifest("p", json!({}), None, json!([prober(&[("a", pod_ip(&a))])])),
+        )
+        .await;
+    cluster
+        .eventually("p (created later) cut from a", LIMIT, || async {
+            cluster
+                .logs("prod", "p", "probe")
+                .await
+                .ends_with("a-cut\na-cut\n")
+        })
+        .await;
+    assert!(
+        !cluster
+            .logs("prod", "p", "probe")
+            .await
+            .contains("a-reached"),
+        "p reached a before its cut"
+    );
+
+    assert!(cluster.kubelet().heal_pod_cut("ops", "a").await.unwrap());
+    cluster
+        .eventually("a reaching b again", LIMIT, || async {
+            last(&a_log().await, "b") == Some(true)
+        })
+        .await;
+    cluster
+        .eventually("p reaching a", LIMIT, || async {
+            last(&cluster.logs("prod", "p", "probe").await, "a") == Some(true)
+        })
+        .await;
+    assert!(
+        !cluster.kubelet().heal_pod_cut("ops", "a").await.unwrap(),
+        "nothing left to heal"
+    );
+}
+
+/// `impair` without netem in the kernel: delay from the userspace queue, loss from a random
+/// drop; a total loss cuts the Pod off, clearing it heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impaired_pod_answers_late_or_not_at_all_and_recovers() {
+    let cluster = kubelet_support::start().await;
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest("w", json!({}), None, json!([web_container(8080)])),
+        )
+        .await;
+    let w = cluster.wait_ready("default", "w", LIMIT).await;
+    let ip = pod_ip(&w);
+    let timed = || async {
+        let started = std::time::Instant::now();
+        let answer = cluster.http_get(&ip, 8080, "/").await;
+        (answer, started.elapsed())
+    };
+    let (answer, quick) = timed().await;
+    assert_eq!(answer.as_deref(), Some("w"));
+    let impair = |delay: u64, jitter: u64, loss: f64| kube_sandbox::network::Impairment {
+        delay: Duration::from_millis(delay),
+        jitter: Duration::from_millis(jitter),
+        loss_percent: loss,
+    };
+    cluster
+        .kubelet()
+        .impair_pod("default", "w", Some(impair(300, 50, 0.0)))
+        .await
+        .expect("impairing (netem, or iptables and nfnetlink_queue)");
+    // Every packet the Pod sends waits at least 250 ms: the SYN-ACK and the answer.
+    let (answer, slow) = timed().await;
+    assert_eq!(answer.as_deref(), Some("w"));
+    assert!(
+        slow >= Duration::from_millis(500),
+        "the delay applies: {slow:?} (unimpaired {quick:?})"
+    );
+    // Changed in place: a total loss.
+    cluster
+        .kubelet()
+        .impair_pod("default", "w", Some(impair(0, 0, 100.0)))
+        .await
+        .unwrap();
+    assert_eq!(
+        cluster.http_get(&ip, 8080, "/").await,
+        None,
+        "every packet dropped"
+    );
+    cluster
+        .kubelet()
+        .impair_pod("default", "w", None)
+        .await
+        .unwrap();
+    let (answer, healed) = timed().await;
+    assert_eq!(answer.as_deref(), Some("w"));
+    assert!(
+        healed < Duration::from_millis(500),
+        "no delay left: {healed:?}"
+    );
+}

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::SignedDuration;
 
 use super::conditions::{self, Wanted};
-use super::context::{Context, Health};
+use super::context::{Context, Health, MemberView};
 use super::decision::Decision;
 use super::step::{Step, WaitReason};
 use crate::etcd::{AlarmKind, member_id_hex};
@@ -280,12 +280,11 @@ fn cluster_conditions(
     // Members joining (or being replaced) are progress, not degradation; the count to reach
     // is the target, or the running members while scaling in.
     let expected = (desired.max(0) as usize).max(running);
-    let unhealthy: Vec<&str> = ctx
+    let unhealthy: Vec<&MemberView<'_>> = ctx
         .running()
         .filter(|m| {
             !m.is_ready() && matches!(m.phase, MemberPhase::Ready | MemberPhase::Recreating)
         })
-        .map(|m| m.name)
         .collect();
     let available = if desired == 0 && running == 0 {
         let message = if ctx.members.is_empty() {
@@ -320,6 +319,13 @@ fn cluster_conditions(
             true,
             "QuorumAvailable",
             format!("{ready}/{expected} members ready"),
+        )
+    } else if let Some((ready_pods, voters)) = super::reach::operator_cut_off(ctx) {
+        // The clients may well be served: the operator cannot tell.
+        Wanted::unknown(
+            cond::AVAILABLE,
+            "EtcdUnreachable",
+            super::reach::cut_off_message(ctx, ready_pods, voters),
         )
     } else if ctx
         .observed
@@ -371,6 +377,8 @@ fn cluster_conditions(
                 "{alarm}: etcd refuses writes; the operator compacts the keyspace, defragments the members (followers first, the leader last) and disarms the alarm once every member is below 90 % of its quota (see the Progressing condition; if the live data itself is too big, raise spec.options.quotaBackendBytes)"
             ),
         )
+    } else if available.unknown {
+        Wanted::unknown(cond::DEGRADED, &available.reason, available.message.clone())
     } else if !available.status && available.reason == "QuorumLost" {
         Wanted::new(
             cond::DEGRADED,
@@ -379,15 +387,7 @@ fn cluster_conditions(
             available.message.clone(),
         )
     } else if !unhealthy.is_empty() {
-        Wanted::new(
-            cond::DEGRADED,
-            true,
-            "MembersUnhealthy",
-            format!(
-                "{ready}/{expected} members ready; not serving: {}",
-                unhealthy.join(", ")
-            ),
-        )
+        degraded_members(ctx, &unhealthy, ready, expected)
     } else {
         let reason = if available.reason == "Paused" {
             "Paused"
@@ -450,6 +450,52 @@ fn cluster_conditions(
         ),
     };
     [available, progressing, degraded]
+}
+
+/// Degraded when some members are not ready: which are isolated from their peers (answering
+/// the operator, a majority serving without them: `MemberIsolated`), which the operator cannot
+/// reach while their Pods are Ready, and which simply do not serve.
+fn degraded_members(
+    ctx: &Context<'_>,
+    unhealthy: &[&MemberView<'_>],
+    ready: i32,
+    expected: usize,
+) -> Wanted {
+    use super::reach::{Sight, isolation_detail, sight};
+    let mut isolated = Vec::new();
+    let mut hidden = Vec::new();
+    let mut other = Vec::new();
+    for m in unhealthy {
+        match sight(ctx, m) {
+            s @ Sight::Isolated { .. } => {
+                isolated.push(format!("{} ({})", m.name, isolation_detail(s)))
+            }
+            Sight::HiddenFromOperator => hidden.push(m.name),
+            _ => other.push(m.name),
+        }
+    }
+    let mut parts = vec![format!("{ready}/{expected} members ready")];
+    if !isolated.is_empty() {
+        parts.push(format!(
+            "isolated from its peers while a majority serves: {}; not recreated or replaced for that (check the network between the members)",
+            isolated.join(", ")
+        ));
+    }
+    if !hidden.is_empty() {
+        parts.push(format!(
+            "not answering the operator while their Pods are Ready (the operator may be cut off from them; nothing is done about it): {}",
+            hidden.join(", ")
+        ));
+    }
+    if !other.is_empty() {
+        parts.push(format!("not serving: {}", other.join(", ")));
+    }
+    let reason = if isolated.is_empty() {
+        "MembersUnhealthy"
+    } else {
+        "MemberIsolated"
+    };
+    Wanted::new(cond::DEGRADED, true, reason, parts.join("; "))
 }
 
 fn deadline_passed(ctx: &Context<'_>) -> bool {

@@ -9,6 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 pub struct Wanted {
     pub type_: &'static str,
     pub status: bool,
+    /// The operator cannot tell (status `Unknown`; `status` is then ignored).
+    pub unknown: bool,
     pub reason: String,
     pub message: String,
 }
@@ -23,8 +25,26 @@ impl Wanted {
         Wanted {
             type_,
             status,
+            unknown: false,
             reason: reason.to_string(),
             message: message.into(),
+        }
+    }
+
+    /// A condition whose status the operator cannot tell (`Unknown`), with why.
+    pub fn unknown(type_: &'static str, reason: &str, message: impl Into<String>) -> Wanted {
+        Wanted {
+            unknown: true,
+            ..Wanted::new(type_, false, reason, message)
+        }
+    }
+
+    /// `True`, `False` or `Unknown`.
+    pub fn status_text(&self) -> &'static str {
+        match (self.unknown, self.status) {
+            (true, _) => "Unknown",
+            (false, true) => "True",
+            (false, false) => "False",
         }
     }
 }
@@ -36,7 +56,7 @@ pub fn set(
     generation: Option<i64>,
     now: Timestamp,
 ) {
-    let status = if wanted.status { "True" } else { "False" }.to_string();
+    let status = wanted.status_text().to_string();
     match conditions.iter_mut().find(|c| c.type_ == wanted.type_) {
         Some(existing) => {
             if existing.status != status {

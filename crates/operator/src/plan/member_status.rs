@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::conditions::{self, Wanted};
 use super::context::{Context, Health, MemberView};
 use super::decision::MemberEdit;
+use super::reach;
 use super::timing::{STABLE_AFTER, elapsed_beyond};
 use crate::build::pvc_name;
 use crate::etcd::{member_id_hex, parse_member_id};
@@ -89,7 +90,7 @@ pub fn member_status(
     if let Some(joined) = joined(ctx, m, edit) {
         conditions::set(&mut list, joined, generation, ctx.now);
     }
-    conditions::set(&mut list, ready(m, edit), generation, ctx.now);
+    conditions::set(&mut list, ready(ctx, m, edit), generation, ctx.now);
     if let Some(version) = status.version.as_deref() {
         let intended = &m.observed.member.spec.version;
         let drifted = version != intended;
@@ -146,7 +147,7 @@ fn joined(ctx: &Context<'_>, m: &MemberView<'_>, edit: Option<&MemberEdit>) -> O
 }
 
 /// Ready: a healthy voter in phase Ready; otherwise why not, in the first matching terms.
-fn ready(m: &MemberView<'_>, edit: Option<&MemberEdit>) -> Wanted {
+fn ready(ctx: &Context<'_>, m: &MemberView<'_>, edit: Option<&MemberEdit>) -> Wanted {
     let no = |reason: &str, message: String| Wanted::new(cond::READY, false, reason, message);
     if let Some((reason, message)) = edit.and_then(|e| e.not_ready.clone()) {
         return no(reason, message);
@@ -212,8 +213,21 @@ fn ready(m: &MemberView<'_>, edit: Option<&MemberEdit>) -> Wanted {
             "its Pod was recreated on the same data".into(),
         ),
         (MemberPhase::Replacing, _) => no("Replacing", "being replaced by a new member".into()),
+        (_, Health::Down) if m.pod_ready() => no(
+            "Unreachable",
+            "etcd does not answer the operator, but its Pod is Ready (the kubelet's checks of etcd's /health pass): the operator may be cut off from it; nothing is done about it".into(),
+        ),
         (_, Health::Down) => no("Unreachable", "etcd does not answer".into()),
-        (_, Health::NoQuorum) => no("NoQuorum", "etcd answers but cannot reach quorum".into()),
+        (_, Health::NoQuorum) => match reach::sight(ctx, m) {
+            s @ reach::Sight::Isolated { .. } => no(
+                "Isolated",
+                format!(
+                    "isolated from its peers: {} while a majority of the voters serves without it; it is not recreated or replaced for being isolated (check the network between the members)",
+                    reach::isolation_detail(s)
+                ),
+            ),
+            _ => no("NoQuorum", "etcd answers but cannot reach quorum".into()),
+        },
         (_, Health::Learner) => no("Learner", "still a learner".into()),
         (_, Health::Unknown) => no("PodNotReady", "etcd was not asked yet".into()),
         (_, Health::Healthy) => no("Promoting", "a healthy voter, becoming Ready".into()),

@@ -20,6 +20,7 @@ mod context;
 mod decision;
 mod member_status;
 mod observed;
+pub(crate) mod reach;
 pub(crate) mod rules;
 mod step;
 mod timing;
@@ -90,6 +91,9 @@ pub struct Plan {
     /// Learners refuse most cluster calls, so they are left out. Empty when no voter is
     /// healthy (then the step is not an etcd call).
     pub etcd_endpoints: Vec<String>,
+    /// The members isolated from their peers this pass (`plan::reach`), with their figures
+    /// (raft index, how far behind the leader), for [`Plan::isolation_event`].
+    pub isolated: Vec<String>,
 }
 
 impl Plan {
@@ -203,6 +207,45 @@ impl Plan {
         ))
     }
 
+    /// A Warning Event `MemberIsolated` when the Degraded condition turns to it, or names
+    /// other members than before: who is isolated from its peers, its raft figures, and that
+    /// it is left alone.
+    pub fn isolation_event(
+        &self,
+        observed: &Observed,
+        now: Timestamp,
+    ) -> Option<Result<Event, BuildError>> {
+        use etcd_operator_api::conditions::cluster::DEGRADED;
+        let new = self.cluster_status.as_ref()?.conditions.as_ref()?;
+        let new = new.iter().find(|c| c.type_ == DEGRADED)?;
+        if new.reason != "MemberIsolated" {
+            return None;
+        }
+        let old = observed
+            .cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|l| l.iter().find(|c| c.type_ == DEGRADED));
+        if old.is_some_and(|o| o.reason == new.reason && o.message == new.message) {
+            return None;
+        }
+        let later = now
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_nanos(2))
+            .unwrap_or(now);
+        Some(event(
+            &observed.cluster,
+            crate::build::EventType::Warning,
+            "MemberIsolated",
+            &format!(
+                "isolated from its peers: {}. It answers the operator but serves nothing while a majority serves without it; it is not recreated or replaced for that (check the network between the members). {}",
+                self.isolated.join("; "),
+                new.message
+            ),
+            later,
+        ))
+    }
+
     pub fn event(&self, observed: &Observed, now: Timestamp) -> Option<Result<Event, BuildError>> {
         let worth_it = match &self.step {
             Step::Idle => false,
@@ -267,11 +310,22 @@ pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
         .map(|m| crate::build::member_client_url(&m.observed.member))
         .collect();
 
+    let isolated = ctx
+        .running()
+        .filter_map(|m| match reach::sight(&ctx, m) {
+            s @ reach::Sight::Isolated { .. } => {
+                Some(format!("{} ({})", m.name, reach::isolation_figures(s)))
+            }
+            _ => None,
+        })
+        .collect();
+
     Plan {
         step: decision.step,
         requeue_after: decision.requeue,
         cluster_status: cluster_changed.then_some(cluster_status),
         member_statuses,
         etcd_endpoints,
+        isolated,
     }
 }

@@ -187,6 +187,9 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     if let Some(event) = plan.certificates_event(&observed, now) {
         events::record(&ctx.act, event).await;
     }
+    if let Some(event) = plan.isolation_event(&observed, now) {
+        events::record(&ctx.act, event).await;
+    }
     wait_for_caches(stores, &outcome.written, CACHE_LAG_LIMIT).await;
     Ok(Action::requeue(plan.requeue_after))
 }

@@ -183,10 +183,81 @@ impl PodEntry {
     }
 }
 
-/// Every Pod sandbox of the sandbox, by namespace and name.
+/// Every Pod sandbox of the sandbox, by namespace and name, and the cuts between Pods that
+/// follow Pods as they come and go (see [`Peers`]).
 #[derive(Default)]
 pub(crate) struct PodTable {
     entries: Mutex<HashMap<(String, String), Arc<PodEntry>>>,
+    cuts: Mutex<Vec<Cut>>,
+}
+
+/// Whom a Pod is cut off from: Pods of one namespace, by name or all of them. The cut follows
+/// the names, not the addresses: a Pod created while the cut stands (a new Pod of a
+/// Deployment, a Pod recreated under the same name) is cut off too, before its containers start.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Peers {
+    pub namespace: String,
+    /// These Pods of the namespace; `None`: every Pod of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<Vec<String>>,
+}
+
+impl Peers {
+    /// Every Pod of `namespace`.
+    pub fn namespace(namespace: impl Into<String>) -> Peers {
+        Peers {
+            namespace: namespace.into(),
+            pods: None,
+        }
+    }
+
+    /// The Pods named, of `namespace`.
+    pub fn pods(namespace: impl Into<String>, pods: &[&str]) -> Peers {
+        Peers {
+            namespace: namespace.into(),
+            pods: Some(pods.iter().map(|p| p.to_string()).collect()),
+        }
+    }
+
+    pub fn matches(&self, namespace: &str, name: &str) -> bool {
+        self.namespace == namespace
+            && self
+                .pods
+                .as_ref()
+                .is_none_or(|pods| pods.iter().any(|p| p == name))
+    }
+}
+
+impl std::fmt::Display for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.pods {
+            None => write!(f, "every Pod of namespace {}", self.namespace),
+            Some(pods) => write!(
+                f,
+                "Pods {} of namespace {}",
+                pods.join(", "),
+                self.namespace
+            ),
+        }
+    }
+}
+
+/// A Pod cut off from [`Peers`].
+#[derive(Clone)]
+pub(crate) struct Cut {
+    pub uid: String,
+    pub network: Arc<PodNetwork>,
+    pub peers: Vec<Peers>,
+}
+
+impl Cut {
+    fn matches(&self, entry: &PodEntry) -> bool {
+        entry.uid != self.uid
+            && self
+                .peers
+                .iter()
+                .any(|p| p.matches(&entry.namespace, &entry.name))
+    }
 }
 
 impl PodTable {
@@ -215,14 +286,117 @@ impl PodTable {
             .cloned()
     }
 
-    /// Removes the entry of `uid` (not a newer Pod of the same name).
+    /// Removes the entry of `uid` (not a newer Pod of the same name). A cut of that Pod ends
+    /// with it, and its address leaves the cuts of others (another Pod may get it next).
     pub fn remove(&self, uid: &str) -> Option<Arc<PodEntry>> {
-        let mut entries = self.entries.lock().expect("pod table lock");
-        let key = entries
-            .iter()
-            .find(|(_, e)| e.uid == uid)
-            .map(|(k, _)| k.clone())?;
-        entries.remove(&key)
+        let removed = {
+            let mut entries = self.entries.lock().expect("pod table lock");
+            let key = entries
+                .iter()
+                .find(|(_, e)| e.uid == uid)
+                .map(|(k, _)| k.clone())?;
+            entries.remove(&key)
+        }?;
+        let stale: Vec<Cut> = {
+            let mut cuts = self.cuts.lock().expect("cuts lock");
+            cuts.retain(|c| c.uid != uid);
+            cuts.iter()
+                .filter(|c| c.matches(&removed))
+                .cloned()
+                .collect()
+        };
+        if let (Some(network), false, Ok(runtime)) = (
+            removed.network(),
+            stale.is_empty(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            let ip = network.ip();
+            runtime.spawn(async move {
+                for cut in stale {
+                    if let Err(error) = cut.network.uncut_from(ip).await {
+                        tracing::warn!(%error, %ip, "removing a gone Pod's address from a cut failed");
+                    }
+                }
+            });
+        }
+        Some(removed)
+    }
+
+    /// Cuts the Pod of `entry` off from `peers` (adding to a cut it has): every Pod matching
+    /// them now, and every one that comes later. Returns how many Pods it is cut from now.
+    pub async fn cut(
+        &self,
+        entry: &PodEntry,
+        network: Arc<PodNetwork>,
+        peers: Peers,
+    ) -> Result<usize, crate::network::NetworkError> {
+        let cut = {
+            let mut cuts = self.cuts.lock().expect("cuts lock");
+            match cuts.iter_mut().find(|c| c.uid == entry.uid) {
+                Some(existing) => {
+                    if !existing.peers.contains(&peers) {
+                        existing.peers.push(peers);
+                    }
+                    existing.clone()
+                }
+                None => {
+                    let cut = Cut {
+                        uid: entry.uid.clone(),
+                        network,
+                        peers: vec![peers],
+                    };
+                    cuts.push(cut.clone());
+                    cut
+                }
+            }
+        };
+        let targets: Vec<std::net::Ipv4Addr> = self
+            .entries
+            .lock()
+            .expect("pod table lock")
+            .values()
+            .filter(|e| cut.matches(e))
+            .filter_map(|e| e.network().map(|n| n.ip()))
+            .collect();
+        for ip in &targets {
+            cut.network.cut_from(*ip).await?;
+        }
+        Ok(targets.len())
+    }
+
+    /// Ends every cut of the Pod `uid`; returns whether it had one.
+    pub async fn heal(&self, uid: &str) -> Result<bool, crate::network::NetworkError> {
+        let cut = {
+            let mut cuts = self.cuts.lock().expect("cuts lock");
+            let found = cuts.iter().position(|c| c.uid == uid);
+            found.map(|i| cuts.remove(i))
+        };
+        let Some(cut) = cut else {
+            return Ok(false);
+        };
+        for ip in cut.network.cut_peers().await {
+            cut.network.uncut_from(ip).await?;
+        }
+        Ok(true)
+    }
+
+    /// A new Pod's place in the cuts, before its containers start: cut off from every Pod
+    /// whose cut names it, and its address out of the others (a gone Pod's address reused).
+    pub async fn admit_to_cuts(&self, entry: &PodEntry) {
+        let Some(ip) = entry.network().map(|n| n.ip()) else {
+            return;
+        };
+        let cuts: Vec<Cut> = self.cuts.lock().expect("cuts lock").clone();
+        for cut in cuts.iter().filter(|c| c.uid != entry.uid) {
+            let done = if cut.matches(entry) {
+                cut.network.cut_from(ip).await
+            } else {
+                cut.network.uncut_from(ip).await
+            };
+            if let Err(error) = done {
+                tracing::warn!(%error, pod = %entry.name, "applying a cut to a new Pod failed");
+            }
+        }
     }
 
     pub fn on_node(&self, node: &str) -> Vec<Arc<PodEntry>> {

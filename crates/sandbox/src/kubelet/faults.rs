@@ -1,13 +1,14 @@
 //! Faults, for tests and for users who want to see what a system does under them: a
 //! container's process killed with a chosen signal or frozen (a hung member), a node crashed
 //! or shut down gracefully and started again, a claim's data wiped or corrupted, a Pod cut
-//! off the network or from one peer.
+//! off the network, from one peer, or from the Pods of another namespace (or given Pods)
+//! both ways, and delay and loss on a Pod's link.
 
 use std::sync::Arc;
 
 use nix::sys::signal::Signal;
 
-use super::context::PodEntry;
+use super::context::{Peers, PodEntry};
 use super::node::NodeAgent;
 use super::{Kubelet, NodeSlot, NodeState};
 use crate::network::{Impairment, NetworkError, PodNetwork};
@@ -257,8 +258,34 @@ impl Kubelet {
         Ok(())
     }
 
-    /// Delay and loss on a Pod's link (`tc netem`); fails with [`NetworkError::Unsupported`]
-    /// where the kernel has no netem.
+    /// Cuts Pod `namespace/pod` off from `peers`, both ways: every packet between it and them
+    /// is dropped (connections hang and time out, as across a real partition), while both
+    /// still reach everyone else (the API server, DNS, the other Pods). The cut follows the
+    /// peers by name: Pods created while it stands are cut off too. Cuts add up; returns how
+    /// many Pods the Pod is cut from now. [`Kubelet::heal_pod_cut`] ends them.
+    ///
+    /// Typical use: an operator's Pod cut off from the Pods of the namespace it manages,
+    /// while those Pods stay healthy.
+    pub async fn cut_pod_off(
+        &self,
+        namespace: &str,
+        pod: &str,
+        peers: Peers,
+    ) -> Result<usize, FaultError> {
+        let entry = self.pod_entry(namespace, pod)?;
+        let network = self.pod_network(namespace, pod)?;
+        Ok(self.context.pods.cut(&entry, network, peers).await?)
+    }
+
+    /// Ends every cut of Pod `namespace/pod`; returns whether it had one.
+    pub async fn heal_pod_cut(&self, namespace: &str, pod: &str) -> Result<bool, FaultError> {
+        let entry = self.pod_entry(namespace, pod)?;
+        Ok(self.context.pods.heal(&entry.uid).await?)
+    }
+
+    /// Delay and loss on a Pod's link: `tc netem` where the kernel has it, else packet filters
+    /// and a userspace delay queue (`iptables`, `nfnetlink_queue`); fails with
+    /// [`NetworkError::Unsupported`] where neither works.
     pub async fn impair_pod(
         &self,
         namespace: &str,
@@ -334,7 +361,8 @@ pub enum Fault {
         a: String,
         b: String,
     },
-    /// Delay and loss on a Pod's link (`tc netem`, where the kernel has it).
+    /// Delay and loss on a Pod's link (`tc netem` where the kernel has it, else iptables and
+    /// a userspace delay queue).
     Impair {
         namespace: String,
         pod: String,
@@ -344,6 +372,18 @@ pub enum Fault {
     },
     /// Removes a Pod's delay and loss.
     Unimpair {
+        namespace: String,
+        pod: String,
+    },
+    /// No traffic between a Pod and the Pods of a namespace (or the Pods named there), both
+    /// ways, including Pods created there later.
+    Isolate {
+        namespace: String,
+        pod: String,
+        peers: Peers,
+    },
+    /// Ends every cut of a Pod made by `isolate`.
+    Rejoin {
         namespace: String,
         pod: String,
     },
@@ -449,6 +489,21 @@ impl Fault {
                 kubelet.impair_pod(namespace, pod, None).await?;
                 format!("Pod {namespace}/{pod} has its link back as it was")
             }
+            Self::Isolate {
+                namespace,
+                pod,
+                peers,
+            } => {
+                let now = kubelet.cut_pod_off(namespace, pod, peers.clone()).await?;
+                format!("Pod {namespace}/{pod} is cut off from {peers} ({now} Pods now)")
+            }
+            Self::Rejoin { namespace, pod } => {
+                if kubelet.heal_pod_cut(namespace, pod).await? {
+                    format!("Pod {namespace}/{pod} reaches its peers again")
+                } else {
+                    format!("Pod {namespace}/{pod} was not cut off")
+                }
+            }
         })
     }
 }
@@ -466,6 +521,32 @@ mod tests {
             parse_signal("SIGNOPE"),
             Err(FaultError::InvalidSignal(_))
         ));
+    }
+
+    #[test]
+    fn isolate_names_a_namespace_or_pods_of_it() {
+        let fault: Fault = serde_json::from_str(
+            r#"{"fault":"isolate","namespace":"ops","pod":"operator-0","peers":{"namespace":"prod"}}"#,
+        )
+        .unwrap();
+        let Fault::Isolate { peers, .. } = &fault else {
+            panic!("{fault:?}");
+        };
+        assert!(peers.matches("prod", "etcd-0") && peers.matches("prod", "anything"));
+        assert!(!peers.matches("ops", "etcd-0"));
+        let some = Peers::pods("prod", &["etcd-1", "etcd-2"]);
+        assert!(some.matches("prod", "etcd-2") && !some.matches("prod", "etcd-0"));
+        let text = serde_json::to_string(&Fault::Isolate {
+            namespace: "ops".into(),
+            pod: "op".into(),
+            peers: some.clone(),
+        })
+        .unwrap();
+        assert_eq!(
+            text,
+            r#"{"fault":"isolate","namespace":"ops","pod":"op","peers":{"namespace":"prod","pods":["etcd-1","etcd-2"]}}"#
+        );
+        assert_eq!(some.to_string(), "Pods etcd-1, etcd-2 of namespace prod");
     }
 
     #[test]

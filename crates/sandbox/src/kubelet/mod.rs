@@ -48,6 +48,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use context::Peers;
 pub use faults::{Fault, FaultError};
 pub use worker::NODE_SHUTDOWN_MESSAGE;
 

@@ -15,8 +15,10 @@
 //! and veth pairs (Pod namespaces go with their last process).
 
 mod cidr;
+pub mod delay;
 pub mod dns;
 mod exec;
+pub mod filter;
 mod netns;
 mod pod;
 mod proxy;

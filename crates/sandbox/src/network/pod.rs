@@ -5,6 +5,8 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::delay::{DelayQueue, DelaySpec};
+use super::filter::{self, Filters};
 use super::netns::{NetNamespace, ip_batch, ip_batch_blocking, namespaced_command};
 use super::{ClusterNetworkInner, NetworkError};
 
@@ -15,6 +17,17 @@ pub struct PodNetwork {
     namespace: Arc<NetNamespace>,
     ip: Ipv4Addr,
     host_link: String,
+    /// The Pod's packet filters (cuts, and the impairment where netem is missing).
+    filters: tokio::sync::Mutex<FilterState>,
+}
+
+#[derive(Default)]
+struct FilterState {
+    filters: Filters,
+    /// The userspace delay, while an impairment with a delay stands in for netem.
+    delay: Option<DelayQueue>,
+    /// The impairment is netem's (`tc qdisc ... netem` worked).
+    netem: bool,
 }
 
 /// Packet impairment on a Pod's link (needs `tc qdisc ... netem` in the kernel).
@@ -35,6 +48,7 @@ impl PodNetwork {
                 namespace,
                 ip,
                 host_link,
+                filters: Default::default(),
             }),
             Err(error) => {
                 network.release_pod_ip(ip);
@@ -122,9 +136,55 @@ impl PodNetwork {
         ip_batch(&self.namespace, &[format!("route del blackhole {peer}/32")]).await
     }
 
-    /// Delays or drops packets leaving the Pod towards the bridge, with `tc netem`.
+    /// Drops every packet between this Pod and `peer`, both ways, with packet filters in the
+    /// Pod's namespace: connections hang and time out as across a real partition (where
+    /// [`PodNetwork::block_peer`] makes them fail at once). Idempotent.
+    pub async fn cut_from(&self, peer: Ipv4Addr) -> Result<(), NetworkError> {
+        self.change_filters(|f| {
+            f.cut.insert(peer);
+        })
+        .await
+    }
+
+    /// Undoes [`PodNetwork::cut_from`]. Idempotent.
+    pub async fn uncut_from(&self, peer: Ipv4Addr) -> Result<(), NetworkError> {
+        self.change_filters(|f| {
+            f.cut.remove(&peer);
+        })
+        .await
+    }
+
+    /// The peers this Pod is cut from.
+    pub async fn cut_peers(&self) -> Vec<Ipv4Addr> {
+        self.filters
+            .lock()
+            .await
+            .filters
+            .cut
+            .iter()
+            .copied()
+            .collect()
+    }
+
+    async fn change_filters(&self, change: impl FnOnce(&mut Filters)) -> Result<(), NetworkError> {
+        let mut state = self.filters.lock().await;
+        let mut wanted = state.filters.clone();
+        change(&mut wanted);
+        if wanted == state.filters {
+            return Ok(());
+        }
+        filter::apply(&self.namespace, &wanted).await?;
+        wanted.hooked = true;
+        state.filters = wanted;
+        Ok(())
+    }
+
+    /// Delays or drops packets leaving the Pod towards the bridge: with `tc netem` where the
+    /// kernel has it; otherwise with packet filters (a random drop for the loss, and each packet
+    /// held in a userspace queue for `delay ± jitter`, in order, see `network::delay`).
     ///
-    /// Fails with [`NetworkError::Unsupported`] where the kernel was built without netem.
+    /// Fails with [`NetworkError::Unsupported`] where neither works (no netem, and no
+    /// `iptables` or `nfnetlink_queue`).
     pub async fn set_impairment(&self, impairment: Impairment) -> Result<(), NetworkError> {
         let mut args = vec![
             "qdisc".to_string(),
@@ -146,12 +206,80 @@ impl PodNetwork {
         if impairment.loss_percent > 0.0 {
             args.extend(["loss".into(), format!("{}%", impairment.loss_percent)]);
         }
-        self.tc(&args).await
+        match self.tc(&args).await {
+            Ok(()) => {
+                let mut state = self.filters.lock().await;
+                state.netem = true;
+                drop(state);
+                // A previous impairment by filters goes.
+                self.filtered_impairment(None).await
+            }
+            Err(NetworkError::Unsupported(netem)) => self
+                .filtered_impairment(Some(impairment))
+                .await
+                .map_err(|error| match error {
+                    NetworkError::Unsupported(why) => {
+                        NetworkError::Unsupported(format!("{netem}; and {why}"))
+                    }
+                    other => other,
+                }),
+            Err(other) => Err(other),
+        }
     }
 
+    /// Removes the impairment, whichever way it was made.
     pub async fn clear_impairment(&self) -> Result<(), NetworkError> {
-        self.tc(&["qdisc", "del", "dev", "eth0", "root"].map(String::from))
-            .await
+        let netem = std::mem::take(&mut self.filters.lock().await.netem);
+        if netem {
+            self.tc(&["qdisc", "del", "dev", "eth0", "root"].map(String::from))
+                .await?;
+        }
+        self.filtered_impairment(None).await
+    }
+
+    /// The impairment by packet filters (`None`: none). The delay queue is bound before the
+    /// rules send packets to it, and the rules go before it stops.
+    async fn filtered_impairment(
+        &self,
+        impairment: Option<Impairment>,
+    ) -> Result<(), NetworkError> {
+        let mut state = self.filters.lock().await;
+        let delay = impairment
+            .filter(|i| !i.delay.is_zero())
+            .map(|i| DelaySpec {
+                delay: i.delay,
+                jitter: i.jitter,
+            });
+        let mut wanted = state.filters.clone();
+        wanted.loss = impairment.map_or(0.0, |i| (i.loss_percent / 100.0).clamp(0.0, 1.0));
+        wanted.delay = delay.is_some();
+        if wanted == state.filters && delay.is_none() {
+            return Ok(());
+        }
+        let old_queue = state.delay.take();
+        if let Some(spec) = delay {
+            // Restarted with the new wait (the old one first releases what it holds).
+            drop(old_queue);
+            let namespace = self.namespace.clone();
+            let queue = tokio::task::spawn_blocking(move || DelayQueue::start(namespace, spec))
+                .await
+                .map_err(|e| NetworkError::Io(std::io::Error::other(e)))?
+                .map_err(|error| {
+                    NetworkError::Unsupported(format!(
+                        "the kernel's packet queue to userspace (nfnetlink_queue) is not usable: {error}"
+                    ))
+                })?;
+            state.delay = Some(queue);
+            filter::apply(&self.namespace, &wanted).await?;
+        } else {
+            filter::apply(&self.namespace, &wanted).await?;
+            if let Some(queue) = old_queue {
+                let _ = tokio::task::spawn_blocking(move || drop(queue)).await;
+            }
+        }
+        wanted.hooked = true;
+        state.filters = wanted;
+        Ok(())
     }
 
     async fn tc(&self, args: &[String]) -> Result<(), NetworkError> {

@@ -153,7 +153,10 @@ pub(super) fn memory_data_lost(m: &MemberView<'_>) -> Option<String> {
 }
 
 /// A repair in progress continues: a member in Replacing works through its sequence; a
-/// member in Recreating has its old Pod deleted (a Pod started before the phase was written).
+/// member in Recreating has its old Pod deleted (a Pod started before the phase was written),
+/// unless that Pod is Ready again: the kubelet sees it serve, and a member the operator merely
+/// cannot reach is not recreated for that (`plan::reach`). (A repair started before a member
+/// became isolated goes on: isolation only keeps new repairs from starting.)
 fn continue_repairs(ctx: &Context<'_>) -> Option<Decision> {
     if let Some(m) = ctx
         .members
@@ -171,7 +174,7 @@ fn continue_repairs(ctx: &Context<'_>) -> Option<Decision> {
         .started_at
         .zip(m.phase_since())
         .is_some_and(|(start, since)| start < since);
-    if !old || pod.deleting || (m.health == Health::Healthy && m.is_voter()) {
+    if !old || pod.deleting || (m.health == Health::Healthy && m.is_voter()) || m.pod_ready() {
         return None;
     }
     leadership_first(ctx, m).or_else(|| Some(Decision::act(delete_pod(m, pod))))
@@ -246,7 +249,10 @@ pub(super) fn continue_replacement(ctx: &Context<'_>, m: &MemberView<'_>) -> Dec
 
 /// A live Pod that keeps failing: crash-looping, or not ready (and etcd not answering for it)
 /// for longer than the grace period, counted from when its Ready condition turned False (a
-/// member that ran for days and hangs gets the whole grace period too).
+/// member that ran for days and hangs gets the whole grace period too). A member isolated from
+/// its peers (it answers, a majority serves without it: `plan::reach`) is not failing, however
+/// long it lasts: its Pod is not ready because it has no leader, and neither a new Pod nor a
+/// new member would reconnect it.
 fn failing(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
     let Some(pod) = m.observed.pod.as_ref() else {
         return false;
@@ -257,6 +263,7 @@ fn failing(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
     pod.is_crash_looping()
         || (!pod.ready
             && matches!(m.health, Health::Down | Health::NoQuorum | Health::Unknown)
+            && !crate::plan::reach::isolated(ctx, m)
             && elapsed_beyond(
                 pod.started_at.max(pod.ready_changed_at),
                 ctx.observed.settings.repair.not_ready_grace,
@@ -408,6 +415,14 @@ pub fn lost_quorum(ctx: &Context<'_>) -> Option<Decision> {
     if !ctx.formed || running.is_empty() || ctx.observed.etcd.is_healthy() {
         return None;
     }
+    // Before the start grace: Pods that are Ready are not "still starting", whatever their age.
+    if let Some((ready, voters)) = crate::plan::reach::operator_cut_off(ctx) {
+        return Some(Decision::wait(
+            WaitReason::EtcdUnreachable,
+            crate::plan::reach::cut_off_message(ctx, ready, voters),
+            timing::BLOCKED_POLL,
+        ));
+    }
     let starting: Vec<&str> = running
         .iter()
         .filter(|m| {
@@ -437,7 +452,7 @@ pub fn lost_quorum(ctx: &Context<'_>) -> Option<Decision> {
     {
         return Some(Decision::wait(
             WaitReason::EtcdUnreachable,
-            "no etcd member answers; if the members' Pods are running, check the network between the operator and the cluster",
+            "no etcd member answers and fewer than a quorum of the voters' Pods are Ready: the members are down (see their Pods), or the operator is cut off from them",
             timing::BLOCKED_POLL,
         ));
     }

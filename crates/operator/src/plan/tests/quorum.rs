@@ -46,7 +46,7 @@ fn no_quorum(fx: &mut Fx, member: &str, index: u64) {
     }
 }
 
-fn available_false_since(fx: &mut Fx, since: i64) {
+pub(super) fn available_false_since(fx: &mut Fx, since: i64) {
     fx.status_mut().conditions = Some(vec![Condition {
         type_: "Available".into(),
         status: "False".into(),
@@ -57,14 +57,14 @@ fn available_false_since(fx: &mut Fx, since: i64) {
     }]);
 }
 
-fn automatic(fx: &mut Fx, after: &str) {
+pub(super) fn automatic(fx: &mut Fx, after: &str) {
     fx.obs.cluster.spec.quorum_recovery = Some(QuorumRecoverySpec {
         mode: Some(QuorumRecoveryMode::Automatic),
         after: Some(after.into()),
     });
 }
 
-fn request(fx: &mut Fx, value: &str) {
+pub(super) fn request(fx: &mut Fx, value: &str) {
     fx.obs
         .cluster
         .metadata
@@ -75,7 +75,7 @@ fn request(fx: &mut Fx, value: &str) {
 
 /// 3 members, etcd-1 and etcd-2 wiped, etcd-0 answering at index 1000; rule 7 has already
 /// sent the first wiped member to Replacing (DataLost), as it does first thing.
-fn two_of_three_wiped() -> Fx {
+pub(super) fn two_of_three_wiped() -> Fx {
     let mut fx = Fx::healthy(3);
     wipe(&mut fx, "etcd-1");
     wipe(&mut fx, "etcd-2");
@@ -326,7 +326,7 @@ fn the_survivor_is_the_answering_voter_with_the_highest_raft_index() {
 }
 
 /// Applies `step` to the world as the API server and etcd would.
-fn apply(fx: &mut Fx, step: &Step, counter: &mut u32) {
+pub(super) fn apply(fx: &mut Fx, step: &Step, counter: &mut u32) {
     match step {
         Step::DeletePod { member, .. } => fx.without_pod(member),
         Step::CreatePod(pod) => {

@@ -424,6 +424,9 @@ fn rule8_no_member_answering_is_reported_as_unreachable() {
     let mut fx = Fx::healthy(3);
     for i in 0..3 {
         fx.answer(&name(i), Answer::Down);
+        // Their Pods not Ready either: an outage (Ready Pods would mean the operator is cut
+        // off, see tests/partitions.rs).
+        fx.pod_mut(&name(i)).ready = false;
     }
     let plan = fx.plan();
     assert_eq!(wait_reason(&plan.step), WaitReason::EtcdUnreachable);

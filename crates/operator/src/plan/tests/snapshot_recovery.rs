@@ -21,9 +21,9 @@ use crate::build::{RESTORE_COMMIT_CONTAINER, RESTORE_CONTAINER, RESTORE_FETCH_CO
 use crate::etcd::{EtcdView, member_id_hex};
 use crate::plan::{Plan, SnapshotFacts, Step, WaitReason, plan_next_step};
 
-const NEW_CLUSTER_ID: u64 = 0xbeef;
+pub(super) const NEW_CLUSTER_ID: u64 = 0xbeef;
 
-fn snapshot(name: &str, cluster: &str, completed: i64, verified: bool) -> SnapshotFacts {
+pub(super) fn snapshot(name: &str, cluster: &str, completed: i64, verified: bool) -> SnapshotFacts {
     SnapshotFacts {
         name: name.into(),
         cluster: cluster.into(),
@@ -51,7 +51,7 @@ fn snapshot(name: &str, cluster: &str, completed: i64, verified: bool) -> Snapsh
 
 /// A memory-backed 3-member cluster whose every Pod is gone (etcd not answering), after rule 7
 /// has marked the members `Replacing` (DataLost), as it does first thing.
-fn all_pods_lost(snapshots: Vec<SnapshotFacts>) -> Fx {
+pub(super) fn all_pods_lost(snapshots: Vec<SnapshotFacts>) -> Fx {
     let mut fx = Fx::healthy(3);
     fx.make_memory_backed();
     for i in 0..3 {
@@ -63,7 +63,7 @@ fn all_pods_lost(snapshots: Vec<SnapshotFacts>) -> Fx {
     fx
 }
 
-fn settle(fx: &mut Fx) {
+pub(super) fn settle(fx: &mut Fx) {
     for _ in 0..5 {
         let plan = fx.plan();
         if !matches!(plan.step, Step::SetPhase { .. }) {
@@ -389,7 +389,7 @@ fn manual_mode_waits_and_automatic_mode_starts_after_the_delay() {
 
 /// Applies `step` as the API server, the kubelet and etcd would: the restored seed's Pod
 /// comes up alone as a new cluster.
-fn apply(fx: &mut Fx, step: &Step, restores: &mut u32) {
+pub(super) fn apply(fx: &mut Fx, step: &Step, restores: &mut u32) {
     match step {
         Step::DeletePod { member, .. } => fx.without_pod(member),
         Step::DeletePvc { member, .. } => fx.observed_member(member).pvc = None,

@@ -91,6 +91,7 @@ impl PodWorker {
         match self.create_sandbox().await {
             Ok(entry) => {
                 self.node.kubelet.pods.insert(entry.clone());
+                self.node.kubelet.pods.admit_to_cuts(&entry).await;
                 self.entry = Some(entry);
                 self.setup_retry_at = None;
                 self.start_time.get_or_insert_with(Timestamp::now);
