@@ -22,6 +22,7 @@ use tracing::{debug, info, warn};
 use super::decide::{self, ClusterFacts, Existing, Failure, Next, Source, Stored, Voter};
 use super::digest::SnapshotDigest;
 use super::pvc;
+use super::revision::RevisionScan;
 use super::store::{self, PARTS_IN_FLIGHT, S3Credentials};
 use crate::act::{ActContext, post_params};
 use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
@@ -800,7 +801,8 @@ async fn take(
         .await
         .ok()
         .map(|s| s.version);
-    let revision = client.revision().await.ok();
+    // Asked before the stream: only a fallback for a snapshot whose pages cannot be read.
+    let asked_revision = client.revision().await.ok();
     let mut stream = client
         .snapshot()
         .await
@@ -810,10 +812,12 @@ async fn take(
         .await
         .map_err(|f| (f, None))?;
     let mut digest = SnapshotDigest::default();
+    let mut scan = RevisionScan::default();
     loop {
         match stream.next_chunk().await {
             Ok(Some(chunk)) => {
                 digest.update(&chunk);
+                scan.update(&chunk);
                 if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
                     let _ = writer.abort().await;
                     return Err((store::classify(&e, s3), None));
@@ -828,6 +832,7 @@ async fn take(
         }
     }
     let digested = digest.finish();
+    let revision = scan.finish().or(asked_revision);
     if !digested.trailer_matches {
         let _ = writer.abort().await;
         return Err((

@@ -5,6 +5,7 @@
 //! - [`decide`]: pure decisions (next phase, voter, object name, overwrite guard, statuses,
 //!   failure sentences).
 //! - [`digest`]: the streaming SHA-256 and etcd's trailer check.
+//! - [`revision`]: the revision a snapshot holds, read from its bbolt pages as they stream.
 //! - [`pvc`]: `destination.pvc`, written by an agent Pod that mounts the claim.
 //! - [`store`]: the S3 store (object_store) and its errors in plain words.
 //! - [`controller`]: the kube-runtime controller and the I/O of one snapshot.
@@ -14,6 +15,7 @@ pub mod decide;
 pub mod digest;
 pub mod pvc;
 pub mod restore;
+pub mod revision;
 pub mod schedule;
 pub mod schedule_controller;
 pub mod store;

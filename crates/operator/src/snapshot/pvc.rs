@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::{Failure, Source, Stored};
 use super::digest::SnapshotDigest;
+use super::revision::RevisionScan;
 use crate::etcd::{ClientTls, EtcdAccess, EtcdClient, Timeouts};
 
 /// Where the claim is mounted in the agent's Pod.
@@ -629,7 +630,8 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
         .await
         .ok()
         .map(|s| s.version);
-    let revision = client.revision().await.ok();
+    // Asked before the stream: only a fallback for a snapshot whose pages cannot be read.
+    let asked_revision = client.revision().await.ok();
     let mut stream = client
         .snapshot()
         .await
@@ -646,10 +648,12 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
         let mut file = std::fs::File::create(&temporary)
             .map_err(|e| volume_failure(uri, "creating the temporary file", &e))?;
         let mut digest = SnapshotDigest::default();
+        let mut scan = RevisionScan::default();
         loop {
             match stream.next_chunk().await {
                 Ok(Some(chunk)) => {
                     digest.update(&chunk);
+                    scan.update(&chunk);
                     file.write_all(&chunk)
                         .map_err(|e| volume_failure(uri, "writing the snapshot", &e))?;
                 }
@@ -665,11 +669,11 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
         }
         file.sync_all()
             .map_err(|e| volume_failure(uri, "syncing the snapshot", &e))?;
-        Ok(digested)
+        Ok((digested, scan.finish()))
     }
     .await;
-    let digested = match written {
-        Ok(digested) => digested,
+    let (digested, revision) = match written {
+        Ok((digested, scanned)) => (digested, scanned.or(asked_revision)),
         Err(failure) => {
             let _ = std::fs::remove_file(&temporary);
             return Err(failure);
