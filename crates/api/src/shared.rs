@@ -203,4 +203,11 @@ pub struct RestoreSpec {
     /// Where the snapshot is read from: S3 or a PVC, the same shape as an EtcdSnapshot's
     /// destination.
     pub source: SnapshotLocation,
+
+    /// Extension: a Secret key (default key `identity`) holding the age identity
+    /// (`AGE-SECRET-KEY-1...`) that decrypts an encrypted snapshot. Compression (zstd, gzip)
+    /// and encryption (age) are recognised from the object's first bytes; an encrypted one
+    /// without this fails the restore with `EncryptedSnapshot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_identity_secret_ref: Option<crate::snapshot::SecretKeyRef>,
 }

@@ -90,7 +90,11 @@ async fn scenario(version: EtcdVersion) {
     let file = dir.path().join("quiet.db");
     let scanned = snapshot_to(&client, &file).await;
     assert_eq!(scanned, Some(head), "{version:?}: the head revision");
-    assert_eq!(scanned, Some(status_revision(version, &file)), "{version:?}");
+    assert_eq!(
+        scanned,
+        Some(status_revision(version, &file)),
+        "{version:?}"
+    );
 
     // A writer keeps writing while snapshots stream: each snapshot's scan equals what etcd's
     // tool reads from that same file, whatever was written around it.
@@ -101,7 +105,9 @@ async fn scenario(version: EtcdVersion) {
         tokio::spawn(async move {
             let mut n = 0u64;
             while writing.load(Ordering::Relaxed) {
-                let _ = kv.put(format!("/w/{}", n % 200), vec![b'w'; 512], None).await;
+                let _ = kv
+                    .put(format!("/w/{}", n % 200), vec![b'w'; 512], None)
+                    .await;
                 n += 1;
             }
             n

@@ -187,6 +187,10 @@ pub struct QuorumRecoverySnapshot {
     /// recovery was recorded, so it resumes even if the EtcdSnapshot goes meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::shared::S3SnapshotLocation>,
+    /// The Secret key with the age identity that decrypts it (the EtcdSnapshot's
+    /// `encryption.age.identitySecretRef`), for an encrypted snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_identity_secret_ref: Option<crate::snapshot::SecretKeyRef>,
 }
 
 impl QuorumRecoveryStatus {

@@ -102,14 +102,55 @@ pub fn restore_containers(
         mount_path: DATA_DIR.to_string(),
         ..Default::default()
     };
-    let fetch = match (&source.s3, &source.pvc) {
-        (Some(s3), _) => s3_fetch(s3, &mount, settings),
-        (None, Some(pvc)) => pvc_fetch(pvc, &mount, settings),
-        (None, None) => return Vec::new(),
+    let identity = member
+        .spec
+        .restore
+        .as_ref()
+        .and_then(|r| r.age_identity_secret_ref.as_ref());
+    let Some(fetch) = fetch_container(source, identity, &mount, settings) else {
+        return Vec::new();
     };
     let mut containers = vec![fetch];
     containers.extend(restore_and_commit(member, &mount, settings));
     containers
+}
+
+/// The environment variable `restore-fetch` reads the age identity from (by reference to
+/// the identity Secret, never as a value).
+pub const AGE_IDENTITY_ENV: &str = "AGE_IDENTITY";
+
+/// `restore-fetch` from `source` (S3, or the file of a PVC source mounted read-only at
+/// [`RESTORE_SOURCE_MOUNT`]) into `<mount>/.restore/snapshot.db`, with the age identity of
+/// `identity` (a Secret key) for an encrypted snapshot. Shared by the restore of a seed and
+/// the restore check of an EtcdSnapshot (`verify: Restore`).
+pub fn fetch_container(
+    source: &etcd_operator_api::shared::SnapshotLocation,
+    identity: Option<&etcd_operator_api::snapshot::SecretKeyRef>,
+    mount: &VolumeMount,
+    settings: &OperatorSettings,
+) -> Option<Container> {
+    let mut fetch = match (&source.s3, &source.pvc) {
+        (Some(s3), _) => s3_fetch(s3, mount, settings),
+        (None, Some(pvc)) => pvc_fetch(pvc, mount, settings),
+        (None, None) => return None,
+    };
+    if let Some(identity) = identity {
+        fetch.env.get_or_insert_with(Vec::new).push(EnvVar {
+            name: AGE_IDENTITY_ENV.to_string(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: identity.name.clone(),
+                    key: identity
+                        .key_or(etcd_operator_api::snapshot::AGE_IDENTITY_KEY)
+                        .to_string(),
+                    optional: None,
+                }),
+                ..Default::default()
+            }),
+        });
+    }
+    Some(fetch)
 }
 
 /// `restore-fetch` from a file on the source claim (mounted read-only).
@@ -391,6 +432,7 @@ mod tests {
                 }),
                 pvc: None,
             },
+            age_identity_secret_ref: None,
         });
         m
     }
@@ -527,6 +569,7 @@ mod tests {
                     sub_path: Some("etcd/nightly/nightly.db".into()),
                 }),
             },
+            age_identity_secret_ref: None,
         });
         let pod = member_pod(&m, &bootstrap(), &OperatorSettings::default()).unwrap();
         let spec = pod.spec.unwrap();

@@ -292,6 +292,7 @@ mod tests {
                     }),
                     pvc: None,
                 },
+                ..Default::default()
             },
             retention,
             ..Default::default()

@@ -60,6 +60,12 @@ pub fn usable(ctx: &Context<'_>, s: &SnapshotFacts) -> Result<S3SnapshotLocation
     if s.deleting {
         return Err(format!("EtcdSnapshot {} is being deleted", s.name));
     }
+    if s.encrypted && s.identity.is_none() {
+        return Err(format!(
+            "EtcdSnapshot {} is encrypted and names no identity to decrypt it (spec.encryption.age.identitySecretRef)",
+            s.name
+        ));
+    }
     let Some(dest) = s.s3.as_ref() else {
         return Err(format!(
             "EtcdSnapshot {} is not stored in S3 (only an S3 snapshot can be restored from)",
@@ -181,6 +187,7 @@ pub fn start(
             previous_cluster_id: status.cluster_id.clone(),
             cluster_id: None,
             source: Some(source),
+            age_identity_secret_ref: snapshot.identity.clone(),
         }),
     };
     let first = in_progress(ctx, &record);
@@ -436,6 +443,7 @@ fn restore_pod(ctx: &Context<'_>, s: &MemberView<'_>, r: &QuorumRecoveryStatus) 
     };
     member.spec.restore = Some(RestoreSpec {
         source: location.clone(),
+        age_identity_secret_ref: snap.age_identity_secret_ref.clone(),
     });
     let start = PodStart {
         initial_cluster: format!("{}={}", s.name, s.peer_url),

@@ -18,6 +18,7 @@ fn s3_restore() -> RestoreSpec {
             }),
             pvc: None,
         },
+        age_identity_secret_ref: None,
     }
 }
 
@@ -50,6 +51,7 @@ fn a_pvc_restore_bootstraps_a_seed_that_carries_the_source() {
                 sub_path: Some("etcd/nightly.db".into()),
             }),
         },
+        age_identity_secret_ref: None,
     };
     let mut fx = Fx::empty(3);
     fx.obs.cluster.spec.bootstrap = Some(BootstrapSpec {
@@ -73,6 +75,7 @@ fn a_restore_source_without_a_location_is_refused() {
                 s3: None,
                 pvc: None,
             },
+            age_identity_secret_ref: None,
         }),
     });
     match fx.step() {
