@@ -1,8 +1,10 @@
-//! The revision read from a snapshot's own pages (`snapshot::revision::RevisionScan`) against
-//! real etcd: it equals what `etcdutl snapshot status` (etcdctl for 3.4) reads from the saved
-//! file, with writes, overwrites, deletes and a compaction behind it, on a database of many
-//! pages, and while a writer keeps writing during the snapshot (where asking etcd for its
-//! revision before the stream is off).
+//! The revision and key count read from a snapshot's own pages (`snapshot::revision::
+//! SnapshotScan`) against real etcd: they equal what `etcdutl snapshot status` (etcdctl for 3.4)
+//! reads from the saved file (its revision and TOTAL KEYS), with writes, overwrites, deletes and
+//! a compaction behind it, on a database of many pages, and while a writer keeps writing during
+//! the snapshot (where asking etcd for its revision before the stream is off, and where the
+//! first version of the scan, which took the highest revision on any page, said 3643 for 3642:
+//! a free page reused during the copy).
 
 mod etcd_harness;
 
@@ -15,10 +17,10 @@ use std::time::Duration;
 
 use etcd_harness::{EtcdVersion, start_cluster, wait_healthy};
 use etcd_operator::etcd::{EtcdClient, Timeouts};
-use etcd_operator::snapshot::revision::RevisionScan;
+use etcd_operator::snapshot::revision::{Scanned, SnapshotScan};
 
-/// `snapshot status` of a saved file, as etcd's own tool reads it.
-fn status_revision(version: EtcdVersion, file: &Path) -> i64 {
+/// `snapshot status` of a saved file, as etcd's own tool reads it: (revision, total keys).
+fn status_of(version: EtcdVersion, file: &Path) -> Scanned {
     let mut command = match version {
         EtcdVersion::V3_5 => Command::new("/usr/local/lib/etcd-3.5.1/etcdutl"),
         EtcdVersion::V3_4 => {
@@ -38,13 +40,16 @@ fn status_revision(version: EtcdVersion, file: &Path) -> i64 {
         String::from_utf8_lossy(&out.stderr)
     );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    json["revision"].as_i64().expect("a revision")
+    Scanned {
+        revision: json["revision"].as_i64().expect("a revision"),
+        total_keys: json["totalKey"].as_u64().expect("a key count"),
+    }
 }
 
 /// Takes a snapshot through the operator's client, scanning it and saving it to `file`.
-async fn snapshot_to(client: &EtcdClient, file: &Path) -> Option<i64> {
+async fn snapshot_to(client: &EtcdClient, file: &Path) -> Option<Scanned> {
     let mut stream = client.snapshot().await.expect("snapshot");
-    let mut scan = RevisionScan::default();
+    let mut scan = SnapshotScan::default();
     let mut out = std::fs::File::create(file).expect("file");
     while let Some(chunk) = stream.next_chunk().await.expect("chunk") {
         scan.update(&chunk);
@@ -88,12 +93,12 @@ async fn scenario(version: EtcdVersion) {
         .await
         .expect("snapshot client");
     let file = dir.path().join("quiet.db");
-    let scanned = snapshot_to(&client, &file).await;
-    assert_eq!(scanned, Some(head), "{version:?}: the head revision");
-    assert_eq!(
-        scanned,
-        Some(status_revision(version, &file)),
-        "{version:?}"
+    let scanned = snapshot_to(&client, &file).await.expect("the pages are read");
+    assert_eq!(scanned.revision, head, "{version:?}: the head revision");
+    assert_eq!(scanned, status_of(version, &file), "{version:?}");
+    assert!(
+        scanned.total_keys > 3000,
+        "{version:?}: every revision of every key and etcd's records: {scanned:?}"
     );
 
     // A writer keeps writing while snapshots stream: each snapshot's scan equals what etcd's
@@ -118,9 +123,9 @@ async fn scenario(version: EtcdVersion) {
     for round in 0..5 {
         let file = dir.path().join(format!("busy-{round}.db"));
         let scanned = snapshot_to(&client, &file).await;
-        let status = status_revision(version, &file);
+        let status = status_of(version, &file);
         assert_eq!(scanned, Some(status), "{version:?}, round {round}");
-        later.push(status);
+        later.push(status.revision);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     writing.store(false, Ordering::Relaxed);
