@@ -199,6 +199,7 @@ pub struct PvcSnapshotLocation {
     validation = Rule::new("!has(self.source.s3) || (has(self.source.s3.key) && size(self.source.s3.key) > 0)").message("bootstrap.restore.source.s3.key must be the exact (non-empty) object key for a restore source"),
     validation = Rule::new("!has(self.source.pvc) || (has(self.source.pvc.subPath) && size(self.source.pvc.subPath) > 0)").message("bootstrap.restore.source.pvc.subPath must be the exact (non-empty) snapshot file path for a restore source"),
 )]
+#[serde(rename_all = "camelCase")]
 pub struct RestoreSpec {
     /// Where the snapshot is read from: S3 or a PVC, the same shape as an EtcdSnapshot's
     /// destination.

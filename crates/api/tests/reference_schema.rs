@@ -34,6 +34,19 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdsnapshots", ".status.verified"),
     ("etcdsnapshots", ".status.failureReason"),
     ("etcdsnapshots", ".spec.deletionPolicy"),
+    ("etcdsnapshots", ".spec.compression"),
+    ("etcdsnapshots", ".spec.encryption"),
+    ("etcdsnapshots", ".spec.verify"),
+    ("etcdsnapshots", ".status.compression"),
+    ("etcdsnapshots", ".status.encryption"),
+    ("etcdsnapshots", ".status.snapshotSizeBytes"),
+    ("etcdsnapshots", ".status.snapshotChecksum"),
+    ("etcdsnapshots", ".status.verification"),
+    (
+        "etcdclusters",
+        ".spec.bootstrap.restore.ageIdentitySecretRef",
+    ),
+    ("etcdmembers", ".spec.restore.ageIdentitySecretRef"),
 ];
 
 /// The reference CEL rules an extension guards: at `(crd, path)`, the reference's `rule` reads
@@ -72,6 +85,11 @@ const ADDED_RULES: &[(&str, &str, &str)] = &[
         "etcdclusters",
         ".spec.tls.peer",
         "spec.tls.peer.operatorIssued cannot be combined with secretRef or certManager",
+    ),
+    (
+        "etcdsnapshots",
+        ".spec",
+        "verify: Restore of an encrypted snapshot needs encryption.age.identitySecretRef (the identity that decrypts it)",
     ),
 ];
 

@@ -93,7 +93,9 @@ async fn scenario(version: EtcdVersion) {
         .await
         .expect("snapshot client");
     let file = dir.path().join("quiet.db");
-    let scanned = snapshot_to(&client, &file).await.expect("the pages are read");
+    let scanned = snapshot_to(&client, &file)
+        .await
+        .expect("the pages are read");
     assert_eq!(scanned.revision, head, "{version:?}: the head revision");
     assert_eq!(scanned, status_of(version, &file), "{version:?}");
     assert!(
