@@ -222,7 +222,7 @@ fn main() -> anyhow::Result<()> {
                 .block_on(pvc::save(&args));
             let failed = outcome.is_err();
             let result = match outcome {
-                Ok(saved) => pvc::AgentResult::Saved(saved),
+                Ok(saved) => pvc::AgentResult::Saved(Box::new(saved)),
                 Err(failure) => pvc::AgentResult::Failed(failure),
             };
             pvc::report(&result, &result_file);

@@ -616,13 +616,16 @@ impl Read for ChannelReader {
     }
 }
 
+/// Where decoding hands etcd's bytes, on the decoding thread.
+pub type ChunkSink = Box<dyn FnMut(&[u8]) -> io::Result<()> + Send>;
+
 /// [`decode`] of an async stream of stored bytes (an object being read), on a blocking
 /// thread, handing etcd's bytes to `out` there. Also returns the first error the stream gave,
 /// in its own type, so that the caller can word a store failure as one.
 pub async fn decode_stream<S, E>(
     mut stream: S,
     identities: Vec<age::x25519::Identity>,
-    mut out: Box<dyn FnMut(&[u8]) -> io::Result<()> + Send>,
+    mut out: ChunkSink,
 ) -> (Result<Decoded, DecodeError>, Option<E>)
 where
     S: futures::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
@@ -748,7 +751,7 @@ mod tests {
                     if recipients.is_empty() && compression == SnapshotCompression::None {
                         assert_eq!(stored, bytes, "no layer: stored as etcd sent it");
                     }
-                    let (plain, decoded) = decode_all(&stored, &[identity.clone()]).unwrap();
+                    let (plain, decoded) = decode_all(&stored, std::slice::from_ref(&identity)).unwrap();
                     assert!(plain == bytes, "{case}: the bytes come back");
                     assert_eq!(decoded.snapshot, encoded.snapshot, "{case}");
                     assert_eq!(decoded.layers, encoded.layers, "{case}");
@@ -823,7 +826,7 @@ mod tests {
                         "{compression:?}, {} recipients, byte {at}",
                         recipients.len()
                     );
-                    match decode_all(&bad, &[identity.clone()]) {
+                    match decode_all(&bad, std::slice::from_ref(&identity)) {
                         Err(DecodeError::Corrupt { .. } | DecodeError::TrailingData { .. }) => {}
                         Ok((_, d)) => assert!(
                             !d.snapshot.trailer_matches,
@@ -845,7 +848,7 @@ mod tests {
                 let (stored, _) = encode(&bytes, 10_000, compression, &recipients);
                 let case = format!("{compression:?}, {} recipients", recipients.len());
                 for cut in [stored.len() - 1, stored.len() / 2, 30] {
-                    let error = decode_all(&stored[..cut], &[identity.clone()]).unwrap_err();
+                    let error = decode_all(&stored[..cut], std::slice::from_ref(&identity)).unwrap_err();
                     assert!(
                         matches!(error, DecodeError::Corrupt { .. }),
                         "{case}, cut at {cut}: {error}"
@@ -853,7 +856,7 @@ mod tests {
                 }
                 let mut longer = stored.clone();
                 longer.extend_from_slice(b"garbage after the end");
-                let error = decode_all(&longer, &[identity.clone()]).unwrap_err();
+                let error = decode_all(&longer, std::slice::from_ref(&identity)).unwrap_err();
                 assert!(
                     matches!(
                         error,

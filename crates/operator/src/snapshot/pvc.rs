@@ -73,7 +73,7 @@ pub fn pvc_uri(claim: &str, relative: &str) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum AgentResult {
-    Saved(Saved),
+    Saved(Box<Saved>),
     Failed(Failure),
     /// `snapshot-remove`: what happened to the file.
     Removed {
@@ -919,7 +919,7 @@ mod tests {
     #[test]
     fn results_round_trip_through_the_termination_message() {
         for result in [
-            AgentResult::Saved(saved()),
+            AgentResult::Saved(Box::new(saved())),
             AgentResult::Failed(Failure::NoSpace {
                 uri: "pvc://b/x.db".into(),
                 detail: "No space left on device".into(),
@@ -1147,7 +1147,7 @@ mod tests {
     #[test]
     fn the_pod_outcome_comes_from_its_termination_message() {
         let bound = claim("Bound");
-        let line = result_line(&AgentResult::Saved(saved()));
+        let line = result_line(&AgentResult::Saved(Box::new(saved())));
         assert_eq!(
             pod_outcome(
                 &pod("Succeeded", Some(ended(0, &line))),
@@ -1155,7 +1155,7 @@ mod tests {
                 "b",
                 5
             ),
-            PodOutcome::Done(AgentResult::Saved(saved()))
+            PodOutcome::Done(AgentResult::Saved(Box::new(saved())))
         );
         let no_space = result_line(&AgentResult::Failed(Failure::NoSpace {
             uri: "pvc://b/x.db".into(),

@@ -132,8 +132,11 @@ fn main_revision(key: &[u8]) -> Option<i64> {
         .map(|b| i64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
 }
 
+/// One leaf element: (flags, key, value).
+type Element<'a> = (u32, &'a [u8], &'a [u8]);
+
 /// A leaf page image's elements as (flags, key, value); `None` when they do not fit the page.
-fn leaf_elements(page: &[u8]) -> Option<Vec<(u32, &[u8], &[u8])>> {
+fn leaf_elements(page: &[u8]) -> Option<Vec<Element<'_>>> {
     if page.len() < PAGE_HEADER {
         return None;
     }
