@@ -751,7 +751,8 @@ mod tests {
                     if recipients.is_empty() && compression == SnapshotCompression::None {
                         assert_eq!(stored, bytes, "no layer: stored as etcd sent it");
                     }
-                    let (plain, decoded) = decode_all(&stored, std::slice::from_ref(&identity)).unwrap();
+                    let (plain, decoded) =
+                        decode_all(&stored, std::slice::from_ref(&identity)).unwrap();
                     assert!(plain == bytes, "{case}: the bytes come back");
                     assert_eq!(decoded.snapshot, encoded.snapshot, "{case}");
                     assert_eq!(decoded.layers, encoded.layers, "{case}");
@@ -848,7 +849,8 @@ mod tests {
                 let (stored, _) = encode(&bytes, 10_000, compression, &recipients);
                 let case = format!("{compression:?}, {} recipients", recipients.len());
                 for cut in [stored.len() - 1, stored.len() / 2, 30] {
-                    let error = decode_all(&stored[..cut], std::slice::from_ref(&identity)).unwrap_err();
+                    let error =
+                        decode_all(&stored[..cut], std::slice::from_ref(&identity)).unwrap_err();
                     assert!(
                         matches!(error, DecodeError::Corrupt { .. }),
                         "{case}, cut at {cut}: {error}"
