@@ -75,6 +75,13 @@ reports "promtool, version" /usr/bin/promtool --version || want prometheus
 # scratch, skopeo writes and reads the oci-archive a user copies to a registry.
 reports "umoci version" umoci --version || want umoci
 reports "skopeo version" skopeo --version || want skopeo
+# The snapshot codec's end-to-end test makes its age keys and reads the stored artifacts back
+# with the reference tools, independently of the operator's own code: age and age-keygen
+# (Debian's age), zstd, gzip.
+reports "1." age --version || want age
+reports "1." age-keygen --version || want age
+reports "Zstandard" zstd --version || want zstd
+reports "gzip" gzip --version || want gzip
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   mapfile -t need_apt < <(printf '%s\n' "${need_apt[@]}" | sort -u)
@@ -107,6 +114,10 @@ reports "promtool, version" /usr/bin/promtool --version ||
   fail "/usr/bin/promtool does not run; run: apt-get install -y prometheus"
 reports "umoci version" umoci --version || fail "umoci does not run; run: apt-get install -y umoci"
 reports "skopeo version" skopeo --version || fail "skopeo does not run; run: apt-get install -y skopeo"
+reports "1." age --version || fail "age does not run; run: apt-get install -y age"
+reports "1." age-keygen --version || fail "age-keygen does not run; run: apt-get install -y age"
+reports "Zstandard" zstd --version || fail "zstd does not run; run: apt-get install -y zstd"
+reports "gzip" gzip --version || fail "gzip does not run; run: apt-get install -y gzip"
 for tool in ip tc iptables-restore unshare timeout kill python3 openssl; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool is still missing"
 done

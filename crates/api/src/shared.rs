@@ -459,10 +459,18 @@ pub const LOCAL_PATH_MESSAGE: &str =
     validation = Rule::new("!has(self.source.azure) || (has(self.source.azure.key) && size(self.source.azure.key) > 0)").message(RESTORE_AZURE_KEY_MESSAGE),
     validation = Rule::new("!has(self.source.local)").message(RESTORE_LOCAL_MESSAGE),
 )]
+#[serde(rename_all = "camelCase")]
 pub struct RestoreSpec {
     /// Where the snapshot is read from: S3, a PVC, or (extensions) GCS or Azure, the same
     /// shape as an EtcdSnapshot's destination. A `local` store cannot be a restore source.
     pub source: SnapshotLocation,
+
+    /// Extension: a Secret key (default key `identity`) holding the age identity
+    /// (`AGE-SECRET-KEY-1...`) that decrypts an encrypted snapshot. Compression (zstd, gzip)
+    /// and encryption (age) are recognised from the object's first bytes; an encrypted one
+    /// without this fails the restore with `EncryptedSnapshot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_identity_secret_ref: Option<crate::snapshot::SecretKeyRef>,
 }
 
 /// The message of the rule that a GCS restore source names its exact key.

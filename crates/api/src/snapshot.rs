@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::LocalObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +12,7 @@ use crate::shared::SnapshotLocation;
 /// create another EtcdSnapshot.
 // clippy reads the repeated `printcolumn(type_ = ...)` of the derive as duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[kube(
     group = "etcd-operator.cozystack.io",
     version = "v1alpha2",
@@ -37,6 +37,8 @@ use crate::shared::SnapshotLocation;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(VERIFY_RESTORE_NEEDS_IDENTITY).message(VERIFY_RESTORE_NEEDS_IDENTITY_MESSAGE))]
+#[x_kube(validation = Rule::new(VERIFY_RESTORE_NOT_LOCAL).message(VERIFY_RESTORE_NOT_LOCAL_MESSAGE))]
 pub struct EtcdSnapshotSpec {
     /// The EtcdCluster, in the same namespace, to snapshot.
     #[schemars(schema_with = "crate::schema::local_object_reference")]
@@ -51,7 +53,126 @@ pub struct EtcdSnapshotSpec {
     /// `Delete`: the schedule's retention decides what is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_policy: Option<SnapshotDeletionPolicy>,
+
+    /// Extension: how the stored artifact is compressed: `None` (the default: etcd's bytes as
+    /// they are, the reference behaviour), `Zstd` or `Gzip`. Applied while streaming, before
+    /// encryption.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<SnapshotCompression>,
+
+    /// Extension: encrypt the stored artifact (after compression) to age recipients read
+    /// from a Secret. Unset stores it unencrypted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<SnapshotEncryption>,
+
+    /// Extension: how the snapshot is verified once stored. `Checksum` (the default) reads the
+    /// artifact back, decrypts and decompresses it, and checks its SHA-256, etcd's own hash,
+    /// the revision and the key count; `Restore` does that and then restores it into a
+    /// throwaway etcd in a Pod and reads it. Restore of an encrypted snapshot needs
+    /// `encryption.age.identitySecretRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<SnapshotVerify>,
 }
+
+/// The CEL rule shared by an EtcdSnapshot's spec and a schedule's template: `verify: Restore`
+/// of an encrypted snapshot needs the identity that decrypts it.
+pub(crate) const VERIFY_RESTORE_NEEDS_IDENTITY: &str = "!(has(self.verify) && self.verify == 'Restore' && has(self.encryption) && !has(self.encryption.age.identitySecretRef))";
+pub(crate) const VERIFY_RESTORE_NEEDS_IDENTITY_MESSAGE: &str = "verify: Restore of an encrypted snapshot needs encryption.age.identitySecretRef (the identity that decrypts it)";
+/// The CEL rule shared by an EtcdSnapshot's spec and a schedule's template: the restore
+/// check's Pod cannot read a local store (a directory of the operator's own Pod).
+pub(crate) const VERIFY_RESTORE_NOT_LOCAL: &str =
+    "!(has(self.verify) && self.verify == 'Restore' && has(self.destination.local))";
+pub(crate) const VERIFY_RESTORE_NOT_LOCAL_MESSAGE: &str = "verify: Restore cannot read a local store (a directory of the operator's own Pod): use verify: Checksum, or a PVC or object-store destination";
+
+/// The compression of a stored snapshot.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum SnapshotCompression {
+    /// Stored as etcd sent it.
+    #[default]
+    None,
+    /// Zstandard (level 3, with its frame checksum).
+    Zstd,
+    /// gzip (deflate level 6, with its CRC-32).
+    Gzip,
+}
+
+impl SnapshotCompression {
+    /// The suffix a person would give such a file (`""`, `.zst`, `.gz`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Self::None => "",
+            Self::Zstd => ".zst",
+            Self::Gzip => ".gz",
+        }
+    }
+}
+
+/// How a stored snapshot is verified.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum SnapshotVerify {
+    /// Read back: SHA-256 of the stored object, decrypted and decompressed, etcd's own hash,
+    /// revision and key count from the database's pages.
+    #[default]
+    Checksum,
+    /// `Checksum`, then a restore into a throwaway etcd in a Pod, read for its revision and
+    /// key count.
+    Restore,
+}
+
+/// Encryption of a stored snapshot. Only age is supported.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotEncryption {
+    /// age (https://age-encryption.org/v1): X25519 recipients.
+    pub age: AgeEncryption,
+}
+
+/// age encryption: to whom the artifact is encrypted and, optionally, the identity the
+/// operator decrypts it with.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgeEncryption {
+    /// A Secret key (default key `recipients`) holding one or more age recipients
+    /// (`age1...`), one a line; `#` starts a comment. The artifact can be decrypted by any of
+    /// their identities.
+    pub recipients_secret_ref: SecretKeyRef,
+
+    /// A Secret key (default key `identity`) holding an age identity
+    /// (`AGE-SECRET-KEY-1...`) of one of the recipients. With it, verification decrypts the
+    /// read-back artifact and checks its content, `verify: Restore` can run, and a
+    /// lost-quorum recovery can restore from this snapshot; without it, only the stored
+    /// bytes' SHA-256 is checked and the private key can stay off the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_secret_ref: Option<SecretKeyRef>,
+}
+
+/// One key of a Secret in the snapshot's (or cluster's) namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+
+    /// The key in the Secret; each field that uses this type says its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl SecretKeyRef {
+    /// The key, or `default` when unset or empty.
+    pub fn key_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.key
+            .as_deref()
+            .filter(|k| !k.is_empty())
+            .unwrap_or(default)
+    }
+}
+
+/// The default key of `encryption.age.recipientsSecretRef`.
+pub const AGE_RECIPIENTS_KEY: &str = "recipients";
+/// The default key of an age identity Secret reference.
+pub const AGE_IDENTITY_KEY: &str = "identity";
 
 /// What deleting an EtcdSnapshot does to its stored object.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
@@ -90,8 +211,11 @@ pub struct EtcdSnapshotStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<String>,
 
-    /// Extension: the etcd revision of the snapshot, from the member it was taken from, asked
-    /// just before the stream began (a lower bound while writes continue during the stream).
+    /// Extension: the etcd revision of the snapshot: the newest revision in its database,
+    /// read from the database's own pages while it streamed (what `etcdutl snapshot status`
+    /// reports), so exact whatever was written during the stream. Only when the pages cannot
+    /// be read (not a database this operator understands), the revision the member reported
+    /// just before the stream, a lower bound; `verification.revision` then stays unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
 
@@ -103,10 +227,35 @@ pub struct EtcdSnapshotStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_version: Option<String>,
 
-    /// Extension: whether the stored object was read back and matched the size and SHA-256
-    /// computed while it was written (True), or did not (False, and the phase is Failed).
+    /// Extension: whether the snapshot passed its verification (`verification` says what was
+    /// checked): True, or False (the phase is then Failed, the artifact is named, and the
+    /// snapshot is never used as a good backup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified: Option<bool>,
+
+    /// Extension: the compression applied to the artifact (`None`: etcd's bytes as they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<SnapshotCompression>,
+
+    /// Extension: the encryption applied to the artifact, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<SnapshotEncryptionStatus>,
+
+    /// Extension: the size of the snapshot as etcd sent it (its database and etcd's 32-byte
+    /// trailing hash), before compression and encryption. Equal to `artifact.sizeBytes` when
+    /// neither is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_size_bytes: Option<i64>,
+
+    /// Extension: the SHA-256 of the snapshot as etcd sent it, as "sha256:<hex>": what
+    /// `sha256sum` prints for the decrypted, decompressed file. `artifact.checksum` is the
+    /// stored object's own SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_checksum: Option<String>,
+
+    /// Extension: what the verification checked and found, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<SnapshotVerification>,
 
     /// Extension: on failure, what went wrong in plain words (also the Ready condition's
     /// message), for example "the S3 credentials were refused".
@@ -141,4 +290,56 @@ pub struct SnapshotArtifact {
     /// Checksum as "<algorithm>:<hex>", for example "sha256:abc123...".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checksum: Option<String>,
+}
+
+/// What was applied to a stored snapshot's bytes, for whoever restores it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotEncryptionStatus {
+    /// The method: `age`.
+    pub method: String,
+
+    /// The fingerprint of each recipient the artifact was encrypted to, as "sha256:" and the
+    /// first 16 hex digits of the SHA-256 of the recipient's text (`age1...`). Never key
+    /// material.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipients: Vec<String>,
+}
+
+/// The result of a snapshot's verification.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotVerification {
+    /// `Checksum` or `Restore`: what `spec.verify` asked for.
+    pub method: SnapshotVerify,
+
+    /// When the verification finished (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+
+    /// Whether the read-back artifact was decrypted and decompressed and its content checked
+    /// (etcd's trailing hash, the SHA-256 of etcd's bytes, revision, key count). False only for
+    /// an encrypted snapshot without `encryption.age.identitySecretRef`: then only the stored
+    /// bytes' size and SHA-256 were checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_checked: Option<bool>,
+
+    /// The revision found: read from the read-back database's pages (as `etcdutl snapshot
+    /// status` reads it), and for `Restore` also served by the restored etcd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+
+    /// The keys of every bucket of the snapshot's database, as `etcdutl snapshot status`
+    /// counts them (its TOTAL KEYS: every revision of every key, and etcd's own records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_keys: Option<i64>,
+
+    /// `Restore`: the keys the restored etcd serves (a count of the whole keyspace at its
+    /// revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<i64>,
+
+    /// What was checked, or what did not match, in a sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }

@@ -7,12 +7,13 @@
 
 use k8s_openapi::api::core::v1::LocalObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::defrag_policy::ConcurrencyPolicy;
 use crate::shared::SnapshotLocation;
+use crate::snapshot::{SnapshotCompression, SnapshotEncryption, SnapshotVerify};
 
 /// A recurring snapshot of one EtcdCluster: on each tick of `schedule` the operator creates an
 /// EtcdSnapshot from `template`, labelled with the schedule's name, and deletes the snapshots
@@ -93,12 +94,27 @@ pub struct EtcdSnapshotScheduleSpec {
 }
 
 /// The EtcdSnapshot a schedule stamps.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(crate::snapshot::VERIFY_RESTORE_NEEDS_IDENTITY).message(crate::snapshot::VERIFY_RESTORE_NEEDS_IDENTITY_MESSAGE))]
+#[x_kube(validation = Rule::new(crate::snapshot::VERIFY_RESTORE_NOT_LOCAL).message(crate::snapshot::VERIFY_RESTORE_NOT_LOCAL_MESSAGE))]
 pub struct SnapshotTemplate {
     /// Where each snapshot is written, as an EtcdSnapshot's `destination`. An S3 `key` is a
     /// prefix: each snapshot is stored as `<key>/<snapshot name>.db`.
     pub destination: SnapshotLocation,
+
+    /// Each snapshot's `compression`, as an EtcdSnapshot's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<SnapshotCompression>,
+
+    /// Each snapshot's `encryption`, as an EtcdSnapshot's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<SnapshotEncryption>,
+
+    /// Each snapshot's `verify`, as an EtcdSnapshot's. A snapshot that fails verification is
+    /// never the schedule's newest verified one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<SnapshotVerify>,
 }
 
 /// Which snapshots a schedule keeps: the union of what each rule keeps. A rule keeping one

@@ -43,6 +43,19 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("etcdmembers", ".spec.restore.source.gcs"),
     ("etcdmembers", ".spec.restore.source.azure"),
     ("etcdmembers", ".spec.restore.source.local"),
+    ("etcdsnapshots", ".spec.compression"),
+    ("etcdsnapshots", ".spec.encryption"),
+    ("etcdsnapshots", ".spec.verify"),
+    ("etcdsnapshots", ".status.compression"),
+    ("etcdsnapshots", ".status.encryption"),
+    ("etcdsnapshots", ".status.snapshotSizeBytes"),
+    ("etcdsnapshots", ".status.snapshotChecksum"),
+    ("etcdsnapshots", ".status.verification"),
+    (
+        "etcdclusters",
+        ".spec.bootstrap.restore.ageIdentitySecretRef",
+    ),
+    ("etcdmembers", ".spec.restore.ageIdentitySecretRef"),
 ];
 
 /// The guard of the reference's "exactly one of s3 or pvc" wherever a snapshot location is:
@@ -144,6 +157,16 @@ const ADDED_RULES: &[(&str, &str, &str)] = &[
         "etcdmembers",
         ".spec.restore",
         "bootstrap.restore.source.local is not a restore source: a local store is a directory of the operator's own Pod, which the restoring Pod cannot read; copy the snapshot onto a PersistentVolumeClaim in the cluster's namespace (source.pvc) or into an object store",
+    ),
+    (
+        "etcdsnapshots",
+        ".spec",
+        "verify: Restore of an encrypted snapshot needs encryption.age.identitySecretRef (the identity that decrypts it)",
+    ),
+    (
+        "etcdsnapshots",
+        ".spec",
+        "verify: Restore cannot read a local store (a directory of the operator's own Pod): use verify: Checksum, or a PVC or object-store destination",
     ),
 ];
 

@@ -32,6 +32,32 @@ pub struct Plan {
     pub notes: Vec<String>,
 }
 
+/// The identity Secret an encrypted snapshot is decrypted with (its
+/// `spec.encryption.age.identitySecretRef`); `None` for a snapshot stored unencrypted.
+pub fn identity(snapshot: &EtcdSnapshot) -> Result<Option<Value>, String> {
+    let name = snapshot.metadata.name.as_deref().unwrap_or_default();
+    let encrypted = snapshot
+        .status
+        .as_ref()
+        .is_some_and(|s| s.encryption.is_some());
+    if !encrypted {
+        return Ok(None);
+    }
+    match snapshot
+        .spec
+        .encryption
+        .as_ref()
+        .and_then(|e| e.age.identity_secret_ref.as_ref())
+    {
+        Some(identity) => Ok(Some(
+            serde_json::to_value(identity).map_err(|e| e.to_string())?,
+        )),
+        None => Err(format!(
+            "etcdsnapshot/{name} is encrypted with age and names no identity (spec.encryption.age.identitySecretRef): print the manifest with --dry-run -o yaml, add spec.bootstrap.restore.ageIdentitySecretRef naming a Secret key with the identity of one of its recipients, and apply it"
+        )),
+    }
+}
+
 /// The restore source of `spec.bootstrap.restore` for the snapshot's artifact.
 pub fn source(snapshot: &EtcdSnapshot) -> Result<(Value, String), String> {
     let name = snapshot.metadata.name.as_deref().unwrap_or_default();
@@ -242,7 +268,11 @@ pub fn plan(
             "etcdcluster/{source_name} is gone: defaults used besides the snapshot's etcd version; if it had TLS or auth, set spec.tls and spec.auth (the same root password) with --dry-run -o yaml and apply"
         )),
     }
-    spec["bootstrap"] = json!({"restore": {"source": restore_source}});
+    let mut restore = json!({"source": restore_source});
+    if let Some(identity) = identity(snapshot)? {
+        restore["ageIdentitySecretRef"] = identity;
+    }
+    spec["bootstrap"] = json!({"restore": restore});
     let manifest = json!({
         "apiVersion": "etcd-operator.cozystack.io/v1alpha2",
         "kind": "EtcdCluster",
@@ -353,6 +383,35 @@ mod tests {
         assert!(
             refused.contains("the restoring Pod cannot read") && refused.contains("source.pvc"),
             "{refused}"
+        );
+    }
+
+    #[test]
+    fn an_encrypted_snapshot_brings_its_identity_or_says_what_to_add() {
+        let mut s = snapshot("Complete", "s3://backups/etcd/nightly.db", s3_destination());
+        assert_eq!(identity(&s), Ok(None), "not encrypted");
+        s.status.as_mut().unwrap().encryption =
+            Some(etcd_operator_api::snapshot::SnapshotEncryptionStatus {
+                method: "age".into(),
+                recipients: vec!["sha256:0123456789abcdef".into()],
+            });
+        let err = identity(&s).unwrap_err();
+        assert!(err.contains("ageIdentitySecretRef"), "{err}");
+        s.spec.encryption = Some(etcd_operator_api::snapshot::SnapshotEncryption {
+            age: etcd_operator_api::snapshot::AgeEncryption {
+                recipients_secret_ref: etcd_operator_api::snapshot::SecretKeyRef {
+                    name: "age".into(),
+                    key: None,
+                },
+                identity_secret_ref: Some(etcd_operator_api::snapshot::SecretKeyRef {
+                    name: "age-id".into(),
+                    key: Some("key".into()),
+                }),
+            },
+        });
+        assert_eq!(
+            identity(&s),
+            Ok(Some(json!({"name": "age-id", "key": "key"})))
         );
     }
 

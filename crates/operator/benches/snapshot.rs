@@ -11,12 +11,22 @@
 //!   client (boto3's managed multipart upload), timed separately and summed;
 //! - the operator: an EtcdSnapshot from `kubectl apply` to `Complete` (stream, upload, and the
 //!   read-back verification the floor does not do), and the operator process's peak resident
-//!   memory (VmHWM) before and after.
+//!   memory (VmHWM) before and after;
+//! - the operator to a PVC: an EtcdSnapshot with `destination.pvc` to `Complete` (the agent
+//!   Pod's start, stream, fsync, read-back), beside the floor's `etcdctl snapshot save` to local
+//!   disk alone, and the agent process's peak resident memory;
+//! - the operator with the codec (`SNAPSHOT_BENCH_CODEC=0` skips it): zstd + age to S3 with
+//!   the identity, so that the read-back decrypts and decompresses the whole object, and the
+//!   operator's peak memory.
 //!
-//! Objects are deleted after each round (moto keeps them in memory).
+//! Objects and files are deleted after each round (moto keeps objects in memory).
 
+#[path = "common/mod.rs"]
+mod bench_support;
 #[path = "../tests/support/mod.rs"]
 mod support;
+
+use bench_support::{PeakWatch, env_or, median, memory_mib, operator_pid};
 
 use std::time::{Duration, Instant};
 
@@ -30,85 +40,41 @@ use support::{create_namespace, eventually};
 const NAMESPACE: &str = "bench";
 const BUCKET: &str = "backups";
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    match std::env::var(name) {
-        Ok(text) => text
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text:?} is not a valid number")),
-        Err(_) => default,
-    }
-}
-
-/// Whether `pid` descends from this process (the sandbox's Pods are its host processes).
-fn descends_from_this_process(pid: u32) -> bool {
-    let me = std::process::id();
-    let mut current = pid;
-    while current > 1 {
-        if current == me {
-            return true;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{current}/stat")) else {
-            return false;
-        };
-        let Some(parent) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
-        else {
-            return false;
-        };
-        current = parent;
-    }
-    false
-}
-
-/// The operator's process (the sandbox runs Pods as host processes).
-fn operator_pid() -> u32 {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.first().is_some_and(|a| a.ends_with(b"/etcd-operator"))
-            && args.get(1) == Some(&&b"run"[..])
-            && descends_from_this_process(pid)
-        {
-            found.push(pid);
-        }
-    }
-    assert_eq!(found.len(), 1, "exactly one operator process: {found:?}");
-    found[0]
-}
-
-/// A `/proc/<pid>/status` figure in MiB (`VmRSS`, `VmHWM`).
-fn memory_mib(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| {
-            v.trim_start_matches(':')
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap();
-    kib / 1024.0
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    sorted[sorted.len() / 2]
+/// Applies an EtcdSnapshot and waits for it to be Complete: (seconds, the snapshot).
+async fn snapshot_to_complete(
+    cluster: &support::cluster::Cluster,
+    api: &Api<EtcdSnapshot>,
+    name: &str,
+    manifest: &str,
+) -> (f64, EtcdSnapshot) {
+    let started = Instant::now();
+    tokio::task::block_in_place(|| cluster.apply(manifest));
+    let snapshot = eventually(
+        &format!("{name} Complete"),
+        Duration::from_secs(1800),
+        || async {
+            let s = api.get(name).await.map_err(|e| e.to_string())?;
+            let phase = s
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .map(|p| format!("{p:?}"));
+            match phase.as_deref() {
+                Some("Complete") => Ok(s),
+                Some("Failed") => panic!("{name} failed: {:?}", s.status),
+                _ => Err(format!("{phase:?}")),
+            }
+        },
+    )
+    .await;
+    (started.elapsed().as_secs_f64(), snapshot)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
     let mib: usize = env_or("SNAPSHOT_BENCH_MIB", 256);
     let runs: usize = env_or("SNAPSHOT_BENCH_RUNS", 3);
+    let codec: usize = env_or("SNAPSHOT_BENCH_CODEC", 1);
     let cluster = start_cluster(1).await;
     cluster.deploy_operator(1).await;
     let dir = tempfile::tempdir().unwrap();
@@ -138,6 +104,36 @@ async fn main() {
         )
     });
     assert!(ok, "{stderr}");
+    // The claim of the PVC rounds, and the age keys of the codec rounds.
+    let identity = age::x25519::Identity::generate();
+    tokio::task::block_in_place(|| {
+        use age::secrecy::ExposeSecret;
+        cluster.apply(&format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: backups\n  namespace: {NAMESPACE}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 8Gi\n"
+        ));
+        for (name, key, text) in [
+            ("backup-age", "recipients", identity.to_public().to_string()),
+            (
+                "backup-age-identity",
+                "identity",
+                identity.to_string().expose_secret().to_string(),
+            ),
+        ] {
+            let (ok, _, stderr) = support::kubectl(
+                &cluster,
+                &[
+                    "-n",
+                    NAMESPACE,
+                    "create",
+                    "secret",
+                    "generic",
+                    name,
+                    &format!("--from-literal={key}={text}"),
+                ],
+            );
+            assert!(ok, "{stderr}");
+        }
+    });
 
     let endpoint = client_service_url(NAMESPACE, "etcd");
     let mut client = cluster_client(&cluster.network, &endpoint, None)
@@ -167,6 +163,8 @@ async fn main() {
     let (mut floor_save, mut floor_upload, mut operator) = (Vec::new(), Vec::new(), Vec::new());
     let mut size = 0i64;
     let mut peaks = Vec::new();
+    let (mut pvc, mut agent_peaks, mut codec_runs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut codec_stored = 0i64;
     for round in 0..runs {
         // The floor: etcdctl snapshot save, then a plain upload of the file.
         let file = dir.path().join("floor.db");
@@ -200,32 +198,16 @@ async fn main() {
         // The operator.
         let before = memory_mib(pid, "VmHWM");
         let name = format!("run-{round}");
-        let started = Instant::now();
-        tokio::task::block_in_place(|| {
-            cluster.apply(&format!(
+        let (took, snapshot) = snapshot_to_complete(
+            &cluster,
+            &api,
+            &name,
+            &format!(
                 "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    s3:\n      endpoint: {}\n      bucket: {BUCKET}\n      key: bench\n      forcePathStyle: true\n      credentialsSecretRef:\n        name: s3-credentials\n",
                 moto.url
-            ));
-        });
-        let snapshot = eventually(
-            &format!("{name} Complete"),
-            Duration::from_secs(1800),
-            || async {
-                let s = api.get(&name).await.map_err(|e| e.to_string())?;
-                let phase = s
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.phase)
-                    .map(|p| format!("{p:?}"));
-                match phase.as_deref() {
-                    Some("Complete") => Ok(s),
-                    Some("Failed") => panic!("{name} failed: {:?}", s.status),
-                    _ => Err(format!("{phase:?}")),
-                }
-            },
+            ),
         )
         .await;
-        let took = started.elapsed().as_secs_f64();
         let after = memory_mib(pid, "VmHWM");
         size = snapshot
             .status
@@ -243,6 +225,57 @@ async fn main() {
         floor_upload.push(uploaded);
         operator.push(took);
         peaks.push(after);
+
+        // The operator to a PVC (its agent Pod), beside `etcdctl snapshot save` alone.
+        let name = format!("pvc-{round}");
+        let watch = PeakWatch::start("snapshot-save");
+        let (took, _) = snapshot_to_complete(
+            &cluster,
+            &api,
+            &name,
+            &format!(
+                "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    pvc:\n      claimName: backups\n      subPath: bench\n"
+            ),
+        )
+        .await;
+        let agent_peak = watch.finish();
+        if let Ok(claim) = cluster.kubelet.claim_dir(NAMESPACE, "backups") {
+            let _ = std::fs::remove_file(claim.join(format!("bench/{name}.db")));
+        }
+        println!(
+            "round {round}: floor etcdctl snapshot save {saved:.1} s; operator to a PVC {took:.1} s (agent Pod, stream, fsync, read-back); agent peak RSS {agent_peak:.1} MiB"
+        );
+        pvc.push(took);
+        agent_peaks.push(agent_peak);
+
+        // The operator with zstd + age, read back decrypted and decompressed.
+        if codec > 0 {
+            let name = format!("codec-{round}");
+            let (took, snapshot) = snapshot_to_complete(
+                &cluster,
+                &api,
+                &name,
+                &format!(
+                    "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    s3:\n      endpoint: {}\n      bucket: {BUCKET}\n      key: bench\n      forcePathStyle: true\n      credentialsSecretRef:\n        name: s3-credentials\n  compression: Zstd\n  encryption:\n    age:\n      recipientsSecretRef:\n        name: backup-age\n      identitySecretRef:\n        name: backup-age-identity\n",
+                    moto.url
+                ),
+            )
+            .await;
+            let after = memory_mib(pid, "VmHWM");
+            codec_stored = snapshot
+                .status
+                .unwrap()
+                .artifact
+                .unwrap()
+                .size_bytes
+                .unwrap();
+            tokio::task::block_in_place(|| moto.delete(BUCKET, &format!("bench/{name}.db")));
+            println!(
+                "round {round}: operator zstd + age to S3 {took:.1} s ({codec_stored} bytes stored, read back decrypted and decompressed); operator peak RSS now {after:.1} MiB"
+            );
+            codec_runs.push(took);
+            peaks.push(after);
+        }
     }
     let floor: Vec<f64> = floor_save
         .iter()
@@ -273,9 +306,33 @@ async fn main() {
         mb / median(&operator)
     );
     println!(
+        "| operator: EtcdSnapshot to a PVC to Complete (agent Pod, incl. read-back) | {:.1} | {:.0} |",
+        median(&pvc),
+        mb / median(&pvc)
+    );
+    if !codec_runs.is_empty() {
+        println!(
+            "| operator: zstd + age to S3 to Complete (incl. decoding read-back) | {:.1} | {:.0} |",
+            median(&codec_runs),
+            mb / median(&codec_runs)
+        );
+    }
+    println!(
         "snapshot {size} bytes; throughput ratio operator/floor {:.2} (aim >= 0.8); operator peak RSS {:.1} MiB (aim < 64 MiB), now {:.1} MiB",
         median(&floor) / median(&operator),
         peaks.iter().cloned().fold(0.0, f64::max),
         memory_mib(pid, "VmRSS")
     );
+    println!(
+        "PVC: throughput ratio operator/floor (etcdctl snapshot save) {:.2} (aim >= 0.8); agent peak RSS {:.1} MiB (aim < 64 MiB)",
+        median(&floor_save) / median(&pvc),
+        agent_peaks.iter().cloned().fold(0.0, f64::max)
+    );
+    if !codec_runs.is_empty() {
+        println!(
+            "zstd + age: {codec_stored} bytes stored for {size} ({:.2}); {:.2} x the plain S3 snapshot's time",
+            codec_stored as f64 / size as f64,
+            median(&codec_runs) / median(&operator)
+        );
+    }
 }

@@ -29,10 +29,11 @@ enum Command {
         out_dir: Option<std::path::PathBuf>,
     },
     /// Restore agent, step 1 (an init container of a restored cluster's seed): download the
-    /// snapshot from an object store (S3, GCS, Azure) into the work directory, checking etcd's
-    /// trailing hash. Credentials from the environment: AWS_ACCESS_KEY_ID and
+    /// snapshot from an object store (S3, GCS, Azure) or copy it from a claim into the work
+    /// directory, decrypting (age) and decompressing (zstd, gzip) what it recognises, checking
+    /// etcd's trailing hash. Credentials from the environment: AWS_ACCESS_KEY_ID and
     /// AWS_SECRET_ACCESS_KEY (S3), GOOGLE_SERVICE_ACCOUNT_KEY (GCS), AZURE_STORAGE_ACCOUNT_KEY
-    /// or AZURE_STORAGE_SAS_TOKEN (Azure).
+    /// or AZURE_STORAGE_SAS_TOKEN (Azure); the age identity from AGE_IDENTITY.
     RestoreFetch {
         #[arg(long)]
         work_dir: std::path::PathBuf,
@@ -85,6 +86,24 @@ enum Command {
         /// A directory with ca.crt (and tls.crt, tls.key under mutual TLS).
         #[arg(long)]
         access_dir: Option<std::path::PathBuf>,
+        /// `Zstd` or `Gzip` (none by default).
+        #[arg(long, value_parser = parse_compression, default_value = "None")]
+        compression: etcd_operator_api::snapshot::SnapshotCompression,
+        /// An age recipient to encrypt to (repeatable); the identity to read the file back
+        /// with comes from AGE_IDENTITY.
+        #[arg(long = "age-recipient")]
+        age_recipients: Vec<String>,
+        #[arg(long, default_value = etcd_operator::snapshot::pvc::TERMINATION_LOG)]
+        result_file: std::path::PathBuf,
+    },
+    /// Snapshot agent for `verify: Restore` (a container beside the restored throwaway etcd):
+    /// wait for it to serve, read its revision and count its keys; the result goes to the
+    /// termination message. Credentials from ETCD_USERNAME/ETCD_PASSWORD.
+    SnapshotCheck {
+        #[arg(long)]
+        endpoint: String,
+        #[arg(long, default_value_t = 300)]
+        deadline_seconds: u64,
         #[arg(long, default_value = etcd_operator::snapshot::pvc::TERMINATION_LOG)]
         result_file: std::path::PathBuf,
     },
@@ -130,9 +149,14 @@ fn main() -> anyhow::Result<()> {
         } => {
             use etcd_operator::snapshot::restore;
             let uri = uri.unwrap_or_else(|| file.display().to_string());
-            agent_exit(restore::fetch_file(&work_dir, &file, &uri).map(|(size, sha256)| {
-                format!("copied {size} bytes from {uri}, sha256:{sha256}, etcd's trailing hash checked")
-            }))
+            let identity = age_identity();
+            agent_exit(
+                restore::fetch_file(&work_dir, &file, &uri, identity.as_deref()).map(
+                    |(size, sha256)| {
+                        format!("copied {uri}: etcd's {size} bytes, sha256:{sha256}, etcd's trailing hash checked")
+                    },
+                ),
+            )
         }
         Command::RestoreFetch {
             work_dir,
@@ -170,6 +194,7 @@ fn main() -> anyhow::Result<()> {
                 work_dir,
                 location,
                 credentials,
+                identity: age_identity(),
             };
             let outcome = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -177,7 +202,9 @@ fn main() -> anyhow::Result<()> {
                 .context("starting the async runtime")?
                 .block_on(restore::fetch(&args));
             agent_exit(outcome.map(|(size, sha256)| {
-                format!("fetched {size} bytes, sha256:{sha256}, etcd's trailing hash checked")
+                format!(
+                    "fetched etcd's {size} bytes, sha256:{sha256}, etcd's trailing hash checked"
+                )
             }))
         }
         Command::SnapshotSave {
@@ -187,6 +214,8 @@ fn main() -> anyhow::Result<()> {
             uri,
             uid,
             access_dir,
+            compression,
+            age_recipients,
             result_file,
         } => {
             use etcd_operator::snapshot::pvc;
@@ -201,6 +230,9 @@ fn main() -> anyhow::Result<()> {
                 uid,
                 access_dir,
                 credentials,
+                compression,
+                recipients: age_recipients,
+                identity: age_identity(),
             };
             let outcome = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -209,9 +241,35 @@ fn main() -> anyhow::Result<()> {
                 .block_on(pvc::save(&args));
             let failed = outcome.is_err();
             let result = match outcome {
-                Ok(saved) => pvc::AgentResult::Saved(saved),
+                Ok(saved) => pvc::AgentResult::Saved(Box::new(saved)),
                 Err(failure) => pvc::AgentResult::Failed(failure),
             };
+            pvc::report(&result, &result_file);
+            if failed {
+                std::process::exit(1)
+            }
+            Ok(())
+        }
+        Command::SnapshotCheck {
+            endpoint,
+            deadline_seconds,
+            result_file,
+        } => {
+            use etcd_operator::snapshot::{pvc, verify};
+            let credentials = std::env::var("ETCD_USERNAME")
+                .ok()
+                .zip(std::env::var("ETCD_PASSWORD").ok());
+            let outcome = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?
+                .block_on(verify::check(
+                    &endpoint,
+                    credentials,
+                    std::time::Duration::from_secs(deadline_seconds),
+                ));
+            let failed = outcome.is_err();
+            let result = outcome.unwrap_or_else(pvc::AgentResult::Failed);
             pvc::report(&result, &result_file);
             if failed {
                 std::process::exit(1)
@@ -251,6 +309,26 @@ fn main() -> anyhow::Result<()> {
                 }),
             )
         }
+    }
+}
+
+/// The age identity file's text from `AGE_IDENTITY` (filled from a Secret key by
+/// reference), if set.
+fn age_identity() -> Option<String> {
+    std::env::var(etcd_operator::build::AGE_IDENTITY_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+}
+
+fn parse_compression(
+    value: &str,
+) -> Result<etcd_operator_api::snapshot::SnapshotCompression, String> {
+    use etcd_operator_api::snapshot::SnapshotCompression;
+    match value {
+        "None" | "none" => Ok(SnapshotCompression::None),
+        "Zstd" | "zstd" => Ok(SnapshotCompression::Zstd),
+        "Gzip" | "gzip" => Ok(SnapshotCompression::Gzip),
+        other => Err(format!("{other:?} is not None, Zstd or Gzip")),
     }
 }
 

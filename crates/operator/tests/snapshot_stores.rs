@@ -140,15 +140,57 @@ async fn exercise(
         work_dir: work.clone(),
         location: exact(&restore_key),
         credentials: Ok(credentials.clone()),
+        identity: None,
     })
     .await
     .expect("the snapshot downloads");
     assert_eq!(fetched, (snapshot.len() as u64, sha256_hex(&snapshot)));
     assert_eq!(std::fs::read(work.join("snapshot.db")).unwrap(), snapshot);
+    // The same snapshot compressed (zstd) and encrypted (age), as an EtcdSnapshot with both
+    // stores it: decoded on the way down with the identity, refused without it.
+    let identity = age::x25519::Identity::generate();
+    let mut encoder = etcd_operator::snapshot::codec::Encoder::new(
+        etcd_operator_api::snapshot::SnapshotCompression::Zstd,
+        &[identity.to_public()],
+    )
+    .unwrap();
+    let mut encoded = Vec::new();
+    for chunk in snapshot.chunks(MIB) {
+        encoded.extend_from_slice(encoder.push(chunk).unwrap());
+    }
+    encoded.extend(encoder.finish().unwrap().0);
+    assert_ne!(encoded, snapshot);
+    let encoded_file = dir.path().join("snapshot.db.zst.age");
+    std::fs::write(&encoded_file, &encoded).unwrap();
+    let encoded_key = format!("{}restore/encoded.db", prefix_of(&target.key));
+    blocking(|| put_file(&encoded_key, &encoded_file));
+    {
+        use age::secrecy::ExposeSecret;
+        let decoded = fetch(&FetchArgs {
+            work_dir: work.clone(),
+            location: exact(&encoded_key),
+            credentials: Ok(credentials.clone()),
+            identity: Some(identity.to_string().expose_secret().to_string()),
+        })
+        .await
+        .expect("the encoded snapshot downloads and decodes");
+        assert_eq!(decoded, (snapshot.len() as u64, sha256_hex(&snapshot)));
+        assert_eq!(std::fs::read(work.join("snapshot.db")).unwrap(), snapshot);
+    }
+    let without = fetch(&FetchArgs {
+        work_dir: work.clone(),
+        location: exact(&encoded_key),
+        credentials: Ok(credentials.clone()),
+        identity: None,
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(without.reason, "EncryptedSnapshot", "{without:?}");
     let not_a_snapshot = fetch(&FetchArgs {
         work_dir: work.clone(),
         location: exact(&target.key),
         credentials: Ok(credentials.clone()),
+        identity: None,
     })
     .await
     .unwrap_err();
@@ -157,6 +199,7 @@ async fn exercise(
         work_dir: work.clone(),
         location: exact("nowhere/gone.db"),
         credentials: Ok(credentials.clone()),
+        identity: None,
     })
     .await
     .unwrap_err();
@@ -535,6 +578,7 @@ async fn local_directory() {
         work_dir: dir.path().join("work"),
         location: location.clone(),
         credentials: Ok(StoreCredentials::None),
+        identity: None,
     })
     .await
     .unwrap_err();

@@ -196,6 +196,10 @@ pub struct QuorumRecoverySnapshot {
     /// snapshot is in Azure Blob Storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub azure: Option<crate::shared::AzureSnapshotLocation>,
+    /// The Secret key with the age identity that decrypts it (the EtcdSnapshot's
+    /// `encryption.age.identitySecretRef`), for an encrypted snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_identity_secret_ref: Option<crate::snapshot::SecretKeyRef>,
 }
 
 impl QuorumRecoverySnapshot {

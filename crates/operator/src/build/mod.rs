@@ -27,8 +27,9 @@ pub use pod::{
 };
 pub use pvc::member_pvc;
 pub use restore::{
-    RESTORE_COMMIT_CONTAINER, RESTORE_CONTAINER, RESTORE_FAILED_MARK, RESTORE_FETCH_CONTAINER,
-    RESTORE_WORK_DIR, parse_restore_failure, restore_containers, restore_failure,
+    AGE_IDENTITY_ENV, RESTORE_COMMIT_CONTAINER, RESTORE_CONTAINER, RESTORE_FAILED_MARK,
+    RESTORE_FETCH_CONTAINER, RESTORE_SOURCE_MOUNT, RESTORE_SOURCE_VOLUME, RESTORE_WORK_DIR,
+    fetch_container, parse_restore_failure, restore_containers, restore_failure,
     restore_in_progress, restore_init_containers,
 };
 pub use rollout::{

@@ -102,22 +102,63 @@ pub fn restore_containers(
         mount_path: DATA_DIR.to_string(),
         ..Default::default()
     };
-    use etcd_operator_api::shared::StoreKind;
-    let fetch = match (source.store(), source) {
-        (Some(StoreKind::S3), SnapshotLocation { s3: Some(s3), .. }) => {
-            s3_fetch(s3, &mount, settings)
-        }
-        (Some(StoreKind::Pvc), SnapshotLocation { pvc: Some(pvc), .. }) => {
-            pvc_fetch(pvc, &mount, settings)
-        }
-        (Some(StoreKind::Gcs | StoreKind::Azure | StoreKind::Local), _) => {
-            store_fetch(source, &mount, settings)
-        }
-        _ => return Vec::new(),
+    let identity = member
+        .spec
+        .restore
+        .as_ref()
+        .and_then(|r| r.age_identity_secret_ref.as_ref());
+    let Some(fetch) = fetch_container(source, identity, &mount, settings) else {
+        return Vec::new();
     };
     let mut containers = vec![fetch];
     containers.extend(restore_and_commit(member, &mount, settings));
     containers
+}
+
+/// The environment variable `restore-fetch` reads the age identity from (by reference to
+/// the identity Secret, never as a value).
+pub const AGE_IDENTITY_ENV: &str = "AGE_IDENTITY";
+
+/// `restore-fetch` from `source` (S3, GCS, Azure, or the file of a PVC source mounted
+/// read-only at [`RESTORE_SOURCE_MOUNT`]) into `<mount>/.restore/snapshot.db`, with the age identity of
+/// `identity` (a Secret key) for an encrypted snapshot. Shared by the restore of a seed and
+/// the restore check of an EtcdSnapshot (`verify: Restore`).
+pub fn fetch_container(
+    source: &etcd_operator_api::shared::SnapshotLocation,
+    identity: Option<&etcd_operator_api::snapshot::SecretKeyRef>,
+    mount: &VolumeMount,
+    settings: &OperatorSettings,
+) -> Option<Container> {
+    use etcd_operator_api::shared::StoreKind;
+    let mut fetch = match (source.store(), source) {
+        (Some(StoreKind::S3), SnapshotLocation { s3: Some(s3), .. }) => {
+            s3_fetch(s3, mount, settings)
+        }
+        (Some(StoreKind::Pvc), SnapshotLocation { pvc: Some(pvc), .. }) => {
+            pvc_fetch(pvc, mount, settings)
+        }
+        (Some(StoreKind::Gcs | StoreKind::Azure | StoreKind::Local), _) => {
+            store_fetch(source, mount, settings)
+        }
+        _ => return None,
+    };
+    if let Some(identity) = identity {
+        fetch.env.get_or_insert_with(Vec::new).push(EnvVar {
+            name: AGE_IDENTITY_ENV.to_string(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: identity.name.clone(),
+                    key: identity
+                        .key_or(etcd_operator_api::snapshot::AGE_IDENTITY_KEY)
+                        .to_string(),
+                    optional: None,
+                }),
+                ..Default::default()
+            }),
+        });
+    }
+    Some(fetch)
 }
 
 /// `restore-fetch` from a file on the source claim (mounted read-only).
@@ -465,6 +506,7 @@ mod tests {
                 }),
                 ..Default::default()
             },
+            age_identity_secret_ref: None,
         });
         m
     }
@@ -601,6 +643,7 @@ mod tests {
                 }),
                 ..Default::default()
             },
+            age_identity_secret_ref: None,
         });
         let pod = member_pod(&m, &bootstrap(), &OperatorSettings::default()).unwrap();
         let spec = pod.spec.unwrap();

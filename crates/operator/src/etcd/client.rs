@@ -330,6 +330,21 @@ impl EtcdClient {
         Ok(response.header().map(|h| h.revision()).unwrap_or_default())
     }
 
+    /// The revision and the number of keys of the whole keyspace: a linearizable,
+    /// count-only read of every key (the restore check of a snapshot).
+    pub async fn key_count(&self) -> Result<(i64, i64), EtcdError> {
+        let mut kv = self.client.kv_client();
+        let reading = kv.get(
+            "\0",
+            Some(GetOptions::new().with_from_key().with_count_only()),
+        );
+        let response = self.call("Range", reading).await?;
+        Ok((
+            response.header().map(|h| h.revision()).unwrap_or_default(),
+            response.count(),
+        ))
+    }
+
     /// The current revision, and whether the keyspace is compacted up to it: a serializable,
     /// count-only read one revision back is refused as compacted exactly when it is.
     pub async fn compaction(&self) -> Result<super::view::Compaction, EtcdError> {

@@ -61,6 +61,10 @@ pub struct SnapshotFacts {
     /// The destination it was written to.
     pub destination: etcd_operator_api::shared::SnapshotLocation,
     pub deleting: bool,
+    /// Stored encrypted (`status.encryption`).
+    pub encrypted: bool,
+    /// `spec.encryption.age.identitySecretRef`: how a restore decrypts it.
+    pub identity: Option<etcd_operator_api::snapshot::SecretKeyRef>,
 }
 
 impl SnapshotFacts {
@@ -80,6 +84,12 @@ impl SnapshotFacts {
             uri: status.artifact.map(|a| a.uri),
             destination: s.spec.destination.clone(),
             deleting: s.metadata.deletion_timestamp.is_some(),
+            encrypted: status.encryption.is_some(),
+            identity: s
+                .spec
+                .encryption
+                .as_ref()
+                .and_then(|e| e.age.identity_secret_ref.clone()),
         }
     }
 }

@@ -5,10 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use etcd_operator_api::shared::StoreKind;
-use etcd_operator_api::snapshot::SnapshotDeletionPolicy;
+use etcd_operator_api::snapshot::{
+    AGE_IDENTITY_KEY, AGE_RECIPIENTS_KEY, SecretKeyRef, SnapshotCompression,
+    SnapshotDeletionPolicy, SnapshotVerify,
+};
 use etcd_operator_api::{EtcdCluster, EtcdSnapshot};
 use futures::StreamExt;
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -20,10 +26,11 @@ use object_store::path::Path;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::decide::{self, ClusterFacts, Existing, Failure, Next, Source, Stored, Voter};
-use super::digest::SnapshotDigest;
+use super::codec;
+use super::decide::{self, Checked, ClusterFacts, Existing, Failure, Next, Source, Stored, Voter};
 use super::pvc;
 use super::store::{self, PARTS_IN_FLIGHT, StoreCredentials};
+use super::verify;
 use crate::act::{ActContext, post_params};
 use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
 use crate::observe::{Observer, Scope};
@@ -40,6 +47,9 @@ pub struct SnapshotContext {
     pub agent_image: String,
     /// Where `destination.local` may write.
     pub stores: store::StoreSettings,
+    /// UIDs of the snapshots whose restore check this process recorded (`Started`, stored):
+    /// a pass reading the cache before that status shows must not take them again.
+    pub verifying: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl SnapshotContext {
@@ -48,6 +58,7 @@ impl SnapshotContext {
             observer,
             act,
             finished: Default::default(),
+            verifying: Default::default(),
             agent_image: crate::build::DEFAULT_AGENT_IMAGE.to_string(),
             stores: store::StoreSettings::default(),
         }
@@ -68,6 +79,16 @@ impl SnapshotContext {
     fn is_finished(&self, snapshot: &EtcdSnapshot) -> bool {
         let uid = snapshot.metadata.uid.clone().unwrap_or_default();
         self.finished.lock().expect("finished set").contains(&uid)
+    }
+
+    fn is_verifying(&self, snapshot: &EtcdSnapshot) -> bool {
+        let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+        self.verifying.lock().expect("verifying set").contains(&uid)
+    }
+
+    fn mark_verifying(&self, snapshot: &EtcdSnapshot) {
+        let uid = snapshot.metadata.uid.clone().unwrap_or_default();
+        self.verifying.lock().expect("verifying set").insert(uid);
     }
 
     fn mark_finished(&self, snapshot: &EtcdSnapshot) {
@@ -165,6 +186,11 @@ async fn reconcile_snapshot(
                 remove_agent(&ctx, &snapshot, &pod).await;
             }
         }
+        if snapshot.spec.verify == Some(SnapshotVerify::Restore) {
+            for pod in agent_pods(&ctx, &snapshot, verify::ROLE).await? {
+                remove_agent(&ctx, &snapshot, &pod).await;
+            }
+        }
         return Ok(Action::await_change());
     }
     if ctx.is_finished(&snapshot) {
@@ -178,6 +204,18 @@ async fn reconcile_snapshot(
         .await
     {
         return Err(SnapshotError::CachesNotReady);
+    }
+    // Stored and read back, the restore check to run or running.
+    if snapshot
+        .status
+        .as_ref()
+        .is_some_and(decide::restore_check_pending)
+    {
+        return follow_restore_check(&ctx, &snapshot).await;
+    }
+    if ctx.is_verifying(&snapshot) {
+        // This process recorded the restore check; the cache has not caught up yet.
+        return Ok(Action::requeue(Duration::from_secs(2)));
     }
     // An agent Pod of this snapshot at work (the operator restarted meanwhile) is followed,
     // never made twice.
@@ -240,31 +278,282 @@ async fn reconcile_snapshot(
             .await;
             info!(namespace = %namespace, snapshot = %name(&snapshot), member = %voter.member, uri = %uri, "snapshot started");
             match take(&ctx, &snapshot, &voter, &to, &key, &uri, &access).await {
-                Ok((stored, source)) => {
-                    let status = decide::complete_status(
-                        &started,
-                        &stored,
-                        &source,
-                        Timestamp::now(),
-                        generation,
-                    );
-                    write_status(&ctx, &snapshot, &status).await?;
-                    ctx.mark_finished(&snapshot);
-                    let message = status
-                        .conditions
-                        .as_ref()
-                        .map(|c| c[0].message.clone())
-                        .unwrap_or_default();
-                    info!(namespace = %namespace, snapshot = %name(&snapshot), uri = %uri, size = stored.size, "snapshot complete");
-                    event(&ctx, &snapshot, "Normal", "SnapshotComplete", &message).await;
+                Ok((stored, source, checked)) => {
+                    written(
+                        &ctx, &snapshot, &started, &stored, &source, &checked, &access,
+                    )
+                    .await
                 }
                 Err((failure, stored)) => {
                     record_failure(&ctx, &snapshot, &started, &failure, stored.as_ref()).await?;
+                    Ok(Action::await_change())
                 }
             }
-            Ok(Action::await_change())
         }
     }
+}
+
+/// A snapshot stored and read back: Complete, or (`verify: Restore`) its restore check
+/// started.
+async fn written(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    previous: &etcd_operator_api::EtcdSnapshotStatus,
+    stored: &Stored,
+    source: &Source,
+    checked: &Checked,
+    access: &EtcdAccess,
+) -> Result<Action, SnapshotError> {
+    if snapshot.spec.verify == Some(SnapshotVerify::Restore) {
+        let pod = verify::pod_name(snapshot);
+        let status = decide::verifying_status(
+            previous,
+            stored,
+            source,
+            checked,
+            &pod,
+            Timestamp::now(),
+            snapshot.metadata.generation,
+        );
+        write_status(ctx, snapshot, &status).await?;
+        ctx.mark_verifying(snapshot);
+        return start_restore_check(ctx, snapshot, &status, access).await;
+    }
+    complete(ctx, snapshot, previous, stored, source, checked).await?;
+    Ok(Action::await_change())
+}
+
+/// Records `Complete` and its Event.
+async fn complete(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    previous: &etcd_operator_api::EtcdSnapshotStatus,
+    stored: &Stored,
+    source: &Source,
+    checked: &Checked,
+) -> Result<(), SnapshotError> {
+    let status = decide::complete_status(
+        previous,
+        stored,
+        source,
+        checked,
+        Timestamp::now(),
+        snapshot.metadata.generation,
+    );
+    write_status(ctx, snapshot, &status).await?;
+    ctx.mark_finished(snapshot);
+    let message = status
+        .conditions
+        .as_ref()
+        .map(|c| c[0].message.clone())
+        .unwrap_or_default();
+    info!(namespace = snapshot.metadata.namespace.as_deref().unwrap_or_default(), snapshot = %name(snapshot), uri = %stored.uri, size = stored.size, "snapshot complete");
+    event(ctx, snapshot, "Normal", "SnapshotComplete", &message).await;
+    Ok(())
+}
+
+/// Creates the restore check's Pod (and, for a cluster with authentication, a Secret with
+/// the root credentials the check reads the restored etcd with).
+async fn start_restore_check(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    status: &etcd_operator_api::EtcdSnapshotStatus,
+    access: &EtcdAccess,
+) -> Result<Action, SnapshotError> {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let pod_name = verify::pod_name(snapshot);
+    let Some(source) = check_source(snapshot, status) else {
+        let failure = Failure::VerificationFailed {
+            detail: "cannot be located for the restore check (no artifact recorded)".to_string(),
+        };
+        record_failure_verified(
+            ctx,
+            snapshot,
+            status,
+            &failure,
+            None,
+            SnapshotVerify::Restore,
+        )
+        .await?;
+        return Ok(Action::await_change());
+    };
+    let credentials = access.credentials.as_ref().map(|(user, password)| {
+        BTreeMap::from([
+            (
+                "username".to_string(),
+                ByteString(user.clone().into_bytes()),
+            ),
+            (
+                "password".to_string(),
+                ByteString(password.clone().into_bytes()),
+            ),
+        ])
+    });
+    if let Some(data) = credentials.clone() {
+        let secret = pvc::access_secret(snapshot, &pod_name, data);
+        ctx.act.count_write("Secret");
+        match Api::<Secret>::namespaced(ctx.act.client.clone(), &namespace)
+            .create(&post_params(), &secret)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                return Err(SnapshotError::Read(
+                    format!("Secret {namespace}/{pod_name}"),
+                    e,
+                ));
+            }
+        }
+    }
+    let version = status
+        .etcd_version
+        .clone()
+        .unwrap_or_else(|| "3.5.1".to_string());
+    let identity = snapshot
+        .spec
+        .encryption
+        .as_ref()
+        .and_then(|e| e.age.identity_secret_ref.clone());
+    let pod = verify::check_pod(
+        &verify::CheckPod {
+            snapshot,
+            source: &source,
+            identity: identity.as_ref(),
+            version: &version,
+            credentials_secret: credentials.as_ref().map(|_| pod_name.as_str()),
+        },
+        &crate::build::OperatorSettings {
+            agent_image: ctx.agent_image.clone(),
+            ..ctx.observer.settings.clone()
+        },
+    );
+    let Some(pod) = pod else {
+        return Ok(Action::await_change());
+    };
+    ctx.act.count_write("Pod");
+    match Api::<Pod>::namespaced(ctx.act.client.clone(), &namespace)
+        .create(&post_params(), &pod)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(kube::Error::Api(s)) if (400..500).contains(&s.code) && s.code != 429 => {
+            let failure = Failure::VerificationFailed {
+                detail: format!(
+                    "could not be restored: the check's Pod {pod_name} was refused: {}",
+                    s.message
+                ),
+            };
+            let stored = Stored::from_status(status);
+            record_failure_verified(
+                ctx,
+                snapshot,
+                status,
+                &failure,
+                stored.as_ref(),
+                SnapshotVerify::Restore,
+            )
+            .await?;
+            remove_agent(ctx, snapshot, &pod).await;
+            return Ok(Action::await_change());
+        }
+        Err(e) => {
+            return Err(SnapshotError::Read(
+                format!("Pod {namespace}/{pod_name}"),
+                e,
+            ));
+        }
+    }
+    event(
+        ctx,
+        snapshot,
+        "Normal",
+        "SnapshotVerifying",
+        &format!(
+            "restoring {} into a throwaway etcd {version} (Pod {pod_name}) to verify it",
+            status
+                .artifact
+                .as_ref()
+                .map(|a| a.uri.as_str())
+                .unwrap_or_default()
+        ),
+    )
+    .await;
+    Ok(Action::requeue(Duration::from_secs(2)))
+}
+
+/// Where the restore check reads the artifact: the exact object of its store, or the claim's
+/// exact file; `None` when it cannot be located (or is in a local store, which admission
+/// refuses for `verify: Restore`).
+fn check_source(
+    snapshot: &EtcdSnapshot,
+    status: &etcd_operator_api::EtcdSnapshotStatus,
+) -> Option<etcd_operator_api::shared::SnapshotLocation> {
+    let uri = &status.artifact.as_ref()?.uri;
+    snapshot.spec.destination.restore_source(uri).ok()
+}
+
+/// Follows the restore check: its Pod is made if missing (an operator that stopped between
+/// the status and the Pod), read when done, then removed.
+async fn follow_restore_check(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+) -> Result<Action, SnapshotError> {
+    let status = snapshot.status.clone().unwrap_or_default();
+    let Some(pod) = agent_pods(ctx, snapshot, verify::ROLE)
+        .await?
+        .into_iter()
+        .next()
+    else {
+        let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+        let access = match cluster(ctx, &namespace, &snapshot.spec.cluster_ref.name).await? {
+            Some(cluster) => cluster_facts(ctx, &cluster).await?.1,
+            None => EtcdAccess::plaintext(),
+        };
+        return start_restore_check(ctx, snapshot, &status, &access).await;
+    };
+    let stored = Stored::from_status(&status);
+    let checksum = decide::checked_from_status(&status);
+    let outcome = verify::check_outcome(&pod, age_seconds(&pod));
+    let source = Source {
+        member: status.member.clone().unwrap_or_default(),
+        revision: status.revision,
+        etcd_version: status.etcd_version.clone(),
+    };
+    let verdict = match (outcome, &stored, &checksum) {
+        (verify::CheckOutcome::Running, _, _) => {
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+        (verify::CheckOutcome::Served { revision, keys }, Some(stored), Some(checksum)) => {
+            decide::check_restored(stored, checksum, revision, keys)
+        }
+        (verify::CheckOutcome::Served { .. }, _, _) => Err(Failure::VerificationFailed {
+            detail: "was restored, but its status lost what was written".to_string(),
+        }),
+        (verify::CheckOutcome::Failed(why), _, _) => Err(Failure::VerificationFailed {
+            detail: format!("could not be restored and read: {why}"),
+        }),
+    };
+    match (verdict, stored) {
+        (Ok(checked), Some(stored)) => {
+            complete(ctx, snapshot, &status, &stored, &source, &checked).await?;
+        }
+        (Ok(_), None) => {}
+        (Err(failure), stored) => {
+            record_failure_verified(
+                ctx,
+                snapshot,
+                &status,
+                &failure,
+                stored.as_ref(),
+                SnapshotVerify::Restore,
+            )
+            .await?;
+        }
+    }
+    remove_agent(ctx, snapshot, &pod).await;
+    Ok(Action::await_change())
 }
 
 /// The finalizer of an EtcdSnapshot with `deletionPolicy: Delete`: its stored object is
@@ -484,6 +773,13 @@ async fn start_pvc(
         record_failure(ctx, snapshot, &previous, &failure, None).await?;
         return Ok(Action::await_change());
     }
+    let encoding = match encoding(ctx, snapshot).await {
+        Ok(encoding) => encoding,
+        Err(failure) => {
+            record_failure(ctx, snapshot, &previous, &failure, None).await?;
+            return Ok(Action::await_change());
+        }
+    };
     let started = decide::started_status(
         &voter.member,
         &uri,
@@ -517,6 +813,15 @@ async fn start_pvc(
         endpoint: voter.client_url.clone(),
         access_secret: secret_data.map(|_| agent.clone()),
         credentials,
+        encoding: pvc::AgentEncoding {
+            compression: encoding.compression,
+            recipients: encoding.recipients.iter().map(|r| r.to_string()).collect(),
+            identity: snapshot
+                .spec
+                .encryption
+                .as_ref()
+                .and_then(|e| e.age.identity_secret_ref.clone()),
+        },
     };
     let pod = pvc::agent_pod(snapshot, &to.claim_name, &relative, &task, &ctx.agent_image);
     ctx.act.count_write("Pod");
@@ -576,29 +881,32 @@ async fn follow_pvc(
     match outcome {
         pvc::PodOutcome::Running => return Ok(Action::requeue(Duration::from_secs(2))),
         pvc::PodOutcome::Done(pvc::AgentResult::Saved(saved)) => {
-            let status = decide::complete_status(
+            remove_agent(ctx, snapshot, pod).await;
+            let access = match cluster(ctx, &namespace, &snapshot.spec.cluster_ref.name).await? {
+                Some(cluster) if snapshot.spec.verify == Some(SnapshotVerify::Restore) => {
+                    cluster_facts(ctx, &cluster).await?.1
+                }
+                _ => EtcdAccess::plaintext(),
+            };
+            return written(
+                ctx,
+                snapshot,
                 &previous,
                 &saved.stored(),
                 &saved.source(),
-                Timestamp::now(),
-                snapshot.metadata.generation,
-            );
-            write_status(ctx, snapshot, &status).await?;
-            ctx.mark_finished(snapshot);
-            let message = status
-                .conditions
-                .as_ref()
-                .map(|c| c[0].message.clone())
-                .unwrap_or_default();
-            info!(namespace = %namespace, snapshot = %name(snapshot), uri = %saved.uri, size = saved.size, "snapshot complete");
-            event(ctx, snapshot, "Normal", "SnapshotComplete", &message).await;
+                &saved.checked,
+                &access,
+            )
+            .await;
         }
         pvc::PodOutcome::Done(pvc::AgentResult::Failed(failure)) => {
             record_failure(ctx, snapshot, &previous, &failure, None).await?;
         }
-        pvc::PodOutcome::Done(pvc::AgentResult::Removed { said }) => {
+        pvc::PodOutcome::Done(
+            other @ (pvc::AgentResult::Removed { .. } | pvc::AgentResult::Served { .. }),
+        ) => {
             let failure = Failure::AgentFailed {
-                detail: format!("the snapshot Pod answered as a removal: {said}"),
+                detail: format!("the snapshot Pod answered something else: {other:?}"),
             };
             record_failure(ctx, snapshot, &previous, &failure, None).await?;
         }
@@ -647,9 +955,11 @@ async fn delete_pvc_artifact(
             pvc::PodOutcome::Running => return Ok(None),
             pvc::PodOutcome::Done(pvc::AgentResult::Removed { said }) => Ok(said),
             pvc::PodOutcome::Done(pvc::AgentResult::Failed(failure)) => Err(failure),
-            pvc::PodOutcome::Done(pvc::AgentResult::Saved(_)) => Err(Failure::AgentFailed {
-                detail: "the removal Pod answered as a save".to_string(),
-            }),
+            pvc::PodOutcome::Done(pvc::AgentResult::Saved(_) | pvc::AgentResult::Served { .. }) => {
+                Err(Failure::AgentFailed {
+                    detail: "the removal Pod answered as another task".to_string(),
+                })
+            }
         };
         remove_agent(ctx, snapshot, &pod).await;
         return Ok(Some(result));
@@ -750,9 +1060,106 @@ async fn credentials(
     store::credentials_from_secret(location, namespace, data.as_ref())
 }
 
-/// Streams a snapshot from `voter` to the object at `key`, then reads it back. On failure,
-/// the multipart upload is aborted (nothing that looks complete is left), and the stored
-/// object is returned only when it exists but failed the read-back.
+/// The layers a snapshot's spec asks for: the compression, the age recipients (with their
+/// fingerprints) and the identities that decrypt it (for the read-back), from their Secrets.
+pub(crate) struct Encoding {
+    pub compression: SnapshotCompression,
+    pub recipients: Vec<age::x25519::Recipient>,
+    pub fingerprints: Vec<String>,
+    pub identities: Vec<age::x25519::Identity>,
+}
+
+/// The text of one key of a Secret (never printed), or why it cannot be had.
+async fn secret_text(
+    ctx: &SnapshotContext,
+    namespace: &str,
+    reference: &SecretKeyRef,
+    default_key: &str,
+    field: &str,
+) -> Result<String, Failure> {
+    let key = reference.key_or(default_key);
+    let name = &reference.name;
+    let found = Api::<Secret>::namespaced(ctx.act.client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| Failure::EncryptionSecret {
+            detail: format!("cannot read the Secret {name} ({field}): {e}"),
+        })?
+        .ok_or_else(|| Failure::EncryptionSecret {
+            detail: format!("the Secret {name} ({field}) does not exist in namespace {namespace}"),
+        })?;
+    found
+        .data
+        .unwrap_or_default()
+        .get(key)
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| Failure::EncryptionSecret {
+            detail: format!("the Secret {name} ({field}) has no (or an empty) key {key}"),
+        })
+}
+
+/// The encoding of `snapshot` (its Secrets read now).
+pub(crate) async fn encoding(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+) -> Result<Encoding, Failure> {
+    let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
+    let mut encoding = Encoding {
+        compression: snapshot.spec.compression.unwrap_or_default(),
+        recipients: Vec::new(),
+        fingerprints: Vec::new(),
+        identities: Vec::new(),
+    };
+    let Some(age) = snapshot.spec.encryption.as_ref().map(|e| &e.age) else {
+        return Ok(encoding);
+    };
+    let field = "spec.encryption.age.recipientsSecretRef";
+    let text = secret_text(
+        ctx,
+        &namespace,
+        &age.recipients_secret_ref,
+        AGE_RECIPIENTS_KEY,
+        field,
+    )
+    .await?;
+    encoding.recipients =
+        codec::parse_recipients(&text).map_err(|e| Failure::EncryptionSecret {
+            detail: format!(
+                "the Secret {} ({field}): {e}",
+                age.recipients_secret_ref.name
+            ),
+        })?;
+    encoding.fingerprints = encoding.recipients.iter().map(codec::fingerprint).collect();
+    if let Some(identity) = &age.identity_secret_ref {
+        let field = "spec.encryption.age.identitySecretRef";
+        let text = secret_text(ctx, &namespace, identity, AGE_IDENTITY_KEY, field).await?;
+        encoding.identities =
+            codec::parse_identities(&text).map_err(|e| Failure::EncryptionSecret {
+                detail: format!("the Secret {} ({field}): {e}", identity.name),
+            })?;
+        let theirs: Vec<String> = encoding
+            .identities
+            .iter()
+            .map(|i| codec::fingerprint(&i.to_public()))
+            .collect();
+        if !theirs.iter().any(|f| encoding.fingerprints.contains(f)) {
+            return Err(Failure::EncryptionSecret {
+                detail: format!(
+                    "the identity in Secret {} ({field}) belongs to none of the recipients (its recipient is {}), so the snapshot could not be read back",
+                    identity.name,
+                    theirs.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(encoding)
+}
+
+/// Streams a snapshot from `voter` to the object at `key` through the codec, then reads it
+/// back and decodes it. On failure, the multipart upload is aborted (nothing that looks
+/// complete is left), and the stored object is returned only when it exists but failed the
+/// read-back.
 async fn take(
     ctx: &SnapshotContext,
     snapshot: &EtcdSnapshot,
@@ -761,13 +1168,14 @@ async fn take(
     key: &str,
     uri: &str,
     access: &EtcdAccess,
-) -> Result<(Stored, Source), (Failure, Option<Stored>)> {
+) -> Result<(Stored, Source, Checked), (Failure, Option<Stored>)> {
     let namespace = snapshot.metadata.namespace.clone().unwrap_or_default();
     let uid = snapshot.metadata.uid.clone().unwrap_or_default();
     let credentials = credentials(ctx, &namespace, to)
         .await
         .map_err(|f| (f, None))?;
     let store = store::open(to, &credentials, &ctx.stores).map_err(|f| (f, None))?;
+    let encoding = encoding(ctx, snapshot).await.map_err(|f| (f, None))?;
     let path = Path::from(key);
     let object_name = format!("{namespace}/{}", name(snapshot));
     let existing = match store::existing(&store, &path).await {
@@ -800,25 +1208,50 @@ async fn take(
         .await
         .ok()
         .map(|s| s.version);
-    let revision = client.revision().await.ok();
+    // Asked before the stream: only a fallback for a snapshot whose pages cannot be read.
+    let asked_revision = client.revision().await.ok();
     let mut stream = client
         .snapshot()
         .await
         .map_err(|e| (etcd_failure(e.to_string()), None))?;
 
+    let mut encoder =
+        codec::Encoder::new(encoding.compression, &encoding.recipients).map_err(|e| {
+            (
+                Failure::Store {
+                    detail: format!("the encoder: {e}"),
+                    store: String::new(),
+                },
+                None,
+            )
+        })?;
     let mut writer = store::start_upload(&store, &path, &uid, &object_name)
         .await
         .map_err(|f| (f, None))?;
-    let mut digest = SnapshotDigest::default();
     loop {
         match stream.next_chunk().await {
             Ok(Some(chunk)) => {
-                digest.update(&chunk);
+                let bytes = match encoder.push(&chunk) {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        let _ = writer.abort().await;
+                        return Err((
+                            Failure::Store {
+                                detail: format!("the encoder: {e}"),
+                                store: String::new(),
+                            },
+                            None,
+                        ));
+                    }
+                };
+                if bytes.is_empty() {
+                    continue;
+                }
                 if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
                     let _ = writer.abort().await;
                     return Err((store.classify(&e), None));
                 }
-                writer.write(&chunk);
+                writer.write(bytes);
             }
             Ok(None) => break,
             Err(e) => {
@@ -827,8 +1260,20 @@ async fn take(
             }
         }
     }
-    let digested = digest.finish();
-    if !digested.trailer_matches {
+    let (last, encoded) = match encoder.finish() {
+        Ok(done) => done,
+        Err(e) => {
+            let _ = writer.abort().await;
+            return Err((
+                Failure::Store {
+                    detail: format!("the encoder: {e}"),
+                    store: String::new(),
+                },
+                None,
+            ));
+        }
+    };
+    if !encoded.snapshot.trailer_matches {
         let _ = writer.abort().await;
         return Err((
             Failure::Corrupt {
@@ -837,25 +1282,60 @@ async fn take(
             None,
         ));
     }
+    if !last.is_empty() {
+        writer.write(&last);
+    }
     writer
         .finish()
         .await
         .map_err(|e| (store.classify(&e), None))?;
-    let stored = Stored {
-        uri: uri.to_string(),
-        size: digested.size,
-        sha256: digested.sha256,
-    };
+    let stored = Stored::of(uri, &encoded, encoding.fingerprints.clone());
     let source = Source {
         member: voter.member.clone(),
-        revision,
+        revision: asked_revision,
         etcd_version,
     };
-    let (read_size, read_sha256) = store::read_back(&store, &path)
+    let checked = read_back(&store, &path, &stored, &encoding)
         .await
         .map_err(|f| (f, Some(stored.clone())))?;
-    decide::verify(&stored, read_size, &read_sha256).map_err(|f| (f, Some(stored.clone())))?;
-    Ok((stored, source))
+    Ok((stored, source, checked))
+}
+
+/// Reads the object back (streamed) and checks it: decoded when it can be (not encrypted, or
+/// an identity given), else the stored bytes only.
+async fn read_back(
+    store: &store::SnapshotStore,
+    path: &Path,
+    stored: &Stored,
+    encoding: &Encoding,
+) -> Result<Checked, Failure> {
+    if stored.encrypted() && encoding.identities.is_empty() {
+        let (size, sha256) = store::read_back(store, path).await?;
+        return decide::check_read_back(stored, size, &sha256, None);
+    }
+    let result = store
+        .store
+        .get_opts(path, object_store::GetOptions::default())
+        .await
+        .map_err(|e| store.classify(&e))?;
+    let (decoded, failed) = codec::decode_stream(
+        result.into_stream(),
+        encoding.identities.clone(),
+        Box::new(|_| Ok(())),
+    )
+    .await;
+    match decoded {
+        Ok(decoded) => decide::check_read_back(
+            stored,
+            decoded.stored_size,
+            &decoded.stored_sha256,
+            Some(&decoded),
+        ),
+        Err(_) if failed.is_some() => Err(store.classify(&failed.expect("checked"))),
+        Err(e) => Err(Failure::VerificationFailed {
+            detail: format!("cannot be decoded: {e}"),
+        }),
+    }
 }
 
 async fn record_failure(
@@ -865,10 +1345,31 @@ async fn record_failure(
     failure: &Failure,
     stored: Option<&Stored>,
 ) -> Result<(), SnapshotError> {
+    record_failure_verified(
+        ctx,
+        snapshot,
+        previous,
+        failure,
+        stored,
+        SnapshotVerify::Checksum,
+    )
+    .await
+}
+
+/// [`record_failure`], naming the verification that failed (when it is one).
+async fn record_failure_verified(
+    ctx: &SnapshotContext,
+    snapshot: &EtcdSnapshot,
+    previous: &etcd_operator_api::EtcdSnapshotStatus,
+    failure: &Failure,
+    stored: Option<&Stored>,
+    method: SnapshotVerify,
+) -> Result<(), SnapshotError> {
     let status = decide::failed_status(
         previous,
         failure,
         stored,
+        Some(method),
         Timestamp::now(),
         snapshot.metadata.generation,
     );

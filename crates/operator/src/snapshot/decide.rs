@@ -4,10 +4,14 @@
 
 use etcd_operator_api::conditions::snapshot::READY;
 use etcd_operator_api::shared::{PvcSnapshotLocation, SnapshotLocation, StoreKind};
-use etcd_operator_api::snapshot::{EtcdSnapshotStatus, SnapshotArtifact, SnapshotPhase};
+use etcd_operator_api::snapshot::{
+    EtcdSnapshotStatus, SnapshotArtifact, SnapshotCompression, SnapshotEncryptionStatus,
+    SnapshotPhase, SnapshotVerification, SnapshotVerify,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
+use super::codec::{Decoded, Encoded, Layers};
 use crate::build::member_client_url;
 use crate::plan::Observed;
 
@@ -128,6 +132,11 @@ pub enum Failure {
     AgentFailed {
         detail: String,
     },
+    /// The encryption's recipients (or identity) Secret is missing, lacks the key, or holds
+    /// no usable key.
+    EncryptionSecret {
+        detail: String,
+    },
 }
 
 impl Failure {
@@ -157,6 +166,7 @@ impl Failure {
             Failure::FileExists { .. } => "FileExists",
             Failure::Volume { .. } => "VolumeError",
             Failure::AgentFailed { .. } => "AgentFailed",
+            Failure::EncryptionSecret { .. } => "EncryptionSecretInvalid",
         }
     }
 
@@ -265,6 +275,9 @@ impl Failure {
                 "the volume failed: {detail}; check the claim (permissions, health), {RETRY}"
             ),
             Failure::AgentFailed { detail } => format!("{detail}; {RETRY}"),
+            Failure::EncryptionSecret { detail } => {
+                format!("{detail}; fix spec.encryption.age (the Secret and its key), {RETRY}")
+            }
         }
     }
 }
@@ -564,15 +577,97 @@ pub fn may_write(existing: &Existing, own_uid: &str, uri: &str) -> Result<(), Fa
     }
 }
 
-/// What a finished upload and its read-back amount to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What was written: the artifact (the stored bytes), etcd's bytes, the layers applied and
+/// what the database's pages hold. The PVC agent sends it back as JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Stored {
     pub uri: String,
+    /// The stored bytes' size and SHA-256 (the artifact).
     pub size: u64,
     pub sha256: String,
+    /// etcd's bytes (before compression and encryption).
+    #[serde(default)]
+    pub snapshot_size: u64,
+    #[serde(default)]
+    pub snapshot_sha256: String,
+    #[serde(default)]
+    pub compression: SnapshotCompression,
+    /// The fingerprints of the age recipients; empty when not encrypted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipients: Vec<String>,
+    /// From the database's pages; `None` when they could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_keys: Option<u64>,
 }
 
-/// The read-back check: the same size and SHA-256 as computed while writing.
+impl Stored {
+    /// From what the encoder computed.
+    pub fn of(uri: &str, encoded: &Encoded, recipients: Vec<String>) -> Stored {
+        Stored {
+            uri: uri.to_string(),
+            size: encoded.stored_size,
+            sha256: encoded.stored_sha256.clone(),
+            snapshot_size: encoded.snapshot.size,
+            snapshot_sha256: encoded.snapshot.sha256.clone(),
+            compression: encoded.layers.compression,
+            recipients,
+            revision: encoded.scanned.map(|s| s.revision),
+            total_keys: encoded.scanned.map(|s| s.total_keys),
+        }
+    }
+
+    pub fn encrypted(&self) -> bool {
+        !self.recipients.is_empty()
+    }
+
+    /// The layers, as decoding reports them.
+    pub fn layers(&self) -> Layers {
+        Layers {
+            compression: self.compression,
+            encrypted: self.encrypted(),
+        }
+    }
+
+    /// Back from a status that recorded it (the artifact and the snapshot's figures), for
+    /// the verification that follows.
+    pub fn from_status(status: &EtcdSnapshotStatus) -> Option<Stored> {
+        let artifact = status.artifact.as_ref()?;
+        let hex = |c: &Option<String>| {
+            c.as_deref()
+                .and_then(|c| c.strip_prefix("sha256:"))
+                .map(str::to_string)
+        };
+        Some(Stored {
+            uri: artifact.uri.clone(),
+            size: artifact.size_bytes? as u64,
+            sha256: hex(&artifact.checksum)?,
+            snapshot_size: status.snapshot_size_bytes.unwrap_or(artifact.size_bytes?) as u64,
+            snapshot_sha256: hex(&status.snapshot_checksum).or_else(|| hex(&artifact.checksum))?,
+            compression: status.compression.unwrap_or_default(),
+            recipients: status
+                .encryption
+                .as_ref()
+                .map(|e| e.recipients.clone())
+                .unwrap_or_default(),
+            revision: status
+                .verification
+                .as_ref()
+                .and_then(|v| v.revision)
+                .or(status.revision),
+            total_keys: status
+                .verification
+                .as_ref()
+                .and_then(|v| v.total_keys)
+                .map(|k| k as u64),
+        })
+    }
+}
+
+/// The read-back check of the stored bytes alone: the same size and SHA-256 as computed while
+/// writing.
 pub fn verify(written: &Stored, read_size: u64, read_sha256: &str) -> Result<(), Failure> {
     if read_size != written.size {
         return Err(Failure::VerificationFailed {
@@ -588,6 +683,150 @@ pub fn verify(written: &Stored, read_size: u64, read_sha256: &str) -> Result<(),
         });
     }
     Ok(())
+}
+
+/// What a verification found, for the status (the PVC agent sends it back as JSON).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checked {
+    pub method: SnapshotVerify,
+    /// The content (decrypted, decompressed) was checked, not only the stored bytes.
+    pub content_checked: bool,
+    pub revision: Option<i64>,
+    pub total_keys: Option<u64>,
+    /// `Restore`: the keys the restored etcd served.
+    pub keys: Option<i64>,
+    pub message: String,
+}
+
+/// The read-back check (verify `Checksum`): the stored bytes' size and SHA-256, then, when
+/// they could be decoded (`decoded`; `None` for an encrypted snapshot without an identity),
+/// the layers, etcd's bytes (size, SHA-256, etcd's own trailing hash) and what the pages hold,
+/// each equal to what was computed while writing.
+pub fn check_read_back(
+    written: &Stored,
+    read_size: u64,
+    read_sha256: &str,
+    decoded: Option<&Decoded>,
+) -> Result<Checked, Failure> {
+    verify(written, read_size, read_sha256)?;
+    let Some(decoded) = decoded else {
+        return Ok(Checked {
+            method: SnapshotVerify::Checksum,
+            content_checked: false,
+            revision: None,
+            total_keys: None,
+            keys: None,
+            message: format!(
+                "the stored object ({} bytes) has the SHA-256 written; it is encrypted and no identity was given, so its content was checked only while it was written",
+                written.size
+            ),
+        });
+    };
+    let mismatch = |detail: String| Err(Failure::VerificationFailed { detail });
+    if decoded.layers != written.layers() {
+        return mismatch(format!(
+            "is encoded as {} where {} was written",
+            decoded.layers.describe(),
+            written.layers().describe()
+        ));
+    }
+    if !decoded.snapshot.trailer_matches {
+        return mismatch(
+            "decodes to bytes that fail etcd's integrity check (their last 32 bytes are not the SHA-256 of the rest)"
+                .to_string(),
+        );
+    }
+    if decoded.snapshot.size != written.snapshot_size
+        || decoded.snapshot.sha256 != written.snapshot_sha256
+    {
+        return mismatch(format!(
+            "decodes to {} bytes with SHA-256 {} where etcd sent {} bytes with sha256:{}",
+            decoded.snapshot.size,
+            decoded.snapshot.sha256,
+            written.snapshot_size,
+            written.snapshot_sha256
+        ));
+    }
+    let read = decoded.scanned.map(|s| (s.revision, s.total_keys));
+    let wrote = written.revision.zip(written.total_keys);
+    if wrote.is_some() && read != wrote {
+        return mismatch(format!(
+            "holds revision and keys {read:?} where {wrote:?} were streamed"
+        ));
+    }
+    Ok(Checked {
+        method: SnapshotVerify::Checksum,
+        content_checked: true,
+        revision: read.map(|r| r.0),
+        total_keys: read.map(|r| r.1),
+        keys: None,
+        message: format!(
+            "read back: {} bytes with the SHA-256 written; decoded ({}) to etcd's {} bytes, etcd's hash matches{}",
+            written.size,
+            written.layers().describe(),
+            written.snapshot_size,
+            read.map(|(r, k)| format!(", revision {r}, {k} keys in the database"))
+                .unwrap_or_else(
+                    || ", its pages could not be read for revision and keys".to_string()
+                )
+        ),
+    })
+}
+
+/// The restore check (verify `Restore`): the restored etcd must serve the revision the
+/// snapshot's pages hold.
+pub fn check_restored(
+    written: &Stored,
+    checksum: &Checked,
+    served_revision: i64,
+    served_keys: i64,
+) -> Result<Checked, Failure> {
+    let expected = checksum.revision.or(written.revision);
+    if let Some(expected) = expected
+        && expected != served_revision
+    {
+        return Err(Failure::VerificationFailed {
+            detail: format!(
+                "restored into a throwaway etcd, serves revision {served_revision} where the snapshot holds revision {expected}"
+            ),
+        });
+    }
+    Ok(Checked {
+        method: SnapshotVerify::Restore,
+        content_checked: true,
+        revision: Some(served_revision),
+        total_keys: checksum.total_keys.or(written.total_keys),
+        keys: Some(served_keys),
+        message: format!(
+            "{}; restored into a throwaway etcd, which served revision {served_revision} and {served_keys} keys",
+            checksum.message
+        ),
+    })
+}
+
+/// Whether a snapshot waits for its restore check: stored and read back, `Restore` asked,
+/// not finished.
+pub fn restore_check_pending(status: &EtcdSnapshotStatus) -> bool {
+    status.phase == Some(SnapshotPhase::Started)
+        && status.artifact.is_some()
+        && status
+            .verification
+            .as_ref()
+            .is_some_and(|v| v.method == SnapshotVerify::Restore && v.time.is_none())
+}
+
+/// The checksum part of a verification recorded in a status (the restore check adds to it).
+pub fn checked_from_status(status: &EtcdSnapshotStatus) -> Option<Checked> {
+    let v = status.verification.as_ref()?;
+    Some(Checked {
+        method: SnapshotVerify::Checksum,
+        content_checked: v.content_checked.unwrap_or(false),
+        revision: v.revision,
+        total_keys: v.total_keys.map(|k| k as u64),
+        keys: None,
+        message: v.message.clone().unwrap_or_default(),
+    })
 }
 
 fn condition(
@@ -652,65 +891,153 @@ pub fn started_status(
     }
 }
 
-/// `Complete`: stored and read back; Ready True.
-pub fn complete_status(
+/// The fields every status of a written snapshot carries: the artifact, etcd's bytes, the
+/// layers, the revision (the pages' when they were read, else the one asked before the
+/// stream), the source.
+fn written_fields(
     previous: &EtcdSnapshotStatus,
     stored: &Stored,
     source: &Source,
-    now: Timestamp,
-    generation: Option<i64>,
 ) -> EtcdSnapshotStatus {
     EtcdSnapshotStatus {
-        phase: Some(SnapshotPhase::Complete),
         artifact: Some(SnapshotArtifact {
             uri: stored.uri.clone(),
             size_bytes: Some(stored.size as i64),
             checksum: Some(format!("sha256:{}", stored.sha256)),
         }),
+        start_time: previous.start_time.clone(),
+        revision: stored.revision.or(source.revision),
+        member: Some(source.member.clone()),
+        etcd_version: source.etcd_version.clone(),
+        compression: Some(stored.compression),
+        encryption: stored.encrypted().then(|| SnapshotEncryptionStatus {
+            method: "age".to_string(),
+            recipients: stored.recipients.clone(),
+        }),
+        snapshot_size_bytes: Some(stored.snapshot_size as i64),
+        snapshot_checksum: Some(format!("sha256:{}", stored.snapshot_sha256)),
+        ..Default::default()
+    }
+}
+
+fn verification(checked: &Checked, time: Option<Timestamp>) -> SnapshotVerification {
+    SnapshotVerification {
+        method: checked.method,
+        time: time.map(|t| t.to_string()),
+        content_checked: Some(checked.content_checked),
+        revision: checked.revision,
+        total_keys: checked.total_keys.map(|k| k as i64),
+        keys: checked.keys,
+        message: Some(checked.message.clone()),
+    }
+}
+
+/// `Started`, stored and read back, the restore check running in `pod`.
+pub fn verifying_status(
+    previous: &EtcdSnapshotStatus,
+    stored: &Stored,
+    source: &Source,
+    checksum: &Checked,
+    pod: &str,
+    now: Timestamp,
+    generation: Option<i64>,
+) -> EtcdSnapshotStatus {
+    let mut pending = checksum.clone();
+    pending.method = SnapshotVerify::Restore;
+    EtcdSnapshotStatus {
+        phase: Some(SnapshotPhase::Started),
+        conditions: Some(vec![condition(
+            "False",
+            "Verifying",
+            format!(
+                "stored {} and read back; restoring it into a throwaway etcd (Pod {pod}) to verify it",
+                stored.uri
+            ),
+            now,
+            generation,
+        )]),
+        verification: Some(verification(&pending, None)),
+        ..written_fields(previous, stored, source)
+    }
+}
+
+/// `Complete`: stored and verified; Ready True.
+pub fn complete_status(
+    previous: &EtcdSnapshotStatus,
+    stored: &Stored,
+    source: &Source,
+    checked: &Checked,
+    now: Timestamp,
+    generation: Option<i64>,
+) -> EtcdSnapshotStatus {
+    let revision = stored.revision.or(source.revision);
+    EtcdSnapshotStatus {
+        phase: Some(SnapshotPhase::Complete),
         conditions: Some(vec![condition(
             "True",
             "Complete",
             format!(
-                "stored {} ({} bytes) from member {}{}, read back and verified",
+                "stored {} ({} bytes{}) from member {}{}, verified ({})",
                 stored.uri,
                 stored.size,
+                match stored.layers().describe().as_str() {
+                    d if d.starts_with("none") => String::new(),
+                    d => format!(", {d}"),
+                },
                 source.member,
-                source
-                    .revision
+                revision
                     .map(|r| format!(" at revision {r}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                match checked.method {
+                    SnapshotVerify::Checksum if checked.content_checked => "read back and decoded",
+                    SnapshotVerify::Checksum => "read back",
+                    SnapshotVerify::Restore => "read back and restored",
+                }
             ),
             now,
             generation,
         )]),
         start_time: previous.start_time.clone().or(Some(now.to_string())),
         completion_time: Some(now.to_string()),
-        revision: source.revision,
-        member: Some(source.member.clone()),
-        etcd_version: source.etcd_version.clone(),
         verified: Some(true),
+        verification: Some(verification(checked, Some(now))),
         failure_reason: None,
+        ..written_fields(previous, stored, source)
     }
 }
 
 /// `Failed`: the reason in the condition and in `failureReason`. `verified` is False only
-/// when the failure is the read-back itself; `stored` keeps the artifact of such an object so
-/// that the user sees what is in the bucket.
+/// when the failure is the verification itself; `stored` keeps the artifact of such an
+/// object so that the user sees what is in the store, and `method` says which verification
+/// failed.
 pub fn failed_status(
     previous: &EtcdSnapshotStatus,
     failure: &Failure,
     stored: Option<&Stored>,
+    method: Option<SnapshotVerify>,
     now: Timestamp,
     generation: Option<i64>,
 ) -> EtcdSnapshotStatus {
     let message = failure.message();
+    let base = match stored {
+        Some(stored) => {
+            let source = Source {
+                member: previous.member.clone().unwrap_or_default(),
+                revision: previous.revision,
+                etcd_version: previous.etcd_version.clone(),
+            };
+            written_fields(previous, stored, &source)
+        }
+        None => EtcdSnapshotStatus {
+            start_time: previous.start_time.clone(),
+            revision: previous.revision,
+            etcd_version: previous.etcd_version.clone(),
+            ..Default::default()
+        },
+    };
+    let verification_failed = matches!(failure, Failure::VerificationFailed { .. });
     EtcdSnapshotStatus {
         phase: Some(SnapshotPhase::Failed),
-        artifact: stored.map(|s| SnapshotArtifact {
-            uri: s.uri.clone(),
-            size_bytes: Some(s.size as i64),
-            checksum: Some(format!("sha256:{}", s.sha256)),
-        }),
         conditions: Some(vec![condition(
             "False",
             failure.reason(),
@@ -718,13 +1045,20 @@ pub fn failed_status(
             now,
             generation,
         )]),
-        start_time: previous.start_time.clone(),
         completion_time: Some(now.to_string()),
-        revision: previous.revision,
         member: previous.member.clone(),
-        etcd_version: previous.etcd_version.clone(),
-        verified: matches!(failure, Failure::VerificationFailed { .. }).then_some(false),
+        verified: verification_failed.then_some(false),
+        verification: verification_failed.then(|| SnapshotVerification {
+            method: method.unwrap_or_default(),
+            time: Some(now.to_string()),
+            content_checked: None,
+            revision: None,
+            total_keys: None,
+            keys: None,
+            message: Some(message.clone()),
+        }),
         failure_reason: Some(message),
+        ..base
     }
 }
 
@@ -1117,13 +1451,40 @@ mod tests {
         assert!(foreign.message().contains("no EtcdSnapshot wrote it"));
     }
 
-    #[test]
-    fn verification_compares_size_then_hash() {
-        let stored = Stored {
+    fn stored() -> Stored {
+        Stored {
             uri: "s3://b/k.db".into(),
             size: 10,
             sha256: "ab".into(),
-        };
+            snapshot_size: 30,
+            snapshot_sha256: "cd".into(),
+            compression: SnapshotCompression::Zstd,
+            recipients: vec!["sha256:0123456789abcdef".into()],
+            revision: Some(42),
+            total_keys: Some(17),
+        }
+    }
+
+    fn decoded(stored: &Stored) -> Decoded {
+        Decoded {
+            layers: stored.layers(),
+            stored_size: stored.size,
+            stored_sha256: stored.sha256.clone(),
+            snapshot: crate::snapshot::digest::Digested {
+                size: stored.snapshot_size,
+                sha256: stored.snapshot_sha256.clone(),
+                trailer_matches: true,
+            },
+            scanned: Some(crate::snapshot::revision::Scanned {
+                revision: 42,
+                total_keys: 17,
+            }),
+        }
+    }
+
+    #[test]
+    fn verification_compares_size_then_hash() {
+        let stored = stored();
         assert_eq!(verify(&stored, 10, "ab"), Ok(()));
         let short = verify(&stored, 9, "ab").unwrap_err();
         assert!(
@@ -1137,6 +1498,115 @@ mod tests {
     }
 
     #[test]
+    fn the_read_back_checks_every_layer_and_figure() {
+        let written = stored();
+        let good = decoded(&written);
+        let checked = check_read_back(&written, 10, "ab", Some(&good)).unwrap();
+        assert!(checked.content_checked);
+        assert_eq!((checked.revision, checked.total_keys), (Some(42), Some(17)));
+        assert!(
+            checked.message.contains("zstd + age"),
+            "{}",
+            checked.message
+        );
+
+        // Without an identity: the stored bytes only, said so.
+        let blind = check_read_back(&written, 10, "ab", None).unwrap();
+        assert!(!blind.content_checked);
+        assert!(blind.message.contains("no identity"));
+        assert_eq!(blind.revision, None);
+
+        let cases: Vec<(&str, Decoded)> = vec![
+            (
+                "encoded as gzip + age",
+                Decoded {
+                    layers: Layers {
+                        compression: SnapshotCompression::Gzip,
+                        encrypted: true,
+                    },
+                    ..good.clone()
+                },
+            ),
+            (
+                "etcd's integrity check",
+                Decoded {
+                    snapshot: crate::snapshot::digest::Digested {
+                        trailer_matches: false,
+                        ..good.snapshot.clone()
+                    },
+                    ..good.clone()
+                },
+            ),
+            (
+                "where etcd sent 30 bytes",
+                Decoded {
+                    snapshot: crate::snapshot::digest::Digested {
+                        sha256: "ee".into(),
+                        ..good.snapshot.clone()
+                    },
+                    ..good.clone()
+                },
+            ),
+            (
+                "revision and keys",
+                Decoded {
+                    scanned: Some(crate::snapshot::revision::Scanned {
+                        revision: 43,
+                        total_keys: 17,
+                    }),
+                    ..good.clone()
+                },
+            ),
+            (
+                "revision and keys",
+                Decoded {
+                    scanned: None,
+                    ..good.clone()
+                },
+            ),
+        ];
+        for (says, read) in cases {
+            let failure = check_read_back(&written, 10, "ab", Some(&read)).unwrap_err();
+            assert_eq!(failure.reason(), "VerificationFailed");
+            assert!(
+                failure.message().contains(says),
+                "{says}: {}",
+                failure.message()
+            );
+        }
+        // The stored bytes first, whatever decoding says.
+        let failure = check_read_back(&written, 11, "ab", Some(&good)).unwrap_err();
+        assert!(failure.message().contains("11 bytes"));
+        // Pages that could not be read while writing are not required when reading back.
+        let unread = Stored {
+            revision: None,
+            total_keys: None,
+            ..written.clone()
+        };
+        let read = Decoded {
+            scanned: None,
+            ..good.clone()
+        };
+        assert!(check_read_back(&unread, 10, "ab", Some(&read)).is_ok());
+    }
+
+    #[test]
+    fn the_restored_etcd_must_serve_the_snapshots_revision() {
+        let written = stored();
+        let checksum = check_read_back(&written, 10, "ab", Some(&decoded(&written))).unwrap();
+        let restored = check_restored(&written, &checksum, 42, 5).unwrap();
+        assert_eq!(restored.method, SnapshotVerify::Restore);
+        assert_eq!((restored.revision, restored.keys), (Some(42), Some(5)));
+        assert_eq!(restored.total_keys, Some(17));
+        assert!(restored.message.contains("served revision 42 and 5 keys"));
+        let off = check_restored(&written, &checksum, 41, 5).unwrap_err();
+        assert!(
+            off.message()
+                .contains("serves revision 41 where the snapshot holds revision 42")
+        );
+    }
+
+    #[test]
     fn statuses_carry_phase_artifact_and_condition() {
         let now: Timestamp = "2026-01-02T03:04:05Z".parse().unwrap();
         let pending = pending_status(now, Some(1));
@@ -1146,24 +1616,42 @@ mod tests {
         assert_eq!(started.member.as_deref(), Some("etcd-1"));
         assert_eq!(started.start_time.as_deref(), Some("2026-01-02T03:04:05Z"));
         let stored = Stored {
-            uri: "s3://b/k.db".into(),
             size: 20480,
             sha256: "00ff".into(),
+            ..stored()
         };
         let source = Source {
             member: "etcd-1".into(),
-            revision: Some(42),
+            revision: Some(40),
             etcd_version: Some("3.5.1".into()),
         };
+        let checked = check_read_back(&stored, 20480, "00ff", Some(&decoded(&stored))).unwrap();
         let later: Timestamp = "2026-01-02T03:04:09Z".parse().unwrap();
-        let done = complete_status(&started, &stored, &source, later, Some(1));
+        let done = complete_status(&started, &stored, &source, &checked, later, Some(1));
         assert_eq!(done.phase, Some(SnapshotPhase::Complete));
         let artifact = done.artifact.clone().unwrap();
         assert_eq!(artifact.uri, "s3://b/k.db");
         assert_eq!(artifact.size_bytes, Some(20480));
         assert_eq!(artifact.checksum.as_deref(), Some("sha256:00ff"));
-        assert_eq!(done.revision, Some(42));
+        assert_eq!(
+            done.revision,
+            Some(42),
+            "the pages' revision, not the one asked"
+        );
         assert_eq!(done.verified, Some(true));
+        assert_eq!(done.compression, Some(SnapshotCompression::Zstd));
+        let encryption = done.encryption.clone().unwrap();
+        assert_eq!(encryption.method, "age");
+        assert_eq!(encryption.recipients, ["sha256:0123456789abcdef"]);
+        assert_eq!(done.snapshot_size_bytes, Some(30));
+        assert_eq!(done.snapshot_checksum.as_deref(), Some("sha256:cd"));
+        let v = done.verification.clone().unwrap();
+        assert_eq!(v.method, SnapshotVerify::Checksum);
+        assert_eq!(v.time.as_deref(), Some("2026-01-02T03:04:09Z"));
+        assert_eq!(
+            (v.revision, v.total_keys, v.content_checked),
+            (Some(42), Some(17), Some(true))
+        );
         assert_eq!(done.start_time.as_deref(), Some("2026-01-02T03:04:05Z"));
         assert_eq!(
             done.completion_time.as_deref(),
@@ -1175,6 +1663,17 @@ mod tests {
             ("Ready", "True")
         );
         assert!(ready.message.contains("revision 42"));
+        assert!(ready.message.contains("zstd + age"), "{}", ready.message);
+        // The stored figures come back from the status (the restore check needs them).
+        assert_eq!(Stored::from_status(&done), Some(stored.clone()));
+        // Asked revision when the pages could not be read.
+        let unread = Stored {
+            revision: None,
+            total_keys: None,
+            ..stored.clone()
+        };
+        let done = complete_status(&started, &unread, &source, &checked, later, Some(1));
+        assert_eq!(done.revision, Some(40));
 
         let failed = failed_status(
             &started,
@@ -1182,12 +1681,14 @@ mod tests {
                 store: String::new(),
             },
             None,
+            None,
             later,
             Some(1),
         );
         assert_eq!(failed.phase, Some(SnapshotPhase::Failed));
         assert_eq!(failed.artifact, None);
         assert_eq!(failed.verified, None);
+        assert_eq!(failed.verification, None);
         assert_eq!(failed.member.as_deref(), Some("etcd-1"));
         let ready = &failed.conditions.as_ref().unwrap()[0];
         assert_eq!(
@@ -1200,9 +1701,46 @@ mod tests {
         );
 
         let mismatch = Failure::VerificationFailed { detail: "x".into() };
-        let unverified = failed_status(&started, &mismatch, Some(&stored), later, Some(1));
+        let unverified = failed_status(
+            &started,
+            &mismatch,
+            Some(&stored),
+            Some(SnapshotVerify::Restore),
+            later,
+            Some(1),
+        );
         assert_eq!(unverified.verified, Some(false));
         assert!(unverified.artifact.is_some());
+        assert_eq!(unverified.compression, Some(SnapshotCompression::Zstd));
+        let v = unverified.verification.unwrap();
+        assert_eq!(v.method, SnapshotVerify::Restore);
+        assert!(v.message.unwrap().contains("verification failed"));
+    }
+
+    #[test]
+    fn a_restore_check_is_pending_only_while_stored_and_unfinished() {
+        let now: Timestamp = "2026-01-02T03:04:05Z".parse().unwrap();
+        let started = started_status("etcd-1", "s3://b/k.db", now, Some(1));
+        assert!(!restore_check_pending(&started), "not stored yet");
+        let stored = stored();
+        let source = Source::default();
+        let checksum = check_read_back(&stored, 10, "ab", Some(&decoded(&stored))).unwrap();
+        let verifying =
+            verifying_status(&started, &stored, &source, &checksum, "pod", now, Some(1));
+        assert!(restore_check_pending(&verifying));
+        assert_eq!(verifying.phase, Some(SnapshotPhase::Started));
+        assert_eq!(verifying.verified, None);
+        assert_eq!(
+            verifying.conditions.as_ref().unwrap()[0].reason,
+            "Verifying"
+        );
+        assert_eq!(Stored::from_status(&verifying), Some(stored.clone()));
+        let back = checked_from_status(&verifying).unwrap();
+        assert_eq!((back.revision, back.total_keys), (Some(42), Some(17)));
+        let restored = check_restored(&stored, &back, 42, 3).unwrap();
+        let done = complete_status(&verifying, &stored, &source, &restored, now, Some(1));
+        assert!(!restore_check_pending(&done));
+        assert_eq!(done.verification.unwrap().keys, Some(3));
     }
 
     #[test]

@@ -24,8 +24,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use serde::{Deserialize, Serialize};
 
-use super::decide::{Failure, Source, Stored};
-use super::digest::SnapshotDigest;
+use super::codec;
+use super::decide::{Checked, Failure, Source, Stored};
 use crate::etcd::{ClientTls, EtcdAccess, EtcdClient, Timeouts};
 
 /// Where the claim is mounted in the agent's Pod.
@@ -73,11 +73,16 @@ pub fn pvc_uri(claim: &str, relative: &str) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum AgentResult {
-    Saved(Saved),
+    Saved(Box<Saved>),
     Failed(Failure),
     /// `snapshot-remove`: what happened to the file.
     Removed {
         said: String,
+    },
+    /// `snapshot-check` (verify `Restore`): what the restored etcd served.
+    Served {
+        revision: i64,
+        keys: i64,
     },
 }
 
@@ -85,27 +90,28 @@ pub enum AgentResult {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Saved {
-    pub uri: String,
-    pub size: u64,
-    pub sha256: String,
+    /// The file (its bytes), etcd's bytes, the layers, what the pages hold.
+    #[serde(flatten)]
+    pub stored: Stored,
     pub member: String,
-    pub revision: Option<i64>,
+    /// The revision the member reported just before the stream (the fallback when the
+    /// pages could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_revision: Option<i64>,
     pub etcd_version: Option<String>,
+    /// The read-back check.
+    pub checked: Checked,
 }
 
 impl Saved {
     pub fn stored(&self) -> Stored {
-        Stored {
-            uri: self.uri.clone(),
-            size: self.size,
-            sha256: self.sha256.clone(),
-        }
+        self.stored.clone()
     }
 
     pub fn source(&self) -> Source {
         Source {
             member: self.member.clone(),
-            revision: self.revision,
+            revision: self.asked_revision,
             etcd_version: self.etcd_version.clone(),
         }
     }
@@ -141,6 +147,7 @@ fn shorten(failure: &mut Failure) {
         | Failure::VerificationFailed { detail }
         | Failure::AgentFailed { detail }
         | Failure::InvalidDestination { detail }
+        | Failure::EncryptionSecret { detail }
         | Failure::ClusterUnavailable { detail, .. } => cut(detail),
         _ => {}
     }
@@ -328,6 +335,15 @@ pub fn pod_name(snapshot: &str, uid: &str, role: &str) -> String {
     format!("{}-{role}-{uid}", base.trim_end_matches(['-', '.']))
 }
 
+/// The layers a save agent applies: the compression, the age recipients (public keys, on
+/// its command line) and the identity Secret key it reads the file back with (by reference).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentEncoding {
+    pub compression: etcd_operator_api::snapshot::SnapshotCompression,
+    pub recipients: Vec<String>,
+    pub identity: Option<etcd_operator_api::snapshot::SecretKeyRef>,
+}
+
 /// What one agent Pod does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AgentTask {
@@ -339,6 +355,8 @@ pub enum AgentTask {
         access_secret: Option<String>,
         /// Whether that Secret holds credentials (the Pod reads them from the environment).
         credentials: bool,
+        /// Compression and encryption.
+        encoding: AgentEncoding,
     },
     /// Remove the file (deletionPolicy Delete), only if this snapshot wrote it.
     Remove,
@@ -393,6 +411,7 @@ pub fn access_secret(
         endpoint: String::new(),
         access_secret: None,
         credentials: false,
+        encoding: AgentEncoding::default(),
     };
     Secret {
         metadata: ObjectMeta {
@@ -450,6 +469,30 @@ pub fn agent_pod(
         format!("--uri={uri}"),
         format!("--uid={uid}"),
     ]);
+    if let AgentTask::Save { encoding, .. } = task {
+        if encoding.compression != etcd_operator_api::snapshot::SnapshotCompression::None {
+            args.push(format!("--compression={:?}", encoding.compression));
+        }
+        for recipient in &encoding.recipients {
+            args.push(format!("--age-recipient={recipient}"));
+        }
+        if let Some(identity) = &encoding.identity {
+            env.push(EnvVar {
+                name: crate::build::AGE_IDENTITY_ENV.to_string(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: identity.name.clone(),
+                        key: identity
+                            .key_or(etcd_operator_api::snapshot::AGE_IDENTITY_KEY)
+                            .to_string(),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                }),
+            });
+        }
+    }
     if let AgentTask::Save {
         access_secret: Some(secret),
         credentials,
@@ -546,6 +589,11 @@ pub struct SaveArgs {
     pub uid: String,
     pub access_dir: Option<PathBuf>,
     pub credentials: Option<(String, String)>,
+    pub compression: etcd_operator_api::snapshot::SnapshotCompression,
+    /// age recipients (`age1...`); none: not encrypted.
+    pub recipients: Vec<String>,
+    /// The age identity file's text (from the environment), to read the file back with.
+    pub identity: Option<String>,
 }
 
 /// An I/O failure on the claim, `NoSpace` when the volume is full.
@@ -600,10 +648,27 @@ fn access(args: &SaveArgs) -> Result<EtcdAccess, Failure> {
     Ok(access)
 }
 
-/// Streams the snapshot to `<file>` atomically and reads it back.
+/// Streams the snapshot through the codec to `<file>` atomically and reads it back.
 pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
     let uri = args.uri.as_str();
     let dir = args.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let recipients = codec::parse_recipients(&args.recipients.join("\n"))
+        .or_else(|e| {
+            if args.recipients.is_empty() {
+                Ok(Vec::new())
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|e| Failure::EncryptionSecret {
+            detail: format!("the recipients given to the agent: {e}"),
+        })?;
+    let identities = match &args.identity {
+        Some(text) => codec::parse_identities(text).map_err(|e| Failure::EncryptionSecret {
+            detail: format!("the identity given to the agent: {e}"),
+        })?,
+        None => Vec::new(),
+    };
     std::fs::create_dir_all(&dir).map_err(|e| volume_failure(uri, "creating the directory", &e))?;
     if args.file.exists() {
         match writer_of(&args.file) {
@@ -629,7 +694,8 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
         .await
         .ok()
         .map(|s| s.version);
-    let revision = client.revision().await.ok();
+    // Asked before the stream: only a fallback for a snapshot whose pages cannot be read.
+    let asked_revision = client.revision().await.ok();
     let mut stream = client
         .snapshot()
         .await
@@ -645,31 +711,38 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
     let written = async {
         let mut file = std::fs::File::create(&temporary)
             .map_err(|e| volume_failure(uri, "creating the temporary file", &e))?;
-        let mut digest = SnapshotDigest::default();
+        let mut encoder = codec::Encoder::new(args.compression, &recipients)
+            .map_err(|e| volume_failure(uri, "starting the encoder", &e))?;
         loop {
             match stream.next_chunk().await {
                 Ok(Some(chunk)) => {
-                    digest.update(&chunk);
-                    file.write_all(&chunk)
+                    let bytes = encoder
+                        .push(&chunk)
+                        .map_err(|e| volume_failure(uri, "encoding the snapshot", &e))?;
+                    file.write_all(bytes)
                         .map_err(|e| volume_failure(uri, "writing the snapshot", &e))?;
                 }
                 Ok(None) => break,
                 Err(e) => return Err(etcd_failure(e.to_string())),
             }
         }
-        let digested = digest.finish();
-        if !digested.trailer_matches {
+        let (last, encoded) = encoder
+            .finish()
+            .map_err(|e| volume_failure(uri, "encoding the snapshot", &e))?;
+        if !encoded.snapshot.trailer_matches {
             return Err(Failure::Corrupt {
                 member: args.member.clone(),
             });
         }
+        file.write_all(&last)
+            .map_err(|e| volume_failure(uri, "writing the snapshot", &e))?;
         file.sync_all()
             .map_err(|e| volume_failure(uri, "syncing the snapshot", &e))?;
-        Ok(digested)
+        Ok(encoded)
     }
     .await;
-    let digested = match written {
-        Ok(digested) => digested,
+    let encoded = match written {
+        Ok(encoded) => encoded,
         Err(failure) => {
             let _ = std::fs::remove_file(&temporary);
             return Err(failure);
@@ -691,18 +764,47 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
         let _ = std::fs::remove_file(&owner_temporary);
         return Err(volume_failure(uri, "moving the snapshot into place", &e));
     }
-    let saved = Saved {
-        uri: uri.to_string(),
-        size: digested.size,
-        sha256: digested.sha256,
+    let fingerprints = recipients.iter().map(codec::fingerprint).collect();
+    let stored = Stored::of(uri, &encoded, fingerprints);
+    let checked = read_back_file(&args.file, uri, &stored, &identities)?;
+    Ok(Saved {
+        stored,
         member: args.member.clone(),
-        revision,
+        asked_revision,
         etcd_version,
-    };
-    let (read_size, read_sha256) =
-        hash_file(&args.file).map_err(|e| volume_failure(uri, "reading the snapshot back", &e))?;
-    super::decide::verify(&saved.stored(), read_size, &read_sha256)?;
-    Ok(saved)
+        checked,
+    })
+}
+
+/// Reads the written file back and checks it: decoded when it can be (not encrypted, or an
+/// identity given), else its bytes only.
+fn read_back_file(
+    file: &Path,
+    uri: &str,
+    stored: &Stored,
+    identities: &[age::x25519::Identity],
+) -> Result<Checked, Failure> {
+    if stored.encrypted() && identities.is_empty() {
+        let (size, sha256) =
+            hash_file(file).map_err(|e| volume_failure(uri, "reading the snapshot back", &e))?;
+        return super::decide::check_read_back(stored, size, &sha256, None);
+    }
+    let input = std::fs::File::open(file)
+        .map_err(|e| volume_failure(uri, "reading the snapshot back", &e))?;
+    match codec::decode(input, identities, &mut |_| Ok(())) {
+        Ok(decoded) => super::decide::check_read_back(
+            stored,
+            decoded.stored_size,
+            &decoded.stored_sha256,
+            Some(&decoded),
+        ),
+        Err(codec::DecodeError::Input(e)) => {
+            Err(volume_failure(uri, "reading the snapshot back", &e))
+        }
+        Err(e) => Err(Failure::VerificationFailed {
+            detail: format!("cannot be decoded: {e}"),
+        }),
+    }
 }
 
 /// Size and SHA-256 of a file, read in 1 MiB pieces.
@@ -768,12 +870,28 @@ mod tests {
 
     fn saved() -> Saved {
         Saved {
-            uri: "pvc://backups/etcd/nightly.db".into(),
-            size: 20512,
-            sha256: "ab".repeat(32),
+            stored: Stored {
+                uri: "pvc://backups/etcd/nightly.db".into(),
+                size: 20512,
+                sha256: "ab".repeat(32),
+                snapshot_size: 40960,
+                snapshot_sha256: "cd".repeat(32),
+                compression: etcd_operator_api::snapshot::SnapshotCompression::Gzip,
+                recipients: vec!["sha256:0123456789abcdef".into()],
+                revision: Some(42),
+                total_keys: Some(17),
+            },
             member: "etcd-1".into(),
-            revision: Some(42),
+            asked_revision: Some(41),
             etcd_version: Some("3.5.1".into()),
+            checked: Checked {
+                method: etcd_operator_api::snapshot::SnapshotVerify::Checksum,
+                content_checked: true,
+                revision: Some(42),
+                total_keys: Some(17),
+                keys: None,
+                message: "read back".repeat(20),
+            },
         }
     }
 
@@ -801,7 +919,7 @@ mod tests {
     #[test]
     fn results_round_trip_through_the_termination_message() {
         for result in [
-            AgentResult::Saved(saved()),
+            AgentResult::Saved(Box::new(saved())),
             AgentResult::Failed(Failure::NoSpace {
                 uri: "pvc://b/x.db".into(),
                 detail: "No space left on device".into(),
@@ -812,6 +930,10 @@ mod tests {
             }),
             AgentResult::Removed {
                 said: "deleted".into(),
+            },
+            AgentResult::Served {
+                revision: 42,
+                keys: 7,
             },
         ] {
             let line = result_line(&result);
@@ -852,6 +974,14 @@ mod tests {
             endpoint: "https://etcd-1.etcd.prod.svc:2379".into(),
             access_secret: Some("nightly-save-0123abcd".into()),
             credentials: true,
+            encoding: AgentEncoding {
+                compression: etcd_operator_api::snapshot::SnapshotCompression::Zstd,
+                recipients: vec!["age1one".into(), "age1two".into()],
+                identity: Some(etcd_operator_api::snapshot::SecretKeyRef {
+                    name: "backup-age".into(),
+                    key: None,
+                }),
+            },
         };
         let pod = agent_pod(&snapshot(), "backups", "etcd/nightly.db", &task, "op:1");
         assert_eq!(pod.metadata.name.as_deref(), Some("nightly-save-0123abcd"));
@@ -890,6 +1020,9 @@ mod tests {
             "--uri=pvc://backups/etcd/nightly.db",
             "--uid=0123abcd-4567-89ef-0123-456789abcdef",
             "--access-dir=/etc/etcd-snapshot/access",
+            "--compression=Zstd",
+            "--age-recipient=age1one",
+            "--age-recipient=age1two",
         ] {
             assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
         }
@@ -898,7 +1031,13 @@ mod tests {
             env.iter().all(|e| e.value.is_none()),
             "secrets only by reference"
         );
-        assert_eq!(env.len(), 2);
+        assert_eq!(env.len(), 3);
+        let identity = env.iter().find(|e| e.name == "AGE_IDENTITY").unwrap();
+        let key = identity.value_from.clone().unwrap().secret_key_ref.unwrap();
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("backup-age", "identity")
+        );
         assert_eq!(
             container.termination_message_path.as_deref(),
             Some(TERMINATION_LOG)
@@ -910,11 +1049,18 @@ mod tests {
             endpoint: "http://etcd-1:2379".into(),
             access_secret: None,
             credentials: false,
+            encoding: AgentEncoding::default(),
         };
         let pod = agent_pod(&snapshot(), "backups", "nightly.db", &plain, "op:1");
         let spec = pod.spec.unwrap();
         assert_eq!(spec.volumes.unwrap().len(), 1);
         assert!(spec.containers[0].env.is_none());
+        let args = spec.containers[0].args.clone().unwrap();
+        assert!(
+            args.iter()
+                .all(|a| !a.starts_with("--compression") && !a.starts_with("--age")),
+            "{args:?}"
+        );
         let remove = agent_pod(
             &snapshot(),
             "backups",
@@ -1001,7 +1147,7 @@ mod tests {
     #[test]
     fn the_pod_outcome_comes_from_its_termination_message() {
         let bound = claim("Bound");
-        let line = result_line(&AgentResult::Saved(saved()));
+        let line = result_line(&AgentResult::Saved(Box::new(saved())));
         assert_eq!(
             pod_outcome(
                 &pod("Succeeded", Some(ended(0, &line))),
@@ -1009,7 +1155,7 @@ mod tests {
                 "b",
                 5
             ),
-            PodOutcome::Done(AgentResult::Saved(saved()))
+            PodOutcome::Done(AgentResult::Saved(Box::new(saved())))
         );
         let no_space = result_line(&AgentResult::Failed(Failure::NoSpace {
             uri: "pvc://b/x.db".into(),

@@ -7,11 +7,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use etcd_operator_api::shared::SnapshotLocation;
-use futures::StreamExt;
 use object_store::GetOptions;
 
+use super::codec::{DecodeError, Decoded, decode, decode_stream, parse_identities};
 use super::decide::{Failure, StoreWords};
-use super::digest::SnapshotDigest;
 use super::store::{self, StoreCredentials};
 use crate::build::RESTORE_FAILED_MARK;
 
@@ -102,6 +101,8 @@ pub struct FetchArgs {
     pub work_dir: PathBuf,
     pub location: SnapshotLocation,
     pub credentials: Result<StoreCredentials, Failure>,
+    /// The age identity file's text (from the environment), for an encrypted snapshot.
+    pub identity: Option<String>,
 }
 
 /// The object-store flags of `etcd-operator restore-fetch`, as `build::restore` writes them.
@@ -192,6 +193,53 @@ impl FetchFlags {
     }
 }
 
+/// The identities of the identity text given (none: an encrypted snapshot fails).
+pub fn identities(text: Option<&str>) -> Result<Vec<age::x25519::Identity>, RestoreError> {
+    match text {
+        None => Ok(Vec::new()),
+        Some(text) => parse_identities(text).map_err(|e| {
+            RestoreError::new(
+                "IdentityInvalid",
+                format!(
+                    "the age identity Secret key (ageIdentitySecretRef) is not usable: {e}; put the AGE-SECRET-KEY-1... line of one of the snapshot's recipients there"
+                ),
+            )
+        }),
+    }
+}
+
+/// A decoding failure as the restore's reason and words.
+pub fn decode_failure(error: &DecodeError, uri: &str, fix: &str) -> RestoreError {
+    match error {
+        DecodeError::Encrypted => RestoreError::new(
+            "EncryptedSnapshot",
+            format!(
+                "{uri} is encrypted with age and no identity was given: set ageIdentitySecretRef of the restore source to a Secret key holding the AGE-SECRET-KEY-1... of one of its recipients"
+            ),
+        ),
+        DecodeError::WrongIdentity => RestoreError::new(
+            "WrongIdentity",
+            format!(
+                "{uri} is encrypted with age to other recipients: the identity of ageIdentitySecretRef cannot decrypt it; give the identity of one of the recipients listed (as fingerprints) in the EtcdSnapshot's status.encryption"
+            ),
+        ),
+        DecodeError::Corrupt { .. } | DecodeError::TrailingData { .. } => RestoreError::new(
+            "NotASnapshot",
+            format!("{uri} is damaged: {error} (checksum mismatch); use another snapshot, {fix}"),
+        ),
+        DecodeError::Input(_) => RestoreError::new(
+            "SourceUnreadable",
+            format!("reading {uri} failed: {error}; {fix}"),
+        ),
+        DecodeError::Output(e) => RestoreError::new(
+            "VolumeError",
+            format!(
+                "writing the snapshot on the member's volume failed: {e}; check the PVC (free space, permissions)"
+            ),
+        ),
+    }
+}
+
 /// Downloads the snapshot into `<work>/snapshot.db`: a fresh work directory, the bytes
 /// streamed into `snapshot.db.part` with etcd's trailing SHA-256 checked on the way, fsync,
 /// rename. Returns (size, SHA-256 hex).
@@ -221,6 +269,7 @@ pub async fn fetch(args: &FetchArgs) -> Result<(u64, String), RestoreError> {
     let part = args.work_dir.join("snapshot.db.part");
     let mut file = std::fs::File::create(&part).map_err(|e| io("creating the snapshot file", e))?;
 
+    let identities = identities(args.identity.as_deref())?;
     let path = target.path;
     let result = match store.store.get_opts(&path, GetOptions::default()).await {
         Ok(result) => result,
@@ -234,37 +283,67 @@ pub async fn fetch(args: &FetchArgs) -> Result<(u64, String), RestoreError> {
         }
         Err(e) => return Err(restore_failure_of(&store.classify(&e), &uri)),
     };
-    let mut stream = result.into_stream();
-    let mut digest = SnapshotDigest::default();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| restore_failure_of(&store.classify(&e), &uri))?;
-        digest.update(&chunk);
-        file.write_all(&chunk)
-            .map_err(|e| io("writing the snapshot", e))?;
-    }
-    let digested = digest.finish();
-    if !digested.trailer_matches {
+    let write = move |chunk: &[u8]| file.write_all(chunk);
+    let (decoded, failed) = decode_stream(result.into_stream(), identities, Box::new(write)).await;
+    let decoded = match (decoded, failed) {
+        (Ok(decoded), _) => decoded,
+        (Err(_), Some(e)) => return Err(restore_failure_of(&store.classify(&e), &uri)),
+        (Err(e), None) => return Err(decode_failure(&e, &uri, FIX)),
+    };
+    commit_download(&args.work_dir, &part, &decoded, &uri)
+}
+
+/// The end of a download: etcd's trailing hash, fsync, rename. Returns (size, SHA-256 hex)
+/// of etcd's bytes.
+fn commit_download(
+    work_dir: &Path,
+    part: &Path,
+    decoded: &Decoded,
+    uri: &str,
+) -> Result<(u64, String), RestoreError> {
+    let io = |what: &str, e: std::io::Error| {
+        RestoreError::new(
+            "VolumeError",
+            format!(
+                "{what} on the member's volume failed: {e}; check the PVC (free space, permissions)"
+            ),
+        )
+    };
+    if !decoded.snapshot.trailer_matches {
+        let _ = std::fs::remove_dir_all(work_dir);
         return Err(RestoreError::new(
             "NotASnapshot",
             format!(
-                "{uri} ({} bytes) is not an etcd snapshot, or is damaged: its last 32 bytes are not the SHA-256 of the rest (checksum mismatch); point spec.bootstrap.restore.source at a snapshot an EtcdSnapshot or `etcdctl snapshot save` made",
-                digested.size
+                "{uri} ({} bytes{}) is not an etcd snapshot, or is damaged: its last 32 bytes are not the SHA-256 of the rest (checksum mismatch); point spec.bootstrap.restore.source at a snapshot an EtcdSnapshot or `etcdctl snapshot save` made",
+                decoded.stored_size,
+                match decoded.layers.describe().as_str() {
+                    d if d.starts_with("none") => String::new(),
+                    d => format!(", decoded from {d}"),
+                }
             ),
         ));
     }
-    file.sync_all().map_err(|e| io("syncing the snapshot", e))?;
-    drop(file);
-    std::fs::rename(&part, args.work_dir.join("snapshot.db"))
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(part)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io("syncing the snapshot", e))?;
+    std::fs::rename(part, work_dir.join("snapshot.db"))
         .map_err(|e| io("renaming the snapshot", e))?;
-    sync_dir(&args.work_dir).map_err(|e| io("syncing the work directory", e))?;
-    Ok((digested.size, digested.sha256))
+    sync_dir(work_dir).map_err(|e| io("syncing the work directory", e))?;
+    Ok((decoded.snapshot.size, decoded.snapshot.sha256.clone()))
 }
 
 /// Copies the snapshot file `file` of a mounted claim (a PVC restore source) into
-/// `<work>/snapshot.db` the same way [`fetch`] downloads one: etcd's trailing SHA-256 checked
-/// on the way, fsync, rename. Returns (size, SHA-256 hex).
-pub fn fetch_file(work_dir: &Path, file: &Path, uri: &str) -> Result<(u64, String), RestoreError> {
-    use std::io::Read;
+/// `<work>/snapshot.db` the same way [`fetch`] downloads one: decrypted and decompressed
+/// (each recognised by its first bytes), etcd's trailing SHA-256 checked on the way, fsync,
+/// rename. Returns (size, SHA-256 hex) of etcd's bytes.
+pub fn fetch_file(
+    work_dir: &Path,
+    file: &Path,
+    uri: &str,
+    identity: Option<&str>,
+) -> Result<(u64, String), RestoreError> {
     const PVC_FIX: &str = "fix spec.bootstrap.restore.source.pvc (claimName, subPath: the exact file); the Pod retries by itself";
     let io = |what: &str, e: std::io::Error| {
         RestoreError::new(
@@ -274,7 +353,8 @@ pub fn fetch_file(work_dir: &Path, file: &Path, uri: &str) -> Result<(u64, Strin
             ),
         )
     };
-    let mut source = match std::fs::File::open(file) {
+    let identities = identities(identity)?;
+    let source = match std::fs::File::open(file) {
         Ok(f) if f.metadata().is_ok_and(|m| m.is_dir()) => {
             return Err(RestoreError::new(
                 "InvalidSource",
@@ -299,39 +379,16 @@ pub fn fetch_file(work_dir: &Path, file: &Path, uri: &str) -> Result<(u64, Strin
     std::fs::create_dir_all(work_dir).map_err(|e| io("creating the work directory", e))?;
     let part = work_dir.join("snapshot.db.part");
     let mut out = std::fs::File::create(&part).map_err(|e| io("creating the snapshot file", e))?;
-    let mut digest = SnapshotDigest::default();
-    let mut buffer = vec![0u8; 1 << 20];
-    loop {
-        let read = source.read(&mut buffer).map_err(|e| {
-            RestoreError::new(
-                "SourceUnreadable",
-                format!("reading the restore source {uri} failed: {e}; {PVC_FIX}"),
-            )
-        })?;
-        if read == 0 {
-            break;
-        }
-        digest.update(&buffer[..read]);
-        out.write_all(&buffer[..read])
-            .map_err(|e| io("writing the snapshot", e))?;
-    }
-    let digested = digest.finish();
-    if !digested.trailer_matches {
-        let _ = std::fs::remove_dir_all(work_dir);
-        return Err(RestoreError::new(
-            "NotASnapshot",
-            format!(
-                "{uri} ({} bytes) is not an etcd snapshot, or is damaged: its last 32 bytes are not the SHA-256 of the rest (checksum mismatch); point spec.bootstrap.restore.source at a snapshot an EtcdSnapshot or `etcdctl snapshot save` made",
-                digested.size
-            ),
-        ));
-    }
-    out.sync_all().map_err(|e| io("syncing the snapshot", e))?;
+    let decoded = decode(source, &identities, &mut |chunk| out.write_all(chunk));
     drop(out);
-    std::fs::rename(&part, work_dir.join("snapshot.db"))
-        .map_err(|e| io("renaming the snapshot", e))?;
-    sync_dir(work_dir).map_err(|e| io("syncing the work directory", e))?;
-    Ok((digested.size, digested.sha256))
+    let decoded = match decoded {
+        Ok(decoded) => decoded,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(work_dir);
+            return Err(decode_failure(&e, uri, PVC_FIX));
+        }
+    };
+    commit_download(work_dir, &part, &decoded, uri)
 }
 
 /// What `commit` did.
@@ -444,7 +501,7 @@ mod tests {
         let snapshot = with_trailer(&vec![7u8; 3 << 20]);
         std::fs::write(&source, &snapshot).unwrap();
         let work = root.join(".restore");
-        let (size, sha) = fetch_file(&work, &source, "pvc://b/nightly.db").unwrap();
+        let (size, sha) = fetch_file(&work, &source, "pvc://b/nightly.db", None).unwrap();
         assert_eq!(size, snapshot.len() as u64);
         assert_eq!(std::fs::read(work.join("snapshot.db")).unwrap(), snapshot);
         assert_eq!(
@@ -454,13 +511,14 @@ mod tests {
             )
         );
 
-        let missing = fetch_file(&work, &root.join("gone.db"), "pvc://b/gone.db").unwrap_err();
+        let missing =
+            fetch_file(&work, &root.join("gone.db"), "pvc://b/gone.db", None).unwrap_err();
         assert_eq!(missing.reason, "SnapshotNotFound");
         assert!(missing.message.contains("pvc://b/gone.db"));
-        let dir = fetch_file(&work, &root, "pvc://b/").unwrap_err();
+        let dir = fetch_file(&work, &root, "pvc://b/", None).unwrap_err();
         assert_eq!(dir.reason, "InvalidSource");
         std::fs::write(&source, b"not a snapshot at all, just some bytes here").unwrap();
-        let bad = fetch_file(&work, &source, "pvc://b/nightly.db").unwrap_err();
+        let bad = fetch_file(&work, &source, "pvc://b/nightly.db", None).unwrap_err();
         assert_eq!(bad.reason, "NotASnapshot");
         assert!(!work.join("snapshot.db").exists());
         let _ = std::fs::remove_dir_all(&root);

@@ -292,6 +292,7 @@ mod tests {
                     }),
                     ..Default::default()
                 },
+                ..Default::default()
             },
             retention,
             ..Default::default()

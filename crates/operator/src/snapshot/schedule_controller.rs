@@ -184,6 +184,9 @@ pub fn stamped_snapshot(schedule: &EtcdSnapshotSchedule, tick: Timestamp) -> Etc
             cluster_ref: schedule.spec.cluster_ref.clone(),
             destination: schedule.spec.template.destination.clone(),
             deletion_policy: Some(SnapshotDeletionPolicy::Delete),
+            compression: schedule.spec.template.compression,
+            encryption: schedule.spec.template.encryption.clone(),
+            verify: schedule.spec.template.verify,
         },
         status: None,
     }

@@ -60,6 +60,12 @@ pub fn usable(ctx: &Context<'_>, s: &SnapshotFacts) -> Result<SnapshotLocation, 
     if s.deleting {
         return Err(format!("EtcdSnapshot {} is being deleted", s.name));
     }
+    if s.encrypted && s.identity.is_none() {
+        return Err(format!(
+            "EtcdSnapshot {} is encrypted and names no identity to decrypt it (spec.encryption.age.identitySecretRef)",
+            s.name
+        ));
+    }
     match s.destination.store() {
         Some(StoreKind::S3 | StoreKind::Gcs | StoreKind::Azure) => {}
         Some(StoreKind::Local) => {
@@ -180,6 +186,7 @@ pub fn start(
             source: None,
             gcs: None,
             azure: None,
+            age_identity_secret_ref: snapshot.identity.clone(),
         }),
     };
     let mut record = record;
@@ -436,6 +443,7 @@ fn restore_pod(ctx: &Context<'_>, s: &MemberView<'_>, r: &QuorumRecoveryStatus) 
     let location = source;
     member.spec.restore = Some(RestoreSpec {
         source: location.clone(),
+        age_identity_secret_ref: snap.age_identity_secret_ref.clone(),
     });
     let start = PodStart {
         initial_cluster: format!("{}={}", s.name, s.peer_url),

@@ -18,6 +18,7 @@ fn s3_restore() -> RestoreSpec {
             }),
             ..Default::default()
         },
+        age_identity_secret_ref: None,
     }
 }
 
@@ -50,6 +51,7 @@ fn a_pvc_restore_bootstraps_a_seed_that_carries_the_source() {
             }),
             ..Default::default()
         },
+        age_identity_secret_ref: None,
     };
     let mut fx = Fx::empty(3);
     fx.obs.cluster.spec.bootstrap = Some(BootstrapSpec {
@@ -72,6 +74,7 @@ fn a_restore_source_without_a_location_is_refused() {
             source: SnapshotLocation {
                 ..Default::default()
             },
+            age_identity_secret_ref: None,
         }),
     });
     match fx.step() {
@@ -91,6 +94,7 @@ fn a_restore_source_without_a_location_is_refused() {
                 }),
                 ..Default::default()
             },
+            age_identity_secret_ref: None,
         }),
     });
     match fx.step() {

@@ -46,6 +46,8 @@ pub(super) fn snapshot(name: &str, cluster: &str, completed: i64, verified: bool
             ..Default::default()
         },
         deleting: false,
+        encrypted: false,
+        identity: None,
     }
 }
 
@@ -111,6 +113,11 @@ fn ours_and_decoys() -> Vec<SnapshotFacts> {
         SnapshotFacts {
             complete: false,
             ..snapshot("running", CLUSTER, 970, true)
+        },
+        // Encrypted, with no identity named: the operator could not decrypt it.
+        SnapshotFacts {
+            encrypted: true,
+            ..snapshot("sealed", CLUSTER, 980, true)
         },
     ]
 }
@@ -279,6 +286,7 @@ fn a_named_snapshot_is_taken_and_another_clusters_is_refused() {
         ("unverified", "not verified"),
         ("going", "being deleted"),
         ("running", "not Complete"),
+        ("sealed", "names no identity"),
         ("missing", "no EtcdSnapshot missing"),
     ] {
         let mut fx = all_pods_lost(ours_and_decoys());
@@ -486,6 +494,56 @@ fn run(mut fx: Fx, crash: bool) -> (Fx, u32) {
         }
     }
     panic!("the recovery did not complete: {:?}", recorded(&fx));
+}
+
+#[test]
+fn an_encrypted_snapshot_is_restored_with_its_identity() {
+    let sealed = SnapshotFacts {
+        encrypted: true,
+        identity: Some(etcd_operator_api::snapshot::SecretKeyRef {
+            name: "backup-age".into(),
+            key: Some("key.txt".into()),
+        }),
+        ..snapshot("sealed", CLUSTER, 900, true)
+    };
+    let mut fx = all_pods_lost(vec![sealed]);
+    request(&mut fx, "auto");
+    let mut restores = 0;
+    for pass in 0..40 {
+        let plan = plan_next_step(&fx.obs, at(100_000 + pass));
+        fx.write_statuses(&plan);
+        if let Step::CreatePod(pod) = &plan.step
+            && let Some(init) = pod.spec.as_ref().and_then(|s| s.init_containers.as_ref())
+        {
+            let fetch = &init[0];
+            assert_eq!(fetch.name, RESTORE_FETCH_CONTAINER);
+            let identity = fetch
+                .env
+                .iter()
+                .flatten()
+                .find(|e| e.name == "AGE_IDENTITY")
+                .expect("the identity reaches restore-fetch");
+            assert!(identity.value.is_none(), "by reference only");
+            let key = identity
+                .value_from
+                .as_ref()
+                .and_then(|v| v.secret_key_ref.as_ref())
+                .unwrap();
+            assert_eq!(
+                (key.name.as_str(), key.key.as_str()),
+                ("backup-age", "key.txt")
+            );
+            let r = recovery(&plan).or_else(|| recorded(&fx)).unwrap();
+            assert_eq!(
+                r.snapshot.unwrap().age_identity_secret_ref.unwrap().name,
+                "backup-age",
+                "recorded, so a resumed recovery has it"
+            );
+            return;
+        }
+        apply(&mut fx, &plan.step, &mut restores);
+    }
+    panic!("the seed's restoring Pod was never created");
 }
 
 #[test]
