@@ -42,6 +42,7 @@
 //! | `BOOTSTRAP_BENCH_CHURN` | 0 | bootstraps of the churn loop; 0 skips it |
 //! | `BOOTSTRAP_BENCH_IDLE` | 30 | idle clusters; 0 skips the idle part |
 //! | `BOOTSTRAP_BENCH_IDLE_LIMIT` | 900 | seconds the idle clusters, applied at once, may take to be all Available |
+//! | `BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS` | 0 | etcd's heartbeat interval in every etcd 3.5 Pod (election timeout 10 x), through etcd's environment; 0: etcd's defaults |
 //! | `BOOTSTRAP_BENCH_SLOW` | 1.3 | a run slower than this × the slowest floor run is slow; 0 prints every run's timeline |
 
 #[path = "../tests/support/mod.rs"]
@@ -53,7 +54,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use support::cluster::{Cluster, start_cluster};
+use support::cluster::{Cluster, start_cluster, start_cluster_with_etcd_env};
 use support::timeline::OperatorWatch;
 use support::{cluster_yaml, condition, create_namespace, get_cluster};
 
@@ -499,7 +500,27 @@ async fn main() {
         knobs.runs, knobs.floor_runs, knobs.churn, knobs.idle, knobs.slow
     );
 
-    let cluster = start_cluster(3).await;
+    // BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS: etcd's heartbeat interval (and 10 x it as the
+    // election timeout) for every etcd 3.5 Pod, through the environment etcd reads; 0 keeps
+    // etcd's defaults (100 ms, 1 s). An idle etcd's CPU is mostly its heartbeats: 300 members
+    // at the defaults need more than the 2 cores of the machine the scale run was made on.
+    let heartbeat_ms: usize = env_or("BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS", 0);
+    let cluster = if heartbeat_ms > 0 {
+        println!(
+            "# etcd 3.5 Pods run with ETCD_HEARTBEAT_INTERVAL={heartbeat_ms} ETCD_ELECTION_TIMEOUT={}",
+            heartbeat_ms * 10
+        );
+        start_cluster_with_etcd_env(
+            3,
+            &[
+                ("ETCD_HEARTBEAT_INTERVAL", heartbeat_ms.to_string()),
+                ("ETCD_ELECTION_TIMEOUT", (heartbeat_ms * 10).to_string()),
+            ],
+        )
+        .await
+    } else {
+        start_cluster(3).await
+    };
     let watch = OperatorWatch::start(&cluster.client());
     cluster.deploy_operator(1).await;
 

@@ -98,6 +98,25 @@ pub async fn start_cluster_with(
     start_cluster_in(dir, nodes, time_scale, cert_manager, images).await
 }
 
+/// A sandbox of `nodes` nodes at real time whose etcd 3.5 Pods get `env` beside what the
+/// operator gives them (e.g. `ETCD_HEARTBEAT_INTERVAL` for the scale benchmark), the
+/// operator's image as [`start_cluster`] maps it.
+#[allow(dead_code)]
+pub async fn start_cluster_with_etcd_env(nodes: usize, env: &[(&str, String)]) -> Cluster {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let operator_binary = private_operator_binary(dir.path());
+    let env: String = env
+        .iter()
+        .map(|(k, v)| format!("      {k}: \"{v}\"\n"))
+        .collect();
+    let etcd = format!(
+        "images:\n  - imageRegex: '^(.+/)?etcd:v?3\\.5\\.\\d+(-\\d+)?$'\n    entrypoint: [/usr/local/bin/etcd]\n    files:\n      /usr/local/bin/etcd: /usr/local/lib/etcd-3.5.1/etcd\n      /usr/local/bin/etcdctl: /usr/local/lib/etcd-3.5.1/etcdctl\n      /usr/local/bin/etcdutl: /usr/local/lib/etcd-3.5.1/etcdutl\n    env:\n{env}"
+    );
+    let etcd = ImageMap::from_yaml(&etcd, Path::new("/")).expect("the etcd image map");
+    let images = operator_image(&operator_binary).then(etcd);
+    start_cluster_in(dir, nodes, TimeScale::REAL, false, images).await
+}
+
 /// A sandbox of `nodes` nodes at real time whose images are `images` (then the sandbox's
 /// built-in etcd mappings), e.g. the operator's image from an unpacked OCI image.
 pub async fn start_cluster_with_images(nodes: usize, images: ImageMap) -> Cluster {
