@@ -250,28 +250,12 @@ pub fn pod_outcome(
             phase: claim_phase.unwrap_or_else(|| "Pending".to_string()),
         }));
     }
-    let why = container
-        .and_then(|c| c.state.as_ref())
-        .and_then(|s| s.waiting.as_ref())
-        .map(|w| {
-            format!(
-                "{}{}",
-                w.reason.clone().unwrap_or_default(),
-                w.message
-                    .as_deref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            )
-        })
-        .or_else(|| {
-            status
-                .conditions
-                .iter()
-                .flatten()
-                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-                .map(|c| c.message.clone().unwrap_or_default())
-        })
-        .unwrap_or_else(|| "not started".to_string());
+    let why = not_started_reason(
+        container
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.waiting.as_ref()),
+        &status,
+    );
     PodOutcome::Done(AgentResult::Failed(Failure::AgentFailed {
         detail: format!("the snapshot Pod did not start within {START_DEADLINE_SECONDS} s: {why}"),
     }))
@@ -851,6 +835,34 @@ pub fn report(result: &AgentResult, termination_log: &Path) {
     if let Err(e) = std::fs::write(termination_log, format!("{line}\n")) {
         eprintln!("cannot write {}: {e}", termination_log.display());
     }
+}
+
+/// Why an agent Pod has not started, in Kubernetes' words: the reason (and message) its
+/// `waiting` container gives, else an unschedulable Pod's message, else "not started".
+pub(crate) fn not_started_reason(
+    waiting: Option<&k8s_openapi::api::core::v1::ContainerStateWaiting>,
+    status: &k8s_openapi::api::core::v1::PodStatus,
+) -> String {
+    waiting
+        .map(|w| {
+            format!(
+                "{}{}",
+                w.reason.clone().unwrap_or_default(),
+                w.message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            )
+        })
+        .or_else(|| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+                .map(|c| c.message.clone().unwrap_or_default())
+        })
+        .unwrap_or_else(|| "not started".to_string())
 }
 
 #[cfg(test)]

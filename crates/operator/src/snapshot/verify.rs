@@ -315,31 +315,15 @@ pub fn check_outcome(pod: &Pod, age_seconds: i64) -> CheckOutcome {
     if started || age_seconds < START_DEADLINE_SECONDS {
         return CheckOutcome::Running;
     }
-    let why = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten())
-        .find_map(|c| c.state.as_ref()?.waiting.as_ref())
-        .map(|w| {
-            format!(
-                "{}{}",
-                w.reason.clone().unwrap_or_default(),
-                w.message
-                    .as_deref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            )
-        })
-        .or_else(|| {
-            status
-                .conditions
-                .iter()
-                .flatten()
-                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-                .map(|c| c.message.clone().unwrap_or_default())
-        })
-        .unwrap_or_else(|| "not started".to_string());
+    let why = super::pvc::not_started_reason(
+        status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(status.container_statuses.iter().flatten())
+            .find_map(|c| c.state.as_ref()?.waiting.as_ref()),
+        &status,
+    );
     CheckOutcome::Failed(format!(
         "the restore check's Pod did not start within {START_DEADLINE_SECONDS} s: {why}"
     ))
