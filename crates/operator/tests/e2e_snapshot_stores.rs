@@ -26,15 +26,15 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_operator_api::EtcdSnapshot;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Secret};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use support::cluster::{Cluster, OPERATOR_NAMESPACE, start_cluster};
+use support::snapshots::{ready_condition, wait_available, wait_phase};
 use support::stores::{Azurite, FakeGcs, Place, service_account_key};
 use support::workload::Workload;
-use support::{condition, create_namespace, eventually, get_cluster, kubectl};
+use support::{create_namespace, eventually, get_cluster, kubectl};
 
 const LIMIT: Duration = Duration::from_secs(180);
 const BUCKET: &str = "backups";
@@ -199,54 +199,6 @@ async fn secret(cluster: &Cluster, namespace: &str, name: &str, data: &[(&str, S
         .create(&PostParams::default(), &secret)
         .await
         .expect("creating a Secret");
-}
-
-async fn wait_available(cluster: &Cluster, namespace: &str, name: &str, replicas: i32) {
-    let client = cluster.client();
-    eventually(
-        &format!("{namespace}/{name} Available with {replicas} members"),
-        LIMIT,
-        || async {
-            let c = get_cluster(&client, namespace, name).await;
-            let ready = c.status.as_ref().and_then(|s| s.ready_members);
-            if ready == Some(replicas) && condition(&c, "Available").as_deref() == Some("True") {
-                Ok(())
-            } else {
-                Err(format!(
-                    "ready {ready:?}, {:?}",
-                    c.status.and_then(|s| s.conditions)
-                ))
-            }
-        },
-    )
-    .await;
-}
-
-/// Waits until the snapshot reaches `phase` (Complete or Failed); panics at the other one.
-async fn wait_phase(cluster: &Cluster, namespace: &str, name: &str, phase: &str) -> EtcdSnapshot {
-    let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), namespace);
-    eventually(&format!("{namespace}/{name} {phase}"), LIMIT, || async {
-        let s = api.get(name).await.map_err(|e| e.to_string())?;
-        let status = s.status.clone().unwrap_or_default();
-        let now = status.phase.map(|p| format!("{p:?}")).unwrap_or_default();
-        if now == phase {
-            return Ok(s);
-        }
-        if now == "Complete" || now == "Failed" {
-            panic!("{namespace}/{name} is {now}, not {phase}: {status:?}");
-        }
-        Err(format!("phase {now:?}: {status:?}"))
-    })
-    .await
-}
-
-fn ready_condition(s: &EtcdSnapshot) -> (String, String, String) {
-    s.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-        .unwrap_or_default()
 }
 
 /// The Events about `name`, as (type, reason).

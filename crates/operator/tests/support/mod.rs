@@ -8,6 +8,7 @@ pub mod healing;
 pub mod loopback;
 pub mod manual_node;
 pub mod moto;
+pub mod snapshots;
 pub mod stores;
 pub mod timeline;
 pub mod workload;

@@ -1,0 +1,70 @@
+//! Waits and reads shared by the EtcdSnapshot end-to-end tests (e2e_snapshots,
+//! e2e_snapshot_codec, e2e_snapshot_stores).
+
+use std::time::Duration;
+
+use etcd_operator_api::EtcdSnapshot;
+use kube::Api;
+
+use super::cluster::Cluster;
+use super::{condition, eventually, get_cluster};
+
+/// How long a snapshot or a cluster of these tests may take to reach what is awaited.
+pub const SNAPSHOT_LIMIT: Duration = Duration::from_secs(240);
+
+pub async fn wait_available(cluster: &Cluster, namespace: &str, name: &str, replicas: i32) {
+    let client = cluster.client();
+    eventually(
+        &format!("{namespace}/{name} Available with {replicas} members"),
+        SNAPSHOT_LIMIT,
+        || async {
+            let c = get_cluster(&client, namespace, name).await;
+            let ready = c.status.as_ref().and_then(|s| s.ready_members);
+            if ready == Some(replicas) && condition(&c, "Available").as_deref() == Some("True") {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ready {ready:?}, {:?}",
+                    c.status.and_then(|s| s.conditions)
+                ))
+            }
+        },
+    )
+    .await;
+}
+
+/// Waits until the snapshot reaches `phase` (Complete or Failed); panics at the other one.
+pub async fn wait_phase(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    phase: &str,
+) -> EtcdSnapshot {
+    let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), namespace);
+    eventually(
+        &format!("{namespace}/{name} {phase}"),
+        SNAPSHOT_LIMIT,
+        || async {
+            let s = api.get(name).await.map_err(|e| e.to_string())?;
+            let status = s.status.clone().unwrap_or_default();
+            let now = status.phase.map(|p| format!("{p:?}")).unwrap_or_default();
+            if now == phase {
+                return Ok(s);
+            }
+            if now == "Complete" || now == "Failed" {
+                panic!("{namespace}/{name} is {now}, not {phase}: {status:?}");
+            }
+            Err(format!("phase {now:?}: {status:?}"))
+        },
+    )
+    .await
+}
+
+pub fn ready_condition(s: &EtcdSnapshot) -> (String, String, String) {
+    s.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        .unwrap_or_default()
+}
