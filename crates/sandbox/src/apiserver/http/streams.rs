@@ -7,7 +7,7 @@
 //!   stdin. With `tty=true` the command runs on a pseudo-terminal, as the kubelet's runtime
 //!   gives it one: the terminal is its stdin, stdout and stderr and its controlling terminal
 //!   (a new session), its output (stderr merged) comes on channel 1, and resizes set its
-//!   window size.
+//!   window size; the command starts once the first resize has set it (or after a second).
 //! - port-forward, `v4.channel.k8s.io` (and the older `channel.k8s.io`): port *i* of the
 //!   `ports` parameter gets data channel 2*i* and error channel 2*i*+1; the server first sends
 //!   the port number (two bytes, little endian) on both, then the bytes of one TCP connection
@@ -331,29 +331,48 @@ pub fn exec(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let upgrade = take_upgrade(call)?;
     let mut command = tokio::process::Command::from(command);
     command.kill_on_drop(true);
-    let child = command.spawn().map_err(|err| {
-        ApiError::bad_request(format!(
-            "failed to exec in container {}: {}: {err}",
-            request.container, request.command[0]
-        ))
-    })?;
-    // The command has its copies of the terminal; the API server keeps the master only (a
-    // slave left open here would keep the master from ever reading the end).
-    drop(command);
-    let terminal = pty.map(|Pty { master, slave }| {
-        drop(slave);
-        master
-    });
     let close_signal = protocol == "v5.channel.k8s.io";
+    let launch = match pty {
+        // On a terminal the command starts once the client's window size is set (below).
+        Some(pty) => Launch::OnTerminal(command, pty),
+        None => {
+            let child = command
+                .spawn()
+                .map_err(|err| ApiError::bad_request(spawn_failure(&request, &err)))?;
+            Launch::Started(child)
+        }
+    };
     tokio::spawn(async move {
-        let mut child = child;
         let Some(socket) = websocket(upgrade).await else {
-            let _ = child.kill().await;
+            if let Launch::Started(mut child) = launch {
+                let _ = child.kill().await;
+            }
             return;
         };
-        run_exec(socket, child, close_signal, request, terminal).await;
+        run_exec(socket, launch, close_signal, request).await;
     });
     Ok(switching_protocols(protocol, &accept))
+}
+
+fn spawn_failure(request: &ExecRequest, err: &std::io::Error) -> String {
+    format!(
+        "failed to exec in container {}: {}: {err}",
+        request.container, request.command[0]
+    )
+}
+
+/// How long a command on a terminal waits for the client's first window size. kubectl sends
+/// it as soon as the socket is up; a client that sends none (kube-rs without a size) gets
+/// the command after this, on a terminal of size 0 0.
+const WINDOW_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The exec's command: started before the upgrade, or (with `tty`) started by `run_exec`
+/// once the terminal has the client's window size. The kubelet's runtime sets the size
+/// before the process starts; started at once, a command such as `stty size` raced the
+/// client's first resize message and saw `0 0`.
+enum Launch {
+    Started(tokio::process::Child),
+    OnTerminal(tokio::process::Command, Pty),
 }
 
 async fn pump(
@@ -398,14 +417,13 @@ fn exit_status(request: &ExecRequest, status: std::process::ExitStatus) -> Value
 
 async fn run_exec<S>(
     socket: WebSocketStream<S>,
-    mut child: tokio::process::Child,
+    launch: Launch,
     close_signal: bool,
     request: ExecRequest,
-    terminal: Option<std::os::fd::OwnedFd>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut sink, mut incoming) = socket.split();
+    let (mut sink, incoming) = socket.split();
     let (out, mut outgoing) = mpsc::channel::<Message>(16);
     let writer = tokio::spawn(async move {
         while let Some(message) = outgoing.recv().await {
@@ -417,6 +435,52 @@ async fn run_exec<S>(
         let _ = sink.send(normal_close()).await;
         let _ = sink.close().await;
     });
+    let mut incoming = incoming.boxed();
+    let (mut child, terminal) = match launch {
+        Launch::Started(child) => (child, None),
+        Launch::OnTerminal(mut command, Pty { master, slave }) => {
+            // Messages before the first resize (typed input, a close) are kept for the reader.
+            let mut early = Vec::new();
+            let _ = tokio::time::timeout(WINDOW_WAIT, async {
+                while let Some(message) = incoming.next().await {
+                    match message {
+                        Ok(Message::Binary(bytes)) if bytes.first() == Some(&RESIZE) => {
+                            resize_terminal(&master, &bytes[1..]);
+                            return;
+                        }
+                        Ok(Message::Close(_)) | Err(_) => {
+                            early.push(message);
+                            return;
+                        }
+                        Ok(_) => early.push(message),
+                    }
+                }
+            })
+            .await;
+            incoming = futures::stream::iter(early).chain(incoming).boxed();
+            let spawned = command.spawn();
+            // The command has its copies of the terminal; the API server keeps the master
+            // only (a slave left open here would keep the master from ever reading the end).
+            drop(command);
+            drop(slave);
+            match spawned {
+                Ok(child) => (child, Some(master)),
+                Err(err) => {
+                    let status = json!({
+                        "metadata": {},
+                        "status": "Failure",
+                        "message": spawn_failure(&request, &err),
+                        "reason": "InternalError",
+                        "code": 500,
+                    });
+                    let _ = out.send(frame(ERROR, status.to_string().as_bytes())).await;
+                    drop(out);
+                    let _ = writer.await;
+                    return;
+                }
+            }
+        }
+    };
     let mut pumps = Vec::new();
     if let Some(stdout) = child.stdout.take() {
         pumps.push(tokio::spawn(pump(stdout, STDOUT, out.clone())));
