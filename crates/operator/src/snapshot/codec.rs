@@ -281,7 +281,7 @@ impl Encoder {
         self.snapshot.update(chunk);
         self.scan.update(chunk);
         let Some((compress, sink)) = self.layers.as_mut() else {
-            self.stored.update(chunk);
+            // Stored as they are: the stored bytes' digest is the snapshot's (finish).
             return Ok(chunk);
         };
         compress.write_all(chunk)?;
@@ -310,11 +310,16 @@ impl Encoder {
             );
             self.stored.update(&last);
         }
-        let (stored_size, stored_sha256) = self.stored.finish();
+        let snapshot = self.snapshot.finish();
+        let (stored_size, stored_sha256) = if self.kind == Layers::default() {
+            (snapshot.size, snapshot.sha256.clone())
+        } else {
+            self.stored.finish()
+        };
         Ok((
             last,
             Encoded {
-                snapshot: self.snapshot.finish(),
+                snapshot,
                 scanned: self.scan.finish(),
                 stored_size,
                 stored_sha256,
@@ -362,10 +367,11 @@ pub struct Decoded {
 }
 
 /// Reads the input, hashing every byte and keeping the first error it gave (so that a
-/// failing store is not mistaken for damaged data).
+/// failing store is not mistaken for damaged data). The hashing stops (`digest` taken) once
+/// the input is known to be etcd's bytes as they are: their digest is the snapshot's.
 struct Counted<R> {
     inner: R,
-    digest: Arc<Mutex<PlainDigest>>,
+    digest: Arc<Mutex<Option<PlainDigest>>>,
     failure: Arc<Mutex<Option<io::Error>>>,
 }
 
@@ -373,7 +379,9 @@ impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self.inner.read(buf) {
             Ok(n) => {
-                if let Ok(mut digest) = self.digest.lock() {
+                if let Ok(mut digest) = self.digest.lock()
+                    && let Some(digest) = digest.as_mut()
+                {
                     digest.update(&buf[..n]);
                 }
                 Ok(n)
@@ -471,7 +479,7 @@ pub fn decode(
     out: &mut dyn FnMut(&[u8]) -> io::Result<()>,
 ) -> Result<Decoded, DecodeError> {
     let failure = Arc::new(Mutex::new(None));
-    let stored = Arc::new(Mutex::new(PlainDigest::default()));
+    let stored = Arc::new(Mutex::new(Some(PlainDigest::default())));
     let counted = Counted {
         inner: input,
         digest: stored.clone(),
@@ -526,6 +534,13 @@ pub fn decode(
         result
     } else {
         layers.compression = compression_of(&mut reader).map_err(DecodeError::Input)?;
+        if layers.compression == SnapshotCompression::None
+            && let Ok(mut digest) = stored.lock()
+        {
+            // No layer: every stored byte goes through the snapshot's digest (the peeked
+            // ones are still in the reader's buffer), which gives the stored bytes' too.
+            *digest = None;
+        }
         let result =
             decompress(&mut reader, layers.compression, "snapshot", out).map_err(input_failed)?;
         let extra = rest(&mut reader, layer_name(layers.compression)).map_err(input_failed)?;
@@ -537,12 +552,15 @@ pub fn decode(
         }
         result
     };
-    let (stored_size, stored_sha256) = std::mem::take(
+    let counted = std::mem::take(
         &mut *stored
             .lock()
             .map_err(|_| DecodeError::Input(io::Error::other("digest poisoned")))?,
-    )
-    .finish();
+    );
+    let (stored_size, stored_sha256) = match counted {
+        Some(digest) => digest.finish(),
+        None => (snapshot.size, snapshot.sha256.clone()),
+    };
     Ok(Decoded {
         layers,
         stored_size,

@@ -7,10 +7,9 @@ use ring::digest::{Context, SHA256};
 pub const TRAILER: usize = 32;
 
 /// Fed every chunk in order; keeps the last 32 bytes aside so that the hash of the database
-/// without its trailer is known at the end without buffering more than 32 bytes.
+/// without its trailer is known at the end without buffering more than 32 bytes. One SHA-256
+/// runs over the stream: the hash of every byte continues a copy of the body's at the end.
 pub struct SnapshotDigest {
-    /// Over every byte: the artifact's checksum.
-    whole: Context,
     /// Over every byte except the last 32: what etcd's trailer must equal.
     body: Context,
     /// The last (up to) 32 bytes seen, not yet fed to `body`.
@@ -32,7 +31,6 @@ pub struct Digested {
 impl Default for SnapshotDigest {
     fn default() -> Self {
         SnapshotDigest {
-            whole: Context::new(&SHA256),
             body: Context::new(&SHA256),
             tail: Vec::with_capacity(2 * TRAILER),
             size: 0,
@@ -42,7 +40,6 @@ impl Default for SnapshotDigest {
 
 impl SnapshotDigest {
     pub fn update(&mut self, chunk: &[u8]) {
-        self.whole.update(chunk);
         self.size += chunk.len() as u64;
         if chunk.len() >= TRAILER {
             // Everything held back, and all but the chunk's last 32 bytes, are body.
@@ -65,11 +62,14 @@ impl SnapshotDigest {
     }
 
     pub fn finish(self) -> Digested {
+        // Every byte: the body, then what is held back.
+        let mut whole = self.body.clone();
+        whole.update(&self.tail);
         let body = self.body.finish();
         let trailer_matches = self.tail.len() == TRAILER && body.as_ref() == self.tail.as_slice();
         Digested {
             size: self.size,
-            sha256: hex(self.whole.finish().as_ref()),
+            sha256: hex(whole.finish().as_ref()),
             trailer_matches,
         }
     }
