@@ -1218,9 +1218,8 @@ async fn take(
     let mut encoder =
         codec::Encoder::new(encoding.compression, &encoding.recipients).map_err(|e| {
             (
-                Failure::Store {
-                    detail: format!("the encoder: {e}"),
-                    store: String::new(),
+                Failure::Encoding {
+                    detail: e.to_string(),
                 },
                 None,
             )
@@ -1236,9 +1235,8 @@ async fn take(
                     Err(e) => {
                         let _ = writer.abort().await;
                         return Err((
-                            Failure::Store {
-                                detail: format!("the encoder: {e}"),
-                                store: String::new(),
+                            Failure::Encoding {
+                                detail: e.to_string(),
                             },
                             None,
                         ));
@@ -1265,9 +1263,8 @@ async fn take(
         Err(e) => {
             let _ = writer.abort().await;
             return Err((
-                Failure::Store {
-                    detail: format!("the encoder: {e}"),
-                    store: String::new(),
+                Failure::Encoding {
+                    detail: e.to_string(),
                 },
                 None,
             ));

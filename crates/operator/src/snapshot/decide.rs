@@ -137,6 +137,11 @@ pub enum Failure {
     EncryptionSecret {
         detail: String,
     },
+    /// Compressing or encrypting etcd's bytes failed (the store and the volume are not at
+    /// fault; nothing was kept).
+    Encoding {
+        detail: String,
+    },
 }
 
 impl Failure {
@@ -167,6 +172,7 @@ impl Failure {
             Failure::Volume { .. } => "VolumeError",
             Failure::AgentFailed { .. } => "AgentFailed",
             Failure::EncryptionSecret { .. } => "EncryptionSecretInvalid",
+            Failure::Encoding { .. } => "EncodingFailed",
         }
     }
 
@@ -278,6 +284,9 @@ impl Failure {
             Failure::EncryptionSecret { detail } => {
                 format!("{detail}; fix spec.encryption.age (the Secret and its key), {RETRY}")
             }
+            Failure::Encoding { detail } => format!(
+                "compressing or encrypting the snapshot failed: {detail}; nothing was stored; check spec.compression and spec.encryption, {RETRY}"
+            ),
         }
     }
 }
@@ -1291,7 +1300,21 @@ mod tests {
                 },
                 "cluster has 0 replicas",
             ),
+            (
+                Failure::Encoding {
+                    detail: "zstd: out of memory".into(),
+                },
+                "compressing or encrypting the snapshot failed: zstd: out of memory; nothing was stored",
+            ),
         ];
+        assert_eq!(
+            Failure::Encoding {
+                detail: String::new()
+            }
+            .reason(),
+            "EncodingFailed",
+            "not the store's fault: not StoreError"
+        );
         for (failure, words) in cases {
             assert!(
                 failure.message().contains(words),

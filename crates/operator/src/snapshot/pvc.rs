@@ -148,6 +148,7 @@ fn shorten(failure: &mut Failure) {
         | Failure::AgentFailed { detail }
         | Failure::InvalidDestination { detail }
         | Failure::EncryptionSecret { detail }
+        | Failure::Encoding { detail }
         | Failure::ClusterUnavailable { detail, .. } => cut(detail),
         _ => {}
     }
@@ -695,14 +696,16 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
     let written = async {
         let mut file = std::fs::File::create(&temporary)
             .map_err(|e| volume_failure(uri, "creating the temporary file", &e))?;
-        let mut encoder = codec::Encoder::new(args.compression, &recipients)
-            .map_err(|e| volume_failure(uri, "starting the encoder", &e))?;
+        let mut encoder =
+            codec::Encoder::new(args.compression, &recipients).map_err(|e| Failure::Encoding {
+                detail: e.to_string(),
+            })?;
         loop {
             match stream.next_chunk().await {
                 Ok(Some(chunk)) => {
-                    let bytes = encoder
-                        .push(&chunk)
-                        .map_err(|e| volume_failure(uri, "encoding the snapshot", &e))?;
+                    let bytes = encoder.push(&chunk).map_err(|e| Failure::Encoding {
+                        detail: e.to_string(),
+                    })?;
                     file.write_all(bytes)
                         .map_err(|e| volume_failure(uri, "writing the snapshot", &e))?;
                 }
@@ -710,9 +713,9 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
                 Err(e) => return Err(etcd_failure(e.to_string())),
             }
         }
-        let (last, encoded) = encoder
-            .finish()
-            .map_err(|e| volume_failure(uri, "encoding the snapshot", &e))?;
+        let (last, encoded) = encoder.finish().map_err(|e| Failure::Encoding {
+            detail: e.to_string(),
+        })?;
         if !encoded.snapshot.trailer_matches {
             return Err(Failure::Corrupt {
                 member: args.member.clone(),
