@@ -36,19 +36,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_operator_api::EtcdSnapshot;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
 use support::cluster::{Cluster, start_cluster};
 use support::moto::Moto;
-use support::snapshots::{ready_condition, wait_available, wait_phase};
+use support::snapshots::{events_of, ready_condition, snapshot_status, wait_available, wait_phase};
 use support::workload::Workload;
 use support::{create_namespace, eventually, get_cluster, kubectl};
 
 const LIMIT: Duration = Duration::from_secs(240);
 const BUCKET: &str = "backups";
-const ETCDUTL_35: &str = "/usr/local/lib/etcd-3.5.1/etcdutl";
-const ETCDCTL_34: &str = "/usr/bin/etcdctl";
 
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
@@ -171,26 +169,6 @@ fn age_spec(identity_secret: Option<&str>) -> String {
     )
 }
 
-async fn events_of(
-    cluster: &Cluster,
-    namespace: &str,
-    kind: &str,
-    name: &str,
-) -> Vec<(String, String)> {
-    Api::<Event>::namespaced(cluster.client(), namespace)
-        .list(&ListParams::default())
-        .await
-        .expect("listing Events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some(kind)
-                && e.involved_object.name.as_deref() == Some(name)
-        })
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
-        .collect()
-}
-
 async fn wait_event(
     cluster: &Cluster,
     namespace: &str,
@@ -230,30 +208,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// `snapshot status -w json` of etcd's bytes in `file`, with the tool of that version.
-fn snapshot_status(version: &str, file: &Path) -> serde_json::Value {
-    let out = if version == "3.4.23" {
-        Command::new(ETCDCTL_34)
-            .env("ETCDCTL_API", "3")
-            .args(["snapshot", "status", "-w", "json"])
-            .arg(file)
-            .output()
-    } else {
-        Command::new(ETCDUTL_35)
-            .args(["snapshot", "status", "-w", "json"])
-            .arg(file)
-            .output()
-    }
-    .expect("the snapshot status tool runs");
-    assert!(
-        out.status.success(),
-        "snapshot status of {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("snapshot status prints JSON")
 }
 
 /// Decodes a stored artifact with the reference tools: `age -d` when it is an age file,

@@ -22,16 +22,15 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use support::cluster::{Cluster, OPERATOR_NAMESPACE, start_cluster};
-use support::snapshots::{ready_condition, wait_available, wait_phase};
+use support::snapshots::{events_of, ready_condition, snapshot_status, wait_available, wait_phase};
 use support::stores::{Azurite, FakeGcs, Place, service_account_key};
 use support::workload::Workload;
 use support::{create_namespace, eventually, get_cluster, kubectl};
@@ -39,8 +38,6 @@ use support::{create_namespace, eventually, get_cluster, kubectl};
 const LIMIT: Duration = Duration::from_secs(180);
 const BUCKET: &str = "backups";
 const CONTAINER: &str = "etcd";
-const ETCDUTL_35: &str = "/usr/local/lib/etcd-3.5.1/etcdutl";
-const ETCDCTL_34: &str = "/usr/bin/etcdctl";
 /// The operator's `--local-store-root` (its default), a claim mounted there.
 const LOCAL_ROOT: &str = "/var/lib/etcd-operator/snapshots";
 const LOCAL_CLAIM: &str = "operator-snapshots";
@@ -201,43 +198,6 @@ async fn secret(cluster: &Cluster, namespace: &str, name: &str, data: &[(&str, S
         .expect("creating a Secret");
 }
 
-/// The Events about `name`, as (type, reason).
-async fn events_of(cluster: &Cluster, namespace: &str, name: &str) -> Vec<(String, String)> {
-    Api::<Event>::namespaced(cluster.client(), namespace)
-        .list(&ListParams::default())
-        .await
-        .expect("listing Events")
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
-        .collect()
-}
-
-/// `snapshot status -w json` of the file, with the tool of that etcd version.
-fn snapshot_status(version: &str, file: &Path) -> serde_json::Value {
-    let out = if version == "3.4.23" {
-        Command::new(ETCDCTL_34)
-            .env("ETCDCTL_API", "3")
-            .args(["snapshot", "status", "-w", "json"])
-            .arg(file)
-            .output()
-    } else {
-        Command::new(ETCDUTL_35)
-            .args(["snapshot", "status", "-w", "json"])
-            .arg(file)
-            .output()
-    }
-    .expect("the snapshot status tool runs");
-    assert!(
-        out.status.success(),
-        "snapshot status of {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("snapshot status prints JSON")
-}
-
 /// Every key with its value and revisions, and the store's revision (at `revision` if given).
 fn keyspace(
     cluster: &Cluster,
@@ -348,7 +308,7 @@ async fn round_trip(
         summary["totalKey"].as_u64().unwrap_or_default() > 0,
         "{summary}"
     );
-    let events = events_of(&cluster, namespace, "first").await;
+    let events = events_of(&cluster, namespace, "EtcdSnapshot", "first").await;
     for reason in ["SnapshotStarted", "SnapshotComplete"] {
         let count = events
             .iter()
@@ -544,7 +504,7 @@ async fn bad_inputs(
                 "{name}: a secret in the message"
             );
         }
-        let events = events_of(&cluster, namespace, name).await;
+        let events = events_of(&cluster, namespace, "EtcdSnapshot", name).await;
         assert!(
             events.contains(&("Warning".to_string(), reason.to_string())),
             "{namespace}/{name}: no Warning {reason} Event in {events:?}"

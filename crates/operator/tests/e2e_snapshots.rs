@@ -21,7 +21,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,14 +31,12 @@ use kube::api::ListParams;
 use support::certs::{make_ca, make_leaf, member_sans, tls_files};
 use support::cluster::{Cluster, ETCDCTL, start_cluster};
 use support::moto::Moto;
-use support::snapshots::{ready_condition, wait_available, wait_phase};
+use support::snapshots::{events_of, ready_condition, snapshot_status, wait_available, wait_phase};
 use support::workload::Workload;
 use support::{create_namespace, eventually, get_cluster, kubectl};
 
 const LIMIT: Duration = Duration::from_secs(240);
 const BUCKET: &str = "backups";
-const ETCDUTL_35: &str = "/usr/local/lib/etcd-3.5.1/etcdutl";
-const ETCDCTL_34: &str = "/usr/bin/etcdctl";
 
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
@@ -90,46 +87,6 @@ fn credentials_secret(cluster: &Cluster, namespace: &str, name: &str, id: &str, 
             &format!("--from-literal=AWS_SECRET_ACCESS_KEY={secret}"),
         ],
     );
-}
-
-/// The Events about the snapshot `name`, as (type, reason).
-async fn events_of(cluster: &Cluster, namespace: &str, name: &str) -> Vec<(String, String)> {
-    Api::<Event>::namespaced(cluster.client(), namespace)
-        .list(&ListParams::default())
-        .await
-        .expect("listing Events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("EtcdSnapshot")
-                && e.involved_object.name.as_deref() == Some(name)
-        })
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
-        .collect()
-}
-
-/// `snapshot status -w json` of the file, with the tool of that etcd version.
-fn snapshot_status(version: &str, file: &Path) -> serde_json::Value {
-    let out = if version == "3.4.23" {
-        Command::new(ETCDCTL_34)
-            .env("ETCDCTL_API", "3")
-            .args(["snapshot", "status", "-w", "json"])
-            .arg(file)
-            .output()
-    } else {
-        Command::new(ETCDUTL_35)
-            .args(["snapshot", "status", "-w", "json"])
-            .arg(file)
-            .output()
-    }
-    .expect("the snapshot status tool runs");
-    assert!(
-        out.status.success(),
-        "snapshot status of {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("snapshot status prints JSON")
 }
 
 /// The snapshot is Complete, its artifact is what the store holds, and the object is a
@@ -190,7 +147,7 @@ async fn check_complete(
         "{namespace}: {keys} keys written, the snapshot holds {summary}"
     );
     // Exactly one of each: the snapshot was taken once.
-    let events = events_of(cluster, namespace, name).await;
+    let events = events_of(cluster, namespace, "EtcdSnapshot", name).await;
     for reason in ["SnapshotStarted", "SnapshotComplete"] {
         let count = events
             .iter()
@@ -480,7 +437,7 @@ async fn bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &'static 
             "{name}: no artifact"
         );
         assert!(!message.contains(&moto.secret) && !message.contains("not-the-secret"));
-        let events = events_of(&cluster, namespace, name).await;
+        let events = events_of(&cluster, namespace, "EtcdSnapshot", name).await;
         assert!(
             events.contains(&("Warning".to_string(), reason.to_string())),
             "{name}: no Warning {reason} Event in {events:?}"
@@ -812,7 +769,7 @@ async fn pvc_snapshot_and_restore(cluster: Arc<Cluster>) {
     assert_eq!(reason, "FileExists", "{message}");
     assert!(message.contains("never replaced"), "{message}");
     assert_eq!(std::fs::read(&foreign).unwrap(), b"someone else's file");
-    let events = events_of(&cluster, namespace, "guarded").await;
+    let events = events_of(&cluster, namespace, "EtcdSnapshot", "guarded").await;
     assert!(
         events.contains(&("Warning".to_string(), "FileExists".to_string())),
         "{events:?}"
@@ -1111,7 +1068,7 @@ async fn interrupted_snapshot_resumes(cluster: Arc<Cluster>, moto: Arc<Moto>, na
         Some(format!("sha256:{}", held["sha256"].as_str().unwrap())),
         status.artifact.unwrap().checksum
     );
-    let started_events = events_of(&cluster, namespace, "first")
+    let started_events = events_of(&cluster, namespace, "EtcdSnapshot", "first")
         .await
         .into_iter()
         .filter(|(_, reason)| reason == "SnapshotStarted")
