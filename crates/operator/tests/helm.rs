@@ -340,6 +340,33 @@ fn the_schema_refuses_wrong_values_with_a_clear_message() {
             "replicas is 2 but leaderElection.enabled is false",
             &["template"],
         ),
+        (
+            &["--set", "localStore.root=snapshots"],
+            "at '/localStore/root'",
+            schema,
+        ),
+        (
+            &["--set", "localStore.root=/var/../etc"],
+            "at '/localStore/root'",
+            schema,
+        ),
+        (
+            &["--set", "localStore.enabled=true"],
+            "neither localStore.existingClaim nor localStore.volume is set",
+            &["template"],
+        ),
+        (
+            &[
+                "--set",
+                "localStore.enabled=true",
+                "--set",
+                "localStore.existingClaim=snapshots",
+                "--set",
+                "localStore.volume.hostPath.path=/srv",
+            ],
+            "localStore.existingClaim and localStore.volume are both set",
+            &["template"],
+        ),
     ];
     for (settings, message, commands) in refused {
         for &command in *commands {
@@ -491,6 +518,7 @@ serviceAccount: {annotations: {iam.example.com/role: etcd-operator}}
 podSecurityContext: {runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: {type: Localhost, localhostProfile: operator.json}}
 securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: {drop: [ALL]}}
 crds: {install: true, keep: false}
+localStore: {enabled: true, root: /backups/etcd, existingClaim: operator-snapshots}
 "#,
     );
     let objects = helm.template(&["--values", &values]);
@@ -572,9 +600,26 @@ crds: {install: true, keep: false}
         ("concurrency", "4"),
         ("log-format", "text"),
         ("cluster-domain", "k8s.example.internal"),
+        ("local-store-root", "/backups/etcd"),
     ] {
         assert_eq!(set.get(flag).map(String::as_str), Some(value), "--{flag}");
     }
+    // The local store: the claim mounted at the root the operator is told.
+    let volumes = pod.volumes.clone().unwrap();
+    assert_eq!(volumes.len(), 1, "{volumes:?}");
+    assert_eq!(volumes[0].name, "local-store");
+    assert_eq!(
+        volumes[0]
+            .persistent_volume_claim
+            .as_ref()
+            .map(|c| c.claim_name.as_str()),
+        Some("operator-snapshots")
+    );
+    let mounts = container.volume_mounts.clone().unwrap();
+    assert_eq!(
+        (mounts[0].name.as_str(), mounts[0].mount_path.as_str()),
+        ("local-store", "/backups/etcd")
+    );
     let env = container.env.clone().unwrap();
     let rust_log = env.iter().find(|e| e.name == "RUST_LOG").unwrap();
     assert_eq!(rust_log.value.as_deref(), Some("etcd_operator=debug,info"));
@@ -598,6 +643,41 @@ crds: {install: true, keep: false}
         let annotations = crd.metadata.annotations.clone().unwrap_or_default();
         assert!(!annotations.contains_key(KEEP), "{annotations:?}");
     }
+}
+
+/// The local store's volume source is any volume, and the operator's group can write it
+/// (fsGroup from runAsGroup unless the values set one); off by default, nothing is mounted.
+#[test]
+fn the_local_store_mounts_any_volume_writable_by_the_operator() {
+    let helm = Helm::new(None);
+    let pod = |objects: &[Value]| deployment(objects).spec.unwrap().template.spec.unwrap();
+    let default = pod(&helm.template(&[]));
+    assert_eq!(default.volumes, None);
+    assert_eq!(
+        default.security_context.and_then(|s| s.fs_group),
+        None,
+        "no fsGroup without the local store"
+    );
+    let objects = helm.template(&[
+        "--set",
+        "localStore.enabled=true",
+        "--set",
+        "localStore.volume.nfs.server=nfs.example.internal",
+        "--set",
+        "localStore.volume.nfs.path=/exports/etcd",
+    ]);
+    let flags = flags(&container_args(&deployment(&objects)));
+    assert_eq!(
+        flags.get("local-store-root").map(String::as_str),
+        Some("/var/lib/etcd-operator/snapshots")
+    );
+    let spec = pod(&objects);
+    assert_eq!(spec.security_context.unwrap().fs_group, Some(65532));
+    let nfs = spec.volumes.unwrap()[0].nfs.clone().unwrap();
+    assert_eq!(
+        (nfs.server.as_str(), nfs.path.as_str()),
+        ("nfs.example.internal", "/exports/etcd")
+    );
 }
 
 /// The protection policy allows the release's own service account (in whatever namespace the
