@@ -22,6 +22,7 @@ pub mod runtime;
 mod sandbox;
 pub mod scheduler;
 pub mod schema;
+pub mod streaming;
 
 pub use cluster::ClusterOptions;
 pub use sandbox::{Sandbox, SandboxOptions};

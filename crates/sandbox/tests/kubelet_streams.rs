@@ -1,8 +1,9 @@
 //! `pods/exec` and `pods/portforward` over WebSocket (needs root): kube-rs's `Api::exec` and
 //! `Api::portforward`, and the real kubectl v1.32 (PATH) and v1.33 (install-deps.sh) `exec`.
 //! kubectl's `exec -it` runs from a pseudo-terminal, as a person's would. kubectl's
-//! `port-forward` speaks SPDY (tunnelled in a WebSocket or by upgrade), which the sandbox does
-//! not serve: it gets an error that says so.
+//! `port-forward` speaks SPDY, tunnelled in a WebSocket (what v1.31 and newer send first) or by
+//! a plain upgrade (`KUBECTL_PORT_FORWARD_WEBSOCKETS=false`): both are served, for a forward
+//! that stays up under traffic past client-go's 10 s ping period.
 
 mod kubelet_support;
 
@@ -329,23 +330,161 @@ async fn exec_and_port_forward_over_websocket() {
         assert!(shown.contains("got:hello"), "{binary}: {shown:?}");
         assert_eq!(code, Some(3), "{binary}: {shown:?}");
     }
+}
 
-    // kubectl port-forward speaks SPDY; the sandbox refuses it with a message naming the way
-    // that works (a WebSocket client such as kube-rs), and kubectl exits non-zero.
-    let output = kubectl(
-        "kubectl",
-        &kubeconfig,
-        &[
-            "port-forward",
-            "pod/web",
-            "18080:8080",
-            "--pod-running-timeout=5s",
-        ],
-        None,
-    )
+/// A running `kubectl port-forward`; killed when dropped.
+struct Forward {
+    child: tokio::process::Child,
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+impl Forward {
+    /// Starts `binary port-forward pod/web LOCAL:REMOTE` (with `env`) and waits until it
+    /// listens.
+    async fn start(
+        binary: &str,
+        kubeconfig: &std::path::Path,
+        ports: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(binary)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["port-forward", "pod/web", ports])
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{binary} runs: {e}"));
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr_pipe.read_to_string(&mut text).await;
+            text
+        });
+        let listening = tokio::time::timeout(LIMIT, async {
+            while let Ok(Some(line)) = stdout.next_line().await {
+                if line.starts_with("Forwarding from 127.0.0.1") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        if listening != Ok(true) {
+            let _ = child.kill().await;
+            panic!(
+                "{binary} port-forward {ports} did not start: {}",
+                stderr.await.unwrap()
+            );
+        }
+        // kubectl prints "Handling connection for ..." per connection; keep draining it.
+        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+        Self { child, stderr }
+    }
+
+    async fn stop(mut self) -> String {
+        let _ = self.child.kill().await;
+        self.stderr.await.unwrap()
+    }
+}
+
+/// One HTTP/1.0 exchange with the Pod's server through the forward on `port`.
+async fn http_get(port: u16) -> String {
+    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("the forward accepts connections");
+    socket
+        .write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(LIMIT, socket.read_to_string(&mut response))
+        .await
+        .expect("the Pod answers through the forward")
+        .unwrap();
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_port_forward_over_spdy() {
+    kubelet_support::require_binary(KUBECTL_133);
+    let cluster = kubelet_support::start_with(kubelet_support::ClusterOptions {
+        nodes: 1,
+        ..Default::default()
+    })
     .await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    eprintln!("kubectl port-forward: {stderr}");
-    assert!(!output.status.success());
-    assert!(stderr.contains("SPDY"), "{stderr}");
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest(
+                "web",
+                json!({"app": "web"}),
+                None,
+                json!([web_container(8080)]),
+            ),
+        )
+        .await;
+    cluster.wait_ready("default", "web", LIMIT).await;
+    let kubeconfig = cluster.kubeconfig();
+    // v1.32 and v1.33 tunnel SPDY in a WebSocket; with the WebSocket off, v1.33 upgrades to
+    // SPDY directly (the fallback kubectl takes against servers without the tunnel).
+    let cases: [(&str, &[(&str, &str)], u16); 3] = [
+        ("kubectl", &[], 18081),
+        (KUBECTL_133, &[], 18082),
+        (
+            KUBECTL_133,
+            &[("KUBECTL_PORT_FORWARD_WEBSOCKETS", "false")],
+            18083,
+        ),
+    ];
+    for (binary, env, port) in cases {
+        let forward = Forward::start(binary, &kubeconfig, &format!("{port}:8080"), env).await;
+        // Traffic for 12 s (past client-go's first 10 s ping), four connections at a time.
+        let started = Instant::now();
+        let mut exchanges = 0;
+        while started.elapsed() < Duration::from_secs(12) {
+            let responses =
+                futures::future::join_all((0..4).map(|_| http_get(port))).await;
+            for response in responses {
+                assert!(
+                    response.starts_with("HTTP/1.0 200") && response.ends_with("\r\n\r\nweb"),
+                    "{binary} {env:?}: {response:?}"
+                );
+                exchanges += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let stderr = forward.stop().await;
+        eprintln!("{binary} {env:?}: {exchanges} exchanges in {:?}", started.elapsed());
+        assert!(exchanges >= 40, "{binary} {env:?}: {exchanges} exchanges");
+        assert!(
+            !stderr.contains("error") && !stderr.contains("lost connection"),
+            "{binary} {env:?}: {stderr}"
+        );
+    }
+    // A port nothing listens on: the error stream says so, and kubectl ends the forward.
+    for (binary, env, port) in cases {
+        let forward = Forward::start(binary, &kubeconfig, &format!("{port}:9999"), env).await;
+        let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(LIMIT, socket.read_to_end(&mut rest)).await;
+        let mut child = forward.child;
+        let status = tokio::time::timeout(LIMIT, child.wait())
+            .await
+            .expect("kubectl ends the forward after the error")
+            .unwrap();
+        let stderr = forward.stderr.await.unwrap();
+        assert!(!status.success(), "{binary} {env:?}: {stderr}");
+        assert!(
+            stderr.contains("error forwarding port 9999"),
+            "{binary} {env:?}: {stderr}"
+        );
+    }
 }

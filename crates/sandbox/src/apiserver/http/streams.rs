@@ -13,8 +13,10 @@
 //!   the port number (two bytes, little endian) on both, then the bytes of one TCP connection
 //!   to the Pod's IP. The socket closes when every connection to the Pod has ended.
 //!
-//! kubectl's port-forward tunnels SPDY inside the WebSocket (`SPDY/3.1+portforward.k8s.io`)
-//! or falls back to a SPDY upgrade; kube-sandbox serves neither and says so.
+//! - port-forward over SPDY/3.1 (`portforward.k8s.io`, see [`crate::streaming`]): kubectl 1.31
+//!   and newer tunnel it inside a WebSocket (subprotocol `SPDY/3.1+portforward.k8s.io`) and
+//!   fall back to a plain `Upgrade: SPDY/3.1`; both are served. exec is served over WebSocket
+//!   only (kubectl 1.30 and newer, kube-rs).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -167,11 +169,7 @@ fn websocket_protocol(
             "kube-sandbox does not speak any of the WebSocket subprotocols offered for {what} ({}); it speaks {}{}",
             offered.join(", "),
             supported.join(", "),
-            if offered.iter().any(|o| o.starts_with("SPDY/")) {
-                " (SPDY tunnelled in a WebSocket, as kubectl port-forward sends, is not served)"
-            } else {
-                ""
-            }
+            ""
         )));
     };
     Ok((
@@ -552,6 +550,62 @@ async fn run_exec<S>(
     let _ = writer.await;
 }
 
+/// How a port-forward request asks to talk.
+enum ForwardProtocol {
+    /// The channel protocol (`v4.channel.k8s.io`, `channel.k8s.io`), with the accept key.
+    Channels(&'static str, String),
+    /// SPDY tunnelled in a WebSocket, with the accept key.
+    SpdyTunnel(String),
+    /// A plain SPDY/3.1 upgrade.
+    Spdy,
+}
+
+fn forward_protocol(call: &Call) -> ApiResult<ForwardProtocol> {
+    let values = |name: &http::HeaderName| {
+        call.headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect::<Vec<_>>()
+    };
+    let upgrade = values(&http::header::UPGRADE);
+    let tunnel = format!(
+        "{}{}",
+        crate::streaming::tunnel::SPDY_TUNNEL_PREFIX,
+        crate::streaming::portforward::PROTOCOL
+    );
+    if upgrade.iter().any(|u| u.eq_ignore_ascii_case("websocket"))
+        && values(&http::header::SEC_WEBSOCKET_PROTOCOL).contains(&tunnel)
+    {
+        let key = call
+            .headers
+            .get(http::header::SEC_WEBSOCKET_KEY)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| ApiError::bad_request("a WebSocket upgrade needs Sec-WebSocket-Key"))?;
+        return Ok(ForwardProtocol::SpdyTunnel(
+            tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes()),
+        ));
+    }
+    if upgrade.iter().any(|u| u.eq_ignore_ascii_case("SPDY/3.1")) {
+        let offered = values(&http::HeaderName::from_static("x-stream-protocol-version"));
+        if !offered
+            .iter()
+            .any(|p| p == crate::streaming::portforward::PROTOCOL)
+        {
+            return Err(ApiError::forbidden(format!(
+                "unable to upgrade connection: unable to negotiate protocol: client supports {offered:?}, server accepts [{:?}]",
+                crate::streaming::portforward::PROTOCOL
+            )));
+        }
+        return Ok(ForwardProtocol::Spdy);
+    }
+    let (protocol, accept) = websocket_protocol(call, PORTFORWARD_PROTOCOLS, "pods/portforward")?;
+    Ok(ForwardProtocol::Channels(protocol, accept))
+}
+
 pub fn portforward(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
     let (name, pod) = pod(call, target)?;
     let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
@@ -564,7 +618,57 @@ pub fn portforward(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
         .as_str()
         .and_then(|ip| ip.parse().ok())
         .ok_or_else(|| ApiError::bad_request(format!("pod {name} has no IP address yet")))?;
-    let (protocol, accept) = websocket_protocol(call, PORTFORWARD_PROTOCOLS, "pods/portforward")?;
+    let protocol = forward_protocol(call)?;
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    let described = format!("pod {name}, uid {uid}");
+    let streams = streams(call)?;
+    let (protocol, accept) = match protocol {
+        ForwardProtocol::Channels(protocol, accept) => (protocol, accept),
+        ForwardProtocol::SpdyTunnel(accept) => {
+            // The ports come in each stream's headers.
+            let upgrade = take_upgrade(call)?;
+            tokio::spawn(async move {
+                let Some(socket) = websocket(upgrade).await else {
+                    return;
+                };
+                let bytes = crate::streaming::tunnel::bytes_of(socket);
+                crate::streaming::portforward::serve(bytes, streams, ip, described).await;
+            });
+            let protocol = format!(
+                "{}{}",
+                crate::streaming::tunnel::SPDY_TUNNEL_PREFIX,
+                crate::streaming::portforward::PROTOCOL
+            );
+            return Ok(switching_protocols(&protocol, &accept));
+        }
+        ForwardProtocol::Spdy => {
+            let upgrade = take_upgrade(call)?;
+            tokio::spawn(async move {
+                match upgrade.await {
+                    Ok(upgraded) => {
+                        crate::streaming::portforward::serve(
+                            TokioIo::new(upgraded),
+                            streams,
+                            ip,
+                            described,
+                        )
+                        .await;
+                    }
+                    Err(err) => tracing::debug!(%err, "a SPDY upgrade did not complete"),
+                }
+            });
+            return Ok(Response::builder()
+                .status(StatusCode::SWITCHING_PROTOCOLS)
+                .header(http::header::CONNECTION, "Upgrade")
+                .header(http::header::UPGRADE, "SPDY/3.1")
+                .header(
+                    "X-Stream-Protocol-Version",
+                    crate::streaming::portforward::PROTOCOL,
+                )
+                .body(Body::empty())
+                .unwrap_or_default());
+        }
+    };
     let mut ports = Vec::new();
     for value in query_values(&call.raw_query, "ports") {
         for port in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -583,14 +687,12 @@ pub fn portforward(call: &Call, target: &Target) -> ApiResult<Response<Body>> {
             "query parameter \"ports\" is required",
         ));
     }
-    let streams = streams(call)?;
     let upgrade = take_upgrade(call)?;
-    let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
     tokio::spawn(async move {
         let Some(socket) = websocket(upgrade).await else {
             return;
         };
-        run_portforward(socket, streams, ip, ports, format!("pod {name}, uid {uid}")).await;
+        run_portforward(socket, streams, ip, ports, described).await;
     });
     Ok(switching_protocols(protocol, &accept))
 }
