@@ -11,8 +11,9 @@
 //! - against one kube-sandbox with nodes: `helm install` (CRDs from the chart) and a 1-member
 //!   EtcdCluster reconciled to Available; `helm upgrade` to another image, two replicas, text
 //!   logs, one watched namespace, a node selector with a toleration for a tainted node, and a
-//!   scale to 3 members; `helm uninstall` leaving the CRDs and the clusters; `helm install`
-//!   again with `crds.install=false`, reconciling a cluster the upgraded operator left alone;
+//!   scale to 3 members; `helm rollback` to the first revision, whose operator takes up a
+//!   cluster the upgraded one left alone; `helm uninstall` removing the release and its history
+//!   and leaving the CRDs and the clusters; `helm install` again with `crds.install=false`;
 //! - `helm upgrade` from the previous chart version (`tests/fixtures/chart-0.1.0`): a
 //!   3-member cluster running under the previous chart keeps its Pods, member IDs, data and
 //!   EtcdMember objects untouched through the upgrade, and the new chart's operator scales it.
@@ -1095,7 +1096,7 @@ fn timed(what: &str, started: Instant) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn helm_install_upgrade_and_uninstall_on_a_sandbox() {
+async fn helm_install_upgrade_rollback_and_uninstall_on_a_sandbox() {
     let started = Instant::now();
     let sandbox = start_sandbox().await;
     let client = sandbox.client();
@@ -1283,17 +1284,48 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
         "no debug lines: {logs}"
     );
 
-    // 3. helm uninstall: the operator and its RBAC go; the CRDs (kept) and the clusters stay.
+    // 3. helm rollback to the first revision: the default image, one replica watching every
+    // namespace again, which takes up team-b.
+    let out = helm.ok(&[
+        "rollback",
+        RELEASE,
+        "1",
+        "--namespace",
+        NAMESPACE,
+        WAIT,
+        "--timeout",
+        "3m",
+    ]);
+    assert!(out.contains("Rollback was a success"), "{out}");
+    timed("helm rollback", started);
+    wait_operator(&client, 1, &default_image).await;
+    wait_available(&sandbox, "team-b", "etcd", 1).await;
+    timed("team-b/etcd Available under the rolled-back operator", started);
+    assert_eq!(
+        release_secrets(&client).await,
+        vec![
+            (
+                format!("sh.helm.release.v1.{RELEASE}.v1"),
+                "superseded".into()
+            ),
+            (
+                format!("sh.helm.release.v1.{RELEASE}.v2"),
+                "superseded".into()
+            ),
+            (
+                format!("sh.helm.release.v1.{RELEASE}.v3"),
+                "deployed".into()
+            ),
+        ]
+    );
+
+    // 4. helm uninstall: the operator, its RBAC and the release's history go (helm deletes
+    // its Secrets with a protobuf DeleteOptions body); the CRDs (kept) and the clusters stay.
     let out = helm.ok(&[
         "uninstall",
         RELEASE,
         "--namespace",
         NAMESPACE,
-        // Keeps the release's Secrets, marked uninstalled, instead of deleting them: the
-        // sandbox refuses the protobuf DeleteOptions body helm's storage driver sends with
-        // that DELETE (415, see docs/helm.md), which fails a plain uninstall after it removed
-        // every resource.
-        "--keep-history",
         WAIT,
         "--timeout",
         "3m",
@@ -1337,18 +1369,13 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
         }
     })
     .await;
-    assert_eq!(
-        release_secrets(&client).await,
-        vec![
-            (
-                format!("sh.helm.release.v1.{RELEASE}.v1"),
-                "superseded".into()
-            ),
-            (
-                format!("sh.helm.release.v1.{RELEASE}.v2"),
-                "uninstalled".into()
-            ),
-        ]
+    assert_eq!(release_secrets(&client).await, vec![]);
+    let status = helm.run(&["status", RELEASE, "--namespace", NAMESPACE]);
+    assert!(
+        !status.ok && status.stderr.contains("not found"),
+        "no release left: {} {}",
+        status.stdout,
+        status.stderr
     );
     assert_eq!(crds(&client).await.len(), plain_objects("crds").len());
     assert!(
@@ -1360,8 +1387,8 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
     );
     assert_eq!(get(&sandbox, "team-a", "etcd", "installed-by"), "helm");
 
-    // 4. helm install again, leaving the (kept) CRDs out of the release: the operator, watching
-    // every namespace again, takes up team-b.
+    // 5. helm install again, leaving the (kept) CRDs out of the release: the operator, watching
+    // every namespace, takes up a new cluster in team-c and keeps the others.
     let out = helm.ok(&[
         "install",
         RELEASE,
@@ -1370,8 +1397,6 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
         NAMESPACE,
         "--set",
         "crds.install=false",
-        // The name's history was kept (--keep-history above): --replace reuses it.
-        "--replace",
         WAIT,
         "--timeout",
         "3m",
@@ -1385,10 +1410,19 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
     );
     assert!(manifest.contains("kind: Deployment"), "{manifest}");
     wait_operator(&client, 1, &default_image).await;
+    create_namespace(&client, "team-c").await;
+    let (ok, _, stderr) = support::kubectl_with_stdin(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&cluster_yaml("etcd", "team-c", 1, "")),
+    );
+    assert!(ok, "kubectl apply: {stderr}");
+    wait_available(&sandbox, "team-c", "etcd", 1).await;
     wait_available(&sandbox, "team-b", "etcd", 1).await;
     wait_available(&sandbox, "team-a", "etcd", 3).await;
+    assert_eq!(get(&sandbox, "team-a", "etcd", "installed-by"), "helm");
     timed(
-        "team-b/etcd Available under the reinstalled operator",
+        "team-c/etcd Available under the reinstalled operator",
         started,
     );
 }
