@@ -16,6 +16,7 @@ mod cluster;
 pub mod control;
 pub mod controllers;
 pub mod kubelet;
+pub mod kubernetes;
 pub mod network;
 pub mod patch;
 pub mod runtime;
@@ -25,4 +26,4 @@ pub mod schema;
 pub mod streaming;
 
 pub use cluster::ClusterOptions;
-pub use sandbox::{Sandbox, SandboxOptions};
+pub use sandbox::{ControlPlane, Sandbox, SandboxOptions};

@@ -448,8 +448,7 @@ async fn kubectl_port_forward_over_spdy() {
         let started = Instant::now();
         let mut exchanges = 0;
         while started.elapsed() < Duration::from_secs(12) {
-            let responses =
-                futures::future::join_all((0..4).map(|_| http_get(port))).await;
+            let responses = futures::future::join_all((0..4).map(|_| http_get(port))).await;
             for response in responses {
                 assert!(
                     response.starts_with("HTTP/1.0 200") && response.ends_with("\r\n\r\nweb"),
@@ -460,7 +459,10 @@ async fn kubectl_port_forward_over_spdy() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let stderr = forward.stop().await;
-        eprintln!("{binary} {env:?}: {exchanges} exchanges in {:?}", started.elapsed());
+        eprintln!(
+            "{binary} {env:?}: {exchanges} exchanges in {:?}",
+            started.elapsed()
+        );
         assert!(exchanges >= 40, "{binary} {env:?}: {exchanges} exchanges");
         assert!(
             !stderr.contains("error") && !stderr.contains("lost connection"),

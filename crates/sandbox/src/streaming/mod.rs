@@ -4,6 +4,7 @@
 //! (subprotocol `SPDY/3.1+portforward.k8s.io`, what kubectl 1.31 and newer send first), and
 //! the port-forward protocol over it ([`portforward`]).
 
+pub mod channels;
 pub mod portforward;
 pub mod spdy;
 pub mod tunnel;

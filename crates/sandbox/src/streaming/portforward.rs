@@ -112,7 +112,11 @@ async fn forward(
 
 /// Copies between the data stream and a connection to `address` until both directions end
 /// (or one has ended and the other had a second more); the data stream is closed after.
-async fn copy(data: Stream, streams: Arc<dyn PodStreams>, address: SocketAddr) -> Result<(), String> {
+async fn copy(
+    data: Stream,
+    streams: Arc<dyn PodStreams>,
+    address: SocketAddr,
+) -> Result<(), String> {
     let (mut incoming, writer) = data.split();
     let tcp = match streams.connect(address).await {
         Ok(tcp) => tcp,

@@ -289,8 +289,7 @@ where
             }
             RST_STREAM => {
                 if body.len() >= 4 {
-                    let id =
-                        u32::from_be_bytes([body[0], body[1], body[2], body[3]]) & 0x7fff_ffff;
+                    let id = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) & 0x7fff_ffff;
                     if let Some(entry) = streams.remove(&id) {
                         entry.reset.store(true, Ordering::SeqCst);
                     }
@@ -592,8 +591,14 @@ mod tests {
         assert_eq!(stream.header("port"), Some("80"));
 
         // Data both ways; FIN ends the client's side.
-        to_server.write_all(&data_frame(1, false, b"hello")).await.unwrap();
-        to_server.write_all(&data_frame(1, true, b"")).await.unwrap();
+        to_server
+            .write_all(&data_frame(1, false, b"hello"))
+            .await
+            .unwrap();
+        to_server
+            .write_all(&data_frame(1, true, b""))
+            .await
+            .unwrap();
         assert_eq!(stream.read().await.unwrap(), Bytes::from_static(b"hello"));
         assert_eq!(stream.read().await, None);
         let writer = stream.writer();
@@ -607,8 +612,14 @@ mod tests {
         assert_eq!((kind, id, flags, body.len()), (None, 1, FLAG_FIN, 0));
 
         // A client ping is echoed; a server-side ID (even) is not.
-        to_server.write_all(&control_frame(PING, 0, &2u32.to_be_bytes())).await.unwrap();
-        to_server.write_all(&control_frame(PING, 0, &5u32.to_be_bytes())).await.unwrap();
+        to_server
+            .write_all(&control_frame(PING, 0, &2u32.to_be_bytes()))
+            .await
+            .unwrap();
+        to_server
+            .write_all(&control_frame(PING, 0, &5u32.to_be_bytes()))
+            .await
+            .unwrap();
         let (kind, id, _, _) = frame(&mut from_server).await;
         assert_eq!((kind, id), (Some(PING), 5));
 
@@ -621,7 +632,10 @@ mod tests {
         let second = streams.recv().await.unwrap();
         let mut rst = 3u32.to_be_bytes().to_vec();
         rst.extend_from_slice(&CANCEL.to_be_bytes());
-        to_server.write_all(&control_frame(RST_STREAM, 0, &rst)).await.unwrap();
+        to_server
+            .write_all(&control_frame(RST_STREAM, 0, &rst))
+            .await
+            .unwrap();
         let writer = second.writer();
         let refused = async {
             loop {
@@ -636,7 +650,10 @@ mod tests {
             .expect("writes to a reset stream fail");
 
         // GOAWAY ends the session: no more streams, the connection closes.
-        to_server.write_all(&control_frame(GOAWAY, 0, &[0; 8])).await.unwrap();
+        to_server
+            .write_all(&control_frame(GOAWAY, 0, &[0; 8]))
+            .await
+            .unwrap();
         assert!(streams.recv().await.is_none());
         let mut rest = Vec::new();
         tokio::time::timeout(

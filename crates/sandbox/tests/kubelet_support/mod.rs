@@ -12,7 +12,7 @@ use kube_sandbox::controllers::TimeScale;
 use kube_sandbox::kubelet::Kubelet;
 use kube_sandbox::network::ClusterNetwork;
 use kube_sandbox::runtime::{ContainerRuntime, ImageMap};
-use kube_sandbox::{Sandbox, SandboxOptions};
+use kube_sandbox::{ControlPlane, Sandbox, SandboxOptions};
 use serde_json::json;
 
 pub const ETCD_IMAGE: &str = "quay.io/coreos/etcd:v3.5.1";
@@ -51,6 +51,7 @@ pub struct ClusterOptions {
     pub nodes: usize,
     pub time_scale: f64,
     pub pod_eviction_timeout: Duration,
+    pub control_plane: ControlPlane,
 }
 
 impl Default for ClusterOptions {
@@ -59,6 +60,7 @@ impl Default for ClusterOptions {
             nodes: 3,
             time_scale: 0.1,
             pod_eviction_timeout: Duration::from_secs(300),
+            control_plane: ControlPlane::Sandbox,
         }
     }
 }
@@ -81,7 +83,8 @@ pub async fn start_with(options: ClusterOptions) -> Cluster {
         .nodes(options.nodes)
         .images(test_images())
         .time_scale(TimeScale::new(options.time_scale).unwrap())
-        .pod_eviction_timeout(options.pod_eviction_timeout);
+        .pod_eviction_timeout(options.pod_eviction_timeout)
+        .control_plane(options.control_plane);
     if let Some(cluster) = sandbox_options.cluster.as_mut() {
         cluster.shutdown_grace_period = Duration::from_secs(10);
     }
