@@ -306,7 +306,10 @@ async fn change_root_password(tls: &TlsCluster, old: &str, new: &str, how: Passw
             // ByteString serializes as base64, as Secret data wants.
             let encoded =
                 serde_json::to_value(k8s_openapi::ByteString(new.as_bytes().to_vec())).unwrap();
-            format!(r#"{{"data":{{"password":"{}"}}}}"#, encoded.as_str().unwrap())
+            format!(
+                r#"{{"data":{{"password":"{}"}}}}"#,
+                encoded.as_str().unwrap()
+            )
         }
         PasswordPatch::StringData => format!(r#"{{"stringData":{{"password":"{new}"}}}}"#),
     };
@@ -314,7 +317,15 @@ async fn change_root_password(tls: &TlsCluster, old: &str, new: &str, how: Passw
         kubectl_retrying_blocking(
             cluster,
             &[
-                "-n", namespace, "patch", "secret", "etcd-root", "--type", "merge", "-p", &patch,
+                "-n",
+                namespace,
+                "patch",
+                "secret",
+                "etcd-root",
+                "--type",
+                "merge",
+                "-p",
+                &patch,
             ],
         )
     });
@@ -329,8 +340,11 @@ async fn change_root_password(tls: &TlsCluster, old: &str, new: &str, how: Passw
     )
     .await;
     assert!(
-        tls.etcdctl(&tls.service(), &[&format!("--user=root:{old}"), "user", "list"])
-            .is_err(),
+        tls.etcdctl(
+            &tls.service(),
+            &[&format!("--user=root:{old}"), "user", "list"]
+        )
+        .is_err(),
         "{namespace}: the old root password is refused"
     );
     let events = eventually(

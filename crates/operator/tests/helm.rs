@@ -1300,7 +1300,10 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
     timed("helm rollback", started);
     wait_operator(&client, 1, &default_image).await;
     wait_available(&sandbox, "team-b", "etcd", 1).await;
-    timed("team-b/etcd Available under the rolled-back operator", started);
+    timed(
+        "team-b/etcd Available under the rolled-back operator",
+        started,
+    );
     assert_eq!(
         release_secrets(&client).await,
         vec![
