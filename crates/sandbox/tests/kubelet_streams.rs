@@ -12,12 +12,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams};
-use kubelet_support::{pod_manifest, web_container};
+use kubelet_support::{Forward, KUBECTL_133, http_get, kubectl, pod_manifest, web_container};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const LIMIT: Duration = Duration::from_secs(60);
-const KUBECTL_133: &str = "/usr/local/lib/kubectl-v1.33/kubectl";
 
 async fn read_all(reader: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
     let mut text = String::new();
@@ -46,33 +45,6 @@ async fn exec(pods: &Api<Pod>, command: &[&str], input: Option<&str>) -> (String
     let (out, err) = tokio::join!(read_all(stdout), read_all(stderr));
     let status = tokio::time::timeout(LIMIT, status).await.unwrap().unwrap();
     (out, err, status)
-}
-
-async fn kubectl(
-    binary: &str,
-    kubeconfig: &std::path::Path,
-    args: &[&str],
-    input: Option<&str>,
-) -> std::process::Output {
-    let mut child = tokio::process::Command::new(binary)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{binary} runs (bash scripts/install-deps.sh): {e}"));
-    let mut stdin = child.stdin.take().unwrap();
-    if let Some(text) = input {
-        stdin.write_all(text.as_bytes()).await.unwrap();
-    }
-    drop(stdin);
-    tokio::time::timeout(LIMIT, child.wait_with_output())
-        .await
-        .expect("kubectl finishes")
-        .unwrap()
 }
 
 /// Runs kubectl as a person at a terminal would: a pseudo-terminal of `rows`×`cols` is its
@@ -330,84 +302,6 @@ async fn exec_and_port_forward_over_websocket() {
         assert!(shown.contains("got:hello"), "{binary}: {shown:?}");
         assert_eq!(code, Some(3), "{binary}: {shown:?}");
     }
-}
-
-/// A running `kubectl port-forward`; killed when dropped.
-struct Forward {
-    child: tokio::process::Child,
-    stderr: tokio::task::JoinHandle<String>,
-}
-
-impl Forward {
-    /// Starts `binary port-forward pod/web LOCAL:REMOTE` (with `env`) and waits until it
-    /// listens.
-    async fn start(
-        binary: &str,
-        kubeconfig: &std::path::Path,
-        ports: &str,
-        env: &[(&str, &str)],
-    ) -> Self {
-        use tokio::io::AsyncBufReadExt;
-        let mut child = tokio::process::Command::new(binary)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["port-forward", "pod/web", ports])
-            .envs(env.iter().copied())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("{binary} runs: {e}"));
-        let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut stderr_pipe = child.stderr.take().unwrap();
-        let stderr = tokio::spawn(async move {
-            let mut text = String::new();
-            let _ = stderr_pipe.read_to_string(&mut text).await;
-            text
-        });
-        let listening = tokio::time::timeout(LIMIT, async {
-            while let Ok(Some(line)) = stdout.next_line().await {
-                if line.starts_with("Forwarding from 127.0.0.1") {
-                    return true;
-                }
-            }
-            false
-        })
-        .await;
-        if listening != Ok(true) {
-            let _ = child.kill().await;
-            panic!(
-                "{binary} port-forward {ports} did not start: {}",
-                stderr.await.unwrap()
-            );
-        }
-        // kubectl prints "Handling connection for ..." per connection; keep draining it.
-        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
-        Self { child, stderr }
-    }
-
-    async fn stop(mut self) -> String {
-        let _ = self.child.kill().await;
-        self.stderr.await.unwrap()
-    }
-}
-
-/// One HTTP/1.0 exchange with the Pod's server through the forward on `port`.
-async fn http_get(port: u16) -> String {
-    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("the forward accepts connections");
-    socket
-        .write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n")
-        .await
-        .unwrap();
-    let mut response = String::new();
-    tokio::time::timeout(LIMIT, socket.read_to_string(&mut response))
-        .await
-        .expect("the Pod answers through the forward")
-        .unwrap();
-    response
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
