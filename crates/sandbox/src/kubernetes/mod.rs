@@ -72,6 +72,9 @@ pub struct KubernetesOptions {
     /// Its grace period and the Pods' eviction timeout are the cluster's
     /// ([`ClusterOptions`](crate::ClusterOptions)).
     pub node_monitor_period: Duration,
+    /// The API server's port on the machine (and inside the cluster network); 0 picks a free
+    /// one.
+    pub port: u16,
 }
 
 impl Default for KubernetesOptions {
@@ -80,6 +83,7 @@ impl Default for KubernetesOptions {
             binaries: default_binaries(),
             store_etcd: default_store_etcd(),
             node_monitor_period: Duration::from_secs(5),
+            port: 0,
         }
     }
 }
@@ -146,9 +150,14 @@ impl RunningKubernetes {
         let started = Instant::now();
         let dir = dir.join("control-plane");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port))
             .await
-            .context("binding the API server's port on the machine")?;
+            .with_context(|| {
+                format!(
+                    "binding the API server's port {} on the machine",
+                    options.port
+                )
+            })?;
         let port = listener.local_addr()?.port();
         let url = format!("https://127.0.0.1:{port}");
         let address = network
