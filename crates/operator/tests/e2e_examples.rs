@@ -90,9 +90,10 @@ fn doc<'a>(docs: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value {
 
 /// Replaces the value at `pointer`, which must be there (the example changed otherwise).
 fn replace(value: &mut Value, pointer: &str, new: impl Into<Value>) {
+    let shown = value.to_string();
     let slot = value
         .pointer_mut(pointer)
-        .unwrap_or_else(|| panic!("the example has nothing at {pointer}: {value}"));
+        .unwrap_or_else(|| panic!("the example has nothing at {pointer}: {shown}"));
     *slot = new.into();
 }
 
@@ -124,11 +125,37 @@ fn point_s3_at(value: &mut Value, moto: &Moto) -> usize {
     found
 }
 
+/// A Secret's `stringData` folded into `data` (base64), as a real API server does on write:
+/// kube-sandbox stores `stringData` as it is, and the operator, like every client of a real
+/// cluster, reads `data` only.
+fn fold_string_data(doc: &mut Value) {
+    if doc["kind"] != "Secret" {
+        return;
+    }
+    let Some(Value::Object(strings)) = doc.as_object_mut().and_then(|d| d.remove("stringData"))
+    else {
+        return;
+    };
+    let data = doc["data"].as_object().cloned().unwrap_or_default();
+    let mut data = data;
+    for (key, value) in strings {
+        let text = value.as_str().unwrap_or_default().to_string();
+        // ByteString serializes as base64, as `data` holds it.
+        let encoded = serde_json::to_value(k8s_openapi::ByteString(text.into_bytes())).unwrap();
+        data.insert(key, encoded);
+    }
+    doc["data"] = Value::Object(data);
+}
+
 /// `kubectl apply -n NS -f -` of the documents.
 fn apply(cluster: &Cluster, namespace: &str, docs: &[Value]) {
     let text: String = docs
         .iter()
-        .map(|d| format!("---\n{}", serde_yaml::to_string(d).unwrap()))
+        .map(|d| {
+            let mut d = d.clone();
+            fold_string_data(&mut d);
+            format!("---\n{}", serde_yaml::to_string(&d).unwrap())
+        })
         .collect();
     let (ok, _, stderr) =
         blocking(|| kubectl_with_stdin(cluster, &["-n", namespace, "apply", "-f", "-"], Some(&text)));
@@ -399,6 +426,9 @@ async fn backups(cluster: Arc<Cluster>) {
     .await;
     println!("defrag.yaml: example-now Complete on 3 members, example-weekly Scheduled");
 
+    // What `kubectl get` shows of them: the category, the short names, the new columns.
+    kubectl_get_shows_the_columns(&cluster, ns);
+
     // restore.yaml: the S3 object of snapshot-s3.yaml, decrypted with its identity.
     let mut docs = example("restore.yaml");
     assert_eq!(point_s3_at(&mut docs[0], &moto), 1);
@@ -418,6 +448,68 @@ async fn backups(cluster: Arc<Cluster>) {
         restored.revision,
         started.elapsed().as_secs_f64()
     );
+}
+
+/// `kubectl get` of the category and by short name, default and wide: every column the CRDs
+/// add answers the questions a user asks (is it available, who leads, in which phase is each
+/// member, how big and how verified is each snapshot), filled in for these objects.
+fn kubectl_get_shows_the_columns(cluster: &Cluster, ns: &str) {
+    let all = must_kubectl(cluster, &["-n", ns, "get", "etcd-operator"]);
+    println!("kubectl get etcd-operator:\n{all}");
+    for kind in [
+        "etcdcluster.etcd-operator.cozystack.io/example",
+        "etcdmember.etcd-operator.cozystack.io/example-0",
+        "etcdsnapshot.etcd-operator.cozystack.io/etcd-before-upgrade",
+        "etcdsnapshotschedule.etcd-operator.cozystack.io/example-hourly",
+        "etcddefrag.etcd-operator.cozystack.io/example-now",
+        "etcddefragpolicy.etcd-operator.cozystack.io/example-weekly",
+    ] {
+        assert!(all.contains(kind), "the category lists {kind}:\n{all}");
+    }
+    let header = |text: &str| text.lines().next().unwrap_or_default().split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let row = |text: &str, name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row {name} in:\n{text}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // Clusters: AVAILABLE and LEADER by default, the progress reason and cluster ID when wide.
+    let clusters = must_kubectl(cluster, &["-n", ns, "get", "etcdc", "example"]);
+    assert_eq!(
+        header(&clusters),
+        ["NAME", "VERSION", "REPLICAS", "READY", "AVAILABLE", "LEADER", "AGE"],
+        "{clusters}"
+    );
+    let example = row(&clusters, "example");
+    assert_eq!(example[4], "True", "{clusters}");
+    assert!(example[5].starts_with("example-"), "a leader: {clusters}");
+    let wide = must_kubectl(cluster, &["-n", ns, "get", "etcdc", "example", "-o", "wide"]);
+    assert!(header(&wide).ends_with(&["PROGRESS".to_string(), "CLUSTER".into(), "ID".into()]), "{wide}");
+    // Members: PHASE; wide: voter, member ID, recreations.
+    let members = must_kubectl(cluster, &["-n", ns, "get", "etcdm", "-o", "wide", "-l", "etcd-operator.cozystack.io/cluster=example"]);
+    println!("kubectl get etcdm -o wide:\n{members}");
+    assert_eq!(
+        header(&members),
+        ["NAME", "CLUSTER", "VERSION", "RUNNING", "READY", "PHASE", "AGE", "VOTER", "MEMBER", "ID", "RECREATED"],
+        "{members}"
+    );
+    let member = row(&members, "example-0");
+    assert_eq!((member[5].as_str(), member[7].as_str()), ("Ready", "true"), "{members}");
+    // Snapshots: VERIFIED, SIZE, REVISION; wide: the member, the reason, the object.
+    let snapshots = must_kubectl(cluster, &["-n", ns, "get", "etcdsnap", "-o", "wide"]);
+    println!("kubectl get etcdsnap -o wide:\n{snapshots}");
+    assert_eq!(
+        header(&snapshots),
+        ["NAME", "CLUSTER", "PHASE", "VERIFIED", "SIZE", "REVISION", "AGE", "MEMBER", "REASON", "ARTIFACT"],
+        "{snapshots}"
+    );
+    let s3 = row(&snapshots, "etcd-before-upgrade");
+    assert_eq!((s3[2].as_str(), s3[3].as_str()), ("Complete", "true"), "{snapshots}");
+    assert!(s3[4].parse::<u64>().is_ok_and(|size| size > 0), "a size: {snapshots}");
+    assert!(s3[5].parse::<u64>().is_ok_and(|revision| revision > 0), "a revision: {snapshots}");
+    assert_eq!(s3[9], "s3://etcd-backups/prod/example/etcd-before-upgrade.db", "{snapshots}");
 }
 
 /// Waits for `name` in `namespace` to be Available with 3 members, prints how long it took.
