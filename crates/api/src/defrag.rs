@@ -58,7 +58,7 @@ pub const DEFAULT_MIN_RECLAIM: &str = "32Mi";
         type_ = "date",
         json_path = ".status.completedAt",
         priority = 1,
-    ),
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("size(self.clusterRef.name) != 0").message("spec.clusterRef.name is required"))]

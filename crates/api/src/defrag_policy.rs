@@ -48,7 +48,7 @@ use crate::defrag::DefragRule;
         type_ = "date",
         json_path = ".status.lastSuccessfulTime",
         priority = 1,
-    ),
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdDefragPolicySpec {

@@ -42,11 +42,7 @@ use crate::shared::{AdditionalMetadata, EtcdOptions, RestoreSpec, StorageSpec};
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(
-        name = "Phase",
-        type_ = "string",
-        json_path = ".status.phase",
-    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase",),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -69,7 +65,7 @@ use crate::shared::{AdditionalMetadata, EtcdOptions, RestoreSpec, StorageSpec};
         type_ = "integer",
         json_path = ".status.recreateCount",
         priority = 1,
-    ),
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdMemberSpec {

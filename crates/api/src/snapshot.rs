@@ -32,21 +32,13 @@ use crate::shared::SnapshotLocation;
         json_path = ".spec.clusterRef.name"
     ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(
-        name = "Verified",
-        type_ = "boolean",
-        json_path = ".status.verified",
-    ),
+    printcolumn(name = "Verified", type_ = "boolean", json_path = ".status.verified",),
     printcolumn(
         name = "Size",
         type_ = "integer",
         json_path = ".status.artifact.sizeBytes",
     ),
-    printcolumn(
-        name = "Revision",
-        type_ = "integer",
-        json_path = ".status.revision",
-    ),
+    printcolumn(name = "Revision", type_ = "integer", json_path = ".status.revision",),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -69,7 +61,7 @@ use crate::shared::SnapshotLocation;
         type_ = "string",
         json_path = ".status.artifact.uri",
         priority = 1,
-    ),
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new(VERIFY_RESTORE_NEEDS_IDENTITY).message(VERIFY_RESTORE_NEEDS_IDENTITY_MESSAGE))]

@@ -63,7 +63,7 @@ use crate::snapshot::{SnapshotCompression, SnapshotEncryption, SnapshotVerify};
         type_ = "date",
         json_path = ".status.lastScheduleTime",
         priority = 1,
-    ),
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdSnapshotScheduleSpec {

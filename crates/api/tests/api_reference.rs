@@ -187,7 +187,12 @@ fn render(crd: &Value) -> String {
         "<!-- Generated from the CRD by crates/api/tests/api_reference.rs; do not edit.\n     UPDATE_API_DOCS=1 cargo nextest run -p etcd-operator-api --test api_reference -->\n"
     )
     .unwrap();
-    writeln!(page, "{}\n", cell(schema["description"].as_str().unwrap_or_default())).unwrap();
+    writeln!(
+        page,
+        "{}\n",
+        cell(schema["description"].as_str().unwrap_or_default())
+    )
+    .unwrap();
     let list = |key: &str| {
         names[key]
             .as_array()
@@ -208,7 +213,12 @@ fn render(crd: &Value) -> String {
         version["name"].as_str().unwrap()
     )
     .unwrap();
-    writeln!(page, "| Scope | {} |", crd["spec"]["scope"].as_str().unwrap()).unwrap();
+    writeln!(
+        page,
+        "| Scope | {} |",
+        crd["spec"]["scope"].as_str().unwrap()
+    )
+    .unwrap();
     writeln!(page, "| Plural | `{}` |", names["plural"].as_str().unwrap()).unwrap();
     writeln!(page, "| Short names | {} |", list("shortNames")).unwrap();
     writeln!(page, "| Categories | {} |", list("categories")).unwrap();
@@ -242,7 +252,12 @@ fn render(crd: &Value) -> String {
         let mut rows = Vec::new();
         fields(node, section, &mut rows);
         writeln!(page, "\n## {title}\n").unwrap();
-        writeln!(page, "{}\n", cell(node["description"].as_str().unwrap_or_default())).unwrap();
+        writeln!(
+            page,
+            "{}\n",
+            cell(node["description"].as_str().unwrap_or_default())
+        )
+        .unwrap();
         writeln!(page, "| Field | Type | Description |\n| --- | --- | --- |").unwrap();
         for (path, kind, description) in rows {
             writeln!(page, "| `{path}` | {kind} | {description} |").unwrap();
@@ -320,11 +335,14 @@ fn the_field_reference_is_what_the_crds_say() {
 fn a_changed_description_changes_the_page() {
     let mut crd = crds().remove(0);
     let before = render(&crd);
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-        ["replicas"]["description"] = Value::from("Something else.");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"]
+        ["description"] = Value::from("Something else.");
     let after = render(&crd);
     assert_ne!(before, after);
-    assert!(after.contains("| `spec.replicas` | int32, default `3`, ≥ 0 | Something else. |"), "{after}");
+    assert!(
+        after.contains("| `spec.replicas` | int32, default `3`, ≥ 0 | Something else. |"),
+        "{after}"
+    );
 }
 
 /// The schema node at a dotted path (`spec.tls.client`), through list items.
@@ -378,11 +396,7 @@ fn api_md_fields(section: &str) -> Vec<String> {
         for name in first.split('`').skip(1).step_by(2) {
             let name = name.trim();
             // Only field paths: `spec.x`, `status.x`, or a name relative to the heading.
-            if !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '.')
-                || name.is_empty()
-            {
+            if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '.') || name.is_empty() {
                 continue;
             }
             let full = if name.starts_with("spec.") || name.starts_with("status.") {
@@ -406,10 +420,7 @@ fn every_field_docs_api_md_names_exists() {
     let mut checked = 0;
     for section in text.split("\n## ").skip(1) {
         let title = section.lines().next().unwrap_or_default().trim();
-        let Some(crd) = crds
-            .iter()
-            .find(|c| c["spec"]["names"]["kind"] == title)
-        else {
+        let Some(crd) = crds.iter().find(|c| c["spec"]["names"]["kind"] == title) else {
             continue;
         };
         let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
@@ -417,15 +428,18 @@ fn every_field_docs_api_md_names_exists() {
             checked += 1;
             // A location table row is relative to every place a location is used.
             let found = node_at(schema, &path).is_some()
-                || path
-                    .strip_prefix("spec.destination.")
-                    .is_some_and(|rest| node_at(schema, &format!("spec.destination.{rest}")).is_some());
+                || path.strip_prefix("spec.destination.").is_some_and(|rest| {
+                    node_at(schema, &format!("spec.destination.{rest}")).is_some()
+                });
             if !found {
                 missing.push(format!("{title}: `{path}`"));
             }
         }
     }
-    assert!(checked > 100, "only {checked} field names found in docs/api.md's tables");
+    assert!(
+        checked > 100,
+        "only {checked} field names found in docs/api.md's tables"
+    );
     assert!(
         missing.is_empty(),
         "docs/api.md names fields its CRD does not have:\n{}",

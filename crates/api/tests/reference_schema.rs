@@ -406,7 +406,11 @@ fn check(plural: &str) {
             ));
         }
     }
-    names_superset(&reference["spec"]["names"], &ours["spec"]["names"], &mut diffs);
+    names_superset(
+        &reference["spec"]["names"],
+        &ours["spec"]["names"],
+        &mut diffs,
+    );
     let versions = |crd: &Value| {
         crd["spec"]["versions"]
             .as_array()

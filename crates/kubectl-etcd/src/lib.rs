@@ -239,7 +239,7 @@ pub enum Command {
         cluster: ClusterArg,
         /// The directory to create (default: etcdop-report-<namespace>-<cluster>-<time>).
         #[arg(long)]
-        output: Option<PathBuf>,
+        dir: Option<PathBuf>,
         /// Log lines per container.
         #[arg(long, default_value = "2000")]
         tail: i64,
@@ -616,15 +616,11 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
             )
             .await
         }
-        Command::Report {
-            cluster,
-            output,
-            tail,
-        } => {
+        Command::Report { cluster, dir, tail } => {
             let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
             let status = status(&session, None)?.value;
             let health = health(&session).value;
-            ops::report(&session, status, health, output.as_deref(), *tail).await
+            ops::report(&session, status, health, dir.as_deref(), *tail).await
         }
         Command::Completion { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
@@ -1313,7 +1309,9 @@ async fn snapshot_save(
                 .first()
                 .map(|m| member_name(m).to_string())
                 .ok_or_else(|| {
-                    anyhow!("no healthy member to take a snapshot from; see `kubectl etcdop health`")
+                    anyhow!(
+                        "no healthy member to take a snapshot from; see `kubectl etcdop health`"
+                    )
                 })?
         }
     };
@@ -1706,5 +1704,63 @@ async fn restore_cluster(
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod cli_tests {
+    use super::*;
+
+    /// clap's own checks of the definition: no two arguments share a name (a subcommand's
+    /// `--output` would shadow the global `-o/--output`), every `requires` names an argument.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn the_plugin_is_named_after_how_it_was_invoked() {
+        let name = |p: &str| invoked_as(Some(&std::ffi::OsString::from(p)));
+        assert_eq!(name("/usr/local/bin/kubectl-etcdop"), "kubectl etcdop");
+        assert_eq!(name("/home/u/.krew/bin/kubectl-etcd"), "kubectl etcd");
+        assert_eq!(name("kubectl-etcd_op"), "kubectl etcd-op");
+        assert_eq!(name("some-test-binary"), "kubectl etcdop");
+        assert_eq!(invoked_as(None), "kubectl etcdop");
+    }
+
+    #[test]
+    fn snapshot_save_and_the_older_form_parse_to_the_same_file() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).expect("parses");
+        match parse(&[
+            "kubectl-etcdop",
+            "snapshot",
+            "save",
+            "a.db",
+            "--member",
+            "m",
+        ])
+        .command
+        {
+            Command::Snapshot {
+                create: Some(SnapshotCommand::Save { file, member, .. }),
+                ..
+            } => {
+                assert_eq!(file, PathBuf::from("a.db"));
+                assert_eq!(member.member.as_deref(), Some("m"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["kubectl-etcdop", "snapshot", "a.db"]).command {
+            Command::Snapshot {
+                create: None,
+                file: Some(file),
+                ..
+            } => assert_eq!(file, PathBuf::from("a.db")),
+            other => panic!("{other:?}"),
+        }
+        // --timeout belongs to --wait.
+        assert!(
+            Cli::try_parse_from(["kubectl-etcdop", "recover-quorum", "--timeout", "1m"]).is_err()
+        );
     }
 }

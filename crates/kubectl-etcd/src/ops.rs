@@ -310,8 +310,7 @@ pub async fn check_perf(
     let done = latencies.len() as f64;
     let throughput = done / elapsed;
     let mean = latencies.iter().sum::<f64>() / done.max(1.0);
-    let stddev =
-        (latencies.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / done.max(1.0)).sqrt();
+    let stddev = (latencies.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / done.max(1.0)).sqrt();
     let slowest = latencies.last().copied().unwrap_or_default();
     let p99 = latencies
         .get(((done * 0.99) as usize).min(latencies.len().saturating_sub(1)))
@@ -327,7 +326,10 @@ pub async fn check_perf(
         ),
         (
             slowest < 0.5,
-            format!("slowest put {:.0} ms (under 500 ms wanted)", slowest * 1000.0),
+            format!(
+                "slowest put {:.0} ms (under 500 ms wanted)",
+                slowest * 1000.0
+            ),
         ),
         (
             stddev < 0.1,
@@ -393,10 +395,12 @@ pub async fn certificate(
     }
     let ca_name = issuer::ca_secret_name(&session.name);
     let secrets: Api<Secret> = Api::namespaced(session.client.clone(), &session.namespace);
-    let ca_secret = secrets
-        .get(&ca_name)
-        .await
-        .with_context(|| format!("reading Secret {}/{ca_name} (the cluster's CA)", session.namespace))?;
+    let ca_secret = secrets.get(&ca_name).await.with_context(|| {
+        format!(
+            "reading Secret {}/{ca_name} (the cluster's CA)",
+            session.namespace
+        )
+    })?;
     let ca = issuer::ca_from_secret(&ca_name, &ca_secret).map_err(|e| anyhow!(e))?;
     let trusted = issuer::ca_bundle(&ca_secret).unwrap_or_else(|| ca.cert_pem.clone());
 
@@ -450,9 +454,18 @@ pub async fn certificate(
                 },
                 type_: Some("kubernetes.io/tls".into()),
                 data: Some(BTreeMap::from([
-                    ("tls.crt".to_string(), ByteString(cert_pem.clone().into_bytes())),
-                    ("tls.key".to_string(), ByteString(key_pem.clone().into_bytes())),
-                    ("ca.crt".to_string(), ByteString(trusted.clone().into_bytes())),
+                    (
+                        "tls.crt".to_string(),
+                        ByteString(cert_pem.clone().into_bytes()),
+                    ),
+                    (
+                        "tls.key".to_string(),
+                        ByteString(key_pem.clone().into_bytes()),
+                    ),
+                    (
+                        "ca.crt".to_string(),
+                        ByteString(trusted.clone().into_bytes()),
+                    ),
                 ])),
                 ..Default::default()
             };
@@ -468,8 +481,7 @@ pub async fn certificate(
             format!("Secret {name}")
         }
         (None, Some(dir)) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             for (file, text, mode) in [
                 ("tls.crt", &cert_pem, 0o644),
                 ("tls.key", &key_pem, 0o600),
@@ -538,16 +550,20 @@ pub async fn report(
     tail: i64,
 ) -> anyhow::Result<Printed> {
     let stamp = time::OffsetDateTime::now_utc().unix_timestamp();
-    let dir: PathBuf = out
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from(format!("etcdop-report-{}-{}-{stamp}", session.namespace, session.name)));
+    let dir: PathBuf = out.map(Path::to_path_buf).unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "etcdop-report-{}-{}-{stamp}",
+            session.namespace, session.name
+        ))
+    });
     if dir.exists() {
         bail!(Usage(format!(
-            "{} exists; choose another directory with --output",
+            "{} exists; choose another directory with --dir",
             dir.display()
         )));
     }
-    std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir.join("logs"))
+        .with_context(|| format!("creating {}", dir.display()))?;
     let mut files: Vec<(String, String)> = Vec::new();
     let yaml = |value: &Value| serde_yaml::to_string(value).unwrap_or_default();
     let client = session.client.clone();
@@ -582,13 +598,49 @@ pub async fn report(
     };
     for (group, version, kind, plural, labelled) in [
         ("", "v1", "Pod", "pods", true),
-        ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true),
+        (
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            true,
+        ),
         ("", "v1", "Service", "services", true),
-        ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true),
-        ("etcd-operator.cozystack.io", "v1alpha2", "EtcdSnapshot", "etcdsnapshots", false),
-        ("etcd-operator.cozystack.io", "v1alpha2", "EtcdSnapshotSchedule", "etcdsnapshotschedules", false),
-        ("etcd-operator.cozystack.io", "v1alpha2", "EtcdDefrag", "etcddefrags", false),
-        ("etcd-operator.cozystack.io", "v1alpha2", "EtcdDefragPolicy", "etcddefragpolicies", false),
+        (
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+        ),
+        (
+            "etcd-operator.cozystack.io",
+            "v1alpha2",
+            "EtcdSnapshot",
+            "etcdsnapshots",
+            false,
+        ),
+        (
+            "etcd-operator.cozystack.io",
+            "v1alpha2",
+            "EtcdSnapshotSchedule",
+            "etcdsnapshotschedules",
+            false,
+        ),
+        (
+            "etcd-operator.cozystack.io",
+            "v1alpha2",
+            "EtcdDefrag",
+            "etcddefrags",
+            false,
+        ),
+        (
+            "etcd-operator.cozystack.io",
+            "v1alpha2",
+            "EtcdDefragPolicy",
+            "etcddefragpolicies",
+            false,
+        ),
     ] {
         let params = if labelled {
             ListParams::default().labels(&selector)
@@ -602,7 +654,9 @@ pub async fn report(
                     .into_iter()
                     .map(|o| tidy(serde_json::to_value(o).unwrap_or_default()))
                     // Snapshots, schedules and defragmentations of this cluster only.
-                    .filter(|o| labelled || o["spec"]["clusterRef"]["name"] == session.name.as_str())
+                    .filter(|o| {
+                        labelled || o["spec"]["clusterRef"]["name"] == session.name.as_str()
+                    })
                     .collect();
                 files.push((format!("{plural}.yaml"), yaml(&Value::from(items))));
             }
@@ -619,16 +673,18 @@ pub async fn report(
             names.extend(status.pvc_name.clone());
         }
     }
-    match Api::<Event>::namespaced(client.clone(), &ns).list(&ListParams::default()).await {
+    match Api::<Event>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+    {
         Ok(list) => {
             let mut events: Vec<&Event> = list
                 .items
                 .iter()
                 .filter(|e| {
-                    e.involved_object
-                        .name
-                        .as_ref()
-                        .is_some_and(|n| names.contains(n) || n.starts_with(&format!("{}-", session.name)))
+                    e.involved_object.name.as_ref().is_some_and(|n| {
+                        names.contains(n) || n.starts_with(&format!("{}-", session.name))
+                    })
                 })
                 .collect();
             events.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
@@ -637,7 +693,10 @@ pub async fn report(
                 .map(|e| {
                     format!(
                         "{}\t{}\t{}/{}\t{}\t{}",
-                        e.last_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+                        e.last_timestamp
+                            .as_ref()
+                            .map(|t| t.0.to_string())
+                            .unwrap_or_default(),
                         e.type_.clone().unwrap_or_default(),
                         e.involved_object.kind.clone().unwrap_or_default(),
                         e.involved_object.name.clone().unwrap_or_default(),
@@ -663,7 +722,12 @@ pub async fn report(
         let containers: Vec<String> = pod
             .spec
             .iter()
-            .flat_map(|s| s.init_containers.iter().flatten().chain(s.containers.iter()))
+            .flat_map(|s| {
+                s.init_containers
+                    .iter()
+                    .flatten()
+                    .chain(s.containers.iter())
+            })
             .map(|c| c.name.clone())
             .collect();
         for container in containers {
@@ -683,7 +747,9 @@ pub async fn report(
                         text,
                     )),
                     Ok(_) => {}
-                    Err(e) if !previous => notes.push(format!("log of {pod_name}/{container}: {e}")),
+                    Err(e) if !previous => {
+                        notes.push(format!("log of {pod_name}/{container}: {e}"))
+                    }
                     Err(_) => {}
                 }
             }
@@ -696,7 +762,9 @@ pub async fn report(
     match operators {
         Ok(list) => {
             for pod in list.items {
-                let (Some(name), Some(pod_ns)) = (pod.metadata.name.clone(), pod.metadata.namespace.clone()) else {
+                let (Some(name), Some(pod_ns)) =
+                    (pod.metadata.name.clone(), pod.metadata.namespace.clone())
+                else {
                     continue;
                 };
                 let api: Api<Pod> = Api::namespaced(client.clone(), &pod_ns);
@@ -715,8 +783,14 @@ pub async fn report(
         }
         Err(e) => notes.push(format!("the operator's log: {e}")),
     }
-    files.push(("etcd-status.json".into(), serde_json::to_string_pretty(&status)? + "\n"));
-    files.push(("etcd-health.json".into(), serde_json::to_string_pretty(&health)? + "\n"));
+    files.push((
+        "etcd-status.json".into(),
+        serde_json::to_string_pretty(&status)? + "\n",
+    ));
+    files.push((
+        "etcd-health.json".into(),
+        serde_json::to_string_pretty(&health)? + "\n",
+    ));
     files.push((
         "README.txt".into(),
         format!(
@@ -779,10 +853,11 @@ pub async fn wait_recovery(
         let status = cluster.status.clone().unwrap_or_default();
         let conditions = status.conditions.clone().unwrap_or_default();
         let condition = |kind: &str| conditions.iter().find(|c| c.type_ == kind).cloned();
-        let record = status
-            .quorum_recovery
-            .as_ref()
-            .filter(|r| r.start_time.as_ref().is_some_and(|t| t.0 >= requested_at - k8s_openapi::jiff::SignedDuration::from_secs(5)));
+        let record = status.quorum_recovery.as_ref().filter(|r| {
+            r.start_time.as_ref().is_some_and(|t| {
+                t.0 >= requested_at - k8s_openapi::jiff::SignedDuration::from_secs(5)
+            })
+        });
         if let Some(record) = record {
             let phase = record.phase.map(|p| format!("{p:?}")).unwrap_or_default();
             if seen.last() != Some(&phase) {
@@ -795,7 +870,10 @@ pub async fn wait_recovery(
                     let lost = record.may_have_lost.clone().unwrap_or_default();
                     return Ok((
                         vec![
-                            format!("quorum recovery of etcdcluster/{name} completed: {}", seen.join(" → ")),
+                            format!(
+                                "quorum recovery of etcdcluster/{name} completed: {}",
+                                seen.join(" → ")
+                            ),
                             format!("may have been lost: {lost}"),
                         ],
                         0,
@@ -812,8 +890,8 @@ pub async fn wait_recovery(
                 }
                 _ => {}
             }
-        } else if let Some(progressing) = condition("Progressing")
-            .filter(|c| c.reason == "QuorumRecoveryRefused")
+        } else if let Some(progressing) =
+            condition("Progressing").filter(|c| c.reason == "QuorumRecoveryRefused")
         {
             return Ok((
                 vec![format!(
@@ -823,11 +901,9 @@ pub async fn wait_recovery(
                 1,
             ));
         } else if condition("Available").is_some_and(|c| c.status == "True")
-            && cluster
-                .metadata
-                .annotations
-                .as_ref()
-                .is_none_or(|a| !a.contains_key(etcd_operator_api::cluster::RECOVER_QUORUM_ANNOTATION))
+            && cluster.metadata.annotations.as_ref().is_none_or(|a| {
+                !a.contains_key(etcd_operator_api::cluster::RECOVER_QUORUM_ANNOTATION)
+            })
         {
             return Ok((
                 vec![format!(
@@ -840,7 +916,11 @@ pub async fn wait_recovery(
             bail!(
                 "the recovery of etcdcluster/{name} did not finish within {}s (phases seen: {}); see kubectl describe etcdcluster {name}",
                 timeout.as_secs(),
-                if seen.is_empty() { "none".into() } else { seen.join(" → ") }
+                if seen.is_empty() {
+                    "none".into()
+                } else {
+                    seen.join(" → ")
+                }
             );
         }
         tokio::time::sleep(Duration::from_secs(2)).await;

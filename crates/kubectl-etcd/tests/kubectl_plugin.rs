@@ -142,7 +142,14 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         // a malformed Deployment coordinate and the snapshot flags together are bad usage.
         let out = kubectl(
             &bin,
-            &["etcdop", "--kubeconfig", &kubeconfig, "-n", "prod", "migrate"],
+            &[
+                "etcdop",
+                "--kubeconfig",
+                &kubeconfig,
+                "-n",
+                "prod",
+                "migrate",
+            ],
         );
         assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
         assert!(
@@ -190,12 +197,23 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         // The alias: a link named kubectl-etcd (where the reference operator's plugin is not
         // installed) is the same plugin, and says so under that name.
         let alias = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(bin.join("kubectl-etcdop"), alias.path().join("kubectl-etcd"))
-            .unwrap();
+        std::os::unix::fs::symlink(
+            bin.join("kubectl-etcdop"),
+            alias.path().join("kubectl-etcd"),
+        )
+        .unwrap();
         let out = kubectl(alias.path(), &["etcd", "--help"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
-        assert!(text(&out.stdout).contains("Usage: kubectl etcd "), "{}", text(&out.stdout));
+        assert!(
+            text(&out.stdout).contains("Usage: kubectl etcd "),
+            "{}",
+            text(&out.stdout)
+        );
         let out = kubectl(&bin, &["etcdop", "--help"]);
-        assert!(text(&out.stdout).contains("Usage: kubectl etcdop "), "{}", text(&out.stdout));
+        assert!(
+            text(&out.stdout).contains("Usage: kubectl etcdop "),
+            "{}",
+            text(&out.stdout)
+        );
     });
 }

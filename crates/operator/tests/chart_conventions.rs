@@ -104,7 +104,10 @@ fn type_of(node: &Value) -> String {
         None => "any".to_string(),
     };
     if let Some(values) = node["enum"].as_array() {
-        let values: Vec<String> = values.iter().map(|v| v.as_str().unwrap_or("").to_string()).collect();
+        let values: Vec<String> = values
+            .iter()
+            .map(|v| v.as_str().unwrap_or("").to_string())
+            .collect();
         kind = format!("{kind}: {}", values.join(", "));
     }
     kind
@@ -173,7 +176,11 @@ fn render_readme() -> String {
     )
     .unwrap();
     writeln!(page, "## Values\n").unwrap();
-    writeln!(page, "| Key | Type | Default | Description |\n| --- | --- | --- | --- |").unwrap();
+    writeln!(
+        page,
+        "| Key | Type | Default | Description |\n| --- | --- | --- | --- |"
+    )
+    .unwrap();
     let mut out = Vec::new();
     rows(&schema(), "", &values(), &mut out);
     for [key, kind, default, description] in out {
@@ -226,7 +233,12 @@ fn every_value_is_described() {
     assert!(missing.is_empty(), "values.schema.json: {missing:#?}");
     // And the README carries a row for each (the generator's walk reaches them).
     let readme = render_readme();
-    for key in ["nameOverride", "serviceAccount.create", "rbac.create", "localStore.root"] {
+    for key in [
+        "nameOverride",
+        "serviceAccount.create",
+        "rbac.create",
+        "localStore.root",
+    ] {
         assert!(readme.contains(&format!("| `{key}` |")), "{key}");
     }
 }
@@ -251,12 +263,23 @@ fn lint_passes_strictly_and_kube_version_is_declared() {
 
 #[test]
 fn every_object_carries_the_standard_labels() {
-    let objects = template("etcd-operator", &[VAP, &["--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true", "--set", "dashboard.enabled=true"]].concat());
-    let chart = chart_yaml();
-    let expected_chart = format!(
-        "etcd-operator-{}",
-        chart["version"].as_str().unwrap()
+    let objects = template(
+        "etcd-operator",
+        &[
+            VAP,
+            &[
+                "--set",
+                "serviceMonitor.enabled=true",
+                "--set",
+                "prometheusRule.enabled=true",
+                "--set",
+                "dashboard.enabled=true",
+            ],
+        ]
+        .concat(),
     );
+    let chart = chart_yaml();
+    let expected_chart = format!("etcd-operator-{}", chart["version"].as_str().unwrap());
     assert!(objects.len() > 15, "{} objects", objects.len());
     for object in &objects {
         let labels = &object["metadata"]["labels"];
@@ -266,10 +289,19 @@ fn every_object_carries_the_standard_labels() {
         }
         assert_eq!(labels["helm.sh/chart"], expected_chart.as_str(), "{name}");
         assert_eq!(labels["app.kubernetes.io/name"], "etcd-operator", "{name}");
-        assert_eq!(labels["app.kubernetes.io/instance"], "etcd-operator", "{name}");
+        assert_eq!(
+            labels["app.kubernetes.io/instance"], "etcd-operator",
+            "{name}"
+        );
         assert_eq!(labels["app.kubernetes.io/managed-by"], "Helm", "{name}");
-        assert_eq!(labels["app.kubernetes.io/version"], chart["appVersion"], "{name}");
-        assert_eq!(labels["app.kubernetes.io/part-of"], "etcd-operator", "{name}");
+        assert_eq!(
+            labels["app.kubernetes.io/version"], chart["appVersion"],
+            "{name}"
+        );
+        assert_eq!(
+            labels["app.kubernetes.io/part-of"], "etcd-operator",
+            "{name}"
+        );
     }
 }
 
@@ -279,7 +311,13 @@ fn names_follow_the_release_and_the_overrides() {
         let mut names: Vec<String> = objects
             .iter()
             .filter(|o| o["kind"] != "CustomResourceDefinition")
-            .map(|o| format!("{}/{}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
             .collect();
         names.sort();
         names
@@ -295,7 +333,9 @@ fn names_follow_the_release_and_the_overrides() {
         "platform-etcd-operator"
     );
     let policy = find(&objects, "ValidatingAdmissionPolicy")[0];
-    let allowed = policy["spec"]["variables"][0]["expression"].as_str().unwrap();
+    let allowed = policy["spec"]["variables"][0]["expression"]
+        .as_str()
+        .unwrap();
     assert!(
         allowed.contains("'system:serviceaccount:etcd-operator-system:platform-etcd-operator'"),
         "{allowed}"
@@ -305,7 +345,10 @@ fn names_follow_the_release_and_the_overrides() {
     assert_eq!(binding["subjects"][0]["name"], "platform-etcd-operator");
 
     // fullnameOverride and nameOverride.
-    let objects = template("platform", &[VAP, &["--set", "fullnameOverride=etcd-ops"]].concat());
+    let objects = template(
+        "platform",
+        &[VAP, &["--set", "fullnameOverride=etcd-ops"]].concat(),
+    );
     for name in names(&objects) {
         assert!(name.contains("/etcd-ops"), "{name}");
     }
@@ -317,16 +360,36 @@ fn names_follow_the_release_and_the_overrides() {
         "etcdop"
     );
     let service = find(&objects, "Service")[0];
-    assert_eq!(service["spec"]["selector"]["app.kubernetes.io/name"], "etcdop");
+    assert_eq!(
+        service["spec"]["selector"]["app.kubernetes.io/name"],
+        "etcdop"
+    );
 }
 
 #[test]
 fn the_service_account_and_rbac_can_be_brought() {
     let objects = template(
         "etcd-operator",
-        &[VAP, &["--set", "serviceAccount.create=false", "--set", "serviceAccount.name=platform-sa", "--set", "rbac.create=false"]].concat(),
+        &[
+            VAP,
+            &[
+                "--set",
+                "serviceAccount.create=false",
+                "--set",
+                "serviceAccount.name=platform-sa",
+                "--set",
+                "rbac.create=false",
+            ],
+        ]
+        .concat(),
     );
-    for kind in ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
+    for kind in [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ] {
         assert!(find(&objects, kind).is_empty(), "{kind} rendered");
     }
     let deployment = find(&objects, "Deployment")[0];
@@ -393,7 +456,10 @@ fn notes_print_the_next_steps() {
     ] {
         assert!(notes.contains(step), "NOTES.txt says {step:?}:\n{notes}");
     }
-    assert!(notes.contains("protection policy was not installed"), "{notes}");
+    assert!(
+        notes.contains("protection policy was not installed"),
+        "{notes}"
+    );
     let notes = install(&[
         "--set",
         "watchNamespace=team-a",
@@ -403,6 +469,9 @@ fn notes_print_the_next_steps() {
         "protection.enabled=false",
     ]);
     assert!(notes.contains("in the namespace team-a only"), "{notes}");
-    assert!(!notes.contains("protection policy was not installed"), "{notes}");
+    assert!(
+        !notes.contains("protection policy was not installed"),
+        "{notes}"
+    );
     assert!(!notes.contains("prometheusRule.enabled=true"), "{notes}");
 }

@@ -83,7 +83,10 @@ fn every_alert_links_to_its_runbook() {
         );
     }
     let charted = alerts("deploy/helm/etcd-operator/files/prometheus/alerts.yaml");
-    assert_eq!(charted, rules, "the chart's alert rules are deploy/prometheus's");
+    assert_eq!(
+        charted, rules,
+        "the chart's alert rules are deploy/prometheus's"
+    );
 }
 
 #[test]
@@ -108,7 +111,11 @@ fn every_example_is_shown_from_its_file() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        for name in ["name: etcd-prod", "name: etcd-before-upgrade", "name: example-hourly"] {
+        for name in [
+            "name: etcd-prod",
+            "name: etcd-before-upgrade",
+            "name: example-hourly",
+        ] {
             assert!(
                 !text.contains(name),
                 "{} copies an example ({name}); include the file instead",
@@ -122,7 +129,10 @@ fn every_example_is_shown_from_its_file() {
 fn the_readme_is_a_five_minute_read() {
     let readme = read("README.md");
     let chars = readme.chars().count();
-    assert!(chars < 8000, "README.md has {chars} characters, the aim is under 8,000");
+    assert!(
+        chars < 8000,
+        "README.md has {chars} characters, the aim is under 8,000"
+    );
     for part in [
         "## Status",
         "### Support matrix",

@@ -157,8 +157,9 @@ fn apply(cluster: &Cluster, namespace: &str, docs: &[Value]) {
             format!("---\n{}", serde_yaml::to_string(&d).unwrap())
         })
         .collect();
-    let (ok, _, stderr) =
-        blocking(|| kubectl_with_stdin(cluster, &["-n", namespace, "apply", "-f", "-"], Some(&text)));
+    let (ok, _, stderr) = blocking(|| {
+        kubectl_with_stdin(cluster, &["-n", namespace, "apply", "-f", "-"], Some(&text))
+    });
     assert!(ok, "kubectl apply of an example into {namespace}: {stderr}");
 }
 
@@ -262,8 +263,16 @@ async fn backups(cluster: Arc<Cluster>) {
     let (recipient, identity) = blocking(|| age_key_pair(dir.path()));
     let mut docs = example("snapshot-s3.yaml");
     let credentials = doc(&mut docs, "Secret", "s3-credentials");
-    replace(credentials, "/stringData/AWS_ACCESS_KEY_ID", moto.key_id.clone());
-    replace(credentials, "/stringData/AWS_SECRET_ACCESS_KEY", moto.secret.clone());
+    replace(
+        credentials,
+        "/stringData/AWS_ACCESS_KEY_ID",
+        moto.key_id.clone(),
+    );
+    replace(
+        credentials,
+        "/stringData/AWS_SECRET_ACCESS_KEY",
+        moto.secret.clone(),
+    );
     let age = doc(&mut docs, "Secret", "etcd-backup-age");
     replace(age, "/stringData/recipients", recipient);
     replace(age, "/stringData/identity", identity);
@@ -378,14 +387,20 @@ async fn backups(cluster: Arc<Cluster>) {
             .map_err(|e| e.to_string())?;
         let status = s.status.unwrap_or_default();
         let stamped = snapshots
-            .list(&ListParams::default().labels(
-                "etcd-operator.cozystack.io/snapshot-schedule=example-hourly",
-            ))
+            .list(
+                &ListParams::default()
+                    .labels("etcd-operator.cozystack.io/snapshot-schedule=example-hourly"),
+            )
             .await
             .map_err(|e| e.to_string())?;
         let lines: Vec<String> = stamped.items.iter().map(snapshot_line).collect();
         match (&status.last_successful_time, &status.newest_verified) {
-            (Some(_), Some(newest)) if stamped.items.iter().any(|s| s.metadata.name.as_ref() == Some(newest)) => {
+            (Some(_), Some(newest))
+                if stamped
+                    .items
+                    .iter()
+                    .any(|s| s.metadata.name.as_ref() == Some(newest)) =>
+            {
                 println!("snapshot-schedule.yaml: {lines:?}, newest verified {newest}");
                 Ok(())
             }
@@ -398,7 +413,10 @@ async fn backups(cluster: Arc<Cluster>) {
     apply(&cluster, ns, &example("defrag.yaml"));
     let defrags: Api<EtcdDefrag> = Api::namespaced(cluster.client(), ns);
     eventually("example-now Complete", LIMIT, || async {
-        let d = defrags.get("example-now").await.map_err(|e| e.to_string())?;
+        let d = defrags
+            .get("example-now")
+            .await
+            .map_err(|e| e.to_string())?;
         let status = d.status.unwrap_or_default();
         match status.phase.map(|p| format!("{p:?}")).as_deref() {
             Some("Complete") => {
@@ -466,7 +484,14 @@ fn kubectl_get_shows_the_columns(cluster: &Cluster, ns: &str) {
     ] {
         assert!(all.contains(kind), "the category lists {kind}:\n{all}");
     }
-    let header = |text: &str| text.lines().next().unwrap_or_default().split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let header = |text: &str| {
+        text.lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
     let row = |text: &str, name: &str| {
         text.lines()
             .find(|l| l.split_whitespace().next() == Some(name))
@@ -479,37 +504,95 @@ fn kubectl_get_shows_the_columns(cluster: &Cluster, ns: &str) {
     let clusters = must_kubectl(cluster, &["-n", ns, "get", "etcdc", "example"]);
     assert_eq!(
         header(&clusters),
-        ["NAME", "VERSION", "REPLICAS", "READY", "AVAILABLE", "LEADER", "AGE"],
+        [
+            "NAME",
+            "VERSION",
+            "REPLICAS",
+            "READY",
+            "AVAILABLE",
+            "LEADER",
+            "AGE"
+        ],
         "{clusters}"
     );
     let example = row(&clusters, "example");
     assert_eq!(example[4], "True", "{clusters}");
     assert!(example[5].starts_with("example-"), "a leader: {clusters}");
-    let wide = must_kubectl(cluster, &["-n", ns, "get", "etcdc", "example", "-o", "wide"]);
-    assert!(header(&wide).ends_with(&["PROGRESS".to_string(), "CLUSTER".into(), "ID".into()]), "{wide}");
+    let wide = must_kubectl(
+        cluster,
+        &["-n", ns, "get", "etcdc", "example", "-o", "wide"],
+    );
+    assert!(
+        header(&wide).ends_with(&["PROGRESS".to_string(), "CLUSTER".into(), "ID".into()]),
+        "{wide}"
+    );
     // Members: PHASE; wide: voter, member ID, recreations.
-    let members = must_kubectl(cluster, &["-n", ns, "get", "etcdm", "-o", "wide", "-l", "etcd-operator.cozystack.io/cluster=example"]);
+    let members = must_kubectl(
+        cluster,
+        &[
+            "-n",
+            ns,
+            "get",
+            "etcdm",
+            "-o",
+            "wide",
+            "-l",
+            "etcd-operator.cozystack.io/cluster=example",
+        ],
+    );
     println!("kubectl get etcdm -o wide:\n{members}");
     assert_eq!(
         header(&members),
-        ["NAME", "CLUSTER", "VERSION", "RUNNING", "READY", "PHASE", "AGE", "VOTER", "MEMBER", "ID", "RECREATED"],
+        [
+            "NAME",
+            "CLUSTER",
+            "VERSION",
+            "RUNNING",
+            "READY",
+            "PHASE",
+            "AGE",
+            "VOTER",
+            "MEMBER",
+            "ID",
+            "RECREATED"
+        ],
         "{members}"
     );
     let member = row(&members, "example-0");
-    assert_eq!((member[5].as_str(), member[7].as_str()), ("Ready", "true"), "{members}");
+    assert_eq!(
+        (member[5].as_str(), member[7].as_str()),
+        ("Ready", "true"),
+        "{members}"
+    );
     // Snapshots: VERIFIED, SIZE, REVISION; wide: the member, the reason, the object.
     let snapshots = must_kubectl(cluster, &["-n", ns, "get", "etcdsnap", "-o", "wide"]);
     println!("kubectl get etcdsnap -o wide:\n{snapshots}");
     assert_eq!(
         header(&snapshots),
-        ["NAME", "CLUSTER", "PHASE", "VERIFIED", "SIZE", "REVISION", "AGE", "MEMBER", "REASON", "ARTIFACT"],
+        [
+            "NAME", "CLUSTER", "PHASE", "VERIFIED", "SIZE", "REVISION", "AGE", "MEMBER", "REASON",
+            "ARTIFACT"
+        ],
         "{snapshots}"
     );
     let s3 = row(&snapshots, "etcd-before-upgrade");
-    assert_eq!((s3[2].as_str(), s3[3].as_str()), ("Complete", "true"), "{snapshots}");
-    assert!(s3[4].parse::<u64>().is_ok_and(|size| size > 0), "a size: {snapshots}");
-    assert!(s3[5].parse::<u64>().is_ok_and(|revision| revision > 0), "a revision: {snapshots}");
-    assert_eq!(s3[9], "s3://etcd-backups/prod/example/etcd-before-upgrade.db", "{snapshots}");
+    assert_eq!(
+        (s3[2].as_str(), s3[3].as_str()),
+        ("Complete", "true"),
+        "{snapshots}"
+    );
+    assert!(
+        s3[4].parse::<u64>().is_ok_and(|size| size > 0),
+        "a size: {snapshots}"
+    );
+    assert!(
+        s3[5].parse::<u64>().is_ok_and(|revision| revision > 0),
+        "a revision: {snapshots}"
+    );
+    assert_eq!(
+        s3[9], "s3://etcd-backups/prod/example/etcd-before-upgrade.db",
+        "{snapshots}"
+    );
 }
 
 /// Waits for `name` in `namespace` to be Available with 3 members, prints how long it took.
@@ -530,13 +613,17 @@ async fn member_pods(cluster: &Cluster, namespace: &str, name: &str) -> Vec<Pod>
 }
 
 async fn auth_enabled(cluster: &Cluster, namespace: &str, name: &str) {
-    eventually(&format!("{namespace}/{name} authEnabled"), LIMIT, || async {
-        let c = get_cluster(&cluster.client(), namespace, name).await;
-        match c.status.as_ref().and_then(|s| s.auth_enabled) {
-            Some(true) => Ok(()),
-            other => Err(format!("authEnabled {other:?}")),
-        }
-    })
+    eventually(
+        &format!("{namespace}/{name} authEnabled"),
+        LIMIT,
+        || async {
+            let c = get_cluster(&cluster.client(), namespace, name).await;
+            match c.status.as_ref().and_then(|s| s.auth_enabled) {
+                Some(true) => Ok(()),
+                other => Err(format!("authEnabled {other:?}")),
+            }
+        },
+    )
     .await;
 }
 
@@ -552,9 +639,30 @@ async fn clusters(cluster: Arc<Cluster>) {
         "DNS:*.etcd-tls.{ns}.svc,DNS:*.etcd-tls.{ns}.svc.cluster.local,DNS:etcd-tls-client.{ns}.svc,DNS:etcd-tls-client.{ns}.svc.cluster.local,DNS:localhost,IP:127.0.0.1"
     );
     make_ca(d, "ca");
-    make_leaf(d, "ca", "server", "etcd-tls", Some(&sans), "serverAuth,clientAuth");
-    make_leaf(d, "ca", "peer", "etcd-tls-peer", Some(&sans), "serverAuth,clientAuth");
-    make_leaf(d, "ca", "operator-client", "etcd-operator", None, "clientAuth");
+    make_leaf(
+        d,
+        "ca",
+        "server",
+        "etcd-tls",
+        Some(&sans),
+        "serverAuth,clientAuth",
+    );
+    make_leaf(
+        d,
+        "ca",
+        "peer",
+        "etcd-tls-peer",
+        Some(&sans),
+        "serverAuth,clientAuth",
+    );
+    make_leaf(
+        d,
+        "ca",
+        "operator-client",
+        "etcd-operator",
+        None,
+        "clientAuth",
+    );
     for leaf in ["server", "peer", "operator-client"] {
         let mut args: Vec<String> = [
             "-n",
@@ -589,7 +697,14 @@ async fn clusters(cluster: Arc<Cluster>) {
         health.as_deref().is_ok_and(|h| h.contains("is healthy")),
         "etcdctl over mutual TLS: {health:?}"
     );
-    let refused = etcdctl_tls(&cluster, &endpoint, d, Some("ca"), None, &["endpoint", "health"]);
+    let refused = etcdctl_tls(
+        &cluster,
+        &endpoint,
+        d,
+        Some("ca"),
+        None,
+        &["endpoint", "health"],
+    );
     assert!(refused.is_err(), "no client certificate, yet: {refused:?}");
     delete_namespace(&cluster, ns);
 
@@ -610,7 +725,14 @@ async fn clusters(cluster: Arc<Cluster>) {
     let started = Instant::now();
     create_namespace(&cluster.client(), ns).await;
     apply(&cluster, ns, &example("tls-operator-issued.yaml"));
-    available(&cluster, "tls-operator-issued.yaml", ns, "etcd-issued", started).await;
+    available(
+        &cluster,
+        "tls-operator-issued.yaml",
+        ns,
+        "etcd-issued",
+        started,
+    )
+    .await;
     must_kubectl(&cluster, &["-n", ns, "get", "secret", "etcd-issued-ca"]);
     delete_namespace(&cluster, ns);
 
@@ -637,11 +759,9 @@ async fn clusters(cluster: Arc<Cluster>) {
             "a memory-backed member mounts a claim: {volumes:?}"
         );
         assert!(
-            volumes.iter().any(|v| v
-                .empty_dir
-                .as_ref()
-                .and_then(|e| e.medium.as_deref())
-                == Some("Memory")),
+            volumes
+                .iter()
+                .any(|v| v.empty_dir.as_ref().and_then(|e| e.medium.as_deref()) == Some("Memory")),
             "a memory-backed member without a tmpfs: {volumes:?}"
         );
     }
@@ -673,8 +793,17 @@ async fn clusters(cluster: Arc<Cluster>) {
     let started = Instant::now();
     create_namespace(&cluster.client(), ns).await;
     apply(&cluster, ns, &example("quorum-recovery.yaml"));
-    available(&cluster, "quorum-recovery.yaml", ns, "etcd-recovery", started).await;
-    let spec = get_cluster(&cluster.client(), ns, "etcd-recovery").await.spec;
+    available(
+        &cluster,
+        "quorum-recovery.yaml",
+        ns,
+        "etcd-recovery",
+        started,
+    )
+    .await;
+    let spec = get_cluster(&cluster.client(), ns, "etcd-recovery")
+        .await
+        .spec;
     let mode = spec
         .quorum_recovery
         .and_then(|q| q.mode)

@@ -460,7 +460,11 @@ fn the_default_render_is_the_plain_manifests() {
                     ("app.kubernetes.io/instance", RELEASE),
                     ("app.kubernetes.io/part-of", "etcd-operator"),
                 ] {
-                    assert_eq!(labels.remove(label), Some(Value::from(value)), "{kind} {name}'s Pods: {label}");
+                    assert_eq!(
+                        labels.remove(label),
+                        Some(Value::from(value)),
+                        "{kind} {name}'s Pods: {label}"
+                    );
                 }
             }
             object

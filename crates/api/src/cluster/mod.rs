@@ -68,11 +68,7 @@ pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Available\")].status",
     ),
-    printcolumn(
-        name = "Leader",
-        type_ = "string",
-        json_path = ".status.leader",
-    ),
+    printcolumn(name = "Leader", type_ = "string", json_path = ".status.leader",),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -89,7 +85,7 @@ pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
         type_ = "string",
         json_path = ".status.clusterID",
         priority = 1,
-    ),
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
