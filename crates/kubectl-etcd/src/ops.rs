@@ -813,10 +813,8 @@ pub async fn report(
         if text.contains("PRIVATE KEY-----") {
             *text = format!("(left out: {name} held private key material)\n");
         }
-        if let Some(password) = &password {
-            if text.contains(password.as_str()) {
-                *text = text.replace(password.as_str(), "<redacted>");
-            }
+        if let Some(password) = password.as_deref().filter(|p| text.contains(p)) {
+            *text = text.replace(password, "<redacted>");
         }
     }
     for (name, text) in &files {
