@@ -14,7 +14,7 @@
 //!   scale to 3 members; `helm rollback` to the first revision, whose operator takes up a
 //!   cluster the upgraded one left alone; `helm uninstall` removing the release and its history
 //!   and leaving the CRDs and the clusters; `helm install` again with `crds.install=false`;
-//! - `helm upgrade` from the previous chart version (`tests/fixtures/chart-0.1.0`): a
+//! - `helm upgrade` from the previous chart version (`tests/fixtures/chart-0.2.0`): a
 //!   3-member cluster running under the previous chart keeps its Pods, member IDs, data and
 //!   EtcdMember objects untouched through the upgrade, and the new chart's operator scales it.
 
@@ -48,6 +48,9 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// The image the upgrade switches to; the sandbox maps it to the same binary.
 const OTHER_IMAGE: &str = "registry.example.com/platform/etcd-operator";
 const KEEP: &str = "helm.sh/resource-policy";
+/// Chart.yaml's version and appVersion, as the standard labels carry them.
+const CHART_VERSION: &str = "0.3.0";
+const APP_VERSION: &str = "0.1.0";
 /// helm's wait strategy. The default (`watcher`, kstatus) panics on the sandbox's Pods: their
 /// container states carry explicit nulls (`"waiting": null`) where a real API server omits the
 /// field (see docs/helm.md). `legacy` is helm 3's readiness check; the test checks readiness
@@ -123,12 +126,18 @@ impl Helm {
     /// rendered objects.
     fn template(&self, extra: &[&str]) -> Vec<Value> {
         let chart = chart();
+        // As a cluster of 1.30 or newer answers discovery: the protection policy renders only
+        // where the API server serves ValidatingAdmissionPolicy.
         let mut args = vec![
             "template",
             RELEASE,
             chart.to_str().unwrap(),
             "--namespace",
             NAMESPACE,
+            "--api-versions",
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+            "--api-versions",
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
         ];
         args.extend_from_slice(extra);
         documents(&self.ok(&args))
@@ -420,6 +429,48 @@ fn the_default_render_is_the_plain_manifests() {
             "the chart's CRD {name} differs from deploy/crds"
         );
     }
+
+    // Every object carries the chart's standard labels beside deploy/'s (the Pods the
+    // release's name and part); without them it is deploy/'s object.
+    let objects: Vec<Value> = objects
+        .into_iter()
+        .map(|mut object| {
+            let (kind, name) = kind_name(&object);
+            let labels = object["metadata"]["labels"].as_mapping_mut().unwrap();
+            for (label, value) in [
+                ("helm.sh/chart", format!("etcd-operator-{CHART_VERSION}")),
+                ("app.kubernetes.io/instance", RELEASE.to_string()),
+                ("app.kubernetes.io/version", APP_VERSION.to_string()),
+                ("app.kubernetes.io/managed-by", "Helm".to_string()),
+                ("app.kubernetes.io/part-of", "etcd-operator".to_string()),
+            ] {
+                assert_eq!(
+                    labels.remove(label),
+                    Some(Value::from(value)),
+                    "{kind} {name}: the label {label}"
+                );
+            }
+            if let Some(labels) = object
+                .get_mut("spec")
+                .and_then(|s| s.get_mut("template"))
+                .and_then(|t| t.get_mut("metadata"))
+                .and_then(|m| m.get_mut("labels"))
+                .and_then(Value::as_mapping_mut)
+            {
+                for (label, value) in [
+                    ("app.kubernetes.io/instance", RELEASE),
+                    ("app.kubernetes.io/part-of", "etcd-operator"),
+                ] {
+                    assert_eq!(
+                        labels.remove(label),
+                        Some(Value::from(value)),
+                        "{kind} {name}'s Pods: {label}"
+                    );
+                }
+            }
+            object
+        })
+        .collect();
 
     // Everything of deploy/rbac and deploy/operator but the Namespace (helm's
     // --create-namespace makes it), and nothing else.
@@ -850,7 +901,7 @@ fn monitoring_objects_render_when_enabled() {
     assert_eq!(monitor["metadata"]["labels"]["release"], "kps");
 
     // The PodMonitor selects etcd member Pods (their labels as the operator builds them).
-    let pods = find(&objects, "PodMonitor", "etcd-members").expect("a PodMonitor");
+    let pods = find(&objects, "PodMonitor", "etcd-operator-etcd-members").expect("a PodMonitor");
     let member_labels = etcd_operator_api::labels::member_labels("etcd", "etcd-0");
     for (key, value) in pods["spec"]["selector"]["matchLabels"]
         .as_mapping()
@@ -876,7 +927,7 @@ fn monitoring_objects_render_when_enabled() {
         "--set",
         "serviceMonitor.etcdPods=false",
     ]);
-    assert!(find(&no_pods, "PodMonitor", "etcd-members").is_none());
+    assert!(find(&no_pods, "PodMonitor", "etcd-operator-etcd-members").is_none());
 
     // The dashboard ConfigMap, in the namespace asked for, with Grafana's sidecar label.
     let dashboard = find(&objects, "ConfigMap", "etcd-operator-dashboard").expect("a ConfigMap");
