@@ -959,7 +959,10 @@ async fn start_sandbox() -> TestSandbox {
         ));
     }
     let images = ImageMap::from_yaml(&yaml, Path::new("/")).expect("the image map");
-    let options = SandboxOptions::cluster(dir.path()).nodes(3).images(images);
+    let options = SandboxOptions::cluster(dir.path())
+        .nodes(3)
+        .images(images)
+        .control_plane(support::control_plane());
     let sandbox = Sandbox::start(options)
         .await
         .expect("the sandbox starts (the helm install tests run as root)");

@@ -135,7 +135,8 @@ async fn start_cluster_in(
     let mut options = SandboxOptions::cluster(dir.path())
         .nodes(nodes)
         .time_scale(time_scale)
-        .images(images);
+        .images(images)
+        .control_plane(super::control_plane());
     if cert_manager {
         options = options.cert_manager();
     }

@@ -43,11 +43,30 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Starts a sandbox with `nodes` nodes and the project's CRDs installed from `deploy/crds/`.
+/// The control plane the end-to-end tests run on: a real one (etcd, kube-apiserver,
+/// kube-controller-manager, kube-scheduler built by `scripts/install-deps.sh`) unless
+/// `E2E_CONTROL_PLANE=sandbox` asks for kube-sandbox's own API server and controllers.
+pub fn control_plane() -> kube_sandbox::ControlPlane {
+    match std::env::var("E2E_CONTROL_PLANE").as_deref() {
+        Ok("sandbox") => kube_sandbox::ControlPlane::Sandbox,
+        Ok("kubernetes") | Err(_) => kube_sandbox::ControlPlane::Kubernetes(Default::default()),
+        Ok(other) => panic!("E2E_CONTROL_PLANE={other}: say kubernetes or sandbox"),
+    }
+}
+
+/// Starts a sandbox whose `nodes` Node objects run nothing (the test plays the node agent, or
+/// needs none), with the project's CRDs installed from `deploy/crds/`. On a real control plane
+/// ([`control_plane`]) there are no Node objects at all: a real node registers itself.
 pub async fn start_sandbox(nodes: usize) -> TestSandbox {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(nodes))
+    let options = match control_plane() {
+        kube_sandbox::ControlPlane::Sandbox => SandboxOptions::new(dir.path()).nodes(nodes),
+        real => SandboxOptions::cluster(dir.path())
+            .nodes(0)
+            .control_plane(real),
+    };
+    let sandbox = Sandbox::start(options)
         .await
         .expect("the sandbox starts");
     let sandbox = TestSandbox {
