@@ -125,37 +125,11 @@ fn point_s3_at(value: &mut Value, moto: &Moto) -> usize {
     found
 }
 
-/// A Secret's `stringData` folded into `data` (base64), as a real API server does on write:
-/// kube-sandbox stores `stringData` as it is, and the operator, like every client of a real
-/// cluster, reads `data` only.
-fn fold_string_data(doc: &mut Value) {
-    if doc["kind"] != "Secret" {
-        return;
-    }
-    let Some(Value::Object(strings)) = doc.as_object_mut().and_then(|d| d.remove("stringData"))
-    else {
-        return;
-    };
-    let data = doc["data"].as_object().cloned().unwrap_or_default();
-    let mut data = data;
-    for (key, value) in strings {
-        let text = value.as_str().unwrap_or_default().to_string();
-        // ByteString serializes as base64, as `data` holds it.
-        let encoded = serde_json::to_value(k8s_openapi::ByteString(text.into_bytes())).unwrap();
-        data.insert(key, encoded);
-    }
-    doc["data"] = Value::Object(data);
-}
-
 /// `kubectl apply -n NS -f -` of the documents.
 fn apply(cluster: &Cluster, namespace: &str, docs: &[Value]) {
     let text: String = docs
         .iter()
-        .map(|d| {
-            let mut d = d.clone();
-            fold_string_data(&mut d);
-            format!("---\n{}", serde_yaml::to_string(&d).unwrap())
-        })
+        .map(|d| format!("---\n{}", serde_yaml::to_string(d).unwrap()))
         .collect();
     let (ok, _, stderr) = blocking(|| {
         kubectl_with_stdin(cluster, &["-n", namespace, "apply", "-f", "-"], Some(&text))

@@ -98,9 +98,14 @@ fn has_merge_key(yaml: &serde_yaml::Value) -> bool {
 
 /// The reference operator's own sample, read from the reference directory beside the
 /// repository, as a case that must be accepted as it stands.
+/// The reference operator's sample EtcdCluster, beside the repository.
+pub fn reference_sample_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/reference/cozystack-v1alpha2/sample-etcdcluster.yaml")
+}
+
 pub fn reference_sample() -> Case {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/cozystack-v1alpha2/sample-etcdcluster.yaml");
+    let path = reference_sample_path();
     let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
         panic!(
             "cannot read the reference sample {}: {error}",

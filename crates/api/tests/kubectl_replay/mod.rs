@@ -1,5 +1,6 @@
-//! Replays validation cases through kubectl against one sandbox API server with our CRDs
-//! installed from `deploy/crds/`: the authority on what the API accepts.
+//! Replays validation cases through kubectl against one API server with our CRDs installed
+//! from `deploy/crds/`: kube-sandbox's own, or a real kube-apiserver (the authority on what the
+//! API accepts and on its messages).
 //!
 //! Each case runs in a namespace of its own (cases reuse object names), as the kubectl calls
 //! [`plan::steps`] gives. The stored object is read with the administrator's client before
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube_sandbox::{Sandbox, SandboxOptions};
+use kube_sandbox::{ControlPlane, Sandbox, SandboxOptions};
 use serde_json::{Value, json};
 
 use crate::harness::{Case, Expect};
@@ -32,14 +33,21 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// Starts a sandbox without nodes and installs `deploy/crds/*.yaml` with `kubectl apply`,
-    /// waiting until every CRD is Established and kubectl's discovery knows the kinds.
-    pub async fn start(crds: &[CustomResourceDefinition]) -> Self {
+    /// Starts `control_plane` without nodes and installs `deploy/crds/*.yaml` with `kubectl
+    /// apply`, which must print no warning, waiting until every CRD is Established and
+    /// kubectl's discovery knows the kinds.
+    pub async fn start(crds: &[CustomResourceDefinition], control_plane: ControlPlane) -> Self {
         kubectl::require_installed();
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let sandbox = Sandbox::start(SandboxOptions::new(dir.path()).nodes(0))
+        let options = match control_plane {
+            ControlPlane::Sandbox => SandboxOptions::new(dir.path()).nodes(0),
+            real => SandboxOptions::cluster(dir.path())
+                .nodes(0)
+                .control_plane(real),
+        };
+        let sandbox = Sandbox::start(options)
             .await
-            .expect("the sandbox starts");
+            .expect("the control plane starts (a real one needs root and scripts/install-deps.sh)");
         let kubectl = Kubectl::new(sandbox.kubeconfig_path());
         let deploy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
         let mut apply = vec!["apply".to_owned()];
@@ -48,10 +56,13 @@ impl Replay {
             apply.extend(["-f".to_owned(), file.display().to_string()]);
         }
         let apply: Vec<&str> = apply.iter().map(String::as_str).collect();
-        kubectl
-            .run(&apply, None)
-            .await
-            .expect_success("installing deploy/crds");
+        let installed = kubectl.run(&apply, None).await;
+        assert!(
+            !installed.stderr.to_lowercase().contains("warning"),
+            "installing deploy/crds printed a warning:\n{}",
+            installed.stderr
+        );
+        installed.expect_success("installing deploy/crds");
         let mut wait = vec!["wait", "--for=condition=Established", "--timeout=30s"];
         let names: Vec<String> = crds
             .iter()
@@ -94,6 +105,10 @@ impl Replay {
             resources,
             _dir: dir,
         }
+    }
+
+    pub fn kubectl(&self) -> &Kubectl {
+        &self.kubectl
     }
 
     /// The namespace case number `index` runs in.

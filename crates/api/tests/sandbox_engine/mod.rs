@@ -67,14 +67,33 @@ pub struct Judgement {
     pub errors: Vec<FieldError>,
 }
 
+/// As the API server judges the case's writes (see `kubectl_replay/plan.rs`): the object
+/// without its status (the server drops a status sent to the main resource), then, when the
+/// case has a status, the write of it to the status subresource, whose structural errors are
+/// named relative to `status`. An error both writes find counts once.
 pub fn judge(schemas: &Schemas, case: &Case) -> Judgement {
     let (_, _, schema) = schemas.of(&case.object);
     let (object, unknown) = admitted(schema, &case.object);
     let old = case.old_object.as_ref().map(|old| admitted(schema, old).0);
-    Judgement {
-        unknown,
-        errors: schema.validate(&object, old.as_ref()),
+    let without_status = |value: &Value| {
+        let mut value = value.clone();
+        if let Some(map) = value.as_object_mut() {
+            map.remove("status");
+        }
+        value
+    };
+    let mut errors = schema.validate(
+        &without_status(&object),
+        old.as_ref().map(without_status).as_ref(),
+    );
+    if object.get("status").is_some() {
+        for error in schema.validate_status(&object, old.as_ref()) {
+            if !errors.iter().any(|e| e.message() == error.message()) {
+                errors.push(error);
+            }
+        }
     }
+    Judgement { unknown, errors }
 }
 
 /// An error that only follows from another one: the note that CEL rules were skipped, or a

@@ -66,9 +66,7 @@ pub async fn start_sandbox(nodes: usize) -> TestSandbox {
             .nodes(0)
             .control_plane(real),
     };
-    let sandbox = Sandbox::start(options)
-        .await
-        .expect("the sandbox starts");
+    let sandbox = Sandbox::start(options).await.expect("the sandbox starts");
     let sandbox = TestSandbox {
         sandbox: std::sync::Arc::new(sandbox),
         dir,

@@ -122,7 +122,34 @@ impl StructuralSchema {
     /// Kubernetes, and transition rules (`oldSelf`) run only where an old value correlates.
     /// `metadata` and the root's `apiVersion`/`kind` are checked by the server, not here.
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-        let mut errors = validate::validate_value(&self.root, obj, old, None);
+        let errors = validate::validate_value(&self.root, obj, old, None);
+        self.validate_rest(obj, old, errors)
+    }
+
+    /// [`Schema::validate`] of a write to the status subresource, as kube-apiserver's status
+    /// strategy runs it: the structural checks of `status` alone against its own schema (the
+    /// field named `status.x`, the message naming `x`), list types and CEL rules over the
+    /// whole object as on any update.
+    pub fn validate_status(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let errors = match (self.root.properties.get("status"), obj.get("status")) {
+            (Some(node), Some(status)) => validate::validate_value(
+                node,
+                status,
+                old.and_then(|old| old.get("status")),
+                Some("status"),
+            ),
+            _ => Vec::new(),
+        };
+        self.validate_rest(obj, old, errors)
+    }
+
+    /// The checks after the structural ones: embedded resources, list types, CEL.
+    fn validate_rest(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        mut errors: Vec<FieldError>,
+    ) -> Vec<FieldError> {
         listtype::validate_embedded(&self.root, obj, "", &mut errors);
         let mut list_errors = Vec::new();
         listtype::validate_lists(&self.root, obj, "", &mut list_errors);

@@ -45,6 +45,21 @@ pub fn admit(
     old: Option<&Value>,
     field_validation: FieldValidation,
 ) -> ApiResult<Vec<String>> {
+    admit_write(kind, version, object, old, field_validation, false)
+}
+
+/// [`admit`] of a write to the object or, with `status`, to its status subresource: a custom
+/// resource's status update is checked against the schema of `status` alone, its errors named
+/// relative to it (`quorumRecovery.x in body should ...` under the field `status.quorumRecovery.x`),
+/// as kube-apiserver's status strategy does.
+pub fn admit_write(
+    kind: &ResourceType,
+    version: &str,
+    object: &mut Value,
+    old: Option<&Value>,
+    field_validation: FieldValidation,
+    status: bool,
+) -> ApiResult<Vec<String>> {
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or("")
@@ -56,7 +71,15 @@ pub fn admit(
     causes.extend(super::metadata::validate_string_maps(object));
     let mut warnings = Vec::new();
     if kind.custom {
-        warnings = admit_custom(kind, version, object, old, field_validation, &mut causes)?;
+        warnings = admit_custom(
+            kind,
+            version,
+            object,
+            old,
+            field_validation,
+            status,
+            &mut causes,
+        )?;
     } else {
         defaults::apply(&kind.group, &kind.kind, object);
         causes.extend(validate_builtin(kind, object));
@@ -74,6 +97,7 @@ fn admit_custom(
     object: &mut Value,
     old: Option<&Value>,
     field_validation: FieldValidation,
+    status: bool,
     causes: &mut Vec<StatusCause>,
 ) -> ApiResult<Vec<String>> {
     let Some(schema) = kind.version(version).and_then(|v| v.schema.clone()) else {
@@ -94,7 +118,12 @@ fn admit_custom(
         )));
     }
     schema.apply_defaults(object);
-    for error in schema.validate(object, old) {
+    let errors = if status {
+        schema.validate_status(object, old)
+    } else {
+        schema.validate(object, old)
+    };
+    for error in errors {
         causes.push(crate::apiserver::crd::status_cause(&error));
     }
 

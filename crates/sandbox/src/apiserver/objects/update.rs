@@ -3,7 +3,6 @@
 
 use serde_json::{Value, json};
 
-use super::admission::admit;
 use super::create::check_type;
 use super::metadata::{keep_server_metadata, now, spec_changed};
 use super::{WriteOptions, Written};
@@ -256,12 +255,13 @@ fn prepare(
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1);
         object["metadata"]["generation"] = json!(generation + 1);
     }
-    let warnings = admit(
+    let warnings = super::admission::admit_write(
         kind,
         version,
         &mut object,
         Some(current),
         options.field_validation,
+        subresource == Some("status"),
     )?;
     record_managed_fields(
         kind,
