@@ -172,6 +172,33 @@ async fn e2e_healing_member_and_node_faults() {
                 .ok_or_else(|| format!("ready {ready:?}"))
         })
         .await;
+        // The node lifecycle controller (kube-controller-manager's on a real control plane)
+        // marks the silent node unreachable: Ready Unknown and the NoExecute taint.
+        eventually("the crashed node tainted unreachable", LIMIT, || async {
+            let node = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+                .get(&node)
+                .await
+                .map_err(|e| e.to_string())?;
+            let unknown = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                .is_some_and(|c| c.status == "Unknown");
+            let tainted = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|taints| {
+                    taints.iter().any(|t| {
+                        t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute"
+                    })
+                });
+            (unknown && tainted)
+                .then_some(())
+                .ok_or_else(|| format!("Ready Unknown: {unknown}, tainted: {tainted}"))
+        })
+        .await;
         // Past the not-ready grace period and the eviction timeout (scaled), then back.
         tokio::time::sleep(Duration::from_secs(35)).await;
         cluster.kubelet.start_node(&node).await.unwrap();

@@ -221,6 +221,27 @@ impl RunningKubernetes {
             format!("--default-unreachable-toleration-seconds={eviction}"),
             "--v=1".into(),
         ]);
+        if let Some(audit) = std::env::var_os("KUBE_SANDBOX_AUDIT") {
+            // Every request's metadata (who, what, the answer's code) in
+            // $KUBE_SANDBOX_AUDIT/audit-<port>.log: what a test's clients asked and were told,
+            // kept after the sandbox's own directory is gone.
+            let audit = PathBuf::from(audit);
+            std::fs::create_dir_all(&audit)?;
+            let policy = dir.join("audit-policy.yaml");
+            std::fs::write(
+                &policy,
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n",
+            )?;
+            apiserver.args([
+                format!("--audit-policy-file={}", policy.display()),
+                format!(
+                    "--audit-log-path={}",
+                    audit.join(format!("audit-{port}.log")).display()
+                ),
+                "--audit-log-format=json".to_string(),
+                "--audit-log-mode=batch".to_string(),
+            ]);
+        }
         processes.push(Process::start("kube-apiserver", apiserver, &dir)?);
         let forwarder = tokio::spawn(forward(listener, network.clone(), port));
 
