@@ -37,7 +37,7 @@ pub struct RunArgs {
     /// The directory under which EtcdSnapshots with `destination.local` may write: a volume
     /// mounted into the operator's Pod (docs/backups.md, "To a local directory"). A
     /// `local.path` outside it is refused.
-    #[arg(long, env = "ETCD_OPERATOR_LOCAL_STORE_ROOT", default_value = crate::snapshot::store::DEFAULT_LOCAL_ROOT)]
+    #[arg(long, env = "ETCD_OPERATOR_LOCAL_STORE_ROOT", default_value = crate::domain::location::DEFAULT_LOCAL_ROOT)]
     pub local_store_root: PathBuf,
 
     /// Address of the HTTP server for /metrics, /healthz and /readyz.

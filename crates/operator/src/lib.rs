@@ -15,6 +15,7 @@ pub mod act;
 pub mod build;
 pub mod config;
 pub mod defrag;
+pub mod domain;
 pub mod etcd;
 pub mod failpoints;
 pub mod leader;

@@ -17,11 +17,9 @@ use prometheus_client::registry::Registry;
 use etcd_operator_api::MemberPhase;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::domain::etcd::DEFAULT_QUOTA_BACKEND_BYTES;
 use crate::etcd::AlarmKind;
 use crate::plan::{Observed, PassFacts, Plan, Step};
-
-/// etcd's `--quota-backend-bytes` when a member's spec leaves it unset or 0.
-pub const DEFAULT_QUOTA_BACKEND_BYTES: i64 = 2 * 1024 * 1024 * 1024;
 
 /// The alarm types etcd raises, each with a series (0 when not active).
 const ALARM_KINDS: [AlarmKind; 2] = [AlarmKind::NoSpace, AlarmKind::Corrupt];

@@ -75,7 +75,7 @@ impl Default for OperatorSettings {
             repair: Default::default(),
             cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
             agent_image: DEFAULT_AGENT_IMAGE.to_string(),
-            local_store_root: crate::snapshot::store::DEFAULT_LOCAL_ROOT.into(),
+            local_store_root: crate::domain::location::DEFAULT_LOCAL_ROOT.into(),
         }
     }
 }

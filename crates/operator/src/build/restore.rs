@@ -263,7 +263,7 @@ fn store_fetch(
     mount: &VolumeMount,
     settings: &OperatorSettings,
 ) -> Container {
-    use crate::snapshot::store::{AZURE_ACCOUNT_KEY, AZURE_SAS_TOKEN, GCS_SERVICE_ACCOUNT_KEY};
+    use crate::domain::location::{AZURE_ACCOUNT_KEY, AZURE_SAS_TOKEN, GCS_SERVICE_ACCOUNT_KEY};
     let mut args = vec![
         "restore-fetch".to_string(),
         format!("--work-dir={RESTORE_WORK_DIR}"),

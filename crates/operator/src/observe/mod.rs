@@ -78,7 +78,7 @@ impl Observer {
         ]
         .into_iter()
         .flatten()
-        .filter_map(|q| crate::defrag::decide::quantity_bytes(&q.0))
+        .filter_map(|q| crate::domain::quantity::quantity_bytes(&q.0))
         .max();
         let mut members: Vec<ObservedMember> = Vec::new();
         for member in self.cluster_members(&namespace, &name) {
@@ -828,7 +828,7 @@ impl Observer {
         };
         let pvc = match pvc {
             Some(mut facts) => {
-                let bytes = |q: Option<&str>| q.and_then(crate::defrag::decide::quantity_bytes);
+                let bytes = |q: Option<&str>| q.and_then(crate::domain::quantity::quantity_bytes);
                 let wanted = [
                     wanted_storage,
                     bytes(Some(&member.spec.storage.size_or_default().0)),

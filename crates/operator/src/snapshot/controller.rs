@@ -767,7 +767,7 @@ async fn start_pvc(
             return Ok(Action::await_change());
         }
     };
-    let uri = pvc::pvc_uri(&to.claim_name, &relative);
+    let uri = crate::domain::location::pvc_uri(&to.claim_name, &relative);
     let found = claim(ctx, &namespace, &to.claim_name).await?;
     if let Err(failure) = pvc::claim_usable(found.as_ref(), &to.claim_name) {
         record_failure(ctx, snapshot, &previous, &failure, None).await?;
@@ -933,7 +933,7 @@ async fn delete_pvc_artifact(
             ));
         }
     };
-    let uri = pvc::pvc_uri(&to.claim_name, &relative);
+    let uri = crate::domain::location::pvc_uri(&to.claim_name, &relative);
     if snapshot
         .status
         .as_ref()

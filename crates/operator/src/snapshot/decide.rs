@@ -516,20 +516,6 @@ pub fn pick_voter(voters: &[Voter]) -> Option<&Voter> {
         .min_by(|a, b| (a.leader, &a.member).cmp(&(b.leader, &b.member)))
 }
 
-/// The object key: `<key>/<name>.db`, as the reference names it (slashes around `key` are
-/// not doubled; no key means `<name>.db` at the bucket's root).
-pub fn object_key(key: Option<&str>, snapshot: &str) -> String {
-    match key.map(|k| k.trim_matches('/')).filter(|k| !k.is_empty()) {
-        Some(prefix) => format!("{prefix}/{snapshot}.db"),
-        None => format!("{snapshot}.db"),
-    }
-}
-
-/// `s3://<bucket>/<object key>`.
-pub fn object_uri(bucket: &str, key: &str) -> String {
-    format!("s3://{bucket}/{key}")
-}
-
 /// What the store holds at the object's key before writing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Existing {
@@ -1405,19 +1391,6 @@ mod tests {
             voter("d", true, false),
         ];
         assert_eq!(pick_voter(&voters).map(|v| v.member.as_str()), Some("c"));
-    }
-
-    #[test]
-    fn objects_are_named_like_the_reference() {
-        assert_eq!(object_key(Some("etcd/prod"), "daily"), "etcd/prod/daily.db");
-        assert_eq!(
-            object_key(Some("/etcd/prod/"), "daily"),
-            "etcd/prod/daily.db"
-        );
-        assert_eq!(object_key(Some(""), "daily"), "daily.db");
-        assert_eq!(object_key(Some("/"), "daily"), "daily.db");
-        assert_eq!(object_key(None, "daily"), "daily.db");
-        assert_eq!(object_uri("b", "etcd/daily.db"), "s3://b/etcd/daily.db");
     }
 
     #[test]

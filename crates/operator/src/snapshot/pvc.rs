@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::codec;
 use super::decide::{Checked, Failure, Source, Stored};
+use crate::domain::location::{object_key, pvc_uri};
 use crate::etcd::{ClientTls, EtcdAccess, EtcdClient, Timeouts};
 
 /// Where the claim is mounted in the agent's Pod.
@@ -61,12 +62,7 @@ pub fn relative_path(sub_path: Option<&str>, snapshot: &str) -> Result<String, F
             detail: format!("destination.pvc.subPath {sub:?} climbs out of the volume (..)"),
         });
     }
-    Ok(super::decide::object_key(sub_path, snapshot))
-}
-
-/// `pvc://<claim>/<path in the claim>`.
-pub fn pvc_uri(claim: &str, relative: &str) -> String {
-    format!("pvc://{claim}/{relative}")
+    Ok(object_key(sub_path, snapshot))
 }
 
 /// What a finished agent says: the file it wrote, or why it failed.

@@ -40,6 +40,11 @@ use object_store::{
 
 use super::decide::{Existing, Failure, NAME_METADATA, UID_METADATA};
 use super::digest::PlainDigest;
+use crate::domain::location::{
+    AZURE_ACCOUNT_KEY, AZURE_SAS_TOKEN, DEFAULT_LOCAL_ROOT, GCS_SERVICE_ACCOUNT_KEY,
+    S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY,
+};
+use crate::domain::location::{object_key, source_key, uri_of};
 
 pub mod gcs;
 
@@ -48,16 +53,6 @@ pub mod gcs;
 pub const PART_SIZE: usize = 5 * 1024 * 1024;
 /// Parts in flight at once: with the part being filled, memory stays near 3 parts.
 pub const PARTS_IN_FLIGHT: usize = 2;
-
-/// Where `destination.local` may write when the operator is not told otherwise.
-pub const DEFAULT_LOCAL_ROOT: &str = "/var/lib/etcd-operator/snapshots";
-
-/// The Secret keys (and the restore agent's environment variables) of each store.
-pub const S3_ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
-pub const S3_SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
-pub const GCS_SERVICE_ACCOUNT_KEY: &str = "GOOGLE_SERVICE_ACCOUNT_KEY";
-pub const AZURE_ACCOUNT_KEY: &str = "AZURE_STORAGE_ACCOUNT_KEY";
-pub const AZURE_SAS_TOKEN: &str = "AZURE_STORAGE_SAS_TOKEN";
 
 /// The S3 access keys from the credentials Secret (never printed).
 #[derive(Clone)]
@@ -246,22 +241,6 @@ impl Target {
     }
 }
 
-/// `gs://<bucket>/<key>`, `azure://<account>/<container>/<key>`, `s3://<bucket>/<key>`.
-fn uri_of(location: &SnapshotLocation, key: &str) -> String {
-    match (
-        &location.s3,
-        &location.gcs,
-        &location.azure,
-        &location.local,
-    ) {
-        (Some(s3), ..) => super::decide::object_uri(&s3.bucket, key),
-        (_, Some(gcs), ..) => format!("gs://{}/{key}", gcs.bucket),
-        (_, _, Some(azure), _) => format!("azure://{}/{}/{key}", azure.account, azure.container),
-        (.., Some(local)) => format!("file://{}/{key}", local.path.trim_end_matches('/')),
-        _ => String::new(),
-    }
-}
-
 /// Where the snapshot `snapshot` goes in the destination: `<key>/<snapshot>.db` in a bucket
 /// or container (the reference's naming), `<path>/<snapshot>.db` in a local directory.
 pub fn target(destination: &SnapshotLocation, snapshot: &str) -> Result<Target, Failure> {
@@ -277,25 +256,16 @@ pub fn target(destination: &SnapshotLocation, snapshot: &str) -> Result<Target, 
             });
         }
     };
-    let key = super::decide::object_key(prefix, snapshot);
+    let key = object_key(prefix, snapshot);
     let uri = uri_of(destination, &key);
     Ok(Target::new(key, uri))
 }
 
 /// The object a restore source names: its exact key.
 pub fn source(location: &SnapshotLocation) -> Result<Target, Failure> {
-    let key = match location.store() {
-        Some(StoreKind::S3) => location.s3.as_ref().and_then(|l| l.key.clone()),
-        Some(StoreKind::Gcs) => location.gcs.as_ref().and_then(|l| l.key.clone()),
-        Some(StoreKind::Azure) => location.azure.as_ref().and_then(|l| l.key.clone()),
-        Some(StoreKind::Local) => {
-            return Err(Failure::InvalidDestination {
-                detail: etcd_operator_api::shared::LOCAL_NOT_A_RESTORE_SOURCE.to_string(),
-            });
-        }
-        Some(StoreKind::Pvc) | None => None,
-    }
-    .unwrap_or_default();
+    let key = source_key(location).ok_or_else(|| Failure::InvalidDestination {
+        detail: etcd_operator_api::shared::LOCAL_NOT_A_RESTORE_SOURCE.to_string(),
+    })?;
     let uri = uri_of(location, &key);
     Ok(Target::new(key, uri))
 }
