@@ -108,6 +108,13 @@ pub fn parse_member_id(hex: &str) -> Option<u64> {
     u64::from_str_radix(trimmed, 16).ok().filter(|id| *id != 0)
 }
 
+/// The current revision and whether everything below it is compacted away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    pub revision: i64,
+    pub compacted: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
