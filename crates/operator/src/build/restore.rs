@@ -23,8 +23,10 @@ use k8s_openapi::api::core::v1::{
     SecretKeySelector, SecurityContext, Volume, VolumeMount,
 };
 
-use super::pod::{DATA_DIR, PodStart, StartKind};
-use super::{OperatorSettings, member_data_dir, member_peer_url};
+use super::names::DATA_DIR;
+use super::start::{PodStart, StartKind};
+use super::{member_data_dir, member_peer_url};
+use crate::domain::settings::OperatorSettings;
 
 /// The init containers, in order.
 pub const RESTORE_FETCH_CONTAINER: &str = "restore-fetch";
@@ -486,7 +488,7 @@ mod tests {
 
     use super::*;
     use crate::build::member_pod;
-    use crate::build::pod::InitialClusterState;
+    use crate::build::start::InitialClusterState;
     use crate::build::tests_support::member;
 
     fn restored_member(version: &str) -> EtcdMember {
@@ -703,7 +705,7 @@ mod tests {
         );
     }
 
-    const DEFAULT_AGENT_IMAGE_FOR_TEST: &str = super::super::DEFAULT_AGENT_IMAGE;
+    const DEFAULT_AGENT_IMAGE_FOR_TEST: &str = crate::domain::settings::DEFAULT_AGENT_IMAGE;
 
     fn status(container: ContainerStatus) -> PodStatus {
         PodStatus {

@@ -27,9 +27,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::build::{
-    OperatorSettings, client_service_name, headless_service_name, member_client_url, pvc_name,
-};
+use crate::build::{client_service_name, headless_service_name, member_client_url, pvc_name};
+use crate::domain::settings::OperatorSettings;
 use crate::etcd::{ClientTls, EtcdAccess, EtcdView, Timeouts, observe_cluster};
 use crate::plan::{
     CertificateFacts, ClassExpansion, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts,

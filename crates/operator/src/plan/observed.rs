@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::build::{DISCOVERY_FAILED, ETCD_CONTAINER, OperatorSettings, PodStart, StartKind};
+use crate::build::{DISCOVERY_FAILED, ETCD_CONTAINER, PodStart, StartKind};
+use crate::domain::settings::OperatorSettings;
 use crate::etcd::EtcdView;
 
 /// One observation of a cluster and everything it owns.

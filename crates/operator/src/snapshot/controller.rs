@@ -59,7 +59,7 @@ impl SnapshotContext {
             act,
             finished: Default::default(),
             verifying: Default::default(),
-            agent_image: crate::build::DEFAULT_AGENT_IMAGE.to_string(),
+            agent_image: crate::domain::settings::DEFAULT_AGENT_IMAGE.to_string(),
             stores: store::StoreSettings::default(),
         }
     }
@@ -423,7 +423,7 @@ async fn start_restore_check(
             version: &version,
             credentials_secret: credentials.as_ref().map(|_| pod_name.as_str()),
         },
-        &crate::build::OperatorSettings {
+        &crate::domain::settings::OperatorSettings {
             agent_image: ctx.agent_image.clone(),
             ..ctx.observer.settings.clone()
         },
