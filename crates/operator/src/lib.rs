@@ -31,4 +31,6 @@ pub mod server;
 pub mod snapshot;
 
 #[cfg(test)]
+mod import_graph;
+#[cfg(test)]
 mod manifests_tests;
