@@ -1,12 +1,8 @@
 //! What every snapshot pass shares: the context, the cluster read for a snapshot, the agent
 //! Pods found by label, and the status writes and Events.
 
-use super::super::decide::{self, ClusterFacts, Failure, Stored};
-use super::super::pvc;
-use super::super::store;
-use crate::act::{ActContext, post_params};
-use crate::etcd::EtcdAccess;
-use crate::observe::Observer;
+use std::sync::Arc;
+
 use etcd_operator_api::snapshot::SnapshotVerify;
 use etcd_operator_api::{EtcdCluster, EtcdSnapshot};
 use k8s_openapi::api::core::v1::{Event, Pod, Secret};
@@ -15,8 +11,14 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
-use std::sync::Arc;
 use tracing::warn;
+
+use super::super::decide::{self, ClusterFacts, Failure, Stored};
+use super::super::pvc;
+use super::super::store;
+use crate::act::{ActContext, post_params};
+use crate::etcd::EtcdAccess;
+use crate::observe::Observer;
 
 /// What the snapshot passes share.
 pub struct SnapshotContext {

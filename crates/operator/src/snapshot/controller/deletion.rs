@@ -1,19 +1,21 @@
 //! `deletionPolicy: Delete`: the artifact finalizer, and the stored object deleted (only when
 //! it is this snapshot's) before the finalizer goes.
 
-use super::super::decide::{Existing, Failure};
-use super::super::store;
-use super::context::{SnapshotContext, SnapshotError, event, name};
-use super::pvc_destination::delete_pvc_artifact;
-use super::take::credentials;
+use std::time::Duration;
+
 use etcd_operator_api::EtcdSnapshot;
 use etcd_operator_api::snapshot::SnapshotDeletionPolicy;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
-use std::time::Duration;
 use tracing::{info, warn};
+
+use super::super::decide::{Existing, Failure};
+use super::super::store;
+use super::context::{SnapshotContext, SnapshotError, event, name};
+use super::pvc_destination::delete_pvc_artifact;
+use super::take::credentials;
 
 /// The finalizer of an EtcdSnapshot with `deletionPolicy: Delete`: its stored object is
 /// deleted before the EtcdSnapshot goes.

@@ -19,6 +19,18 @@ mod verification;
 pub use context::{SnapshotContext, SnapshotError, snapshot_event};
 pub use deletion::ARTIFACT_FINALIZER;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_operator_api::EtcdSnapshot;
+use etcd_operator_api::shared::StoreKind;
+use etcd_operator_api::snapshot::SnapshotVerify;
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::watcher;
+use tracing::{debug, info, warn};
+
 use super::decide::{self, Next};
 use super::pvc;
 use super::store;
@@ -29,18 +41,8 @@ use context::{
     agent_pods, cluster, cluster_facts, event, name, record_failure, remove_agent, write_status,
 };
 use deletion::deletion;
-use etcd_operator_api::EtcdSnapshot;
-use etcd_operator_api::shared::StoreKind;
-use etcd_operator_api::snapshot::SnapshotVerify;
-use futures::StreamExt;
-use k8s_openapi::jiff::Timestamp;
-use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::watcher;
 use pvc_destination::{follow_pvc, start_pvc};
-use std::sync::Arc;
-use std::time::Duration;
 use take::take;
-use tracing::{debug, info, warn};
 use verification::{follow_restore_check, written};
 
 /// Runs the EtcdSnapshot controller until `shutdown` completes.

@@ -1,6 +1,16 @@
 //! `destination.pvc`: the agent Pod that writes the snapshot onto the claim (and removes it
 //! under `deletionPolicy: Delete`), started and followed by label.
 
+use std::time::Duration;
+
+use etcd_operator_api::EtcdSnapshot;
+use etcd_operator_api::snapshot::SnapshotVerify;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::runtime::controller::Action;
+use tracing::info;
+
 use super::super::decide::{self, Failure, Voter};
 use super::super::pvc;
 use super::context::{
@@ -11,14 +21,6 @@ use super::take::encoding;
 use super::verification::written;
 use crate::act::post_params;
 use crate::etcd::EtcdAccess;
-use etcd_operator_api::EtcdSnapshot;
-use etcd_operator_api::snapshot::SnapshotVerify;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use k8s_openapi::jiff::Timestamp;
-use kube::Api;
-use kube::runtime::controller::Action;
-use std::time::Duration;
-use tracing::info;
 
 pub(super) async fn claim(
     ctx: &SnapshotContext,

@@ -2,11 +2,6 @@
 //! (S3, GCS, Azure, a local directory), with the store's credentials read from its Secret, and
 //! read back.
 
-use super::super::codec;
-use super::super::decide::{self, Checked, Failure, Source, Stored, Voter};
-use super::super::store::{self, PARTS_IN_FLIGHT, StoreCredentials};
-use super::context::{SnapshotContext, name};
-use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
 use etcd_operator_api::EtcdSnapshot;
 use etcd_operator_api::snapshot::{
     AGE_IDENTITY_KEY, AGE_RECIPIENTS_KEY, SecretKeyRef, SnapshotCompression,
@@ -14,6 +9,12 @@ use etcd_operator_api::snapshot::{
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use object_store::path::Path;
+
+use super::super::codec;
+use super::super::decide::{self, Checked, Failure, Source, Stored, Voter};
+use super::super::store::{self, PARTS_IN_FLIGHT, StoreCredentials};
+use super::context::{SnapshotContext, name};
+use crate::etcd::{EtcdAccess, EtcdClient, Timeouts};
 
 /// Reads the credentials Secret the destination names (none for a local directory).
 pub(super) async fn credentials(

@@ -1,6 +1,18 @@
 //! What is verified: a written snapshot's read-back recorded, and with `verify: Restore` the
 //! restore check's Pod started, followed and recorded.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_operator_api::EtcdSnapshot;
+use etcd_operator_api::snapshot::SnapshotVerify;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::runtime::controller::Action;
+use tracing::info;
+
 use super::super::decide::{self, Checked, Failure, Source, Stored};
 use super::super::pvc;
 use super::super::verify;
@@ -10,16 +22,6 @@ use super::context::{
 };
 use crate::act::post_params;
 use crate::etcd::EtcdAccess;
-use etcd_operator_api::EtcdSnapshot;
-use etcd_operator_api::snapshot::SnapshotVerify;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use k8s_openapi::jiff::Timestamp;
-use kube::Api;
-use kube::runtime::controller::Action;
-use std::collections::BTreeMap;
-use std::time::Duration;
-use tracing::info;
 
 /// A snapshot stored and read back: Complete, or (`verify: Restore`) its restore check
 /// started.

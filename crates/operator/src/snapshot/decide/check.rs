@@ -2,11 +2,12 @@
 //! decoded ([`check_read_back`]) and, with `verify: Restore`, what a restored etcd served
 //! ([`check_restored`]).
 
-use super::super::codec::{Decoded, Encoded, Layers};
-use super::failure::Failure;
 use etcd_operator_api::snapshot::{
     EtcdSnapshotStatus, SnapshotCompression, SnapshotPhase, SnapshotVerify,
 };
+
+use super::super::codec::{Decoded, Encoded, Layers};
+use super::failure::Failure;
 
 /// What was written: the artifact (the stored bytes), etcd's bytes, the layers applied and
 /// what the database's pages hold. The PVC agent sends it back as JSON.

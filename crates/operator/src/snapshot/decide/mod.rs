@@ -21,11 +21,12 @@ pub use status::{
     Source, complete_status, failed_status, pending_status, started_status, verifying_status,
 };
 
-use crate::build::member_client_url;
-use crate::plan::Observed;
 use etcd_operator_api::shared::{PvcSnapshotLocation, SnapshotLocation, StoreKind};
 use etcd_operator_api::snapshot::SnapshotPhase;
 use k8s_openapi::jiff::Timestamp;
+
+use crate::build::member_client_url;
+use crate::plan::Observed;
 
 /// The user-defined object metadata (`x-amz-meta-etcd-snapshot-uid`) that records which
 /// EtcdSnapshot wrote an object: the overwrite guard reads it back.

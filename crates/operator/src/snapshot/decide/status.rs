@@ -1,8 +1,6 @@
 //! The statuses a snapshot goes through (`Pending`, `Started`, verifying, `Complete`, `Failed`)
 //! with their Ready condition, from what was decided and what was written.
 
-use super::check::{Checked, Stored};
-use super::failure::Failure;
 use etcd_operator_api::conditions::snapshot::READY;
 use etcd_operator_api::snapshot::{
     EtcdSnapshotStatus, SnapshotArtifact, SnapshotEncryptionStatus, SnapshotPhase,
@@ -10,6 +8,9 @@ use etcd_operator_api::snapshot::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
+
+use super::check::{Checked, Stored};
+use super::failure::Failure;
 
 pub(super) fn condition(
     status: &str,
