@@ -95,12 +95,12 @@ pub fn crate_graph(root: &str, read: &dyn Fn(&str) -> Option<String>) -> Result<
     }
     for (path, module) in &modules {
         let mut add = |target: Option<String>, line: usize| {
-            if let Some(to) = target {
-                if to != module.file {
-                    let e = graph.edges.entry(module.file.clone()).or_default();
-                    let l = e.entry(to).or_insert(line);
-                    *l = (*l).min(line);
-                }
+            if let Some(to) = target
+                && to != module.file
+            {
+                let e = graph.edges.entry(module.file.clone()).or_default();
+                let l = e.entry(to).or_insert(line);
+                *l = (*l).min(line);
             }
         };
         for u in module.uses.iter().filter(|u| !u.public) {
@@ -208,18 +208,15 @@ fn resolve(
         .rev()
         .find(|&n| modules.contains_key(&path[..n]))?;
     let module = &modules[&path[..n]];
-    if let Some(name) = path.get(n) {
-        if let Some(u) = module
+    if let Some(name) = path.get(n)
+        && let Some(u) = module
             .uses
             .iter()
             .find(|u| u.name.as_deref() == Some(name.as_str()))
-        {
-            return match absolute(modules, &path[..n], &u.path, hops + 1) {
-                Some(target) => resolve(modules, &[&target[..], &path[n + 1..]].concat(), hops + 1),
-                // Re-exported from another crate.
-                None => None,
-            };
-        }
+    {
+        // Where the re-export leads; `None` when it leads into another crate.
+        let target = absolute(modules, &path[..n], &u.path, hops + 1)?;
+        return resolve(modules, &[&target[..], &path[n + 1..]].concat(), hops + 1);
     }
     if n == 0 && path.is_empty() {
         return None;

@@ -250,12 +250,12 @@ pub(super) fn parse_file(file: &str, src: &str) -> BTreeMap<Vec<String>, Module>
                     test_only = true;
                 }
             }
-            if let [a, b, c] = attr {
-                if a.tok == Tok::Ident("path".into()) && b.tok == Tok::Punct('=') {
-                    if let Tok::Str(s) = &c.tok {
-                        path_attr = Some(s.clone());
-                    }
-                }
+            if let [a, b, c] = attr
+                && a.tok == Tok::Ident("path".into())
+                && b.tok == Tok::Punct('=')
+                && let Tok::Str(s) = &c.tok
+            {
+                path_attr = Some(s.clone());
             }
             i = close + 1;
             continue;
