@@ -20,6 +20,7 @@ test: deps
 	$(CARGO) nextest run --workspace --lib --bins --tests --no-fail-fast
 	KUBECTL=$(KUBECTL_NEWER) $(CARGO) nextest run -p kube-sandbox $(KUBECTL_SUITES) --no-fail-fast
 	$(CARGO) test --workspace --doc
+	$(MAKE) docs
 
 ## crds: regenerate deploy/crds/ from the Rust types, and the chart's copy of them.
 crds:
@@ -34,3 +35,10 @@ lint:
 ## demo: kube-sandbox with the operator deployed from deploy/ and a 3-member etcd cluster; keeps running.
 demo:
 	@bash scripts/demo.sh
+
+## docs: the documentation site (mkdocs.yml) into target/site, strict: a broken link or anchor,
+## or a page left out of the navigation, fails the build.
+.PHONY: docs
+docs:
+	@bash scripts/install-docs-deps.sh
+	NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict

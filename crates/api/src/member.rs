@@ -22,6 +22,8 @@ use crate::shared::{AdditionalMetadata, EtcdOptions, RestoreSpec, StorageSpec};
     kind = "EtcdMember",
     plural = "etcdmembers",
     singular = "etcdmember",
+    shortname = "etcdm",
+    category = "etcd-operator",
     namespaced,
     status = "EtcdMemberStatus",
     derive = "PartialEq",
@@ -40,10 +42,29 @@ use crate::shared::{AdditionalMetadata, EtcdOptions, RestoreSpec, StorageSpec};
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase",),
     printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Voter",
+        type_ = "boolean",
+        json_path = ".status.isVoter",
+        priority = 1,
+    ),
+    printcolumn(
+        name = "Member ID",
+        type_ = "string",
+        json_path = ".status.memberID",
+        priority = 1,
+    ),
+    printcolumn(
+        name = "Recreated",
+        type_ = "integer",
+        json_path = ".status.recreateCount",
+        priority = 1,
     )
 )]
 #[serde(rename_all = "camelCase")]

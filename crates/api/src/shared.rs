@@ -67,8 +67,9 @@ pub enum StorageMedium {
 }
 
 /// Tuning flags passed to every member's etcd command line. A closed, typed set on purpose: a
-/// free-form flag map would let users set flags that fight the operator. Changes apply to
-/// members created afterwards (scale-up, replacement); running members are not rolled.
+/// free-form flag map would let users set flags that fight the operator. A change is rolled
+/// out to the running members one at a time (each Pod created again on its data), the leader
+/// last.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EtcdOptions {

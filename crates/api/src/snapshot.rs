@@ -20,6 +20,8 @@ use crate::shared::SnapshotLocation;
     kind = "EtcdSnapshot",
     plural = "etcdsnapshots",
     singular = "etcdsnapshot",
+    shortname = "etcdsnap",
+    category = "etcd-operator",
     namespaced,
     status = "EtcdSnapshotStatus",
     derive = "PartialEq",
@@ -31,10 +33,35 @@ use crate::shared::SnapshotLocation;
         json_path = ".spec.clusterRef.name"
     ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Verified", type_ = "boolean", json_path = ".status.verified",),
+    printcolumn(
+        name = "Size",
+        type_ = "integer",
+        json_path = ".status.artifact.sizeBytes",
+    ),
+    printcolumn(name = "Revision", type_ = "integer", json_path = ".status.revision",),
     printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Member",
+        type_ = "string",
+        json_path = ".status.member",
+        priority = 1,
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason",
+        priority = 1,
+    ),
+    printcolumn(
+        name = "Artifact",
+        type_ = "string",
+        json_path = ".status.artifact.uri",
+        priority = 1,
     )
 )]
 #[serde(rename_all = "camelCase")]

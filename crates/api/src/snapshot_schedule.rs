@@ -27,6 +27,8 @@ use crate::snapshot::{SnapshotCompression, SnapshotEncryption, SnapshotVerify};
     kind = "EtcdSnapshotSchedule",
     plural = "etcdsnapshotschedules",
     singular = "etcdsnapshotschedule",
+    shortname = "etcdss",
+    category = "etcd-operator",
     namespaced,
     status = "EtcdSnapshotScheduleStatus",
     derive = "PartialEq",
@@ -49,6 +51,18 @@ use crate::snapshot::{SnapshotCompression, SnapshotEncryption, SnapshotVerify};
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Newest Verified",
+        type_ = "string",
+        json_path = ".status.newestVerified",
+        priority = 1,
+    ),
+    printcolumn(
+        name = "Last Schedule",
+        type_ = "date",
+        json_path = ".status.lastScheduleTime",
+        priority = 1,
     )
 )]
 #[serde(rename_all = "camelCase")]

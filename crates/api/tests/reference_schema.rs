@@ -334,6 +334,55 @@ fn without_descriptions(value: &Value) -> Value {
     }
 }
 
+/// The names of the reference, and in ours only the additions `kubectl` reads for brevity:
+/// `shortNames` and `categories` (a name the reference gives must be ours too).
+fn names_superset(reference: &Value, ours: &Value, diffs: &mut Vec<String>) {
+    let empty = Map::new();
+    let (reference, ours) = (
+        reference.as_object().unwrap_or(&empty),
+        ours.as_object().unwrap_or(&empty),
+    );
+    for (key, r) in reference {
+        match (key.as_str(), ours.get(key)) {
+            ("shortNames" | "categories", Some(Value::Array(o))) => {
+                for name in r.as_array().into_iter().flatten() {
+                    if !o.contains(name) {
+                        diffs.push(format!("/spec/names/{key}: {name} missing in ours"));
+                    }
+                }
+            }
+            (_, Some(o)) if o == r => {}
+            (_, o) => diffs.push(format!(
+                "/spec/names/{key}: reference {r}, ours {}",
+                o.map_or("nothing".to_owned(), Value::to_string)
+            )),
+        }
+    }
+    for key in ours.keys().filter(|key| !reference.contains_key(*key)) {
+        if key != "shortNames" && key != "categories" {
+            diffs.push(format!("/spec/names/{key}: in ours only"));
+        }
+    }
+}
+
+/// The reference's printer columns, each unchanged and in the same order, among ours: ours
+/// may add columns anywhere (a script that reads the reference's columns by name still finds
+/// them), never drop, rename or change one.
+fn columns_superset(reference: &Value, ours: &Value, diffs: &mut Vec<String>) {
+    let empty = Vec::new();
+    let ours = ours.as_array().unwrap_or(&empty);
+    let mut rest = ours.iter();
+    for column in reference.as_array().unwrap_or(&empty) {
+        if !rest.any(|o| o == column) {
+            diffs.push(format!(
+                "additionalPrinterColumns: the reference's {column} is not in ours, unchanged and \
+                 in the reference's order (ours: {ours:?})"
+            ));
+            return;
+        }
+    }
+}
+
 fn check(plural: &str) {
     let reference = reference_crd(plural);
     let mut ours = our_crd(plural);
@@ -348,12 +397,7 @@ fn check(plural: &str) {
         }
     }
 
-    for pointer in [
-        "/metadata/name",
-        "/spec/group",
-        "/spec/names",
-        "/spec/scope",
-    ] {
+    for pointer in ["/metadata/name", "/spec/group", "/spec/scope"] {
         if reference.pointer(pointer) != ours.pointer(pointer) {
             diffs.push(format!(
                 "{pointer}: reference {:?}, ours {:?}",
@@ -362,6 +406,11 @@ fn check(plural: &str) {
             ));
         }
     }
+    names_superset(
+        &reference["spec"]["names"],
+        &ours["spec"]["names"],
+        &mut diffs,
+    );
     let versions = |crd: &Value| {
         crd["spec"]["versions"]
             .as_array()
@@ -377,13 +426,12 @@ fn check(plural: &str) {
 
     let mut extra = BTreeSet::new();
     for (r, o) in reference_versions.iter().zip(&our_versions) {
-        for key in [
-            "name",
-            "served",
-            "storage",
-            "subresources",
-            "additionalPrinterColumns",
-        ] {
+        columns_superset(
+            &r["additionalPrinterColumns"],
+            &o["additionalPrinterColumns"],
+            &mut diffs,
+        );
+        for key in ["name", "served", "storage", "subresources"] {
             if r.get(key) != o.get(key) {
                 diffs.push(format!(
                     "version {}: `{key}` differs: reference {:?}, ours {:?}",
@@ -537,4 +585,79 @@ fn only_the_listed_rule_extensions_are_undone() {
     undo_rule_extensions("etcdclusters", schema, &mut diffs);
     assert_eq!(diffs.len(), 1, "{diffs:?}");
     assert!(diffs[0].contains("is not in ours"), "{diffs:?}");
+}
+
+/// The superset checks notice a dropped, changed or reordered column and a changed name.
+#[test]
+fn the_superset_checks_notice_differences() {
+    let column = |name: &str| serde_json::json!({"name": name, "type": "string", "jsonPath": ".x"});
+    let reference = serde_json::json!([column("A"), column("B")]);
+    let mut diffs = Vec::new();
+    columns_superset(
+        &reference,
+        &serde_json::json!([column("A"), column("New"), column("B")]),
+        &mut diffs,
+    );
+    assert!(diffs.is_empty(), "{diffs:?}");
+    for ours in [
+        serde_json::json!([column("A")]),
+        serde_json::json!([column("B"), column("A")]),
+        serde_json::json!([column("A"), {"name": "B", "type": "integer", "jsonPath": ".x"}]),
+    ] {
+        let mut diffs = Vec::new();
+        columns_superset(&reference, &ours, &mut diffs);
+        assert_eq!(diffs.len(), 1, "{ours}");
+    }
+
+    let names = serde_json::json!({"kind": "K", "plural": "ks"});
+    let mut diffs = Vec::new();
+    names_superset(
+        &names,
+        &serde_json::json!({"kind": "K", "plural": "ks", "shortNames": ["k"], "categories": ["c"]}),
+        &mut diffs,
+    );
+    assert!(diffs.is_empty(), "{diffs:?}");
+    let mut diffs = Vec::new();
+    names_superset(
+        &names,
+        &serde_json::json!({"kind": "K", "plural": "kz", "singular": "k"}),
+        &mut diffs,
+    );
+    assert_eq!(diffs.len(), 2, "{diffs:?}");
+}
+
+/// Every printer column of ours reads a field our schema has (the filter of a condition column
+/// aside), so a renamed field cannot leave a column silently empty.
+#[test]
+fn every_printer_column_reads_a_field_of_the_schema() {
+    for crd in etcd_operator_api::crds() {
+        let crd = serde_json::to_value(&crd).unwrap();
+        for version in crd["spec"]["versions"].as_array().unwrap() {
+            let schema = &version["schema"]["openAPIV3Schema"];
+            for column in version["additionalPrinterColumns"].as_array().unwrap() {
+                let path = column["jsonPath"].as_str().unwrap();
+                if path.starts_with(".metadata.") {
+                    continue;
+                }
+                let mut node = schema;
+                for part in path.trim_start_matches('.').split('.') {
+                    let (name, filtered) = match part.split_once('[') {
+                        Some((name, _)) => (name, true),
+                        None => (part, false),
+                    };
+                    node = &node["properties"][name];
+                    if filtered {
+                        node = &node["items"];
+                        break;
+                    }
+                }
+                assert!(
+                    node.is_object(),
+                    "{}: the column {} reads {path}, which the schema does not have",
+                    crd["metadata"]["name"],
+                    column["name"]
+                );
+            }
+        }
+    }
 }

@@ -1,4 +1,8 @@
-//! `kubectl etcd`: day-2 operations on an EtcdCluster through the Kubernetes API.
+//! `kubectl etcdop`: day-2 operations on an EtcdCluster through the Kubernetes API.
+//!
+//! The binary is `kubectl-etcdop`, so that it never collides with the reference operator's
+//! `kubectl-etcd`; it names itself after however it was invoked (a link `kubectl-etcd` makes
+//! it `kubectl etcdop`), see deploy/krew/etcdop.yaml.
 //!
 //! Every command finds the cluster (the namespace's only one unless named), reads what it owns
 //! and observes etcd exactly as the operator's `observe` does, reaching each member Pod through
@@ -6,10 +10,12 @@
 //! give (the CA, the operator's client certificate, root's password): never from Pod args.
 //!
 //! Exit codes: 0 done; 1 failed (the message says what to do); 2 bad usage; 3 `health` found
-//! a minority of voters lost; 4 `health` found quorum lost.
+//! a minority of voters lost; 4 `health` found quorum lost; 5 `hashkv` found the members'
+//! keyspaces differ; 6 `check perf` failed its criteria.
 
 pub mod health;
 pub mod migrate;
+pub mod ops;
 pub mod output;
 pub mod restore;
 pub mod session;
@@ -35,8 +41,8 @@ const DEFAULT_QUOTA: i64 = 2 * 1024 * 1024 * 1024;
 
 #[derive(Parser, Debug)]
 #[command(
-    name = "kubectl-etcd",
-    bin_name = "kubectl etcd",
+    name = "kubectl-etcdop",
+    bin_name = "kubectl etcdop",
     about = "Day-2 operations on EtcdClusters, through the Kubernetes API",
     version
 )]
@@ -141,8 +147,9 @@ pub enum Command {
         #[arg(long, required = true)]
         peer_url: String,
     },
-    /// Saves a snapshot to a file atomically (temporary file, fsync, rename) and prints its
-    /// SHA-256; `snapshot create` makes an EtcdSnapshot instead.
+    /// `snapshot save FILE` saves a snapshot to a local file atomically (temporary file, fsync,
+    /// rename) and prints its SHA-256; `snapshot create NAME` makes an EtcdSnapshot instead.
+    /// (`snapshot FILE` still works, as `snapshot save FILE`.)
     #[command(args_conflicts_with_subcommands = true)]
     Snapshot {
         #[command(subcommand)]
@@ -177,6 +184,70 @@ pub enum Command {
         /// (default: the newest Complete and verified one).
         #[arg(long)]
         snapshot: Option<String>,
+        /// Wait until the recovery completed and the cluster is Available (or it was refused
+        /// or aborted), printing each phase.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "15m", value_parser = parse_duration, requires = "wait")]
+        timeout: Duration,
+    },
+    /// Promotes a learner (EtcdMember name or hex ID) to voter; etcd refuses one that has not
+    /// caught up with the leader yet. The operator promotes its learners by itself.
+    PromoteMember {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        #[arg(long, required = true)]
+        member: String,
+    },
+    /// Compares every member's hash of its keyspace (etcd's HashKV) at one revision all have
+    /// applied: equal hashes mean the same data. Exit code 5 when they differ.
+    Hashkv {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The revision to compare at (default: the lowest current revision of the members).
+        #[arg(long)]
+        revision: Option<i64>,
+    },
+    /// Checks the cluster's performance.
+    Check {
+        #[command(subcommand)]
+        check: CheckCommand,
+    },
+    /// Issues a client certificate signed by the cluster's operator-issued CA (mutual TLS):
+    /// into a Secret of type kubernetes.io/tls, or files. The operator does not renew it.
+    Certificate {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The certificate's common name: etcd's user name under authentication.
+        #[arg(long = "common-name", required = true)]
+        common_name: String,
+        /// Write a Secret of this name in the cluster's namespace.
+        #[arg(long, conflicts_with = "out_dir")]
+        secret: Option<String>,
+        /// Or write tls.crt, tls.key and ca.crt into this (new) directory.
+        #[arg(long = "out-dir")]
+        out_dir: Option<PathBuf>,
+        /// Validity (never past the CA's end).
+        #[arg(long, default_value = "2160h", value_parser = parse_duration)]
+        duration: Duration,
+    },
+    /// Writes what a support request needs into a directory: the cluster's objects, Events,
+    /// member logs, etcd's status and health, the operator's log. Never a Secret.
+    Report {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// The directory to create (default: etcdop-report-<namespace>-<cluster>-<time>).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Log lines per container.
+        #[arg(long, default_value = "2000")]
+        tail: i64,
+    },
+    /// Prints a shell completion script: `source <(kubectl etcdop completion bash)`.
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
     /// Takes over an EtcdCluster of the legacy etcd.aenix.io/v1alpha1 operator in place (dry
     /// run by default; --apply to act): a safety snapshot, the spec translated, EtcdCluster
@@ -240,7 +311,33 @@ pub enum AlarmAction {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum CheckCommand {
+    /// Puts 1 KiB values at a load's rate for a while, through the port-forwards, and judges
+    /// throughput and latency as `etcdctl check perf` does; the keys are deleted after. Exit
+    /// code 6 when it fails.
+    Perf {
+        #[command(flatten)]
+        cluster: ClusterArg,
+        /// s: 150 puts/s from 50 clients; m: 1000 from 200; l: 8000 from 500.
+        #[arg(long, value_enum, default_value = "s")]
+        load: ops::PerfLoad,
+        /// How long to put.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        duration: Duration,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum SnapshotCommand {
+    /// Saves a snapshot to a local file atomically and prints its SHA-256.
+    Save {
+        /// Where to write it (must not exist).
+        file: PathBuf,
+        #[command(flatten)]
+        cluster: SnapshotCluster,
+        #[command(flatten)]
+        member: MemberArg,
+    },
     /// Creates an EtcdSnapshot, waits until it is Complete or Failed, prints the artifact.
     Create {
         /// The EtcdSnapshot's name.
@@ -306,7 +403,12 @@ where
     I: IntoIterator<Item = S>,
     S: Into<std::ffi::OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .bin_name(invoked_as(args.first()))
+        .try_get_matches_from(args)
+        .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() { 2 } else { 0 };
@@ -339,6 +441,25 @@ where
             stdout: String::new(),
             stderr: format!("error: {}\n", chain(&err)),
         },
+    }
+}
+
+/// How the user typed the plugin, from the program's name: `kubectl-etcdop` is `kubectl
+/// etcdop`, a link `kubectl-etcd` to it is `kubectl etcd` (kubectl maps `_` in a plugin's file
+/// name to `-`); anything else (a test's argv) is `kubectl etcdop`.
+pub fn invoked_as(program: Option<&std::ffi::OsString>) -> String {
+    let name = program
+        .map(|p| {
+            Path::new(p)
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .unwrap_or_default();
+    match name.strip_prefix("kubectl-") {
+        Some(plugin) if !plugin.is_empty() => format!("kubectl {}", plugin.replace('_', "-")),
+        _ => "kubectl etcdop".to_string(),
     }
 }
 
@@ -448,6 +569,72 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
             snapshot_create(&cli, cluster.cluster.clone(), name, destination, *timeout).await
         }
         Command::Snapshot {
+            create:
+                Some(SnapshotCommand::Save {
+                    file,
+                    cluster,
+                    member,
+                }),
+            ..
+        } => {
+            let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
+            snapshot_save(&session, file, member.member.as_deref()).await
+        }
+        Command::PromoteMember { cluster, member } => {
+            let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
+            ops::promote_member(&session, member).await
+        }
+        Command::Hashkv { cluster, revision } => {
+            let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
+            ops::hashkv(&session, *revision).await
+        }
+        Command::Check {
+            check:
+                CheckCommand::Perf {
+                    cluster,
+                    load,
+                    duration,
+                },
+        } => {
+            let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
+            ops::check_perf(&session, *load, *duration).await
+        }
+        Command::Certificate {
+            cluster,
+            common_name,
+            secret,
+            out_dir,
+            duration,
+        } => {
+            let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
+            ops::certificate(
+                &session,
+                common_name,
+                *duration,
+                secret.as_deref(),
+                out_dir.as_deref(),
+            )
+            .await
+        }
+        Command::Report { cluster, dir, tail } => {
+            let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
+            let status = status(&session, None)?.value;
+            let health = health(&session).value;
+            ops::report(&session, status, health, dir.as_deref(), *tail).await
+        }
+        Command::Completion { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let name = command.get_name().to_string();
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut command, name, &mut script);
+            Ok(Printed {
+                value: json!({"shell": shell.to_string()}),
+                table: None,
+                lines: vec![String::from_utf8_lossy(&script).trim_end().to_string()],
+                code: 0,
+            })
+        }
+        Command::Snapshot {
             create: None,
             file,
             cluster,
@@ -455,7 +642,7 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
         } => {
             let Some(file) = file else {
                 bail!(Usage(
-                    "say where to write the snapshot: kubectl etcd snapshot <file>, or kubectl etcd snapshot create <name> for an EtcdSnapshot".into()
+                    "say where to write the snapshot: kubectl etcdop snapshot save <file>, or kubectl etcdop snapshot create <name> for an EtcdSnapshot".into()
                 ));
             };
             let session = Session::open(&target(&cli, cluster.cluster.clone())).await?;
@@ -489,6 +676,8 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
             cluster,
             member,
             snapshot,
+            wait,
+            timeout,
         } => {
             let member = member.clone().or_else(|| {
                 snapshot.as_ref().map(|s| {
@@ -498,7 +687,8 @@ async fn execute(cli: Cli) -> anyhow::Result<Printed> {
                     )
                 })
             });
-            recover_quorum(&cli, cluster.cluster.clone(), member).await
+            let wait = wait.then_some(*timeout);
+            recover_quorum(&cli, cluster.cluster.clone(), member, wait).await
         }
     }
 }
@@ -960,7 +1150,7 @@ async fn alarm_disarm(session: &Session, only: Option<&str>) -> anyhow::Result<P
     }
     for alarm in &still {
         lines.push(format!(
-            "still active: {alarm} (etcd raised it again: free space first with `kubectl etcd compact` and `kubectl etcd defrag`, or raise spec.options.quotaBackendBytes)"
+            "still active: {alarm} (etcd raised it again: free space first with `kubectl etcdop compact` and `kubectl etcdop defrag`, or raise spec.options.quotaBackendBytes)"
         ));
     }
     Ok(Printed {
@@ -977,7 +1167,7 @@ async fn alarm_disarm(session: &Session, only: Option<&str>) -> anyhow::Result<P
 async fn forfeit_leadership(session: &Session, to: Option<&str>) -> anyhow::Result<Printed> {
     let view = &session.observed.etcd;
     let Some(leader) = view.leader() else {
-        bail!("no member reports a leader: etcd has no quorum; see `kubectl etcd health`");
+        bail!("no member reports a leader: etcd has no quorum; see `kubectl etcdop health`");
     };
     let leader_member = session
         .observed
@@ -1008,10 +1198,10 @@ async fn forfeit_leadership(session: &Session, to: Option<&str>) -> anyhow::Resu
     let Some(target) = candidates.first() else {
         bail!(match to {
             Some(to) => format!(
-                "member {to} is not a healthy voter other than the leader; see `kubectl etcd status`"
+                "member {to} is not a healthy voter other than the leader; see `kubectl etcdop status`"
             ),
             None =>
-                "no other healthy voter to hand leadership to; see `kubectl etcd health`".into(),
+                "no other healthy voter to hand leadership to; see `kubectl etcdop health`".into(),
         });
     };
     let target_id = member_id(session, target).unwrap_or_default();
@@ -1039,7 +1229,7 @@ async fn remove_member(session: &Session, member: &str) -> anyhow::Result<Printe
         .or_else(|| parse_member_id(member).filter(|id| list.iter().any(|m| m.id == *id)))
         .ok_or_else(|| {
             Usage(format!(
-                "etcd has no member named or numbered {member}; see `kubectl etcd members`"
+                "etcd has no member named or numbered {member}; see `kubectl etcdop members`"
             ))
         })?;
     let voters = list.iter().filter(|m| !m.is_learner).count();
@@ -1119,7 +1309,9 @@ async fn snapshot_save(
                 .first()
                 .map(|m| member_name(m).to_string())
                 .ok_or_else(|| {
-                    anyhow!("no healthy member to take a snapshot from; see `kubectl etcd health`")
+                    anyhow!(
+                        "no healthy member to take a snapshot from; see `kubectl etcdop health`"
+                    )
                 })?
         }
     };
@@ -1271,6 +1463,7 @@ async fn recover_quorum(
     cli: &Cli,
     cluster: Option<String>,
     member: Option<String>,
+    wait: Option<Duration>,
 ) -> anyhow::Result<Printed> {
     use etcd_operator_api::cluster::RECOVER_QUORUM_ANNOTATION;
     let target = target(cli, cluster);
@@ -1290,12 +1483,13 @@ async fn recover_quorum(
             .is_some_and(|em| em.spec.cluster_name == name);
         if !known {
             bail!(Usage(format!(
-                "{m} is not a member of etcdcluster/{name}; see kubectl etcd status"
+                "{m} is not a member of etcdcluster/{name}; see kubectl etcdop status"
             )));
         }
     }
     let value = member.clone().unwrap_or_else(|| "auto".to_string());
     let api: Api<EtcdCluster> = Api::namespaced(client, &namespace);
+    let requested_at = k8s_openapi::jiff::Timestamp::now();
     api.patch(
         &name,
         &PatchParams::default(),
@@ -1303,6 +1497,17 @@ async fn recover_quorum(
     )
     .await
     .with_context(|| format!("annotating EtcdCluster {namespace}/{name}"))?;
+    if let Some(timeout) = wait {
+        let (lines, code) = ops::wait_recovery(&api, &name, requested_at, timeout).await?;
+        let status = api.get(&name).await.ok().and_then(|c| c.status);
+        return Ok(Printed {
+            value: json!({"cluster": name, "namespace": namespace, "recoverQuorum": value,
+                "quorumRecovery": status.and_then(|s| s.quorum_recovery)}),
+            table: None,
+            lines,
+            code,
+        });
+    }
     Ok(Printed {
         value: json!({"cluster": name, "namespace": namespace, "recoverQuorum": value}),
         table: None,
@@ -1499,5 +1704,63 @@ async fn restore_cluster(
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod cli_tests {
+    use super::*;
+
+    /// clap's own checks of the definition: no two arguments share a name (a subcommand's
+    /// `--output` would shadow the global `-o/--output`), every `requires` names an argument.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn the_plugin_is_named_after_how_it_was_invoked() {
+        let name = |p: &str| invoked_as(Some(&std::ffi::OsString::from(p)));
+        assert_eq!(name("/usr/local/bin/kubectl-etcdop"), "kubectl etcdop");
+        assert_eq!(name("/home/u/.krew/bin/kubectl-etcd"), "kubectl etcd");
+        assert_eq!(name("kubectl-etcd_op"), "kubectl etcd-op");
+        assert_eq!(name("some-test-binary"), "kubectl etcdop");
+        assert_eq!(invoked_as(None), "kubectl etcdop");
+    }
+
+    #[test]
+    fn snapshot_save_and_the_older_form_parse_to_the_same_file() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).expect("parses");
+        match parse(&[
+            "kubectl-etcdop",
+            "snapshot",
+            "save",
+            "a.db",
+            "--member",
+            "m",
+        ])
+        .command
+        {
+            Command::Snapshot {
+                create: Some(SnapshotCommand::Save { file, member, .. }),
+                ..
+            } => {
+                assert_eq!(file, PathBuf::from("a.db"));
+                assert_eq!(member.member.as_deref(), Some("m"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["kubectl-etcdop", "snapshot", "a.db"]).command {
+            Command::Snapshot {
+                create: None,
+                file: Some(file),
+                ..
+            } => assert_eq!(file, PathBuf::from("a.db")),
+            other => panic!("{other:?}"),
+        }
+        // --timeout belongs to --wait.
+        assert!(
+            Cli::try_parse_from(["kubectl-etcdop", "recover-quorum", "--timeout", "1m"]).is_err()
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! The `kubectl-etcd` binary: `kubectl etcd <command>` once it is on PATH.
+//! The `kubectl-etcdop` binary: `kubectl etcdop <command>` once it is on PATH.
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -1,4 +1,4 @@
-//! `kubectl etcd restore`: the new EtcdCluster a Complete EtcdSnapshot is restored into.
+//! `kubectl etcdop restore`: the new EtcdCluster a Complete EtcdSnapshot is restored into.
 //!
 //! The decision is a pure function of the snapshot, the cluster it was taken of (when it still
 //! exists) and the flags, so every case is tested without a cluster. The operator does the
@@ -254,7 +254,7 @@ pub fn plan(
                 )),
                 Some(_) => {
                     return Err(format!(
-                        "etcdcluster/{source_name} uses TLS Secrets of its own, issued for its names, so they cannot serve {name}: print the manifest with `kubectl etcd restore {name} --from-snapshot {} --dry-run -o yaml`, add spec.tls with Secrets for {name}'s names (and spec.auth), and apply it",
+                        "etcdcluster/{source_name} uses TLS Secrets of its own, issued for its names, so they cannot serve {name}: print the manifest with `kubectl etcdop restore {name} --from-snapshot {} --dry-run -o yaml`, add spec.tls with Secrets for {name}'s names (and spec.auth), and apply it",
                         snapshot.metadata.name.as_deref().unwrap_or_default()
                     ));
                 }

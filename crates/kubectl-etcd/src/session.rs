@@ -102,7 +102,7 @@ pub async fn find_cluster(
         ))
         .into()),
         many => Err(Usage(format!(
-            "namespace {namespace} has {} EtcdClusters ({}); name one: kubectl etcd <command> <cluster>",
+            "namespace {namespace} has {} EtcdClusters ({}); name one: kubectl etcdop <command> <cluster>",
             many.len(),
             many.iter()
                 .filter_map(|c| c.metadata.name.as_deref())

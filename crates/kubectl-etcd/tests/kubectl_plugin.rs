@@ -1,4 +1,4 @@
-//! The built `kubectl-etcd` binary found by the real kubectl (v1.32) as the `etcd` plugin on
+//! The built `kubectl-etcdop` binary found by the real kubectl (v1.32) as the `etcdop` plugin on
 //! PATH, against an API-only sandbox with the project's CRDs (no root needed): kubectl's
 //! `--kubeconfig`, `--context` and `-n` reach it, errors say what to do, and exit codes are
 //! the documented ones (the commands against running etcd are in
@@ -35,7 +35,7 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         .await
         .expect("an API-only sandbox starts");
     let kubeconfig = sandbox.kubeconfig_path().display().to_string();
-    let bin = Path::new(env!("CARGO_BIN_EXE_kubectl-etcd"))
+    let bin = Path::new(env!("CARGO_BIN_EXE_kubectl-etcdop"))
         .parent()
         .unwrap()
         .to_path_buf();
@@ -56,12 +56,12 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         // kubectl lists and runs the plugin.
         let out = kubectl(&bin, &["plugin", "list"]);
         assert!(
-            text(&out.stdout).contains("kubectl-etcd"),
+            text(&out.stdout).contains("kubectl-etcdop"),
             "{}{}",
             text(&out.stdout),
             text(&out.stderr)
         );
-        let out = kubectl(&bin, &["etcd", "--help"]);
+        let out = kubectl(&bin, &["etcdop", "--help"]);
         assert!(out.status.success());
         for command in [
             "status",
@@ -79,6 +79,12 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
             "resume",
             "recover-quorum",
             "migrate",
+            "promote-member",
+            "hashkv",
+            "check",
+            "certificate",
+            "report",
+            "completion",
         ] {
             assert!(text(&out.stdout).contains(command), "{command} in --help");
         }
@@ -87,7 +93,7 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         let out = kubectl(
             &bin,
             &[
-                "etcd",
+                "etcdop",
                 "--kubeconfig",
                 &kubeconfig,
                 "-n",
@@ -103,7 +109,7 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         // A cluster named that does not exist.
         let out = kubectl(
             &bin,
-            &["etcd", "--kubeconfig", &kubeconfig, "health", "main"],
+            &["etcdop", "--kubeconfig", &kubeconfig, "health", "main"],
         );
         assert_eq!(out.status.code(), Some(1));
         assert!(
@@ -115,7 +121,7 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         let out = kubectl(
             &bin,
             &[
-                "etcd",
+                "etcdop",
                 "--kubeconfig",
                 &kubeconfig,
                 "--context",
@@ -130,13 +136,20 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
             text(&out.stderr)
         );
         // Bad usage: exit 2.
-        let out = kubectl(&bin, &["etcd", "frobnicate"]);
+        let out = kubectl(&bin, &["etcdop", "frobnicate"]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
         // migrate: no legacy cluster (its CRDs are not even installed) says where to look;
         // a malformed Deployment coordinate and the snapshot flags together are bad usage.
         let out = kubectl(
             &bin,
-            &["etcd", "--kubeconfig", &kubeconfig, "-n", "prod", "migrate"],
+            &[
+                "etcdop",
+                "--kubeconfig",
+                &kubeconfig,
+                "-n",
+                "prod",
+                "migrate",
+            ],
         );
         assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
         assert!(
@@ -146,7 +159,7 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
             "{}",
             text(&out.stderr)
         );
-        let out = kubectl(&bin, &["etcd", "migrate", "--operator", "just-a-name"]);
+        let out = kubectl(&bin, &["etcdop", "migrate", "--operator", "just-a-name"]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
         assert!(
             text(&out.stderr).contains("NAMESPACE/NAME"),
@@ -156,7 +169,7 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
         let out = kubectl(
             &bin,
             &[
-                "etcd",
+                "etcdop",
                 "migrate",
                 "--skip-snapshot",
                 "--snapshot-file",
@@ -164,12 +177,43 @@ async fn kubectl_runs_the_plugin_with_its_flags() {
             ],
         );
         assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-        let out = kubectl(&bin, &["etcd", "--kubeconfig", &kubeconfig, "snapshot"]);
+        let out = kubectl(&bin, &["etcdop", "--kubeconfig", &kubeconfig, "snapshot"]);
         assert_eq!(out.status.code(), Some(1));
         assert!(
-            text(&out.stderr).contains("kubectl etcd snapshot <file>"),
+            text(&out.stderr).contains("kubectl etcdop snapshot save <file>"),
             "{}",
             text(&out.stderr)
+        );
+
+        // Shell completion, for the name kubectl runs it under.
+        let out = kubectl(&bin, &["etcdop", "completion", "bash"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let script = text(&out.stdout);
+        assert!(script.contains("complete -F"), "{script}");
+        for word in ["recover-quorum", "hashkv", "--namespace"] {
+            assert!(script.contains(word), "{word} in the bash completion");
+        }
+
+        // The alias: a link named kubectl-etcd (where the reference operator's plugin is not
+        // installed) is the same plugin, and says so under that name.
+        let alias = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(
+            bin.join("kubectl-etcdop"),
+            alias.path().join("kubectl-etcd"),
+        )
+        .unwrap();
+        let out = kubectl(alias.path(), &["etcd", "--help"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("Usage: kubectl etcd "),
+            "{}",
+            text(&out.stdout)
+        );
+        let out = kubectl(&bin, &["etcdop", "--help"]);
+        assert!(
+            text(&out.stdout).contains("Usage: kubectl etcdop "),
+            "{}",
+            text(&out.stdout)
         );
     });
 }

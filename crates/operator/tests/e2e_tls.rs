@@ -279,6 +279,111 @@ impl TlsCluster {
     }
 }
 
+/// How a test writes the new root password into the Secret `etcd-root`.
+#[derive(Clone, Copy, Debug)]
+enum PasswordPatch {
+    /// `kubectl patch secret --type merge -p '{"data":{"password":"<base64>"}}'`
+    Data,
+    /// `kubectl patch secret --type merge -p '{"stringData":{"password":"<text>"}}'`
+    StringData,
+}
+
+/// The root password changed in the Secret `etcd-root` from `old` to `new` (written `how`):
+/// etcd takes the new password and refuses the old one, one more `RootPasswordChanged` Event
+/// says so, and neither password appears in the cluster's status, its Events or the operator's
+/// log.
+async fn change_root_password(tls: &TlsCluster, old: &str, new: &str, how: PasswordPatch) {
+    let (cluster, namespace) = (&tls.cluster, tls.namespace);
+    let announced = |events: &[(String, String)]| {
+        events
+            .iter()
+            .filter(|(reason, _)| reason == "RootPasswordChanged")
+            .count()
+    };
+    let before = announced(&cluster.events(namespace).await);
+    let patch = match how {
+        PasswordPatch::Data => {
+            // ByteString serializes as base64, as Secret data wants.
+            let encoded =
+                serde_json::to_value(k8s_openapi::ByteString(new.as_bytes().to_vec())).unwrap();
+            format!(
+                r#"{{"data":{{"password":"{}"}}}}"#,
+                encoded.as_str().unwrap()
+            )
+        }
+        PasswordPatch::StringData => format!(r#"{{"stringData":{{"password":"{new}"}}}}"#),
+    };
+    tokio::task::block_in_place(|| {
+        kubectl_retrying_blocking(
+            cluster,
+            &[
+                "-n",
+                namespace,
+                "patch",
+                "secret",
+                "etcd-root",
+                "--type",
+                "merge",
+                "-p",
+                &patch,
+            ],
+        )
+    });
+    let new_root = format!("--user=root:{new}");
+    eventually(
+        &format!("{namespace}: the new root password ({how:?}) applied"),
+        LIMIT,
+        || async {
+            tls.etcdctl(&tls.service(), &[&new_root, "user", "list"])
+                .map(|_| ())
+        },
+    )
+    .await;
+    assert!(
+        tls.etcdctl(
+            &tls.service(),
+            &[&format!("--user=root:{old}"), "user", "list"]
+        )
+        .is_err(),
+        "{namespace}: the old root password is refused"
+    );
+    let events = eventually(
+        &format!("{namespace}: an Event that the root password changed"),
+        LIMIT,
+        || async {
+            let events = cluster.events(namespace).await;
+            (announced(&events) > before)
+                .then_some(events)
+                .ok_or_else(|| format!("{before} RootPasswordChanged Events, no new one"))
+        },
+    )
+    .await;
+    let leaked = |text: &str| text.contains(old) || text.contains(new);
+    assert!(
+        events.iter().all(|(_, m)| !leaked(m)),
+        "{namespace}: no Event carries a password"
+    );
+    let status = serde_json::to_string(
+        &get_cluster(&cluster.client(), namespace, "etcd")
+            .await
+            .status,
+    )
+    .unwrap();
+    assert!(!leaked(&status), "{namespace}: no password in the status");
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+        cluster.client(),
+        support::cluster::OPERATOR_NAMESPACE,
+    );
+    for pod in cluster.operator_pods().await {
+        let name = pod.metadata.name.unwrap_or_default();
+        let log = pods
+            .logs(&name, &Default::default())
+            .await
+            .expect("the operator's log");
+        assert!(!leaked(&log), "{namespace}: no password in {name}'s log");
+    }
+}
+
 /// With authentication on (`spec.auth`, root password from the Secret `etcd-root`).
 fn auth_cluster_yaml(namespace: &str, replicas: i32, version: &str) -> String {
     tls_cluster_yaml(namespace, replicas, version)
@@ -416,56 +521,16 @@ async fn lifecycle(cluster: Arc<Cluster>, namespace: &'static str, version: &'st
         "a wrong password is refused"
     );
     // The password changed in the Secret: the operator authenticates with the one etcd still
-    // has, changes it, and from then on the new one works and the old one is refused.
+    // has, changes it, and from then on the new one works and the old one is refused. On 3.5
+    // through `stringData`, as `kubectl patch --type merge -p '{"stringData":...}'` sends it
+    // (issue 32), on 3.4 through `data`.
     let new_password = format!("{ROOT_PASSWORD}-rotated");
-    // ByteString serializes as base64, as Secret data wants.
-    let encoded =
-        serde_json::to_value(k8s_openapi::ByteString(new_password.clone().into_bytes())).unwrap();
-    let encoded = encoded.as_str().unwrap();
-    tokio::task::block_in_place(|| {
-        kubectl_retrying_blocking(
-            &cluster,
-            &[
-                "-n",
-                namespace,
-                "patch",
-                "secret",
-                "etcd-root",
-                "--type",
-                "merge",
-                "-p",
-                &format!(r#"{{"data":{{"password":"{encoded}"}}}}"#),
-            ],
-        )
-    });
-    let new_root = format!("--user=root:{new_password}");
-    eventually(
-        &format!("{namespace}: the new root password applied"),
-        LIMIT,
-        || async {
-            tls.etcdctl(&tls.service(), &[&new_root, "user", "list"])
-                .map(|_| ())
-        },
-    )
-    .await;
-    assert!(
-        tls.etcdctl(&tls.service(), &[&root, "user", "list"])
-            .is_err(),
-        "{namespace}: the old root password is refused"
-    );
-    let events = cluster.events(namespace).await;
-    assert!(
-        events
-            .iter()
-            .any(|(reason, _)| reason == "RootPasswordChanged"),
-        "{namespace}: an Event says the password changed: {events:?}"
-    );
-    assert!(
-        events
-            .iter()
-            .all(|(_, m)| !m.contains(ROOT_PASSWORD) && !m.contains(&new_password)),
-        "{namespace}: no Event carries a password"
-    );
+    let how = if version.starts_with("3.4") {
+        PasswordPatch::Data
+    } else {
+        PasswordPatch::StringData
+    };
+    change_root_password(&tls, ROOT_PASSWORD, &new_password, how).await;
     let put = tls
         .etcdctl(&tls.service(), &["put", "sentinel", "present"])
         .unwrap();
@@ -993,6 +1058,15 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
         .unwrap();
     assert!(put.contains("OK"), "{put}");
     tls.assert_refusals("stranger");
+    // A changed root password is applied with operator-issued certificates too.
+    let issued_password = format!("{ROOT_PASSWORD}-issued");
+    change_root_password(
+        &tls,
+        ROOT_PASSWORD,
+        &issued_password,
+        PasswordPatch::StringData,
+    )
+    .await;
 
     // The client workload (TLS, the test's certificate, root's password) from here to the end.
     let secure = support::workload::Secure {
@@ -1001,7 +1075,7 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
             std::fs::read(d.join("client.crt")).unwrap(),
             std::fs::read(d.join("client.key")).unwrap(),
         )),
-        credentials: Some(("root".to_string(), ROOT_PASSWORD.to_string())),
+        credentials: Some(("root".to_string(), issued_password.clone())),
     };
     let shared = Arc::new(std::sync::Mutex::new(secure));
     let workload = support::workload::Workload::start_shared(
@@ -1337,13 +1411,17 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
     ] {
         std::fs::write(dir.path().join(file), &data[key].0).unwrap();
     }
-    let tls = TlsCluster {
+    let mut tls = TlsCluster {
         cluster: cluster.clone(),
         namespace,
         dir,
         user: Some(format!("root:{ROOT_PASSWORD}")),
     };
     tls.wait_converged(3).await;
+    // A changed root password is applied with cert-manager's certificates too.
+    let cm_password = format!("{ROOT_PASSWORD}-cm");
+    change_root_password(&tls, ROOT_PASSWORD, &cm_password, PasswordPatch::StringData).await;
+    tls.user = Some(format!("root:{cm_password}"));
     tls.etcdctl(&tls.service(), &["put", "cm-key", "kept"])
         .unwrap();
     // Plaintext is refused: the client port serves TLS only.

@@ -11,9 +11,10 @@
 //! - against one kube-sandbox with nodes: `helm install` (CRDs from the chart) and a 1-member
 //!   EtcdCluster reconciled to Available; `helm upgrade` to another image, two replicas, text
 //!   logs, one watched namespace, a node selector with a toleration for a tainted node, and a
-//!   scale to 3 members; `helm uninstall` leaving the CRDs and the clusters; `helm install`
-//!   again with `crds.install=false`, reconciling a cluster the upgraded operator left alone;
-//! - `helm upgrade` from the previous chart version (`tests/fixtures/chart-0.1.0`): a
+//!   scale to 3 members; `helm rollback` to the first revision, whose operator takes up a
+//!   cluster the upgraded one left alone; `helm uninstall` removing the release and its history
+//!   and leaving the CRDs and the clusters; `helm install` again with `crds.install=false`;
+//! - `helm upgrade` from the previous chart version (`tests/fixtures/chart-0.2.0`): a
 //!   3-member cluster running under the previous chart keeps its Pods, member IDs, data and
 //!   EtcdMember objects untouched through the upgrade, and the new chart's operator scales it.
 
@@ -47,6 +48,9 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// The image the upgrade switches to; the sandbox maps it to the same binary.
 const OTHER_IMAGE: &str = "registry.example.com/platform/etcd-operator";
 const KEEP: &str = "helm.sh/resource-policy";
+/// Chart.yaml's version and appVersion, as the standard labels carry them.
+const CHART_VERSION: &str = "0.3.0";
+const APP_VERSION: &str = "0.1.0";
 /// helm's wait strategy. The default (`watcher`, kstatus) panics on the sandbox's Pods: their
 /// container states carry explicit nulls (`"waiting": null`) where a real API server omits the
 /// field (see docs/helm.md). `legacy` is helm 3's readiness check; the test checks readiness
@@ -122,12 +126,18 @@ impl Helm {
     /// rendered objects.
     fn template(&self, extra: &[&str]) -> Vec<Value> {
         let chart = chart();
+        // As a cluster of 1.30 or newer answers discovery: the protection policy renders only
+        // where the API server serves ValidatingAdmissionPolicy.
         let mut args = vec![
             "template",
             RELEASE,
             chart.to_str().unwrap(),
             "--namespace",
             NAMESPACE,
+            "--api-versions",
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+            "--api-versions",
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
         ];
         args.extend_from_slice(extra);
         documents(&self.ok(&args))
@@ -419,6 +429,48 @@ fn the_default_render_is_the_plain_manifests() {
             "the chart's CRD {name} differs from deploy/crds"
         );
     }
+
+    // Every object carries the chart's standard labels beside deploy/'s (the Pods the
+    // release's name and part); without them it is deploy/'s object.
+    let objects: Vec<Value> = objects
+        .into_iter()
+        .map(|mut object| {
+            let (kind, name) = kind_name(&object);
+            let labels = object["metadata"]["labels"].as_mapping_mut().unwrap();
+            for (label, value) in [
+                ("helm.sh/chart", format!("etcd-operator-{CHART_VERSION}")),
+                ("app.kubernetes.io/instance", RELEASE.to_string()),
+                ("app.kubernetes.io/version", APP_VERSION.to_string()),
+                ("app.kubernetes.io/managed-by", "Helm".to_string()),
+                ("app.kubernetes.io/part-of", "etcd-operator".to_string()),
+            ] {
+                assert_eq!(
+                    labels.remove(label),
+                    Some(Value::from(value)),
+                    "{kind} {name}: the label {label}"
+                );
+            }
+            if let Some(labels) = object
+                .get_mut("spec")
+                .and_then(|s| s.get_mut("template"))
+                .and_then(|t| t.get_mut("metadata"))
+                .and_then(|m| m.get_mut("labels"))
+                .and_then(Value::as_mapping_mut)
+            {
+                for (label, value) in [
+                    ("app.kubernetes.io/instance", RELEASE),
+                    ("app.kubernetes.io/part-of", "etcd-operator"),
+                ] {
+                    assert_eq!(
+                        labels.remove(label),
+                        Some(Value::from(value)),
+                        "{kind} {name}'s Pods: {label}"
+                    );
+                }
+            }
+            object
+        })
+        .collect();
 
     // Everything of deploy/rbac and deploy/operator but the Namespace (helm's
     // --create-namespace makes it), and nothing else.
@@ -849,7 +901,7 @@ fn monitoring_objects_render_when_enabled() {
     assert_eq!(monitor["metadata"]["labels"]["release"], "kps");
 
     // The PodMonitor selects etcd member Pods (their labels as the operator builds them).
-    let pods = find(&objects, "PodMonitor", "etcd-members").expect("a PodMonitor");
+    let pods = find(&objects, "PodMonitor", "etcd-operator-etcd-members").expect("a PodMonitor");
     let member_labels = etcd_operator_api::labels::member_labels("etcd", "etcd-0");
     for (key, value) in pods["spec"]["selector"]["matchLabels"]
         .as_mapping()
@@ -875,7 +927,7 @@ fn monitoring_objects_render_when_enabled() {
         "--set",
         "serviceMonitor.etcdPods=false",
     ]);
-    assert!(find(&no_pods, "PodMonitor", "etcd-members").is_none());
+    assert!(find(&no_pods, "PodMonitor", "etcd-operator-etcd-members").is_none());
 
     // The dashboard ConfigMap, in the namespace asked for, with Grafana's sidecar label.
     let dashboard = find(&objects, "ConfigMap", "etcd-operator-dashboard").expect("a ConfigMap");
@@ -1089,7 +1141,7 @@ fn timed(what: &str, started: Instant) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn helm_install_upgrade_and_uninstall_on_a_sandbox() {
+async fn helm_install_upgrade_rollback_and_uninstall_on_a_sandbox() {
     let started = Instant::now();
     let sandbox = start_sandbox().await;
     let client = sandbox.client();
@@ -1277,17 +1329,51 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
         "no debug lines: {logs}"
     );
 
-    // 3. helm uninstall: the operator and its RBAC go; the CRDs (kept) and the clusters stay.
+    // 3. helm rollback to the first revision: the default image, one replica watching every
+    // namespace again, which takes up team-b.
+    let out = helm.ok(&[
+        "rollback",
+        RELEASE,
+        "1",
+        "--namespace",
+        NAMESPACE,
+        WAIT,
+        "--timeout",
+        "3m",
+    ]);
+    assert!(out.contains("Rollback was a success"), "{out}");
+    timed("helm rollback", started);
+    wait_operator(&client, 1, &default_image).await;
+    wait_available(&sandbox, "team-b", "etcd", 1).await;
+    timed(
+        "team-b/etcd Available under the rolled-back operator",
+        started,
+    );
+    assert_eq!(
+        release_secrets(&client).await,
+        vec![
+            (
+                format!("sh.helm.release.v1.{RELEASE}.v1"),
+                "superseded".into()
+            ),
+            (
+                format!("sh.helm.release.v1.{RELEASE}.v2"),
+                "superseded".into()
+            ),
+            (
+                format!("sh.helm.release.v1.{RELEASE}.v3"),
+                "deployed".into()
+            ),
+        ]
+    );
+
+    // 4. helm uninstall: the operator, its RBAC and the release's history go (helm deletes
+    // its Secrets with a protobuf DeleteOptions body); the CRDs (kept) and the clusters stay.
     let out = helm.ok(&[
         "uninstall",
         RELEASE,
         "--namespace",
         NAMESPACE,
-        // Keeps the release's Secrets, marked uninstalled, instead of deleting them: the
-        // sandbox refuses the protobuf DeleteOptions body helm's storage driver sends with
-        // that DELETE (415, see docs/helm.md), which fails a plain uninstall after it removed
-        // every resource.
-        "--keep-history",
         WAIT,
         "--timeout",
         "3m",
@@ -1331,18 +1417,13 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
         }
     })
     .await;
-    assert_eq!(
-        release_secrets(&client).await,
-        vec![
-            (
-                format!("sh.helm.release.v1.{RELEASE}.v1"),
-                "superseded".into()
-            ),
-            (
-                format!("sh.helm.release.v1.{RELEASE}.v2"),
-                "uninstalled".into()
-            ),
-        ]
+    assert_eq!(release_secrets(&client).await, vec![]);
+    let status = helm.run(&["status", RELEASE, "--namespace", NAMESPACE]);
+    assert!(
+        !status.ok && status.stderr.contains("not found"),
+        "no release left: {} {}",
+        status.stdout,
+        status.stderr
     );
     assert_eq!(crds(&client).await.len(), plain_objects("crds").len());
     assert!(
@@ -1354,8 +1435,8 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
     );
     assert_eq!(get(&sandbox, "team-a", "etcd", "installed-by"), "helm");
 
-    // 4. helm install again, leaving the (kept) CRDs out of the release: the operator, watching
-    // every namespace again, takes up team-b.
+    // 5. helm install again, leaving the (kept) CRDs out of the release: the operator, watching
+    // every namespace, takes up a new cluster in team-c and keeps the others.
     let out = helm.ok(&[
         "install",
         RELEASE,
@@ -1364,8 +1445,6 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
         NAMESPACE,
         "--set",
         "crds.install=false",
-        // The name's history was kept (--keep-history above): --replace reuses it.
-        "--replace",
         WAIT,
         "--timeout",
         "3m",
@@ -1379,10 +1458,19 @@ resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 128Mi}}}}
     );
     assert!(manifest.contains("kind: Deployment"), "{manifest}");
     wait_operator(&client, 1, &default_image).await;
+    create_namespace(&client, "team-c").await;
+    let (ok, _, stderr) = support::kubectl_with_stdin(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&cluster_yaml("etcd", "team-c", 1, "")),
+    );
+    assert!(ok, "kubectl apply: {stderr}");
+    wait_available(&sandbox, "team-c", "etcd", 1).await;
     wait_available(&sandbox, "team-b", "etcd", 1).await;
     wait_available(&sandbox, "team-a", "etcd", 3).await;
+    assert_eq!(get(&sandbox, "team-a", "etcd", "installed-by"), "helm");
     timed(
-        "team-b/etcd Available under the reinstalled operator",
+        "team-c/etcd Available under the reinstalled operator",
         started,
     );
 }

@@ -280,7 +280,10 @@ async fn main() {
         elapsed.as_secs_f64(),
     );
 
-    let store = &sandbox.api_server().store;
+    let store = &sandbox
+        .api_server()
+        .expect("the sandbox's own API server")
+        .store;
     println!(
         "{:<28} {:>9} KiB RSS growth for {n} objects ({} objects stored, {:.0} KiB per 10,000)",
         "memory",

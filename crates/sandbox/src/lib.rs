@@ -16,12 +16,14 @@ mod cluster;
 pub mod control;
 pub mod controllers;
 pub mod kubelet;
+pub mod kubernetes;
 pub mod network;
 pub mod patch;
 pub mod runtime;
 mod sandbox;
 pub mod scheduler;
 pub mod schema;
+pub mod streaming;
 
 pub use cluster::ClusterOptions;
-pub use sandbox::{Sandbox, SandboxOptions};
+pub use sandbox::{ControlPlane, Sandbox, SandboxOptions};

@@ -5,6 +5,9 @@
 //!   controllers until SIGINT or SIGTERM; `DIR/kubeconfig` for kubectl. `--api-only` runs the
 //!   API server alone (no root needed). `--cert-manager` adds a stand-in for cert-manager
 //!   (its `Certificate`, `Issuer` and `ClusterIssuer` kinds, selfSigned and CA issuers).
+//!   `--control-plane kubernetes` runs a real control plane instead of the sandbox's own API
+//!   server and controllers: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+//!   as `scripts/install-deps.sh` builds them; the nodes join it as kubelets.
 //! - `kube-sandbox exec --dir DIR -- COMMAND...`: runs a command inside the cluster network
 //!   with the cluster DNS (cluster names resolve, `DIR/kubeconfig` works there too);
 //!   `--pod NAME [-n NAMESPACE] [-c CONTAINER]` runs it inside a container instead.
@@ -23,7 +26,7 @@ use kube_sandbox::controllers::TimeScale;
 use kube_sandbox::kubelet::Fault;
 use kube_sandbox::network::ClusterNetworkInfo;
 use kube_sandbox::runtime::ImageMap;
-use kube_sandbox::{Sandbox, SandboxOptions};
+use kube_sandbox::{ControlPlane, Sandbox, SandboxOptions};
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +70,11 @@ enum Command {
         /// Secret from the cert-manager namespace).
         #[arg(long)]
         cert_manager: bool,
+        /// Which control plane the nodes join: the sandbox's own API server and controllers
+        /// (starts at once), or a real Kubernetes control plane (etcd, kube-apiserver,
+        /// kube-controller-manager, kube-scheduler; built by scripts/install-deps.sh).
+        #[arg(long, value_enum, default_value_t = ControlPlaneKind::Sandbox)]
+        control_plane: ControlPlaneKind,
     },
     /// Run COMMAND inside the cluster network of the sandbox running in DIR, with its DNS; or,
     /// with --pod, inside a container of a Pod (as `kubectl exec` would).
@@ -95,6 +103,12 @@ enum Command {
         #[command(subcommand)]
         fault: FaultCommand,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ControlPlaneKind {
+    Sandbox,
+    Kubernetes,
 }
 
 #[derive(Subcommand)]
@@ -305,10 +319,23 @@ async fn main() -> anyhow::Result<()> {
             pod_eviction_timeout,
             api_only,
             cert_manager,
+            control_plane,
         } => {
             let mut options = SandboxOptions::new(dir).port(port).nodes(nodes);
             if cert_manager {
                 options = options.cert_manager();
+            }
+            if control_plane == ControlPlaneKind::Kubernetes {
+                if api_only {
+                    anyhow::bail!(
+                        "--control-plane kubernetes runs inside the cluster network, which needs nodes: drop --api-only"
+                    );
+                }
+                let kubernetes = kube_sandbox::kubernetes::KubernetesOptions {
+                    port,
+                    ..Default::default()
+                };
+                options = options.control_plane(ControlPlane::Kubernetes(kubernetes));
             }
             if !api_only {
                 let user = match images {

@@ -17,6 +17,13 @@
 //!
 //! Either shape can also run a stand-in for cert-manager ([`SandboxOptions::cert_manager`],
 //! see [`crate::certmanager`]).
+//!
+//! The nodes join one of two control planes ([`ControlPlane`]): the sandbox's own API server,
+//! scheduler and controllers in this process (the default: it starts in milliseconds), or a
+//! real one ([`SandboxOptions::kubernetes`]): etcd, kube-apiserver, kube-controller-manager
+//! and kube-scheduler built from `k8s.io/kubernetes` ([`crate::kubernetes`]), whose rules the
+//! node agents then obey as kubelets (they register their Nodes, serve the kubelet endpoint,
+//! leave Endpoints and volume binding to the controller-manager).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,11 +34,23 @@ use serde_json::json;
 use crate::apiserver::bootstrap::create_builtin;
 use crate::apiserver::{ApiServer, ApiServerConfig, RunningApiServer, kubeconfig};
 use crate::certmanager::{CertManagerHandle, CertManagerOptions};
-use crate::cluster::{ClusterOptions, RunningCluster};
+use crate::cluster::{ClusterApi, ClusterOptions, RunningCluster, create_network};
 use crate::controllers::TimeScale;
 use crate::kubelet::{Fault, FaultError, Kubelet};
+use crate::kubernetes::{KubernetesOptions, RunningKubernetes, pki};
 use crate::network::ClusterNetwork;
 use crate::runtime::{ContainerRuntime, ImageMap};
+
+/// Which control plane a sandbox runs.
+#[derive(Debug, Clone, Default)]
+pub enum ControlPlane {
+    /// kube-sandbox's own API server, scheduler and controllers, in this process.
+    #[default]
+    Sandbox,
+    /// A real control plane from `k8s.io/kubernetes` (needs root and the binaries
+    /// `scripts/install-deps.sh` builds); always with nodes.
+    Kubernetes(KubernetesOptions),
+}
 
 /// How to start a sandbox.
 #[derive(Debug, Clone)]
@@ -48,6 +67,7 @@ pub struct SandboxOptions {
     /// Serve cert-manager's `Certificate`, `Issuer` and `ClusterIssuer` and run the
     /// stand-in's controller ([`crate::certmanager`]); `None`: not served.
     pub cert_manager: Option<CertManagerOptions>,
+    pub control_plane: ControlPlane,
 }
 
 impl SandboxOptions {
@@ -59,7 +79,22 @@ impl SandboxOptions {
             apiserver: ApiServerConfig::default(),
             cluster: None,
             cert_manager: None,
+            control_plane: ControlPlane::Sandbox,
         }
+    }
+
+    /// Runs a real control plane with its default binaries (makes it a cluster).
+    pub fn kubernetes(self) -> Self {
+        self.control_plane(ControlPlane::Kubernetes(KubernetesOptions::default()))
+    }
+
+    /// Runs `control_plane` (a real one makes it a cluster).
+    pub fn control_plane(mut self, control_plane: ControlPlane) -> Self {
+        if matches!(control_plane, ControlPlane::Kubernetes(_)) {
+            self.cluster_options();
+        }
+        self.control_plane = control_plane;
+        self
     }
 
     /// A whole cluster in `dir`: three nodes that run Pods as processes, the cluster network,
@@ -116,13 +151,19 @@ impl SandboxOptions {
     }
 }
 
+/// The API server of a running sandbox.
+enum Backend {
+    Sandbox(RunningApiServer),
+    Kubernetes(Box<RunningKubernetes>),
+}
+
 /// A running sandbox. Dropping it stops its node agents (every Pod process is killed at once),
 /// its API server and everything it started.
 pub struct Sandbox {
     cert_manager: Option<CertManagerHandle>,
     cluster: Option<RunningCluster>,
     dir: PathBuf,
-    api: RunningApiServer,
+    api: Backend,
     kubeconfig: String,
     kubeconfig_path: PathBuf,
     client: kube::Client,
@@ -142,6 +183,9 @@ impl Sandbox {
         crate::apiserver::tls::install_crypto_provider();
         std::fs::create_dir_all(&options.dir)
             .with_context(|| format!("creating {}", options.dir.display()))?;
+        if let ControlPlane::Kubernetes(kubernetes) = &options.control_plane {
+            return Self::start_kubernetes(&options, kubernetes).await;
+        }
         let api = RunningApiServer::start(options.apiserver.clone()).await?;
         let kubeconfig = kubeconfig::render(&api.url(), &api.ca_pem, api.admin_token());
         let kubeconfig_path = options.dir.join("kubeconfig");
@@ -156,32 +200,93 @@ impl Sandbox {
         let client = client_for(&kubeconfig).await?;
         let cluster = match &options.cluster {
             Some(cluster) => {
-                let nodes = (1..=options.nodes)
-                    .map(|index| format!("node-{index}"))
-                    .collect();
+                let (nodes, zones) = node_names(options.nodes);
                 Some(
-                    RunningCluster::start(&api, client.clone(), &options.dir, nodes, cluster)
-                        .await?,
+                    RunningCluster::start(
+                        ClusterApi::Sandbox(&api),
+                        client.clone(),
+                        &options.dir,
+                        nodes,
+                        zones,
+                        cluster,
+                    )
+                    .await?,
                 )
             }
             None => None,
         };
-        let cert_manager = options.cert_manager.clone().map(|cert_manager| {
-            let time_scale = options
-                .cluster
-                .as_ref()
-                .map_or(TimeScale::REAL, |c| c.time_scale);
-            crate::certmanager::start(client.clone(), cert_manager, time_scale)
-        });
         Ok(Self {
-            cert_manager,
+            cert_manager: start_cert_manager(&options, &client),
             cluster,
             dir: options.dir.clone(),
-            api,
+            api: Backend::Sandbox(api),
             kubeconfig,
             kubeconfig_path,
             client,
         })
+    }
+
+    /// [`Sandbox::start`] with a real control plane: the cluster network first (the control
+    /// plane runs inside it), then etcd, kube-apiserver, kube-controller-manager and
+    /// kube-scheduler, then the nodes, which register themselves; returns once every node is
+    /// Ready and untainted.
+    async fn start_kubernetes(
+        options: &SandboxOptions,
+        kubernetes: &KubernetesOptions,
+    ) -> anyhow::Result<Self> {
+        let cluster = options.cluster.clone().unwrap_or_default();
+        let network = Arc::new(create_network(&options.dir).await?);
+        let control_plane =
+            RunningKubernetes::start(network.clone(), &options.dir, kubernetes, &cluster).await?;
+        let kubeconfig = pki::kubeconfig(
+            &control_plane.url,
+            &control_plane.ca.ca_pem,
+            "kubernetes-admin",
+            &control_plane.admin,
+        );
+        let kubeconfig_path = options.dir.join("kubeconfig");
+        std::fs::write(&kubeconfig_path, &kubeconfig)
+            .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
+        let client = client_for(&kubeconfig).await?;
+        if let Some(cert_manager) = &options.cert_manager {
+            crate::certmanager::install_with_client(&client, cert_manager).await?;
+        }
+        let (nodes, zones) = node_names(options.nodes);
+        let running = RunningCluster::start(
+            ClusterApi::Kubernetes {
+                network,
+                ca: control_plane.ca.clone(),
+            },
+            client.clone(),
+            &options.dir,
+            nodes.clone(),
+            zones,
+            &cluster,
+        )
+        .await?;
+        wait_nodes_ready(&client, &nodes).await?;
+        Ok(Self {
+            cert_manager: start_cert_manager(options, &client),
+            cluster: Some(running),
+            dir: options.dir.clone(),
+            api: Backend::Kubernetes(Box::new(control_plane)),
+            kubeconfig,
+            kubeconfig_path,
+            client,
+        })
+    }
+
+    /// How long the real control plane took to be healthy (`None` with the sandbox's own).
+    pub fn control_plane_started_in(&self) -> Option<std::time::Duration> {
+        match &self.api {
+            Backend::Kubernetes(control_plane) => Some(control_plane.started_in),
+            Backend::Sandbox(_) => None,
+        }
+    }
+
+    /// Whether the control plane is a real one.
+    pub fn is_kubernetes(&self) -> bool {
+        matches!(self.api, Backend::Kubernetes(_))
     }
 
     /// The sandbox's directory.
@@ -247,28 +352,44 @@ impl Sandbox {
 
     /// `https://127.0.0.1:<port>`
     pub fn url(&self) -> String {
-        self.api.url()
+        match &self.api {
+            Backend::Sandbox(api) => api.url(),
+            Backend::Kubernetes(control_plane) => control_plane.url.clone(),
+        }
     }
 
     /// The cluster CA in PEM.
     pub fn ca_pem(&self) -> &str {
-        &self.api.ca_pem
+        match &self.api {
+            Backend::Sandbox(api) => &api.ca_pem,
+            Backend::Kubernetes(control_plane) => &control_plane.ca.ca_pem,
+        }
     }
 
-    /// The API server itself: for the node agent to register logs and issue tokens.
-    pub fn api_server(&self) -> &Arc<ApiServer> {
-        &self.api.server
+    /// The sandbox's own API server (`None` with a real control plane): for tests that look
+    /// into its store or register their own log source.
+    pub fn api_server(&self) -> Option<&Arc<ApiServer>> {
+        match &self.api {
+            Backend::Sandbox(api) => Some(&api.server),
+            Backend::Kubernetes(_) => None,
+        }
     }
 
-    /// A client that authenticates as a service account, with a token issued as TokenRequest
-    /// would, so its requests are authorized by RBAC.
+    /// A client that authenticates as a service account with a token from the TokenRequest
+    /// API, so its requests are authorized by RBAC.
     pub async fn service_account_client(
         &self,
         namespace: &str,
         name: &str,
     ) -> anyhow::Result<kube::Client> {
-        let token = self.api.server.issue_service_account_token(namespace, name);
-        let text = kubeconfig::render(&self.api.url(), &self.api.ca_pem, &token);
+        use k8s_openapi::api::authentication::v1::TokenRequest;
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let issued = kube::Api::<ServiceAccount>::namespaced(self.client.clone(), namespace)
+            .create_token_request(name, &Default::default(), &TokenRequest::default())
+            .await
+            .with_context(|| format!("a token for ServiceAccount {namespace}/{name}"))?;
+        let token = issued.status.map(|s| s.token).unwrap_or_default();
+        let text = kubeconfig::render(&self.url(), self.ca_pem(), &token);
         client_for(&text).await
     }
 
@@ -312,7 +433,10 @@ impl Sandbox {
         if let Some(cluster) = &self.cluster {
             cluster.stop();
         }
-        self.api.stop();
+        match &self.api {
+            Backend::Sandbox(api) => api.stop(),
+            Backend::Kubernetes(control_plane) => control_plane.stop(),
+        }
     }
 }
 
@@ -326,6 +450,73 @@ async fn config_for(kubeconfig_text: &str) -> anyhow::Result<kube::Config> {
 
 async fn client_for(kubeconfig_text: &str) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config_for(kubeconfig_text).await?)?)
+}
+
+/// The nodes' names, `node-1`..., and the zone of each.
+fn node_names(count: usize) -> (Vec<String>, std::collections::BTreeMap<String, String>) {
+    let nodes: Vec<String> = (1..=count).map(|index| format!("node-{index}")).collect();
+    let zones = nodes
+        .iter()
+        .enumerate()
+        .map(|(index, name)| (name.clone(), zone_of(index + 1)))
+        .collect();
+    (nodes, zones)
+}
+
+fn start_cert_manager(
+    options: &SandboxOptions,
+    client: &kube::Client,
+) -> Option<CertManagerHandle> {
+    options.cert_manager.clone().map(|cert_manager| {
+        let time_scale = options
+            .cluster
+            .as_ref()
+            .map_or(TimeScale::REAL, |c| c.time_scale);
+        crate::certmanager::start(client.clone(), cert_manager, time_scale)
+    })
+}
+
+/// Waits until every node is Ready and carries none of the node lifecycle's taints (a node
+/// that registered a moment ago is tainted `not-ready` until the controller-manager sees it
+/// Ready), so the first Pods schedule at once.
+async fn wait_nodes_ready(client: &kube::Client, nodes: &[String]) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Node;
+    let api: kube::Api<Node> = kube::Api::all(client.clone());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let mut waiting = Vec::new();
+        for name in nodes {
+            let node = api.get_opt(name).await?;
+            let ready = node.as_ref().is_some_and(|node| {
+                let status = node.status.as_ref();
+                let ready = status
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                    .is_some_and(|c| c.status == "True");
+                let tainted = node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|taints| {
+                        taints
+                            .iter()
+                            .any(|t| t.key.starts_with("node.kubernetes.io/"))
+                    });
+                ready && !tainted
+            });
+            if !ready {
+                waiting.push(name.clone());
+            }
+        }
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "nodes {waiting:?} were not Ready and untainted within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// A Node object, Ready, labelled the way the scheduler and topology spread read it.

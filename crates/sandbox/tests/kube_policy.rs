@@ -233,7 +233,10 @@ async fn pod_logs_come_from_the_registered_source() {
         format!("{waiting:?}").contains("is waiting to start"),
         "{waiting:?}"
     );
-    sandbox.api_server().register_pod_logs(Arc::new(FixedLogs));
+    sandbox
+        .api_server()
+        .expect("the sandbox's own API server")
+        .register_pod_logs(Arc::new(FixedLogs));
     let tail = pods
         .logs(
             "logged",

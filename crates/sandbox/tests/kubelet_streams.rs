@@ -1,8 +1,9 @@
 //! `pods/exec` and `pods/portforward` over WebSocket (needs root): kube-rs's `Api::exec` and
 //! `Api::portforward`, and the real kubectl v1.32 (PATH) and v1.33 (install-deps.sh) `exec`.
 //! kubectl's `exec -it` runs from a pseudo-terminal, as a person's would. kubectl's
-//! `port-forward` speaks SPDY (tunnelled in a WebSocket or by upgrade), which the sandbox does
-//! not serve: it gets an error that says so.
+//! `port-forward` speaks SPDY, tunnelled in a WebSocket (what v1.31 and newer send first) or by
+//! a plain upgrade (`KUBECTL_PORT_FORWARD_WEBSOCKETS=false`): both are served, for a forward
+//! that stays up under traffic past client-go's 10 s ping period.
 
 mod kubelet_support;
 
@@ -11,12 +12,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams};
-use kubelet_support::{pod_manifest, web_container};
+use kubelet_support::{Forward, KUBECTL_133, http_get, kubectl, pod_manifest, web_container};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const LIMIT: Duration = Duration::from_secs(60);
-const KUBECTL_133: &str = "/usr/local/lib/kubectl-v1.33/kubectl";
 
 async fn read_all(reader: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
     let mut text = String::new();
@@ -45,33 +45,6 @@ async fn exec(pods: &Api<Pod>, command: &[&str], input: Option<&str>) -> (String
     let (out, err) = tokio::join!(read_all(stdout), read_all(stderr));
     let status = tokio::time::timeout(LIMIT, status).await.unwrap().unwrap();
     (out, err, status)
-}
-
-async fn kubectl(
-    binary: &str,
-    kubeconfig: &std::path::Path,
-    args: &[&str],
-    input: Option<&str>,
-) -> std::process::Output {
-    let mut child = tokio::process::Command::new(binary)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{binary} runs (bash scripts/install-deps.sh): {e}"));
-    let mut stdin = child.stdin.take().unwrap();
-    if let Some(text) = input {
-        stdin.write_all(text.as_bytes()).await.unwrap();
-    }
-    drop(stdin);
-    tokio::time::timeout(LIMIT, child.wait_with_output())
-        .await
-        .expect("kubectl finishes")
-        .unwrap()
 }
 
 /// Runs kubectl as a person at a terminal would: a pseudo-terminal of `rows`×`cols` is its
@@ -329,23 +302,85 @@ async fn exec_and_port_forward_over_websocket() {
         assert!(shown.contains("got:hello"), "{binary}: {shown:?}");
         assert_eq!(code, Some(3), "{binary}: {shown:?}");
     }
+}
 
-    // kubectl port-forward speaks SPDY; the sandbox refuses it with a message naming the way
-    // that works (a WebSocket client such as kube-rs), and kubectl exits non-zero.
-    let output = kubectl(
-        "kubectl",
-        &kubeconfig,
-        &[
-            "port-forward",
-            "pod/web",
-            "18080:8080",
-            "--pod-running-timeout=5s",
-        ],
-        None,
-    )
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_port_forward_over_spdy() {
+    kubelet_support::require_binary(KUBECTL_133);
+    let cluster = kubelet_support::start_with(kubelet_support::ClusterOptions {
+        nodes: 1,
+        ..Default::default()
+    })
     .await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    eprintln!("kubectl port-forward: {stderr}");
-    assert!(!output.status.success());
-    assert!(stderr.contains("SPDY"), "{stderr}");
+    cluster
+        .create::<Pod>(
+            "default",
+            pod_manifest(
+                "web",
+                json!({"app": "web"}),
+                None,
+                json!([web_container(8080)]),
+            ),
+        )
+        .await;
+    cluster.wait_ready("default", "web", LIMIT).await;
+    let kubeconfig = cluster.kubeconfig();
+    // v1.32 and v1.33 tunnel SPDY in a WebSocket; with the WebSocket off, v1.33 upgrades to
+    // SPDY directly (the fallback kubectl takes against servers without the tunnel).
+    let cases: [(&str, &[(&str, &str)], u16); 3] = [
+        ("kubectl", &[], 18081),
+        (KUBECTL_133, &[], 18082),
+        (
+            KUBECTL_133,
+            &[("KUBECTL_PORT_FORWARD_WEBSOCKETS", "false")],
+            18083,
+        ),
+    ];
+    for (binary, env, port) in cases {
+        let forward = Forward::start(binary, &kubeconfig, &format!("{port}:8080"), env).await;
+        // Traffic for 12 s (past client-go's first 10 s ping), four connections at a time.
+        let started = Instant::now();
+        let mut exchanges = 0;
+        while started.elapsed() < Duration::from_secs(12) {
+            let responses = futures::future::join_all((0..4).map(|_| http_get(port))).await;
+            for response in responses {
+                assert!(
+                    response.starts_with("HTTP/1.0 200") && response.ends_with("\r\n\r\nweb"),
+                    "{binary} {env:?}: {response:?}"
+                );
+                exchanges += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let stderr = forward.stop().await;
+        eprintln!(
+            "{binary} {env:?}: {exchanges} exchanges in {:?}",
+            started.elapsed()
+        );
+        assert!(exchanges >= 40, "{binary} {env:?}: {exchanges} exchanges");
+        assert!(
+            !stderr.contains("error") && !stderr.contains("lost connection"),
+            "{binary} {env:?}: {stderr}"
+        );
+    }
+    // A port nothing listens on: the error stream says so, and kubectl ends the forward.
+    for (binary, env, port) in cases {
+        let forward = Forward::start(binary, &kubeconfig, &format!("{port}:9999"), env).await;
+        let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(LIMIT, socket.read_to_end(&mut rest)).await;
+        let mut child = forward.child;
+        let status = tokio::time::timeout(LIMIT, child.wait())
+            .await
+            .expect("kubectl ends the forward after the error")
+            .unwrap();
+        let stderr = forward.stderr.await.unwrap();
+        assert!(!status.success(), "{binary} {env:?}: {stderr}");
+        assert!(
+            stderr.contains("error forwarding port 9999"),
+            "{binary} {env:?}: {stderr}"
+        );
+    }
 }

@@ -48,6 +48,8 @@ pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
     kind = "EtcdCluster",
     plural = "etcdclusters",
     singular = "etcdcluster",
+    shortname = "etcdc",
+    category = "etcd-operator",
     namespaced,
     status = "EtcdClusterStatus",
     derive = "PartialEq",
@@ -62,9 +64,27 @@ pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i32 = 600;
     printcolumn(name = "Replicas", type_ = "integer", json_path = ".spec.replicas"),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyMembers"),
     printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Available\")].status",
+    ),
+    printcolumn(name = "Leader", type_ = "string", json_path = ".status.leader",),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Progress",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Progressing\")].reason",
+        priority = 1,
+    ),
+    printcolumn(
+        name = "Cluster ID",
+        type_ = "string",
+        json_path = ".status.clusterID",
+        priority = 1,
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -125,37 +145,40 @@ pub struct EtcdClusterSpec {
 
     /// Resource requests and limits of the etcd container. Unset means 100m CPU and 128Mi
     /// memory requests and no limits. Memory-backed clusters should set a memory limit that
-    /// covers the tmpfs size plus etcd's own use. Applies to members created afterwards.
+    /// covers the tmpfs size plus etcd's own use. A change is rolled out to the running
+    /// members one at a time, the leader last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::resource_requirements")]
     pub resources: Option<ResourceRequirements>,
 
     /// Labels and annotations added to every object the operator creates for this cluster
     /// (Pods, PVCs, Services, the PodDisruptionBudget, EtcdMembers). The operator's own keys
-    /// win on collision. Applies to objects created afterwards.
+    /// win on collision. A change is patched onto the existing objects in place (no
+    /// restart; keys taken out are removed) and applies to objects created later.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub additional_metadata: Option<AdditionalMetadata>,
 
-    /// Scheduling affinity of member Pods, copied to each Pod's spec.affinity. Applies to
-    /// members created afterwards.
+    /// Scheduling affinity of member Pods, copied to each Pod's spec.affinity. A change is
+    /// rolled out to the running members one at a time, the leader last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::affinity")]
     pub affinity: Option<Affinity>,
 
     /// How member Pods spread over zones and nodes, copied to each Pod's
-    /// spec.topologySpreadConstraints. Applies to members created afterwards.
+    /// spec.topologySpreadConstraints. A change is rolled out to the running members one at
+    /// a time, the leader last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::topology_spread_constraints")]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
 
-    /// etcd tuning flags for each member's command line. Applies to members created
-    /// afterwards.
+    /// etcd tuning flags for each member's command line. A change is rolled out to the
+    /// running members one at a time, the leader last.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub options: Option<EtcdOptions>,
 
     /// Secrets in the cluster's namespace used to pull the etcd image from a private
-    /// registry, copied to each Pod's spec.imagePullSecrets. Applies to members created
-    /// afterwards.
+    /// registry, copied to each Pod's spec.imagePullSecrets. A change is rolled out to the
+    /// running members one at a time, the leader last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::local_object_references")]
     pub image_pull_secrets: Option<Vec<LocalObjectReference>>,

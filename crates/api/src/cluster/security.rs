@@ -371,7 +371,9 @@ pub struct AuthSpec {
 
     /// Secret of type kubernetes.io/basic-auth in the cluster's namespace: its `password` is
     /// the root user's password, its `username` must be "root". The operator reads it on every
-    /// connection; changing the password afterwards is not supported.
+    /// connection. A new `password` is applied to etcd's root user (UserChangePassword);
+    /// if the operator restarted since the old one last worked, add the old one under the
+    /// key `previousPassword` until the Event RootPasswordChanged appears.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::local_object_reference")]
     pub root_credentials_secret_ref: Option<LocalObjectReference>,

@@ -183,20 +183,20 @@ pub struct ObservedClusterSpec {
     /// Target etcd version.
     pub version: String,
 
-    /// Target storage of new members.
+    /// Target storage of the members.
     pub storage: StorageSpec,
 
-    /// Target resources of the etcd container of new members.
+    /// Target resources of the members' etcd container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::resource_requirements")]
     pub resources: Option<ResourceRequirements>,
 
-    /// Target scheduling affinity of new member Pods.
+    /// Target scheduling affinity of the member Pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::affinity")]
     pub affinity: Option<Affinity>,
 
-    /// Target spread constraints of new member Pods.
+    /// Target spread constraints of the member Pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::topology_spread_constraints")]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
@@ -205,11 +205,11 @@ pub struct ObservedClusterSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub additional_metadata: Option<AdditionalMetadata>,
 
-    /// Target etcd tuning flags of new members.
+    /// Target etcd tuning flags of the members.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub options: Option<EtcdOptions>,
 
-    /// Target image pull Secrets of new member Pods.
+    /// Target image pull Secrets of the member Pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::local_object_references")]
     pub image_pull_secrets: Option<Vec<LocalObjectReference>>,

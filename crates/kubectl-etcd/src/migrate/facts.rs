@@ -85,7 +85,7 @@ pub async fn choose_cluster(
         ))
         .into()),
         many => Err(Usage(format!(
-            "namespace {namespace} has {} legacy EtcdClusters ({}); name one: kubectl etcd migrate <cluster>",
+            "namespace {namespace} has {} legacy EtcdClusters ({}); name one: kubectl etcdop migrate <cluster>",
             many.len(),
             many.iter().map(|c| c.name_any()).collect::<Vec<_>>().join(", ")
         ))

@@ -1,4 +1,4 @@
-//! `kubectl etcd migrate`: an EtcdCluster of the legacy `etcd.aenix.io/v1alpha1` operator
+//! `kubectl etcdop migrate`: an EtcdCluster of the legacy `etcd.aenix.io/v1alpha1` operator
 //! taken over in place by this one (no data moved, no Pod restarted, no member ID changed),
 //! see docs/migration.md.
 //!
@@ -30,7 +30,7 @@ use facts::{Inputs, choose_cluster, parse_deployment, read_facts};
 use plan::{Plan, SnapshotChoice, StepKind};
 use translate::TranslateOptions;
 
-/// The flags of `kubectl etcd migrate`.
+/// The flags of `kubectl etcdop migrate`.
 #[derive(Args, Debug, Clone)]
 pub struct MigrateArgs {
     /// The legacy EtcdCluster (etcd.aenix.io/v1alpha1; default: the namespace's only one).
@@ -102,7 +102,7 @@ fn plan_value(plan: &Plan) -> serde_json::Value {
     serde_json::to_value(plan).unwrap_or_default()
 }
 
-/// Runs `kubectl etcd migrate`.
+/// Runs `kubectl etcdop migrate`.
 pub async fn migrate(target: &Target, args: &MigrateArgs) -> anyhow::Result<Printed> {
     let (client, namespace) = kube_client(target).await?;
     let cluster = choose_cluster(&client, &namespace, args.cluster.as_deref()).await?;

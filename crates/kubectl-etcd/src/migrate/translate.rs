@@ -163,7 +163,7 @@ pub fn translate_cluster(
         .map(|q| q.0.clone());
     if spec.storage.empty_dir.is_some() {
         out.refusals.push(
-            "storage.emptyDir: the data lives in each Pod's emptyDir, which no other Pod can take over (a Pod made again would start empty); migrate by restoring a snapshot into a new cluster instead (`kubectl etcd snapshot` of the legacy cluster, then spec.bootstrap.restore)".into(),
+            "storage.emptyDir: the data lives in each Pod's emptyDir, which no other Pod can take over (a Pod made again would start empty); migrate by restoring a snapshot into a new cluster instead (`kubectl etcdop snapshot` of the legacy cluster, then spec.bootstrap.restore)".into(),
         );
     } else if claim_spec.is_none() || size.is_none() {
         out.refusals.push(

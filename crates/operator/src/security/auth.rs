@@ -13,18 +13,20 @@ pub fn root_password(name: &str, secret: &Secret) -> Result<String, String> {
             "Secret {name} (root credentials) has type {kind}; it must be of type {BASIC_AUTH_SECRET_TYPE}"
         ));
     }
+    // `stringData` overwrites `data`, as the API server folds it in on write (a server never
+    // returns it; a Secret built in memory may carry it).
     let value = |key: &str| -> Option<String> {
         secret
-            .data
+            .string_data
             .as_ref()
             .and_then(|d| d.get(key))
-            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .cloned()
             .or_else(|| {
                 secret
-                    .string_data
+                    .data
                     .as_ref()
                     .and_then(|d| d.get(key))
-                    .cloned()
+                    .map(|v| String::from_utf8_lossy(&v.0).into_owned())
             })
     };
     if let Some(user) = value("username")
@@ -50,10 +52,17 @@ pub const PREVIOUS_PASSWORD_KEY: &str = "previousPassword";
 /// The Secret's `previousPassword`, when it has a non-empty one.
 pub fn previous_password(secret: &Secret) -> Option<String> {
     secret
-        .data
+        .string_data
         .as_ref()
         .and_then(|d| d.get(PREVIOUS_PASSWORD_KEY))
-        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .cloned()
+        .or_else(|| {
+            secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(PREVIOUS_PASSWORD_KEY))
+                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        })
         .filter(|p| !p.is_empty())
 }
 
@@ -109,6 +118,16 @@ mod tests {
             assert!(problem.contains(expected), "{problem}");
             assert!(!problem.contains("s3cret"), "never the password: {problem}");
         }
+    }
+
+    #[test]
+    fn string_data_wins_over_data_as_the_api_server_folds_it() {
+        let mut both = secret(
+            BASIC_AUTH_SECRET_TYPE,
+            &[("username", "root"), ("password", "old")],
+        );
+        both.string_data = Some([("password".to_string(), "new".to_string())].into());
+        assert_eq!(root_password("root", &both).unwrap(), "new");
     }
 
     #[test]

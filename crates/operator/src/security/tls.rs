@@ -312,9 +312,10 @@ fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
         .flatten()
         .map(|(k, v)| (k.clone(), v.0.clone()))
         .collect();
+    // `stringData` overwrites `data`, as the API server folds it in on write (a server never
+    // returns it; a Secret built in memory may carry it).
     for (k, v) in secret.string_data.iter().flatten() {
-        data.entry(k.clone())
-            .or_insert_with(|| v.clone().into_bytes());
+        data.insert(k.clone(), v.clone().into_bytes());
     }
     data
 }

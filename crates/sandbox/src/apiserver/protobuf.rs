@@ -1,7 +1,8 @@
-//! The few protobuf request bodies kubectl sends that the sandbox decodes: kubectl's typed
+//! The few protobuf request bodies kubectl and helm send that the sandbox decodes: their typed
 //! clients encode built-in kinds as protobuf (`k8s\0` + `runtime.Unknown`). Only the kinds in
 //! [`MESSAGES`] are understood (`kubectl auth can-i`, `kubectl create namespace|configmap|
-//! secret|serviceaccount`); anything else is refused with a message that says to send JSON or
+//! secret|serviceaccount`, the `DeleteOptions` of client-go's typed deletes, which helm's
+//! release storage sends); anything else is refused with a message that says to send JSON or
 //! YAML.
 
 use serde_json::{Map, Value};
@@ -13,6 +14,8 @@ type Fields = &'static [(u64, &'static str, FieldType)];
 enum FieldType {
     String,
     Bool,
+    /// `int64` (a varint), a number in JSON.
+    Int,
     /// `repeated string`
     StringList,
     /// `map<string, string>`
@@ -103,6 +106,23 @@ const SERVICE_ACCOUNT: Fields = &[
     (4, "automountServiceAccountToken", FieldType::Bool),
 ];
 
+const PRECONDITIONS: Fields = &[
+    (1, "uid", FieldType::String),
+    (2, "resourceVersion", FieldType::String),
+];
+const DELETE_OPTIONS: Fields = &[
+    (1, "gracePeriodSeconds", FieldType::Int),
+    (2, "preconditions", FieldType::Message(PRECONDITIONS)),
+    (3, "orphanDependents", FieldType::Bool),
+    (4, "propagationPolicy", FieldType::String),
+    (5, "dryRun", FieldType::StringList),
+    (
+        6,
+        "ignoreStoreReadErrorWithClusterBreakingPotential",
+        FieldType::Bool,
+    ),
+];
+
 /// The kinds whose protobuf encoding the sandbox reads.
 const MESSAGES: &[(&str, Fields)] = &[
     ("SelfSubjectAccessReview", SELF_SUBJECT_ACCESS_REVIEW),
@@ -111,6 +131,7 @@ const MESSAGES: &[(&str, Fields)] = &[
     ("ConfigMap", CONFIG_MAP),
     ("Secret", SECRET),
     ("ServiceAccount", SERVICE_ACCOUNT),
+    ("DeleteOptions", DELETE_OPTIONS),
 ];
 
 /// The body as JSON, or `None` when it is not a protobuf encoding of a kind the sandbox reads.
@@ -137,7 +158,8 @@ pub fn decode(body: &[u8]) -> Option<Value> {
         }
     }
     let (_, table) = MESSAGES.iter().find(|(name, _)| *name == kind)?;
-    let mut object = message(raw?, table)?;
+    // An object of all defaults may come with no raw bytes at all.
+    let mut object = message(raw.unwrap_or(&[]), table)?;
     object.insert("apiVersion".into(), Value::String(api_version));
     object.insert("kind".into(), Value::String(kind));
     Some(Value::Object(object))
@@ -156,6 +178,10 @@ fn message(bytes: &[u8], table: Fields) -> Option<Map<String, Value>> {
             }
             (FieldType::Bool, Wire::Varint(n)) => {
                 object.insert(name, Value::Bool(n != 0));
+            }
+            (FieldType::Int, Wire::Varint(n)) => {
+                // Two's complement, as protobuf encodes a negative int64.
+                object.insert(name, Value::from(n as i64));
             }
             (FieldType::StringList, Wire::Bytes(bytes)) => {
                 let list = object
@@ -301,5 +327,35 @@ mod tests {
         assert_eq!(decoded["data"]["a"], "1");
         assert_eq!(decoded["binaryData"]["b"], "AAE=");
         assert_eq!(decoded["immutable"], true);
+    }
+
+    #[test]
+    fn decodes_the_delete_options_of_a_typed_delete() {
+        // What client-go sends for helm's `Secrets().Delete(name, DeleteOptions{...})`.
+        let preconditions = [field(1, b"5f0c"), field(2, b"42")].concat();
+        let options = [
+            vec![1 << 3, 30],
+            field(2, &preconditions),
+            field(4, b"Foreground"),
+            field(5, b"All"),
+        ]
+        .concat();
+        let type_meta = [field(1, b"v1"), field(2, b"DeleteOptions")].concat();
+        let body = [
+            b"k8s\0".as_slice(),
+            &field(1, &type_meta),
+            &field(2, &options),
+        ]
+        .concat();
+        let decoded = decode(&body).unwrap();
+        assert_eq!(decoded["kind"], "DeleteOptions");
+        assert_eq!(decoded["gracePeriodSeconds"], 30);
+        assert_eq!(decoded["preconditions"]["uid"], "5f0c");
+        assert_eq!(decoded["preconditions"]["resourceVersion"], "42");
+        assert_eq!(decoded["propagationPolicy"], "Foreground");
+        assert_eq!(decoded["dryRun"], serde_json::json!(["All"]));
+        // An empty DeleteOptions (all defaults) decodes to no fields.
+        let empty = [b"k8s\0".as_slice(), &field(1, &type_meta), &field(2, b"")].concat();
+        assert_eq!(decode(&empty).unwrap()["kind"], "DeleteOptions");
     }
 }

@@ -111,6 +111,65 @@ pub fn install(server: &ApiServer, options: &CertManagerOptions) -> anyhow::Resu
     }
 }
 
+/// [`install`] through the API, for a real control plane: creates the CRDs, waits until each is
+/// Established (its kinds are served), and creates the cluster resource namespace.
+pub async fn install_with_client(
+    client: &kube::Client,
+    options: &CertManagerOptions,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, PostParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = Vec::new();
+    for crd in crds::all() {
+        let crd: CustomResourceDefinition = serde_json::from_value(crd)?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => anyhow::bail!("creating the CRD {name}: {error}"),
+        }
+        names.push(name);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for name in names {
+        loop {
+            let established = crds
+                .get_opt(&name)
+                .await?
+                .and_then(|crd| crd.status)
+                .and_then(|status| status.conditions)
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                break;
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the CRD {name} was not Established within 30 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": options.cluster_resource_namespace}}))?;
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => anyhow::bail!(
+            "creating the namespace {}: {error}",
+            options.cluster_resource_namespace
+        ),
+    }
+}
+
 /// The running controller; dropping it stops it.
 pub struct CertManagerHandle {
     token: CancellationToken,

@@ -32,16 +32,29 @@ pub(crate) struct KubeletContext {
     /// Bumped whenever a Secret or ConfigMap changes, so Pods refresh their volume files.
     pub sources_changed: tokio::sync::watch::Sender<u64>,
     pub pods: PodTable,
+    /// The real control plane's CA, when the nodes join one (see `KubeletConfig`).
+    pub control_plane_ca: Option<Arc<crate::kubernetes::pki::ClusterCa>>,
+    /// The zone of each node.
+    pub zones: std::collections::BTreeMap<String, String>,
 }
 
 impl KubeletContext {
-    pub fn start(
-        client: Client,
-        runtime: ContainerRuntime,
-        network: Arc<ClusterNetwork>,
-        time_scale: TimeScale,
-        token: &CancellationToken,
-    ) -> Arc<Self> {
+    /// The sandbox of Pod `namespace/name` on any node.
+    pub(crate) fn pod_entry(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<PodEntry>, super::faults::FaultError> {
+        self.pods
+            .get(namespace, name)
+            .ok_or_else(|| super::faults::FaultError::NoSuchPod {
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+    }
+
+    pub fn start(config: &super::KubeletConfig, token: &CancellationToken) -> Arc<Self> {
+        let client = config.client.clone();
         let services = watch_into_store(
             Api::<Service>::all(client.clone()),
             watcher::Config::default(),
@@ -64,9 +77,11 @@ impl KubeletContext {
         let (sources_changed, _) = tokio::sync::watch::channel(0);
         let context = Arc::new(Self {
             client,
-            runtime,
-            network,
-            time_scale,
+            runtime: config.runtime.clone(),
+            network: config.network.clone(),
+            time_scale: config.time_scale,
+            control_plane_ca: config.control_plane_ca.clone(),
+            zones: config.zones.clone(),
             services,
             secrets,
             config_maps,

@@ -55,18 +55,12 @@ pub enum FaultError {
 }
 
 impl Kubelet {
-    pub(super) fn pod_entry(
+    pub(crate) fn pod_entry(
         &self,
         namespace: &str,
         name: &str,
     ) -> Result<Arc<PodEntry>, FaultError> {
-        self.context
-            .pods
-            .get(namespace, name)
-            .ok_or_else(|| FaultError::NoSuchPod {
-                namespace: namespace.into(),
-                name: name.into(),
-            })
+        self.context.pod_entry(namespace, name)
     }
 
     fn pod_network(&self, namespace: &str, name: &str) -> Result<Arc<PodNetwork>, FaultError> {

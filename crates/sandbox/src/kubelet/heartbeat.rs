@@ -1,6 +1,9 @@
 //! A node's heartbeat, as the kubelet keeps it: its Lease in `kube-node-lease` renewed every
 //! 10 s (scaled), and its Ready condition and addresses posted on start and whenever someone
-//! else changed them (the node lifecycle marks a silent node Unknown).
+//! else changed them (the node lifecycle marks a silent node Unknown). With a real control
+//! plane the node also registers itself, as the kubelet does: it creates its Node object and
+//! posts what the scheduler and the API server read of it (capacity, the kubelet endpoint, its
+//! version and declared features).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +60,7 @@ async fn post_conditions(
     } else {
         ("False", "KubeletNotReady")
     };
-    let patch = json!({"status": {
+    let mut patch = json!({"status": {
         "conditions": [
             condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", current, &now),
             condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", current, &now),
@@ -69,6 +72,26 @@ async fn post_conditions(
             {"type": "Hostname", "address": context.name},
         ],
     }});
+    if context.kubelet.control_plane_ca.is_some() {
+        let status = &mut patch["status"];
+        status["capacity"] = node_capacity();
+        status["allocatable"] = node_capacity();
+        status["daemonEndpoints"] =
+            json!({"kubeletEndpoint": {"Port": super::server::KUBELET_PORT}});
+        status["declaredFeatures"] = json!([super::server::WEBSOCKETS_FEATURE]);
+        status["nodeInfo"] = json!({
+            "kubeletVersion": format!("v{}", crate::kubernetes::KUBERNETES_VERSION),
+            "kubeProxyVersion": "",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+            "containerRuntimeVersion": "kube-sandbox://0.1",
+            "osImage": "kube-sandbox",
+            "kernelVersion": "",
+            "machineID": context.name,
+            "systemUUID": context.name,
+            "bootID": "",
+        });
+    }
     api.patch_status(
         &context.name,
         &PatchParams::default(),
@@ -76,6 +99,40 @@ async fn post_conditions(
     )
     .await?;
     Ok(())
+}
+
+/// What each node offers the scheduler (the sandbox's nodes share one machine; these are the
+/// numbers a small node has, so requests and limits mean something).
+fn node_capacity() -> Value {
+    json!({"cpu": "8", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"})
+}
+
+/// Registers the node as the kubelet does when it starts: its Node object, labelled with its
+/// hostname, OS, architecture and zone, unless it exists already (the node restarted, or the
+/// sandbox's own API server made it).
+pub async fn register(context: &NodeContext) -> Result<(), kube::Error> {
+    let api = Api::<Node>::all(context.kubelet.client.clone());
+    if api.get_opt(&context.name).await?.is_some() {
+        return Ok(());
+    }
+    let mut labels = json!({
+        "kubernetes.io/hostname": context.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+    });
+    if let Some(zone) = context.kubelet.zones.get(&context.name) {
+        labels["topology.kubernetes.io/zone"] = json!(zone);
+    }
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": context.name, "labels": labels},
+        "spec": {},
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    match api.create(&PostParams::default(), &node).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// Ready=True with the node's address in the cluster network.

@@ -23,7 +23,7 @@
 //! the Pod's own numbers).
 
 pub mod backoff;
-mod claims;
+pub mod claims;
 mod context;
 pub mod env;
 mod exec;
@@ -33,6 +33,7 @@ mod logs;
 mod node;
 pub mod pod_dns;
 pub mod probes;
+pub mod server;
 pub mod services;
 pub mod status;
 pub mod volumes;
@@ -54,6 +55,7 @@ pub use worker::NODE_SHUTDOWN_MESSAGE;
 
 use crate::apiserver::PodLogs;
 use crate::controllers::TimeScale;
+use crate::kubernetes::pki::ClusterCa;
 use crate::network::{ClusterNetwork, NetworkError};
 use crate::runtime::ContainerRuntime;
 use context::KubeletContext;
@@ -71,6 +73,13 @@ pub struct KubeletConfig {
     pub nodes: Vec<String>,
     /// How long a graceful node shutdown gives Pods at most (`shutdownGracePeriod`).
     pub shutdown_grace_period: Duration,
+    /// The CA of a real control plane the nodes join ([`crate::kubernetes`]): each node then
+    /// registers its Node object, serves its kubelet endpoint ([`server`]), and leaves the
+    /// Endpoints of Services and the binding of claims to kube-controller-manager. `None`:
+    /// the sandbox's own API server, which reaches the nodes in this process.
+    pub control_plane_ca: Option<Arc<ClusterCa>>,
+    /// The zone of each node (`topology.kubernetes.io/zone`), for the Node a node registers.
+    pub zones: BTreeMap<String, String>,
 }
 
 impl KubeletConfig {
@@ -87,6 +96,8 @@ impl KubeletConfig {
             time_scale: TimeScale::REAL,
             nodes,
             shutdown_grace_period: Duration::from_secs(30),
+            control_plane_ca: None,
+            zones: BTreeMap::new(),
         }
     }
 }
@@ -132,22 +143,23 @@ impl Kubelet {
     /// cluster bridge (its InternalIP and its Pods' `hostIP`).
     pub async fn start(config: KubeletConfig) -> Result<Self, KubeletError> {
         let token = CancellationToken::new();
-        let context = KubeletContext::start(
-            config.client.clone(),
-            config.runtime.clone(),
-            config.network.clone(),
-            config.time_scale,
-            &token,
-        );
+        let context = KubeletContext::start(&config, &token);
+        let real = config.control_plane_ca.is_some();
         let tasks = vec![
             tokio::spawn(services::run(
                 config.client.clone(),
                 config.network.clone(),
+                !real,
                 token.clone(),
             )),
             tokio::spawn(claims::run(
                 config.client.clone(),
                 config.runtime.persistent_volumes().clone(),
+                if real {
+                    claims::ClaimMode::Provision
+                } else {
+                    claims::ClaimMode::Bind
+                },
                 token.clone(),
             )),
         ];
@@ -187,6 +199,14 @@ impl Kubelet {
         })
     }
 
+    /// The source of `pods/exec` and `pods/portforward` for an API server or a kubelet
+    /// endpoint: commands joined to a container, connections from inside the cluster network.
+    pub fn pod_streams(&self) -> Arc<dyn crate::apiserver::PodStreams> {
+        Arc::new(NodeStreams {
+            context: self.context.clone(),
+        })
+    }
+
     /// The node names, in order.
     pub fn node_names(&self) -> Vec<String> {
         self.addresses.keys().cloned().collect()
@@ -211,6 +231,36 @@ impl Kubelet {
         for entry in self.context.pods.drain() {
             entry.sandbox.kill_all();
         }
+    }
+}
+
+/// The nodes' side of `pods/exec` (a command joined to the container, as the kubelet runs it)
+/// and `pods/portforward` (a connection from inside the cluster network to the Pod's IP).
+struct NodeStreams {
+    context: Arc<KubeletContext>,
+}
+
+#[async_trait::async_trait]
+impl crate::apiserver::PodStreams for NodeStreams {
+    fn exec_command(
+        &self,
+        request: &crate::apiserver::ExecRequest,
+    ) -> Result<std::process::Command, String> {
+        self.context
+            .exec_in_container(
+                &request.namespace,
+                &request.pod,
+                Some(&request.container),
+                &request.command,
+            )
+            .map_err(|err| format!("unable to exec in container {}: {err}", request.container))
+    }
+
+    async fn connect(
+        &self,
+        address: std::net::SocketAddr,
+    ) -> std::io::Result<tokio::net::TcpStream> {
+        self.context.network.connect(address).await
     }
 }
 

@@ -59,8 +59,23 @@ impl NodeAgent {
             recorder,
             token,
         });
+        if let Err(error) = heartbeat::register(&context).await {
+            tracing::warn!(node = name, %error, "registering the node failed; the heartbeat retries");
+        }
         if let Err(error) = heartbeat::post_ready(&context).await {
             tracing::warn!(node = name, %error, "posting the node Ready failed; the heartbeat retries");
+        }
+        if let Some(ca) = &context.kubelet.control_plane_ca
+            && let Err(error) = super::server::serve(
+                context.kubelet.clone(),
+                name.to_string(),
+                host_ip,
+                ca,
+                context.token.clone(),
+            )
+            .await
+        {
+            tracing::warn!(node = name, %error, "serving the kubelet endpoint failed");
         }
         let workers = Arc::new(Mutex::new(Workers::default()));
         let tasks = vec![

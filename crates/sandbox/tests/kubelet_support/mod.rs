@@ -12,8 +12,9 @@ use kube_sandbox::controllers::TimeScale;
 use kube_sandbox::kubelet::Kubelet;
 use kube_sandbox::network::ClusterNetwork;
 use kube_sandbox::runtime::{ContainerRuntime, ImageMap};
-use kube_sandbox::{Sandbox, SandboxOptions};
+use kube_sandbox::{ControlPlane, Sandbox, SandboxOptions};
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub const ETCD_IMAGE: &str = "quay.io/coreos/etcd:v3.5.1";
 pub const TOOLS_IMAGE: &str = "sandbox.local/tools:latest";
@@ -51,6 +52,7 @@ pub struct ClusterOptions {
     pub nodes: usize,
     pub time_scale: f64,
     pub pod_eviction_timeout: Duration,
+    pub control_plane: ControlPlane,
 }
 
 impl Default for ClusterOptions {
@@ -59,6 +61,7 @@ impl Default for ClusterOptions {
             nodes: 3,
             time_scale: 0.1,
             pod_eviction_timeout: Duration::from_secs(300),
+            control_plane: ControlPlane::Sandbox,
         }
     }
 }
@@ -81,7 +84,8 @@ pub async fn start_with(options: ClusterOptions) -> Cluster {
         .nodes(options.nodes)
         .images(test_images())
         .time_scale(TimeScale::new(options.time_scale).unwrap())
-        .pod_eviction_timeout(options.pod_eviction_timeout);
+        .pod_eviction_timeout(options.pod_eviction_timeout)
+        .control_plane(options.control_plane);
     if let Some(cluster) = sandbox_options.cluster.as_mut() {
         cluster.shutdown_grace_period = Duration::from_secs(10);
     }
@@ -411,4 +415,115 @@ impl Cluster {
             .await
             .unwrap_or_default()
     }
+}
+
+/// How long a kubectl call in these tests may take.
+pub const KUBECTL_LIMIT: Duration = Duration::from_secs(60);
+/// The kubectl that install-deps puts beside the machine's.
+pub const KUBECTL_133: &str = "/usr/local/lib/kubectl-v1.33/kubectl";
+
+/// Runs `binary` with the kubeconfig and `args`, `input` on its stdin (then closed).
+pub async fn kubectl(
+    binary: &str,
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    input: Option<&str>,
+) -> std::process::Output {
+    let mut child = tokio::process::Command::new(binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{binary} runs (bash scripts/install-deps.sh): {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(text) = input {
+        stdin.write_all(text.as_bytes()).await.unwrap();
+    }
+    drop(stdin);
+    tokio::time::timeout(KUBECTL_LIMIT, child.wait_with_output())
+        .await
+        .expect("kubectl finishes")
+        .unwrap()
+}
+
+/// A running `kubectl port-forward`; killed when dropped.
+pub struct Forward {
+    pub child: tokio::process::Child,
+    pub stderr: tokio::task::JoinHandle<String>,
+}
+
+impl Forward {
+    /// Starts `binary port-forward pod/web LOCAL:REMOTE` (with `env`) and waits until it
+    /// listens.
+    pub async fn start(
+        binary: &str,
+        kubeconfig: &std::path::Path,
+        ports: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(binary)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["port-forward", "pod/web", ports])
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{binary} runs: {e}"));
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr_pipe.read_to_string(&mut text).await;
+            text
+        });
+        let listening = tokio::time::timeout(KUBECTL_LIMIT, async {
+            while let Ok(Some(line)) = stdout.next_line().await {
+                if line.starts_with("Forwarding from 127.0.0.1") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        if listening != Ok(true) {
+            let _ = child.kill().await;
+            panic!(
+                "{binary} port-forward {ports} did not start: {}",
+                stderr.await.unwrap()
+            );
+        }
+        // kubectl prints "Handling connection for ..." per connection; keep draining it.
+        tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+        Self { child, stderr }
+    }
+
+    pub async fn stop(mut self) -> String {
+        let _ = self.child.kill().await;
+        self.stderr.await.unwrap()
+    }
+}
+
+/// One HTTP/1.0 exchange with the Pod's server through the forward on `port`.
+pub async fn http_get(port: u16) -> String {
+    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("the forward accepts connections");
+    socket
+        .write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(KUBECTL_LIMIT, socket.read_to_string(&mut response))
+        .await
+        .expect("the Pod answers through the forward")
+        .unwrap();
+    response
 }

@@ -10,12 +10,41 @@ pub fn apply(group: &str, kind: &str, object: &mut Value) {
         ("", "Service") => service(object),
         ("", "Namespace") => namespace(object),
         ("", "PersistentVolumeClaim") => persistent_volume_claim(object),
-        ("", "Secret") => set_default(object, "type", json!("Opaque")),
+        ("", "Secret") => secret(object),
         ("apps", "Deployment") => deployment(object),
         ("apps", "StatefulSet") => stateful_set(object),
         ("batch", "Job") => job(object),
         ("policy", "PodDisruptionBudget") => pod_disruption_budget(object),
         _ => {}
+    }
+}
+
+/// A Secret: `type` Opaque by default, and `stringData` folded into `data` (base64), each of
+/// its keys overwriting the same key of `data`, and never stored: the real server does this
+/// on every write (its v1 conversion), so a client that patches `stringData` changes `data`.
+fn secret(object: &mut Value) {
+    use base64::Engine;
+    set_default(object, "type", json!("Opaque"));
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(strings)) = map.remove("stringData") else {
+        return;
+    };
+    let data = map
+        .entry("data".to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if data.is_null() {
+        *data = Value::Object(Map::new());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (key, value) in strings {
+            let text = value.as_str().unwrap_or_default();
+            data.insert(
+                key,
+                json!(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
+        }
     }
 }
 
@@ -215,6 +244,24 @@ fn pod_disruption_budget(pdb: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secrets_string_data_overwrites_its_data_and_is_not_kept() {
+        let mut secret = json!({"metadata": {"name": "s"},
+            "data": {"password": "b2xk", "username": "cm9vdA=="},
+            "stringData": {"password": "new", "extra": "x"}});
+        apply("", "Secret", &mut secret);
+        assert_eq!(secret["type"], "Opaque");
+        assert!(secret.get("stringData").is_none(), "{secret}");
+        assert_eq!(secret["data"]["password"], "bmV3");
+        assert_eq!(secret["data"]["username"], "cm9vdA==");
+        assert_eq!(secret["data"]["extra"], "eA==");
+        let mut only_strings = json!({"metadata": {"name": "s"}, "type": "kubernetes.io/basic-auth",
+            "stringData": {"password": "p"}});
+        apply("", "Secret", &mut only_strings);
+        assert_eq!(only_strings["data"]["password"], "cA==");
+        assert_eq!(only_strings["type"], "kubernetes.io/basic-auth");
+    }
 
     #[test]
     fn pod_defaults_match_the_real_server() {

@@ -1,8 +1,10 @@
 //! The endpoints controller, the cluster DNS records and the Service proxy, kept in step with
-//! Services, Pods and Endpoints: a selector Service gets an Endpoints object from its Pods; every
-//! Service gets its DNS records; every ClusterIP port is proxied to its ready endpoints (an
-//! endpoint outside the Pod range, such as the API server behind `kubernetes`, is reached in
-//! the machine's own network).
+//! Services, Pods and Endpoints: a selector Service gets an Endpoints object from its Pods (with
+//! the sandbox's own API server; with a real control plane kube-controller-manager writes them,
+//! and this controller only reads: it is then what kube-proxy and CoreDNS are); every Service
+//! gets its DNS records; every ClusterIP port is proxied to its ready endpoints (an endpoint
+//! outside the Pod range, such as the sandbox API server behind `kubernetes`, is reached in the
+//! machine's own network).
 
 pub mod endpoints;
 
@@ -26,6 +28,8 @@ use endpoints::{ProxyRule, has_selector, proxy_rules, service_dns, subsets};
 const SETTLE: Duration = Duration::from_millis(20);
 
 struct ServiceController {
+    /// Whether this controller writes the Endpoints of selector Services.
+    writes_endpoints: bool,
     client: Client,
     network: Arc<ClusterNetwork>,
     services: Store<Service>,
@@ -39,7 +43,12 @@ struct ServiceController {
 }
 
 /// Runs until `token` is cancelled.
-pub(crate) async fn run(client: Client, network: Arc<ClusterNetwork>, token: CancellationToken) {
+pub(crate) async fn run(
+    client: Client,
+    network: Arc<ClusterNetwork>,
+    writes_endpoints: bool,
+    token: CancellationToken,
+) {
     let mut informers = Informers::new(&token);
     let services = informers.watch(Api::<Service>::all(client.clone()));
     let pods = informers.watch(Api::<Pod>::all(client.clone()));
@@ -49,6 +58,7 @@ pub(crate) async fn run(client: Client, network: Arc<ClusterNetwork>, token: Can
     }
     let changed = informers.changed.clone();
     let mut controller = ServiceController {
+        writes_endpoints,
         client,
         network,
         services,
@@ -85,7 +95,9 @@ impl ServiceController {
             present.insert(key.clone());
             let service_subsets = if has_selector(service) {
                 let wanted = subsets(service, &pods);
-                self.write_endpoints(service, &wanted).await;
+                if self.writes_endpoints {
+                    self.write_endpoints(service, &wanted).await;
+                }
                 wanted
             } else {
                 let reference = ObjectRef::new(&key.1).within(&key.0);
