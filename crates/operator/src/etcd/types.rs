@@ -58,6 +58,11 @@ pub enum AlarmKind {
     Corrupt,
 }
 
+impl AlarmKind {
+    /// Every alarm type etcd raises.
+    pub const ALL: [AlarmKind; 2] = [AlarmKind::NoSpace, AlarmKind::Corrupt];
+}
+
 impl fmt::Display for AlarmKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -9,9 +9,6 @@ use crate::domain::etcd::DEFAULT_QUOTA_BACKEND_BYTES;
 use crate::etcd::AlarmKind;
 use crate::plan::{Observed, PassFacts, Plan, Step};
 
-/// The alarm types etcd raises, each with a series (0 when not active).
-pub(super) const ALARM_KINDS: [AlarmKind; 2] = [AlarmKind::NoSpace, AlarmKind::Corrupt];
-
 /// What one pass says about a cluster: computed from the observation and the plan, recorded by
 /// [`Metrics::observed_cluster`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,7 +30,7 @@ pub struct ClusterFigures {
     pub quorum: bool,
     /// The leader's member ID, when etcd reported one.
     pub leader: Option<u64>,
-    /// Active alarms per type (every type in [`ALARM_KINDS`]); `None` when etcd could not
+    /// Active alarms per type (every type in [`AlarmKind::ALL`]); `None` when etcd could not
     /// list them (listing goes through raft: no quorum, no list).
     pub alarms: Option<Vec<(AlarmKind, i64)>>,
     /// Per running member (not leaving, not dormant).
@@ -82,7 +79,7 @@ pub fn cluster_figures(observed: &Observed, plan: &Plan, now: Timestamp) -> Clus
         .and_then(|s| s.ready_members)
         .unwrap_or(0);
     let alarms = observed.etcd.alarms.as_ref().ok().map(|active| {
-        ALARM_KINDS
+        AlarmKind::ALL
             .iter()
             .map(|kind| {
                 (

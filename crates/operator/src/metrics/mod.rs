@@ -25,7 +25,6 @@ use prometheus_client::registry::Registry;
 
 use crate::etcd::AlarmKind;
 use crate::plan::Observed;
-use figures::ALARM_KINDS;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
@@ -678,7 +677,7 @@ impl Metrics {
                 });
             }
         }
-        for kind in ALARM_KINDS {
+        for kind in AlarmKind::ALL {
             self.alarms.remove(&alarm_labels(&labels, kind));
         }
         for member in &record.members {
