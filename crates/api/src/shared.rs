@@ -471,7 +471,7 @@ pub struct RestoreSpec {
     /// and encryption (age) are recognised from the object's first bytes; an encrypted one
     /// without this fails the restore with `EncryptedSnapshot`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub age_identity_secret_ref: Option<crate::snapshot::SecretKeyRef>,
+    pub age_identity_secret_ref: Option<SecretKeyRef>,
 }
 
 /// The message of the rule that a GCS restore source names its exact key.
@@ -480,3 +480,26 @@ pub const RESTORE_GCS_KEY_MESSAGE: &str = "bootstrap.restore.source.gcs.key must
 pub const RESTORE_AZURE_KEY_MESSAGE: &str = "bootstrap.restore.source.azure.key must be the exact (non-empty) blob name for a restore source";
 /// The message of the rule that refuses a `local` restore source.
 pub const RESTORE_LOCAL_MESSAGE: &str = "bootstrap.restore.source.local is not a restore source: a local store is a directory of the operator's own Pod, which the restoring Pod cannot read; copy the snapshot onto a PersistentVolumeClaim in the cluster's namespace (source.pvc) or into an object store";
+
+/// One key of a Secret in the snapshot's (or cluster's) namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+
+    /// The key in the Secret; each field that uses this type says its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl SecretKeyRef {
+    /// The key, or `default` when unset or empty.
+    pub fn key_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.key
+            .as_deref()
+            .filter(|k| !k.is_empty())
+            .unwrap_or(default)
+    }
+}

@@ -6,6 +6,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::shared::SecretKeyRef;
 use crate::shared::SnapshotLocation;
 
 /// A request for one snapshot of an EtcdCluster. Immutable in intent: to write elsewhere,
@@ -171,29 +172,6 @@ pub struct AgeEncryption {
     /// bytes' SHA-256 is checked and the private key can stay off the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity_secret_ref: Option<SecretKeyRef>,
-}
-
-/// One key of a Secret in the snapshot's (or cluster's) namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SecretKeyRef {
-    /// The Secret's name.
-    #[schemars(length(min = 1))]
-    pub name: String,
-
-    /// The key in the Secret; each field that uses this type says its default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-}
-
-impl SecretKeyRef {
-    /// The key, or `default` when unset or empty.
-    pub fn key_or<'a>(&'a self, default: &'a str) -> &'a str {
-        self.key
-            .as_deref()
-            .filter(|k| !k.is_empty())
-            .unwrap_or(default)
-    }
 }
 
 /// The default key of `encryption.age.recipientsSecretRef`.

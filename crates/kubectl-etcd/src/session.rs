@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context as _, anyhow, bail};
-use etcd_operator::build::{OperatorSettings, member_client_url};
+use etcd_operator::build::member_client_url;
+use etcd_operator::domain::settings::OperatorSettings;
 use etcd_operator::etcd::{EtcdClient, Timeouts};
 use etcd_operator::observe::{EtcdUrlMap, Observer, Stores};
 use etcd_operator::plan::Observed;

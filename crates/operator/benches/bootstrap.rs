@@ -45,6 +45,8 @@
 //! | `BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS` | 0 | etcd's heartbeat interval in every etcd 3.5 Pod (election timeout 10 x), through etcd's environment; 0: etcd's defaults |
 //! | `BOOTSTRAP_BENCH_SLOW` | 1.3 | a run slower than this × the slowest floor run is slow; 0 prints every run's timeline |
 
+#[path = "common/mod.rs"]
+mod bench_support;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -54,6 +56,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
+
+use bench_support::{env_or, memory_mib, operator_pid};
 use support::cluster::{Cluster, start_cluster, start_cluster_with_etcd_env};
 use support::timeline::OperatorWatch;
 use support::{cluster_yaml, condition, create_namespace, get_cluster};
@@ -70,15 +74,6 @@ struct Knobs {
     churn: usize,
     idle: usize,
     slow: f64,
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    match std::env::var(name) {
-        Ok(text) => text
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text:?} is not a valid number")),
-        Err(_) => default,
-    }
 }
 
 impl Knobs {
@@ -182,58 +177,6 @@ async fn converge(
     };
     agrees(cluster, namespace, replicas).await;
     Run { seconds, timeline }
-}
-/// Whether `pid` descends from this process: the sandbox's Pods are host processes started by
-/// this benchmark, so other runs on the machine (tests, a demo) are not counted.
-fn descends_from_this_process(pid: u32) -> bool {
-    let me = std::process::id();
-    let mut current = pid;
-    while current > 1 {
-        if current == me {
-            return true;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{current}/stat")) else {
-            return false;
-        };
-        // The fields after the command's closing parenthesis: state, then the parent's PID.
-        let Some(parent) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
-        else {
-            return false;
-        };
-        current = parent;
-    }
-    false
-}
-
-/// The operator's process on this machine (the sandbox runs Pods as host processes).
-fn operator_pid() -> u32 {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.first().is_some_and(|a| a.ends_with(b"/etcd-operator"))
-            && args.get(1) == Some(&&b"run"[..])
-            && descends_from_this_process(pid)
-        {
-            found.push(pid);
-        }
-    }
-    assert_eq!(found.len(), 1, "exactly one operator process: {found:?}");
-    found[0]
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 /// User plus system CPU time of a process, in seconds.
@@ -812,7 +755,7 @@ async fn idle(cluster: &Cluster, count: usize) {
     println!("| --- | ---: |");
     println!(
         "| operator resident memory | {:.1} MiB |",
-        rss_kib(pid) as f64 / 1024.0
+        memory_mib(pid, "VmRSS")
     );
     println!(
         "| operator CPU | {:.2} % of one core |",

@@ -26,6 +26,8 @@
 //!
 //! Figures: docs/benchmarks.md.
 
+#[path = "common/mod.rs"]
+mod bench_support;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -33,24 +35,14 @@ use std::time::{Duration, Instant};
 
 use etcd_operator_api::cluster::QuorumRecoveryPhase;
 use nix::sys::signal::Signal;
+
+use bench_support::{env_or, median};
 use support::cluster::{Cluster, start_cluster};
 use support::{create_namespace, get_cluster, kubectl};
 
 const LIMIT: Duration = Duration::from_secs(300);
 /// Quiet time before each round: the cluster settled after its bootstrap.
 const SETTLE: Duration = Duration::from_secs(4);
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
-
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -251,8 +243,8 @@ fn floor_values(lines: &[(String, f64)], kind: &str) -> Vec<f64> {
 }
 
 fn main() {
-    let runs = knob("QUORUM_BENCH_RUNS", 3).max(1);
-    let quota_mib = knob("NOSPACE_BENCH_QUOTA_MIB", 64).max(1);
+    let runs = env_or("QUORUM_BENCH_RUNS", 3).max(1);
+    let quota_mib = env_or("NOSPACE_BENCH_QUOTA_MIB", 64).max(1);
     let parts = std::env::var("QUORUM_BENCH_PARTS").unwrap_or_else(|_| "quorum,nospace".into());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
@@ -281,7 +273,7 @@ fn main() {
                 ));
                 operator.push(r.total);
             }
-            let (f, o) = (median(floor.clone()), median(operator.clone()));
+            let (f, o) = (median(&floor), median(&operator));
             println!();
             println!("| quorum lost to Available at 3 members (median of {runs}) | seconds | rounds |");
             println!("|---|---:|---|");
@@ -289,9 +281,9 @@ fn main() {
             println!("| operator, automatic, after: 0s | {o:.2} | {operator:.2?} |");
             println!(
                 "| of which: recorded / forced / completed (median) | {:.2} / {:.2} / {:.2} | |",
-                median(phases.iter().map(|p| p.0).collect()),
-                median(phases.iter().map(|p| p.1).collect()),
-                median(phases.iter().map(|p| p.2).collect())
+                median(&phases.iter().map(|p| p.0).collect::<Vec<f64>>()),
+                median(&phases.iter().map(|p| p.1).collect::<Vec<f64>>()),
+                median(&phases.iter().map(|p| p.2).collect::<Vec<f64>>())
             );
             println!("| operator / floor | {:.2}x | |", o / f);
             println!();
@@ -322,7 +314,7 @@ fn main() {
                 operator.push(took);
                 operator_sizes.push((before, after));
             }
-            let (f, o) = (median(floor.clone()), median(operator.clone()));
+            let (f, o) = (median(&floor), median(&operator));
             println!();
             println!("| NOSPACE at {quota_mib} MiB, refused put to a put accepted (median of {runs}) | seconds | rounds |");
             println!("|---|---:|---|");

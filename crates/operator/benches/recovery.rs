@@ -24,12 +24,16 @@
 //! elects a new leader first, which is also the workload's 1.2 s window); the kubelet's probes
 //! run once a second, so Ready lands on the next whole second after etcd is back.
 
+#[path = "common/mod.rs"]
+mod bench_support;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+
+use bench_support::median;
 use support::cluster::{Cluster, pod_ready, start_cluster};
 use support::workload::Workload;
 use support::{cluster_yaml, create_namespace, get_cluster};
@@ -38,11 +42,6 @@ const ROUNDS: usize = 3;
 const LIMIT: Duration = Duration::from_secs(300);
 /// Quiet time before each round (see `measure`).
 const SETTLE: Duration = Duration::from_secs(4);
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
 
 /// How a member is killed.
 #[derive(Clone, Copy, Debug)]
@@ -167,7 +166,7 @@ async fn measure(cluster: &Cluster, namespace: &str, kill: Kill) -> (f64, f64) {
         times.push(took);
         windows.push(report.longest_unavailable.as_secs_f64());
     }
-    (median(times), median(windows))
+    (median(&times), median(&windows))
 }
 
 fn main() {
@@ -178,8 +177,8 @@ fn main() {
         .expect("a runtime");
     runtime.block_on(async {
         let floor = support::floor_script("recovery_floor.sh", &[&ROUNDS.to_string()]);
-        let restart = median(floor.iter().filter(|(k, _)| k == "restart").map(|(_, s)| *s).collect());
-        let replace = median(floor.iter().filter(|(k, _)| k == "replace").map(|(_, s)| *s).collect());
+        let restart = median(&floor.iter().filter(|(k, _)| k == "restart").map(|(_, s)| *s).collect::<Vec<f64>>());
+        let replace = median(&floor.iter().filter(|(k, _)| k == "replace").map(|(_, s)| *s).collect::<Vec<f64>>());
         println!("floor (median of {ROUNDS}): etcd restarted on its data until healthy {restart:.2} s; replaced by a script {replace:.2} s");
 
         let cluster = start_cluster(3).await;

@@ -17,97 +17,39 @@
 
 #[path = "common/mod.rs"]
 mod bench_support;
+#[path = "common/s3_source.rs"]
+mod s3_source;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bench_support::{PeakWatch, env_or, median};
 use etcd_operator_api::EtcdSnapshot;
 use kube::Api;
-use support::moto::Moto;
-use support::workload::{client_service_url, cluster_client};
-use support::{condition, create_namespace, eventually, get_cluster};
 
-const NAMESPACE: &str = "bench";
-const BUCKET: &str = "backups";
+use bench_support::{PeakWatch, env_or, median};
+use s3_source::{
+    BUCKET, LIMIT, NAMESPACE, STORAGE, filled_source, s3_snapshot_yaml, snapshot_to_complete,
+};
+use support::get_cluster;
+use support::status::wait_available;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
     let mib: usize = env_or("RESTORE_BENCH_MIB", 256);
     let runs: usize = env_or("RESTORE_BENCH_RUNS", 2);
-    let cluster = support::cluster::start_cluster(3).await;
-    cluster.deploy_operator(1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let moto = tokio::task::block_in_place(|| Moto::start(&cluster, dir.path(), BUCKET));
-    create_namespace(&cluster.client(), NAMESPACE).await;
-    let storage = "  storage:\n    size: 8Gi\n  options:\n    quotaBackendBytes: 8589934592\n";
-    tokio::task::block_in_place(|| {
-        cluster.apply(&format!(
-            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {NAMESPACE}\nspec:\n  replicas: 1\n  version: \"3.5.1\"\n{storage}"
-        ));
-        let (ok, _, stderr) = support::kubectl(
-            &cluster,
-            &[
-                "-n",
-                NAMESPACE,
-                "create",
-                "secret",
-                "generic",
-                "s3-credentials",
-                &format!("--from-literal=AWS_ACCESS_KEY_ID={}", moto.key_id),
-                &format!("--from-literal=AWS_SECRET_ACCESS_KEY={}", moto.secret),
-            ],
-        );
-        assert!(ok, "{stderr}");
-    });
-    cluster
-        .wait_converged(NAMESPACE, "etcd", 1, Duration::from_secs(240))
-        .await;
-    let endpoint = client_service_url(NAMESPACE, "etcd");
-    let mut client = cluster_client(&cluster.network, &endpoint, None)
-        .await
-        .expect("an etcd client");
-    let filling = Instant::now();
-    for i in 0..mib as u32 {
-        let value: Vec<u8> = (0..1024 * 1024u32)
-            .map(|j| {
-                (j.wrapping_mul(2654435761)
-                    .wrapping_add(i.wrapping_mul(40503))
-                    >> 13) as u8
-            })
-            .collect();
-        client
-            .put(format!("bench/{i:05}"), value, None)
-            .await
-            .expect("a 1 MiB put");
-    }
-    println!(
-        "filled {mib} MiB in {:.1} s",
-        filling.elapsed().as_secs_f64()
-    );
+    let source = filled_source(3, mib).await;
+    let (cluster, moto, dir) = (&source.cluster, &source.moto, &source.dir);
+    let storage = STORAGE;
 
     // The snapshot both sides restore.
     let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), NAMESPACE);
-    tokio::task::block_in_place(|| {
-        cluster.apply(&format!(
-            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: source\n  namespace: {NAMESPACE}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    s3:\n      endpoint: {}\n      bucket: {BUCKET}\n      key: bench\n      forcePathStyle: true\n      credentialsSecretRef:\n        name: s3-credentials\n",
-            moto.url
-        ))
-    });
-    let snapshot = eventually("source Complete", Duration::from_secs(1800), || async {
-        let s = api.get("source").await.map_err(|e| e.to_string())?;
-        match s
-            .status
-            .as_ref()
-            .and_then(|s| s.phase)
-            .map(|p| format!("{p:?}"))
-        {
-            Some(p) if p == "Complete" => Ok(s),
-            Some(p) if p == "Failed" => panic!("the source snapshot failed: {:?}", s.status),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    let (_, snapshot) = snapshot_to_complete(
+        cluster,
+        &api,
+        "source",
+        &s3_snapshot_yaml("source", moto, ""),
+    )
     .await;
     let status = snapshot.status.unwrap();
     let size = status.artifact.as_ref().unwrap().size_bytes.unwrap();
@@ -115,7 +57,7 @@ async fn main() {
     // The source cluster goes: its volume is not needed, and the disk is.
     tokio::task::block_in_place(|| {
         support::kubectl(
-            &cluster,
+            cluster,
             &[
                 "-n",
                 NAMESPACE,
@@ -172,19 +114,7 @@ async fn main() {
                 moto.url
             ))
         });
-        let client = cluster.client();
-        eventually(
-            &format!("{name} Available with 3 members"),
-            Duration::from_secs(1800),
-            || async {
-                let c = get_cluster(&client, NAMESPACE, &name).await;
-                let ready = c.status.as_ref().and_then(|s| s.ready_members);
-                (ready == Some(3) && condition(&c, "Available").as_deref() == Some("True"))
-                    .then_some(())
-                    .ok_or_else(|| format!("ready {ready:?}"))
-            },
-        )
-        .await;
+        wait_available(&cluster.client(), NAMESPACE, &name, 3, LIMIT).await;
         let took = started.elapsed().as_secs_f64();
         let peak = watch.finish();
         let c = get_cluster(&cluster.client(), NAMESPACE, &name).await;
@@ -201,7 +131,7 @@ async fn main() {
         peaks.push(peak);
         tokio::task::block_in_place(|| {
             support::kubectl(
-                &cluster,
+                cluster,
                 &[
                     "-n",
                     NAMESPACE,

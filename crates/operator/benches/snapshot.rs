@@ -23,87 +23,27 @@
 
 #[path = "common/mod.rs"]
 mod bench_support;
+#[path = "common/s3_source.rs"]
+mod s3_source;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use bench_support::{PeakWatch, env_or, median, memory_mib, operator_pid};
-
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use etcd_operator_api::EtcdSnapshot;
 use kube::Api;
-use support::cluster::{ETCDCTL, start_cluster};
-use support::moto::Moto;
-use support::workload::{client_service_url, cluster_client};
-use support::{create_namespace, eventually};
 
-const NAMESPACE: &str = "bench";
-const BUCKET: &str = "backups";
-
-/// Applies an EtcdSnapshot and waits for it to be Complete: (seconds, the snapshot).
-async fn snapshot_to_complete(
-    cluster: &support::cluster::Cluster,
-    api: &Api<EtcdSnapshot>,
-    name: &str,
-    manifest: &str,
-) -> (f64, EtcdSnapshot) {
-    let started = Instant::now();
-    tokio::task::block_in_place(|| cluster.apply(manifest));
-    let snapshot = eventually(
-        &format!("{name} Complete"),
-        Duration::from_secs(1800),
-        || async {
-            let s = api.get(name).await.map_err(|e| e.to_string())?;
-            let phase = s
-                .status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .map(|p| format!("{p:?}"));
-            match phase.as_deref() {
-                Some("Complete") => Ok(s),
-                Some("Failed") => panic!("{name} failed: {:?}", s.status),
-                _ => Err(format!("{phase:?}")),
-            }
-        },
-    )
-    .await;
-    (started.elapsed().as_secs_f64(), snapshot)
-}
+use bench_support::{PeakWatch, env_or, median, memory_mib, operator_pid};
+use s3_source::{BUCKET, NAMESPACE, filled_source, s3_snapshot_yaml, snapshot_to_complete};
+use support::cluster::ETCDCTL;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
     let mib: usize = env_or("SNAPSHOT_BENCH_MIB", 256);
     let runs: usize = env_or("SNAPSHOT_BENCH_RUNS", 3);
     let codec: usize = env_or("SNAPSHOT_BENCH_CODEC", 1);
-    let cluster = start_cluster(1).await;
-    cluster.deploy_operator(1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let moto = tokio::task::block_in_place(|| Moto::start(&cluster, dir.path(), BUCKET));
-    create_namespace(&cluster.client(), NAMESPACE).await;
-    tokio::task::block_in_place(|| {
-        cluster.apply(&format!(
-            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {NAMESPACE}\nspec:\n  replicas: 1\n  version: \"3.5.1\"\n  storage:\n    size: 8Gi\n  options:\n    quotaBackendBytes: 8589934592\n"
-        ));
-    });
-    cluster
-        .wait_converged(NAMESPACE, "etcd", 1, Duration::from_secs(240))
-        .await;
-    let (ok, _, stderr) = tokio::task::block_in_place(|| {
-        support::kubectl(
-            &cluster,
-            &[
-                "-n",
-                NAMESPACE,
-                "create",
-                "secret",
-                "generic",
-                "s3-credentials",
-                &format!("--from-literal=AWS_ACCESS_KEY_ID={}", moto.key_id),
-                &format!("--from-literal=AWS_SECRET_ACCESS_KEY={}", moto.secret),
-            ],
-        )
-    });
-    assert!(ok, "{stderr}");
+    let source = filled_source(1, mib).await;
+    let (cluster, moto, dir) = (&source.cluster, &source.moto, &source.dir);
     // The claim of the PVC rounds, and the age keys of the codec rounds.
     let identity = age::x25519::Identity::generate();
     tokio::task::block_in_place(|| {
@@ -120,7 +60,7 @@ async fn main() {
             ),
         ] {
             let (ok, _, stderr) = support::kubectl(
-                &cluster,
+                cluster,
                 &[
                     "-n",
                     NAMESPACE,
@@ -134,29 +74,6 @@ async fn main() {
             assert!(ok, "{stderr}");
         }
     });
-
-    let endpoint = client_service_url(NAMESPACE, "etcd");
-    let mut client = cluster_client(&cluster.network, &endpoint, None)
-        .await
-        .expect("an etcd client");
-    let filling = Instant::now();
-    for i in 0..mib as u32 {
-        let value: Vec<u8> = (0..1024 * 1024u32)
-            .map(|j| {
-                (j.wrapping_mul(2654435761)
-                    .wrapping_add(i.wrapping_mul(40503))
-                    >> 13) as u8
-            })
-            .collect();
-        client
-            .put(format!("bench/{i:05}"), value, None)
-            .await
-            .expect("a 1 MiB put");
-    }
-    println!(
-        "filled {mib} MiB in {:.1} s",
-        filling.elapsed().as_secs_f64()
-    );
 
     let pid = operator_pid();
     let api: Api<EtcdSnapshot> = Api::namespaced(cluster.client(), NAMESPACE);
@@ -198,16 +115,8 @@ async fn main() {
         // The operator.
         let before = memory_mib(pid, "VmHWM");
         let name = format!("run-{round}");
-        let (took, snapshot) = snapshot_to_complete(
-            &cluster,
-            &api,
-            &name,
-            &format!(
-                "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    s3:\n      endpoint: {}\n      bucket: {BUCKET}\n      key: bench\n      forcePathStyle: true\n      credentialsSecretRef:\n        name: s3-credentials\n",
-                moto.url
-            ),
-        )
-        .await;
+        let (took, snapshot) =
+            snapshot_to_complete(cluster, &api, &name, &s3_snapshot_yaml(&name, moto, "")).await;
         let after = memory_mib(pid, "VmHWM");
         size = snapshot
             .status
@@ -230,7 +139,7 @@ async fn main() {
         let name = format!("pvc-{round}");
         let watch = PeakWatch::start("snapshot-save");
         let (took, _) = snapshot_to_complete(
-            &cluster,
+            cluster,
             &api,
             &name,
             &format!(
@@ -251,14 +160,12 @@ async fn main() {
         // The operator with zstd + age, read back decrypted and decompressed.
         if codec > 0 {
             let name = format!("codec-{round}");
+            let codec_spec = "  compression: Zstd\n  encryption:\n    age:\n      recipientsSecretRef:\n        name: backup-age\n      identitySecretRef:\n        name: backup-age-identity\n";
             let (took, snapshot) = snapshot_to_complete(
-                &cluster,
+                cluster,
                 &api,
                 &name,
-                &format!(
-                    "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  clusterRef:\n    name: etcd\n  destination:\n    s3:\n      endpoint: {}\n      bucket: {BUCKET}\n      key: bench\n      forcePathStyle: true\n      credentialsSecretRef:\n        name: s3-credentials\n  compression: Zstd\n  encryption:\n    age:\n      recipientsSecretRef:\n        name: backup-age\n      identitySecretRef:\n        name: backup-age-identity\n",
-                    moto.url
-                ),
+                &s3_snapshot_yaml(&name, moto, codec_spec),
             )
             .await;
             let after = memory_mib(pid, "VmHWM");

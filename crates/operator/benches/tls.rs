@@ -18,6 +18,8 @@
 //! Secret: the time from the annotation until the old CA is dropped and every member is Ready
 //! on restarted Pods, and the workload's longest unavailability and failed requests.
 
+#[path = "common/mod.rs"]
+mod bench_support;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -27,19 +29,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
+
+use bench_support::env_or;
 use support::certs::{make_ca, make_leaf, member_sans, secret_data, verifies};
 use support::cluster::{Cluster, start_cluster};
 use support::workload::{Secure, Workload};
 use support::{condition, create_namespace, get_cluster};
 
 const CONVERGE_LIMIT: Duration = Duration::from_secs(300);
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Time until `namespace/etcd` is Available with `replicas` Ready members and not Progressing.
 async fn available(cluster: &Cluster, namespace: &str, replicas: i32, since: Instant) -> f64 {

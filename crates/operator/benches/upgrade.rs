@@ -19,6 +19,8 @@
 //!
 //! Figures: docs/benchmarks.md.
 
+#[path = "common/mod.rs"]
+mod bench_support;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -27,6 +29,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
+
+use bench_support::median;
 use support::cluster::{Cluster, pod_ready, start_cluster};
 use support::timeline::OperatorWatch;
 use support::workload::Workload;
@@ -36,11 +40,6 @@ const ROUNDS: usize = 3;
 const LIMIT: Duration = Duration::from_secs(300);
 /// Quiet time before each round: the cluster settled after its bootstrap.
 const SETTLE: Duration = Duration::from_secs(4);
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
 
 fn yaml(namespace: &str) -> String {
     format!(
@@ -167,7 +166,7 @@ fn main() {
         for (i, (took, window)) in of("upgrade").iter().zip(of("unavailable")).enumerate() {
             println!("  floor round {i}: 3.4.23 -> 3.5.1 in {took:.2} s; longest unavailability {:.0} ms", window * 1000.0);
         }
-        let (floor_took, floor_window) = (median(of("upgrade")), median(of("unavailable")));
+        let (floor_took, floor_window) = (median(&of("upgrade")), median(&of("unavailable")));
 
         let cluster = start_cluster(3).await;
         cluster.deploy_operator(1).await;
@@ -178,7 +177,7 @@ fn main() {
             times.push(took);
             windows.push(window);
         }
-        let (took, window) = (median(times), median(windows));
+        let (took, window) = (median(&times), median(&windows));
         println!();
         println!("| 3 members 3.4.23 -> 3.5.1 (median of {ROUNDS}) | total (s) | longest unavailability (s) |");
         println!("|---|---|---|");

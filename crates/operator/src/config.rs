@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use crate::build::{DEFAULT_CLUSTER_DOMAIN, DEFAULT_ETCD_IMAGE_REPOSITORY, OperatorSettings};
+use crate::domain::settings::{
+    DEFAULT_CLUSTER_DOMAIN, DEFAULT_ETCD_IMAGE_REPOSITORY, OperatorSettings, RepairTiming,
+};
 use crate::observe::Scope;
-use crate::plan::RepairTiming;
 
 /// Where a Pod finds its own namespace.
 pub const SERVICE_ACCOUNT_NAMESPACE: &str =
@@ -31,13 +32,13 @@ pub struct RunArgs {
 
     /// The operator's own image, which restore init containers run (a cluster bootstrapped
     /// from a snapshot); keep it equal to the image of the operator's Deployment.
-    #[arg(long, env = "ETCD_OPERATOR_AGENT_IMAGE", default_value = crate::build::DEFAULT_AGENT_IMAGE)]
+    #[arg(long, env = "ETCD_OPERATOR_AGENT_IMAGE", default_value = crate::domain::settings::DEFAULT_AGENT_IMAGE)]
     pub agent_image: String,
 
     /// The directory under which EtcdSnapshots with `destination.local` may write: a volume
     /// mounted into the operator's Pod (docs/backups.md, "To a local directory"). A
     /// `local.path` outside it is refused.
-    #[arg(long, env = "ETCD_OPERATOR_LOCAL_STORE_ROOT", default_value = crate::snapshot::store::DEFAULT_LOCAL_ROOT)]
+    #[arg(long, env = "ETCD_OPERATOR_LOCAL_STORE_ROOT", default_value = crate::domain::location::DEFAULT_LOCAL_ROOT)]
     pub local_store_root: PathBuf,
 
     /// Address of the HTTP server for /metrics, /healthz and /readyz.

@@ -26,15 +26,18 @@ use std::time::Duration;
 
 use etcd_operator_api::defrag::{DefragOutcome, DefragPhase, MemberRole};
 use etcd_operator_api::{EtcdDefrag, EtcdDefragPolicy};
-use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use support::cluster::{Cluster, client_endpoint, start_cluster};
+use support::events::{list_events, wait_event};
 use support::{cluster_yaml, condition, create_namespace, eventually, get_cluster, kubectl};
 
 const NS: &str = "defrag";
 const CONVERGE: Duration = Duration::from_secs(180);
 const RUN: Duration = Duration::from_secs(90);
+/// How long after the status shows an outcome its Event may take (it is recorded after the
+/// status write).
+const EVENT_LIMIT: Duration = Duration::from_secs(10);
 
 /// Overwrites five keys with 64 KiB values 150 times, then compacts to the current revision:
 /// about 9 MiB of the backend becomes free pages.
@@ -74,37 +77,6 @@ async fn finished(client: &Client, name: &str) -> EtcdDefrag {
         }
     })
     .await
-}
-
-/// Waits for an Event with `reason` about object `name` (Events are recorded after the status
-/// write, so a moment after the status shows the outcome).
-async fn wait_for_event(client: &Client, name: &str, reason: &str) {
-    eventually(
-        &format!("an Event {reason} about {name}"),
-        Duration::from_secs(10),
-        || async {
-            let reasons = event_reasons(client, name).await;
-            if reasons.iter().any(|r| r == reason) {
-                Ok(())
-            } else {
-                Err(format!("{reasons:?}"))
-            }
-        },
-    )
-    .await;
-}
-
-/// The reasons of the Events about object `name`.
-async fn event_reasons(client: &Client, name: &str) -> Vec<String> {
-    Api::<Event>::namespaced(client.clone(), NS)
-        .list(&ListParams::default())
-        .await
-        .expect("listing Events")
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
-        .filter_map(|e| e.reason)
-        .collect()
 }
 
 /// The skip run, the queued `all` run after it, and the TTL, on cluster `name`.
@@ -171,13 +143,13 @@ async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
         );
     }
     // It waited for the first: queued, and started only once the first had finished.
-    wait_for_event(&client, &all, "Queued").await;
+    wait_event(&client, NS, None, &all, None, "Queued", EVENT_LIMIT).await;
     assert!(
         status.started_at.unwrap() >= skipped.status.unwrap().completed_at.unwrap(),
         "the queued run started before the first finished"
     );
     for reason in ["DefragStarted", "MemberDefragmented", "DefragComplete"] {
-        wait_for_event(&client, &all, reason).await;
+        wait_event(&client, NS, None, &all, None, reason, EVENT_LIMIT).await;
     }
 
     // ttlSecondsAfterFinished: 5 deletes it; the first, without a TTL, stays.
@@ -294,7 +266,16 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     }
     let run = complete[0].status.clone().unwrap();
     assert_eq!(run.members.unwrap().len(), 3);
-    wait_for_event(&client, "every-minute", "RunCreated").await;
+    wait_event(
+        &client,
+        NS,
+        None,
+        "every-minute",
+        None,
+        "RunCreated",
+        EVENT_LIMIT,
+    )
+    .await;
 }
 
 /// An `all` run on the TLS and authentication cluster.
@@ -335,11 +316,7 @@ async fn tls_auth_run(cluster: &Cluster) {
     assert_eq!(rows[0].role, Some(MemberRole::Leader));
     assert!(rows[0].db_size_after.is_some(), "{rows:?}");
     // The password is in no Event of the run.
-    let events = Api::<Event>::namespaced(client, TLS_NS)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let events = list_events(&client, TLS_NS).await;
     assert!(
         events.iter().all(|e| !e
             .message
@@ -383,7 +360,16 @@ async fn missing_and_paused_clusters(cluster: &Cluster) {
         reason_and_phase(&client, "ghost").await.0.as_deref(),
         Some("ClusterNotFound")
     );
-    wait_for_event(&client, "ghost", "ClusterNotFound").await;
+    wait_event(
+        &client,
+        NS,
+        None,
+        "ghost",
+        None,
+        "ClusterNotFound",
+        EVENT_LIMIT,
+    )
+    .await;
 
     let pause = |paused: bool| {
         let (ok, _, stderr) = kubectl(
@@ -444,7 +430,16 @@ async fn gated_on_health(cluster: &Cluster) {
     cluster.kubelet.thaw_container(NS, "v35-1", None).unwrap();
     let _: () = waited;
     assert!(d.status.unwrap().members.is_none(), "no member was touched");
-    wait_for_event(&client, "while-frozen", "DefragDeferred").await;
+    wait_event(
+        &client,
+        NS,
+        None,
+        "while-frozen",
+        None,
+        "DefragDeferred",
+        EVENT_LIMIT,
+    )
+    .await;
     let done = finished(&client, "while-frozen").await;
     assert_eq!(done.status.unwrap().phase, Some(DefragPhase::Complete));
 }
@@ -487,7 +482,16 @@ async fn nospace_disarmed(cluster: &Cluster) {
         "{row:?}"
     );
     assert!(row.db_size_after.unwrap() < SMALL_QUOTA, "{row:?}");
-    wait_for_event(&client, "nospace-all", "AlarmDisarmed").await;
+    wait_event(
+        &client,
+        NS,
+        None,
+        "nospace-all",
+        None,
+        "AlarmDisarmed",
+        EVENT_LIMIT,
+    )
+    .await;
     let alarms = etcdctl(&["alarm", "list"]).expect("alarm list");
     assert!(!alarms.contains("NOSPACE"), "still armed: {alarms}");
     etcdctl(&["put", "after", "v"]).expect("a write after the alarm was disarmed");

@@ -29,7 +29,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::cluster::{Cluster, ETCDCTL};
 use support::healing::{OperatorDeployment, start_healing_cluster};
-use support::snapshots::ETCDUTL_35;
+use support::snapshot_tool::ETCDUTL_35;
 use support::{create_namespace, create_root_secret, eventually, get_cluster};
 
 const LIMIT: Duration = Duration::from_secs(300);

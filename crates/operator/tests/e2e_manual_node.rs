@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use etcd_operator::reconcile::CLUSTER_FINALIZER;
 use etcd_operator_api::{EtcdCluster, MemberPhase};
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
+use support::events::list_events;
 use support::manual_node::ManualNode;
+use support::status::available;
 use support::{
     InProcessOperator, condition, create_namespace, eventually, get_cluster, get_key, kubectl,
     members, membership_agrees, operator_identity, put_key, start_sandbox,
@@ -67,18 +69,9 @@ async fn get_key_from(node: &ManualNode, key: &str) -> Result<Option<String>, St
 async fn wait_available(client: &Client, node: &ManualNode, ready: i32) -> EtcdCluster {
     eventually("the cluster to be Available", LIMIT, || async {
         let cluster = get_cluster(client, NS, "etcd").await;
-        let status = cluster.status.clone().unwrap_or_default();
-        if condition(&cluster, "Available").as_deref() == Some("True")
-            && status.ready_members == Some(ready)
-        {
-            Ok(cluster)
-        } else {
-            Err(format!(
-                "status: {:?}\netcd logs:\n{}",
-                cluster.status,
-                node.logs()
-            ))
-        }
+        available(&cluster, ready)
+            .map(|()| cluster)
+            .map_err(|why| format!("{why}\netcd logs:\n{}", node.logs()))
     })
     .await
 }
@@ -137,12 +130,8 @@ async fn e2e_manual_node_single_member_lifecycle() {
         "headless and client Services"
     );
     assert_eq!(count::<PodDisruptionBudget>(&client).await, 1);
-    let events = Api::<Event>::namespaced(client.clone(), NS)
-        .list(&ListParams::default())
+    let reasons: Vec<String> = list_events(&client, NS)
         .await
-        .unwrap();
-    let reasons: Vec<String> = events
-        .items
         .iter()
         .filter_map(|e| e.reason.clone())
         .collect();

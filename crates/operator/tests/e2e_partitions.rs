@@ -34,9 +34,11 @@ use kube::Api;
 use kube_sandbox::kubelet::Peers;
 use kube_sandbox::network::Impairment;
 use support::cluster::{Cluster, OPERATOR_NAMESPACE};
+use support::events::cluster_events;
 use support::healing::{OperatorDeployment, start_healing_cluster};
+use support::status::cluster_condition;
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually, get_cluster, members};
+use support::{cluster_yaml, create_namespace, eventually, members};
 
 const NS: &str = "partitions";
 const CUT_NS: &str = "cutoff";
@@ -87,33 +89,6 @@ async fn identity(cluster: &Cluster, ns: &str, name: &str) -> Identity {
     }
 }
 
-/// The operator's Events about cluster `name`: (event name, reason, message), oldest first.
-async fn cluster_events(cluster: &Cluster, ns: &str, name: &str) -> Vec<(String, String, String)> {
-    let mut events: Vec<k8s_openapi::api::core::v1::Event> =
-        Api::<k8s_openapi::api::core::v1::Event>::namespaced(cluster.client(), ns)
-            .list(&Default::default())
-            .await
-            .expect("listing Events")
-            .items
-            .into_iter()
-            .filter(|e| {
-                e.involved_object.kind.as_deref() == Some("EtcdCluster")
-                    && e.involved_object.name.as_deref() == Some(name)
-            })
-            .collect();
-    events.sort_by_key(|e| e.event_time.clone().map(|t| t.0));
-    events
-        .into_iter()
-        .map(|e| {
-            (
-                e.metadata.name.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.message.unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
 /// The Events recorded since `seen` was taken.
 async fn new_events(
     cluster: &Cluster,
@@ -121,28 +96,12 @@ async fn new_events(
     name: &str,
     seen: &[(String, String, String)],
 ) -> Vec<(String, String)> {
-    cluster_events(cluster, ns, name)
+    cluster_events(&cluster.client(), ns, name)
         .await
         .into_iter()
         .filter(|(n, _, _)| !seen.iter().any(|(s, _, _)| s == n))
         .map(|(_, r, m)| (r, m))
         .collect()
-}
-
-/// A condition of the cluster: (status, reason, message).
-async fn condition(
-    cluster: &Cluster,
-    ns: &str,
-    name: &str,
-    kind: &str,
-) -> Option<(String, String, String)> {
-    get_cluster(&cluster.client(), ns, name)
-        .await
-        .status?
-        .conditions?
-        .into_iter()
-        .find(|c| c.type_ == kind)
-        .map(|c| (c.status, c.reason, c.message))
 }
 
 /// Asserts that nothing destructive happened to `name` since `before` and `seen`.
@@ -203,7 +162,7 @@ async fn operator_cut_off(cluster: &Cluster) {
     let name = "cut";
     let workload = Workload::start(cluster.network.clone(), CUT_NS, name, "cut");
     let before = identity(cluster, CUT_NS, name).await;
-    let seen = cluster_events(cluster, CUT_NS, name).await;
+    let seen = cluster_events(&cluster.client(), CUT_NS, name).await;
     let operator = operator_pod(cluster).await;
     let cut_from = cluster
         .kubelet
@@ -216,7 +175,7 @@ async fn operator_cut_off(cluster: &Cluster) {
         "cut: the status says the operator cannot reach etcd",
         Duration::from_secs(90),
         || async {
-            match condition(cluster, CUT_NS, name, "Available").await {
+            match cluster_condition(&cluster.client(), CUT_NS, name, "Available").await {
                 Some(c) if c.0 == "Unknown" && c.1 == "EtcdUnreachable" => Ok(c),
                 other => Err(format!("{other:?}")),
             }
@@ -228,7 +187,9 @@ async fn operator_cut_off(cluster: &Cluster) {
         cut.elapsed().as_secs_f64()
     );
     assert!(message.contains("cut-0, cut-1, cut-2"), "{message}");
-    let degraded = condition(cluster, CUT_NS, name, "Degraded").await.unwrap();
+    let degraded = cluster_condition(&cluster.client(), CUT_NS, name, "Degraded")
+        .await
+        .unwrap();
     assert_eq!(
         (degraded.0.as_str(), degraded.1.as_str()),
         ("Unknown", "EtcdUnreachable")
@@ -240,7 +201,7 @@ async fn operator_cut_off(cluster: &Cluster) {
     if !events.iter().any(|(r, _)| r == "EtcdUnreachable") {
         panic!(
             "a Warning says it: {events:?}; all Events: {:?}\noperator logs:\n{}",
-            cluster_events(cluster, CUT_NS, name).await,
+            cluster_events(&cluster.client(), CUT_NS, name).await,
             cluster.operator_logs().await
         );
     }
@@ -269,7 +230,7 @@ async fn isolated_member(
 ) {
     let workload = Workload::start(cluster.network.clone(), NS, name, name);
     let before = identity(cluster, NS, name).await;
-    let seen = cluster_events(cluster, NS, name).await;
+    let seen = cluster_events(&cluster.client(), NS, name).await;
     cut.await;
     let started = Instant::now();
     let (member, message) = eventually(
@@ -287,7 +248,7 @@ async fn isolated_member(
         &format!("{name}: Degraded MemberIsolated"),
         Duration::from_secs(30),
         || async {
-            match condition(cluster, NS, name, "Degraded").await {
+            match cluster_condition(&cluster.client(), NS, name, "Degraded").await {
                 Some(c) if c.0 == "True" && c.1 == "MemberIsolated" && c.2.contains(victim) => {
                     Ok(c.2)
                 }
@@ -402,7 +363,7 @@ async fn impaired_links(cluster: &Cluster) {
     let name = "imp";
     let workload = Workload::start(cluster.network.clone(), NS, name, name);
     let before = identity(cluster, NS, name).await;
-    let seen = cluster_events(cluster, NS, name).await;
+    let seen = cluster_events(&cluster.client(), NS, name).await;
     let leader = eventually("imp: its leader", Duration::from_secs(60), || async {
         tokio::task::block_in_place(|| cluster.leader(NS, name))
     })

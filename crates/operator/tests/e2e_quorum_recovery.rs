@@ -448,13 +448,15 @@ async fn delete_every_pod(cluster: &Cluster, namespace: &str, replicas: i32) {
 }
 
 async fn wait_quorum_lost(cluster: &Cluster, namespace: &str) {
-    eventually(&format!("{namespace}: quorum lost"), LIMIT, || async {
-        let object = get_cluster(&cluster.client(), namespace, "etcd").await;
-        let available = support::condition(&object, "Available");
-        (available.as_deref() == Some("False"))
-            .then_some(())
-            .ok_or(format!("Available {available:?}"))
-    })
+    support::status::wait_condition(
+        &cluster.client(),
+        namespace,
+        "etcd",
+        "Available",
+        "False",
+        None,
+        LIMIT,
+    )
     .await;
 }
 

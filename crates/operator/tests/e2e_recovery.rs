@@ -27,10 +27,9 @@ use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
 use etcd_operator_api::cluster::{NoSpacePhase, NoSpaceRemediationStatus};
-use k8s_openapi::api::core::v1::Event;
-use kube::api::ListParams;
 use kube::{Api, Client};
 use support::cluster::{Cluster, client_endpoint, start_cluster};
+use support::events::cluster_events;
 use support::workload::{Workload, cluster_client};
 use support::{cluster_yaml, create_namespace, eventually, get_cluster, members};
 
@@ -47,33 +46,6 @@ async fn recorded_ids(client: &Client, cluster: &str) -> BTreeMap<String, String
             (
                 m.metadata.name.clone().unwrap_or_default(),
                 m.status.and_then(|s| s.member_id).unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
-/// `(name, reason, message)` of the Events about EtcdCluster `cluster`, oldest first (each
-/// Event the operator records is a new object stamped to the microsecond).
-async fn cluster_events(client: &Client, cluster: &str) -> Vec<(String, String, String)> {
-    let mut events: Vec<Event> = Api::<Event>::namespaced(client.clone(), NS)
-        .list(&ListParams::default())
-        .await
-        .expect("listing Events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.kind.as_deref() == Some("EtcdCluster")
-                && e.involved_object.name.as_deref() == Some(cluster)
-        })
-        .collect();
-    events.sort_by_key(|e| e.event_time.clone().map(|t| t.0));
-    events
-        .into_iter()
-        .map(|e| {
-            (
-                e.metadata.name.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.message.unwrap_or_default(),
             )
         })
         .collect()
@@ -112,7 +84,7 @@ async fn corrupt_member_is_replaced(cluster: &Cluster, name: &str, victim: &str,
     let before = recorded_ids(&client, name).await;
     let old_id = before[victim].clone();
     assert!(!old_id.is_empty(), "{before:?}");
-    let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
+    let seen: std::collections::BTreeSet<String> = cluster_events(&client, NS, name)
         .await
         .into_iter()
         .map(|(n, _, _)| n)
@@ -160,7 +132,7 @@ async fn corrupt_member_is_replaced(cluster: &Cluster, name: &str, victim: &str,
         }
     }
 
-    let events: Vec<(String, String)> = cluster_events(&client, name)
+    let events: Vec<(String, String)> = cluster_events(&client, NS, name)
         .await
         .into_iter()
         .filter(|(n, _, _)| !seen.contains(n))
@@ -311,7 +283,7 @@ async fn nospace_scenario(cluster: &Cluster, name: &str, raise_quota: bool) {
         name,
         &format!("{name}-nospace"),
     );
-    let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
+    let seen: std::collections::BTreeSet<String> = cluster_events(&client, NS, name)
         .await
         .into_iter()
         .map(|(n, _, _)| n)
@@ -327,7 +299,7 @@ async fn nospace_scenario(cluster: &Cluster, name: &str, raise_quota: bool) {
         "{name}: NOSPACE from overwritten keys remedied in {:.1} s",
         raised.elapsed().as_secs_f64()
     );
-    let events: Vec<(String, String, String)> = cluster_events(&client, name)
+    let events: Vec<(String, String, String)> = cluster_events(&client, NS, name)
         .await
         .into_iter()
         .filter(|(n, _, _)| !seen.contains(n))
@@ -377,7 +349,7 @@ async fn nospace_scenario(cluster: &Cluster, name: &str, raise_quota: bool) {
     let first_start = record.started_at.clone();
 
     // Live data over the quota: reported, not looped; deleting keys lets it through.
-    let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
+    let seen: std::collections::BTreeSet<String> = cluster_events(&client, NS, name)
         .await
         .into_iter()
         .map(|(n, _, _)| n)
@@ -394,7 +366,7 @@ async fn nospace_scenario(cluster: &Cluster, name: &str, raise_quota: bool) {
             ),
             REMEDY,
             || async {
-                let events = cluster_events(&client, name).await;
+                let events = cluster_events(&client, NS, name).await;
                 if let Some(e) = events.iter().find(|(n, r, m)| {
                     !seen.contains(n)
                         && r == "NoSpaceAlarm"
@@ -430,14 +402,14 @@ async fn nospace_scenario(cluster: &Cluster, name: &str, raise_quota: bool) {
         exceeded.started_at > first_start,
         "a new record: {exceeded:?}"
     );
-    let seen: std::collections::BTreeSet<String> = cluster_events(&client, name)
+    let seen: std::collections::BTreeSet<String> = cluster_events(&client, NS, name)
         .await
         .into_iter()
         .map(|(n, _, _)| n)
         .collect();
     // A few passes later: still armed, no compaction or defragmentation loop.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let during: Vec<String> = cluster_events(&client, name)
+    let during: Vec<String> = cluster_events(&client, NS, name)
         .await
         .into_iter()
         .filter(|(n, _, _)| !seen.contains(n))

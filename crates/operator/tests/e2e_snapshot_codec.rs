@@ -40,8 +40,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
 use support::cluster::{Cluster, start_cluster};
+use support::events::wait_event;
 use support::moto::Moto;
-use support::snapshots::{events_of, ready_condition, snapshot_status, wait_available, wait_phase};
+use support::snapshot_tool::snapshot_status;
+use support::snapshots::{ready_condition, wait_available, wait_phase};
 use support::workload::Workload;
 use support::{create_namespace, eventually, get_cluster, kubectl};
 
@@ -167,28 +169,6 @@ fn age_spec(identity_secret: Option<&str>) -> String {
     format!(
         "  encryption:\n    age:\n      recipientsSecretRef:\n        name: backup-age\n{identity}"
     )
-}
-
-async fn wait_event(
-    cluster: &Cluster,
-    namespace: &str,
-    kind: &str,
-    name: &str,
-    kind_reason: (&str, &str),
-) {
-    let want = (kind_reason.0.to_string(), kind_reason.1.to_string());
-    eventually(
-        &format!("{namespace}/{name}: a {} {} Event", want.0, want.1),
-        LIMIT,
-        || async {
-            let events = events_of(cluster, namespace, kind, name).await;
-            events
-                .contains(&want)
-                .then_some(())
-                .ok_or_else(|| format!("{events:?}"))
-        },
-    )
-    .await;
 }
 
 /// Whether `text` holds an age identity (`AGE-SECRET-KEY-1` followed by its key), not just
@@ -482,11 +462,13 @@ async fn restore_fails(cluster: &Cluster, namespace: &str, name: &str, reason: &
     );
     assert!(!leaks_key(&c.message), "no key material: {}", c.message);
     wait_event(
-        cluster,
+        &cluster.client(),
         namespace,
-        "EtcdCluster",
+        Some("EtcdCluster"),
         name,
-        ("Warning", "RestoreFailed"),
+        Some("Warning"),
+        "RestoreFailed",
+        LIMIT,
     )
     .await;
     let pod = Api::<Pod>::namespaced(client.clone(), namespace)
@@ -667,11 +649,13 @@ async fn codec_35(cluster: Arc<Cluster>, moto: Arc<Moto>, keys: Arc<(Keys, Keys)
     assert!(!leaks_key(&serialized) && !serialized.contains(&ours.recipient));
     for reason in ["SnapshotStarted", "SnapshotVerifying", "SnapshotComplete"] {
         wait_event(
-            &cluster,
+            &cluster.client(),
             namespace,
-            "EtcdSnapshot",
+            Some("EtcdSnapshot"),
             "zstd-age",
-            ("Normal", reason),
+            Some("Normal"),
+            reason,
+            LIMIT,
         )
         .await;
     }
@@ -787,11 +771,13 @@ async fn codec_35(cluster: Arc<Cluster>, moto: Arc<Moto>, keys: Arc<(Keys, Keys)
     assert!(m.status.as_ref().unwrap().artifact.is_none());
     assert!(!leaks_key(&message), "{message}");
     wait_event(
-        &cluster,
+        &cluster.client(),
         namespace,
-        "EtcdSnapshot",
+        Some("EtcdSnapshot"),
         "mismatched",
-        ("Warning", "EncryptionSecretInvalid"),
+        Some("Warning"),
+        "EncryptionSecretInvalid",
+        LIMIT,
     )
     .await;
     println!("{namespace}: mismatched: {message}");
@@ -810,11 +796,13 @@ async fn codec_35(cluster: Arc<Cluster>, moto: Arc<Moto>, keys: Arc<(Keys, Keys)
     assert_eq!(artifact.uri, "pvc://backups/sealed/sealed-pvc.db");
     assert!(status.verification.is_some());
     wait_event(
-        &cluster,
+        &cluster.client(),
         namespace,
-        "EtcdSnapshot",
+        Some("EtcdSnapshot"),
         "sealed-pvc",
-        ("Warning", "VerificationFailed"),
+        Some("Warning"),
+        "VerificationFailed",
+        LIMIT,
     )
     .await;
     no_agent_left(&cluster, namespace, &f).await;

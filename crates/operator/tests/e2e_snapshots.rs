@@ -25,13 +25,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_operator_api::EtcdSnapshot;
-use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use support::certs::{make_ca, make_leaf, member_sans, tls_files};
 use support::cluster::{Cluster, ETCDCTL, start_cluster};
+use support::events::{events_of, wait_event};
 use support::moto::Moto;
-use support::snapshots::{events_of, ready_condition, snapshot_status, wait_available, wait_phase};
+use support::snapshot_tool::snapshot_status;
+use support::snapshots::{ready_condition, wait_available, wait_phase};
 use support::workload::Workload;
 use support::{create_namespace, eventually, get_cluster, kubectl};
 
@@ -1428,25 +1429,14 @@ async fn restore_bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, snapshot_key
         );
         assert!(!c.message.contains(&moto.secret) && !c.message.contains("not-the-secret"));
         // The Event is recorded after the status write.
-        eventually(
-            &format!("{namespace}/{name}: a Warning RestoreFailed Event"),
+        wait_event(
+            &client,
+            namespace,
+            None,
+            name,
+            Some("Warning"),
+            "RestoreFailed",
             LIMIT,
-            || async {
-                let events: Vec<(String, String)> =
-                    Api::<Event>::namespaced(client.clone(), namespace)
-                        .list(&ListParams::default())
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .items
-                        .into_iter()
-                        .filter(|e| e.involved_object.name.as_deref() == Some(*name))
-                        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
-                        .collect();
-                events
-                    .contains(&("Warning".to_string(), "RestoreFailed".to_string()))
-                    .then_some(())
-                    .ok_or_else(|| format!("{events:?}"))
-            },
         )
         .await;
         // etcd never started: its container has not run, the data directory holds nothing.

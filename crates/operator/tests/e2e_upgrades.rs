@@ -28,6 +28,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
 use support::cluster::{Cluster, pod_ready, start_cluster};
+use support::status::{cluster_condition, wait_condition};
 use support::workload::Workload;
 use support::{create_namespace, eventually, get_cluster, kubectl, members};
 
@@ -201,35 +202,6 @@ async fn pods(cluster: &Cluster, namespace: &str) -> BTreeMap<String, (String, S
         .collect()
 }
 
-/// The Progressing condition's (status, reason, message).
-async fn progressing(cluster: &Cluster, namespace: &str) -> (String, String, String) {
-    get_cluster(&cluster.client(), namespace, "etcd")
-        .await
-        .status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.type_ == "Progressing")
-        .map(|c| (c.status, c.reason, c.message))
-        .unwrap_or_default()
-}
-
-async fn wait_progressing(cluster: &Cluster, namespace: &str, reason: &str) -> String {
-    eventually(
-        &format!("{namespace}: Progressing=False {reason}"),
-        LIMIT,
-        || async {
-            let (status, r, message) = progressing(cluster, namespace).await;
-            if status == "False" && r == reason {
-                Ok(message)
-            } else {
-                Err(format!("Progressing={status} {r}: {message}"))
-            }
-        },
-    )
-    .await
-}
-
 /// Waits until every member's spec, Pod image and etcd's answer are `version`, converged.
 async fn wait_all_on(cluster: &Cluster, namespace: &str, version: &str) {
     wait_all_n_on(cluster, namespace, 3, version).await
@@ -396,7 +368,16 @@ async fn e2e_rolling_upgrades() {
     // A skipped minor, refused on the 3.4 cluster before anything moves.
     let before = pods(&cluster, "upg").await;
     set_version(&cluster, "upg", "3.6.0");
-    let message = wait_progressing(&cluster, "upg", "UpgradeRefused").await;
+    let message = wait_condition(
+        &cluster.client(),
+        "upg",
+        "etcd",
+        "Progressing",
+        "False",
+        Some("UpgradeRefused"),
+        LIMIT,
+    )
+    .await;
     assert!(message.contains("skips a minor version"), "{message}");
     assert!(message.contains("3.5.x"), "says what is allowed: {message}");
     assert!(warning_event(&cluster, "upg", "UpgradeRefused"));
@@ -415,7 +396,10 @@ async fn e2e_rolling_upgrades() {
     ] {
         set_version(&cluster, "upg", version);
         let message = eventually(&format!("{version} refused"), LIMIT, || async {
-            let (status, reason, message) = progressing(&cluster, "upg").await;
+            let (status, reason, message) =
+                cluster_condition(&cluster.client(), "upg", "etcd", "Progressing")
+                    .await
+                    .unwrap_or_default();
             if status == "False" && reason == "UpgradeRefused" && message.contains(why) {
                 Ok(message)
             } else {
@@ -433,7 +417,16 @@ async fn e2e_rolling_upgrades() {
     //    going back heals it.
     let workload = Workload::start(cluster.network.clone(), "upg", "etcd", "upg-bad");
     set_version(&cluster, "upg", "3.6.0");
-    let message = wait_progressing(&cluster, "upg", "UpgradeFailed").await;
+    let message = wait_condition(
+        &cluster.client(),
+        "upg",
+        "etcd",
+        "Progressing",
+        "False",
+        Some("UpgradeFailed"),
+        LIMIT,
+    )
+    .await;
     println!("upg: 3.6.0: {message}");
     assert!(
         message.contains("does not start on etcd 3.6.0"),
@@ -480,7 +473,16 @@ async fn e2e_rolling_upgrades() {
         },
     )
     .await;
-    wait_progressing(&cluster, "upg", "UpgradeFailed").await;
+    wait_condition(
+        &cluster.client(),
+        "upg",
+        "etcd",
+        "Progressing",
+        "False",
+        Some("UpgradeFailed"),
+        LIMIT,
+    )
+    .await;
     println!("upg: {victim} repaired while the rollout stayed stopped");
     set_version(&cluster, "upg", "3.5.1");
     wait_all_on(&cluster, "upg", "3.5.1").await;
@@ -688,7 +690,16 @@ async fn e2e_rolling_upgrades() {
     //     instead of replacing it again and again; going back heals it.
     let workload = Workload::start(cluster.network.clone(), "upm", "etcd", "upm-bad");
     set_version(&cluster, "upm", "3.6.0");
-    let message = wait_progressing(&cluster, "upm", "UpgradeFailed").await;
+    let message = wait_condition(
+        &cluster.client(),
+        "upm",
+        "etcd",
+        "Progressing",
+        "False",
+        Some("UpgradeFailed"),
+        LIMIT,
+    )
+    .await;
     println!("upm: 3.6.0: {message}");
     assert!(
         message.contains("Set spec.version back to 3.5.1"),
@@ -701,7 +712,9 @@ async fn e2e_rolling_upgrades() {
         stopped,
         "nothing replaced again while the rollout is stopped"
     );
-    let (status, reason, _) = progressing(&cluster, "upm").await;
+    let (status, reason, _) = cluster_condition(&cluster.client(), "upm", "etcd", "Progressing")
+        .await
+        .unwrap_or_default();
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("False", "UpgradeFailed")
@@ -731,7 +744,16 @@ async fn e2e_rolling_upgrades() {
     let before = pods(&cluster, "up5").await;
     let volumes = claims(&cluster, "up5").await;
     set_storage_size(&cluster, "up5", "2Gi");
-    let message = wait_progressing(&cluster, "up5", "StorageExpansionRefused").await;
+    let message = wait_condition(
+        &cluster.client(),
+        "up5",
+        "etcd",
+        "Progressing",
+        "False",
+        Some("StorageExpansionRefused"),
+        LIMIT,
+    )
+    .await;
     println!("up5: storage.size 2Gi: {message}");
     assert!(message.contains("StorageClass fixed"), "{message}");
     assert!(message.contains("allowVolumeExpansion"), "{message}");
@@ -780,7 +802,9 @@ async fn e2e_rolling_upgrades() {
     for m in members(&client, "upg", "etcd").await {
         assert_eq!(m.spec.storage.size_or_default().0, "2Gi");
     }
-    let (status, reason, _) = progressing(&cluster, "upg").await;
+    let (status, reason, _) = cluster_condition(&cluster.client(), "upg", "etcd", "Progressing")
+        .await
+        .unwrap_or_default();
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Reconciled"));
 
     // 8b'. An expansion the storage driver refuses (past the class's maxVolumeSize, as a CSI
@@ -788,7 +812,16 @@ async fn e2e_rolling_upgrades() {
     //      other members not touched.
     let before = pods(&cluster, "upg").await;
     set_storage_size(&cluster, "upg", "8Gi");
-    let message = wait_progressing(&cluster, "upg", "StorageExpansionFailed").await;
+    let message = wait_condition(
+        &cluster.client(),
+        "upg",
+        "etcd",
+        "Progressing",
+        "False",
+        Some("StorageExpansionFailed"),
+        LIMIT,
+    )
+    .await;
     println!("upg: storage.size 8Gi: {message}");
     assert!(
         message.contains("exceeds the maximum volume size 4Gi"),

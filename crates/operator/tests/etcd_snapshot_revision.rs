@@ -7,10 +7,11 @@
 //! a free page reused during the copy).
 
 mod etcd_harness;
+#[path = "support/snapshot_tool.rs"]
+mod snapshot_tool;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -21,25 +22,7 @@ use etcd_operator::snapshot::revision::{Scanned, SnapshotScan};
 
 /// `snapshot status` of a saved file, as etcd's own tool reads it: (revision, total keys).
 fn status_of(version: EtcdVersion, file: &Path) -> Scanned {
-    let mut command = match version {
-        EtcdVersion::V3_5 => Command::new("/usr/local/lib/etcd-3.5.1/etcdutl"),
-        EtcdVersion::V3_4 => {
-            let mut c = Command::new("/usr/bin/etcdctl");
-            c.env("ETCDCTL_API", "3");
-            c
-        }
-    };
-    let out = command
-        .args(["snapshot", "status", "-w", "json"])
-        .arg(file)
-        .output()
-        .expect("snapshot status runs");
-    assert!(
-        out.status.success(),
-        "snapshot status failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let json = snapshot_tool::snapshot_status(version.reported(), file);
     Scanned {
         revision: json["revision"].as_i64().expect("a revision"),
         total_keys: json["totalKey"].as_u64().expect("a key count"),

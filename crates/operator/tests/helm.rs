@@ -37,9 +37,9 @@ use kube_sandbox::runtime::ImageMap;
 use kube_sandbox::{Sandbox, SandboxOptions};
 use serde_yaml::Value;
 use support::cluster::{ETCDCTL, OPERATOR_IMAGE, client_endpoint, pod_ready};
+use support::status::available;
 use support::{
-    TestSandbox, cluster_yaml, condition, create_namespace, eventually, get_cluster, kubectl,
-    repo_root,
+    TestSandbox, cluster_yaml, create_namespace, eventually, get_cluster, kubectl, repo_root,
 };
 
 const NAMESPACE: &str = "etcd-operator-system";
@@ -1053,14 +1053,8 @@ async fn wait_available(sandbox: &TestSandbox, namespace: &str, name: &str, repl
         LIMIT,
         || async {
             let cluster = get_cluster(&client, namespace, name).await;
-            let ready = cluster.status.as_ref().and_then(|s| s.ready_members);
-            let available = condition(&cluster, "Available");
-            if ready != Some(replicas) || available.as_deref() != Some("True") {
-                return Err(format!(
-                    "ready {ready:?}, Available {available:?}, status {:?}\n{}",
-                    cluster.status,
-                    operator_logs(&client).await
-                ));
+            if let Err(why) = available(&cluster, replicas) {
+                return Err(format!("{why}\n{}", operator_logs(&client).await));
             }
             let endpoint = client_endpoint(namespace, name);
             let list = etcdctl(sandbox, &endpoint, &["member", "list", "-w", "json"])?;

@@ -199,7 +199,7 @@ pub struct QuorumRecoverySnapshot {
     /// The Secret key with the age identity that decrypts it (the EtcdSnapshot's
     /// `encryption.age.identitySecretRef`), for an encrypted snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub age_identity_secret_ref: Option<crate::snapshot::SecretKeyRef>,
+    pub age_identity_secret_ref: Option<crate::shared::SecretKeyRef>,
 }
 
 impl QuorumRecoverySnapshot {

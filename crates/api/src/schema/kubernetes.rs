@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{QUANTITY_PATTERN, atomic_list, atomic_map, property, set};
+use super::markers::{QUANTITY_PATTERN, atomic_list, atomic_map, property, set};
 
 /// Applies `mark` to the items schema of the list property `name`, if present.
 fn each_item(schema: &mut Value, name: &str, mark: impl Fn(&mut Value)) {

@@ -13,14 +13,13 @@
 
 mod finalize;
 mod kubernetes;
+mod markers;
 
 pub(crate) use finalize::finalize;
+pub use markers::QUANTITY_PATTERN;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde_json::{Value, json};
-
-/// The pattern the API server's `resource.Quantity` accepts, as controller-gen writes it.
-pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+use serde_json::Value;
 
 /// The schema of a `resource.Quantity`: an integer or a string in quantity syntax.
 ///
@@ -103,26 +102,4 @@ fn embedded<T: JsonSchema>(
     let mut value = generator.subschema_for::<T>().to_value();
     mark(&mut value);
     Schema::try_from(value).expect("a k8s-openapi schema is a JSON object")
-}
-
-/// The property `name` of an object schema, when present.
-fn property<'a>(schema: &'a mut Value, name: &str) -> Option<&'a mut Value> {
-    schema.get_mut("properties")?.get_mut(name)
-}
-
-/// Sets `key: value` on a schema object.
-fn set(schema: &mut Value, key: &str, value: Value) {
-    if let Some(object) = schema.as_object_mut() {
-        object.insert(key.to_owned(), value);
-    }
-}
-
-/// Marks a list schema `x-kubernetes-list-type: atomic`.
-fn atomic_list(schema: &mut Value) {
-    set(schema, "x-kubernetes-list-type", json!("atomic"));
-}
-
-/// Marks an object schema `x-kubernetes-map-type: atomic`.
-fn atomic_map(schema: &mut Value) {
-    set(schema, "x-kubernetes-map-type", json!("atomic"));
 }

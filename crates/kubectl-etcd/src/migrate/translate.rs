@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use etcd_operator::defrag::decide::quantity_bytes;
+use etcd_operator::domain::quantity::quantity_bytes;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::{Map, Value, json};
 

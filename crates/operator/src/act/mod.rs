@@ -11,6 +11,7 @@
 //! Every write is returned as a [`Written`], so the reconciler can wait for its caches to
 //! show it before the next pass plans from them.
 
+mod context;
 mod error;
 mod etcd_steps;
 mod issue;
@@ -18,32 +19,12 @@ mod kube_steps;
 mod status;
 mod written;
 
+pub use context::ActContext;
 pub use error::{ActError, is_not_found, status_code};
 pub use status::post_params;
 pub use written::{ObjectKind, Written};
 
-use std::sync::Arc;
-
-use kube::Client;
-
-use crate::metrics::Metrics;
-use crate::observe::EtcdUrlMap;
 use crate::plan::{Observed, Plan, Step};
-
-/// What `act` writes with.
-#[derive(Clone)]
-pub struct ActContext {
-    pub client: Client,
-    pub etcd_urls: EtcdUrlMap,
-    pub metrics: Arc<Metrics>,
-}
-
-impl ActContext {
-    /// Counts one write to the Kubernetes API (the steady-state benchmark expects none).
-    pub fn count_write(&self, resource: &str) {
-        self.metrics.count_kubernetes_write(resource);
-    }
-}
 
 /// What a pass changed.
 #[derive(Debug, Default)]

@@ -5,6 +5,7 @@ use etcd_operator_api::shared::{AdditionalMetadata, AutoCompactionMode, EtcdOpti
 use k8s_openapi::api::core::v1::{Affinity, LocalObjectReference, TopologySpreadConstraint};
 
 use super::*;
+use crate::build::InitialClusterState;
 use crate::build::tests_support::member;
 
 fn seed_start() -> PodStart {

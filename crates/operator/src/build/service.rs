@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::metadata::{cluster_owner_reference, non_empty, with_additional_metadata};
-use super::pod::{CLIENT_PORT, PEER_PORT};
+use super::names::{CLIENT_PORT, PEER_PORT};
 use super::{BuildError, client_service_name, headless_service_name};
 
 /// The headless Service `<cluster>`: `clusterIP: None` and `publishNotReadyAddresses`, so a

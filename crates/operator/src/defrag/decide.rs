@@ -13,10 +13,9 @@ use etcd_operator_api::defrag::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
+use crate::domain::etcd::DEFAULT_QUOTA_BACKEND_BYTES;
+use crate::domain::quantity::quantity_bytes;
 use crate::etcd::{Alarm, AlarmKind};
-
-/// etcd's backend quota when `--quota-backend-bytes` is unset or 0.
-pub const DEFAULT_QUOTA_BYTES: i64 = 2 << 30;
 
 /// A run that has not finished this long after it started (or, never started, after it was
 /// created) fails: it would otherwise hold its cluster's queue forever.
@@ -98,7 +97,7 @@ impl ClusterFacts {
 pub fn effective_quota(quota_backend_bytes: Option<i64>) -> i64 {
     quota_backend_bytes
         .filter(|q| *q > 0)
-        .unwrap_or(DEFAULT_QUOTA_BYTES)
+        .unwrap_or(DEFAULT_QUOTA_BACKEND_BYTES)
 }
 
 /// Whether a phase is terminal (Complete or Failed: a run never runs again).
@@ -323,39 +322,6 @@ pub fn rule_verdict(rule: Option<&DefragRule>, db_size: i64, in_use: i64, quota:
 pub fn parse_percent(text: &str) -> Option<i64> {
     let n: i64 = text.strip_suffix('%')?.parse().ok()?;
     (1..=100).contains(&n).then_some(n)
-}
-
-/// A Kubernetes quantity (`200Mi`, `1G`, `1.5Gi`, `1e9`, `1024`) in bytes, rounded up as
-/// `resource.Quantity.Value()` rounds. `None` for what is not a quantity.
-pub fn quantity_bytes(text: &str) -> Option<i64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let value: f64 = number.parse().ok()?;
-    let multiplier: f64 = match suffix {
-        "" => 1.0,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        exponent if exponent.starts_with(['e', 'E']) => {
-            10f64.powi(exponent[1..].parse::<i32>().ok()?)
-        }
-        _ => return None,
-    };
-    let bytes = (value * multiplier).ceil();
-    (bytes.is_finite() && bytes.abs() < 9.2e18).then_some(bytes as i64)
 }
 
 /// Records the outcome of member `name` (its role now, the sizes known) in `status`.

@@ -347,10 +347,10 @@ impl EtcdClient {
 
     /// The current revision, and whether the keyspace is compacted up to it: a serializable,
     /// count-only read one revision back is refused as compacted exactly when it is.
-    pub async fn compaction(&self) -> Result<super::view::Compaction, EtcdError> {
+    pub async fn compaction(&self) -> Result<super::types::Compaction, EtcdError> {
         let revision = self.revision().await?;
         if revision <= 1 {
-            return Ok(super::view::Compaction {
+            return Ok(super::types::Compaction {
                 revision,
                 compacted: true,
             });
@@ -370,7 +370,7 @@ impl EtcdClient {
             Err(e) if is_compacted(&e) => true,
             Err(e) => return Err(e),
         };
-        Ok(super::view::Compaction {
+        Ok(super::types::Compaction {
             revision,
             compacted,
         })

@@ -17,7 +17,8 @@ pub use access::{ClientTls, EtcdAccess};
 pub use client::{EtcdClient, SnapshotStream, Timeouts};
 pub use error::{EtcdError, EtcdErrorKind};
 pub use types::{
-    Alarm, AlarmKind, EndpointStatus, MemberAdded, MemberInfo, member_id_hex, parse_member_id,
+    Alarm, AlarmKind, Compaction, EndpointStatus, MemberAdded, MemberInfo, member_id_hex,
+    parse_member_id,
 };
 pub use version::{cluster_version, parse_cluster_version};
-pub use view::{Compaction, EndpointObservation, EtcdView, observe_cluster};
+pub use view::{EndpointObservation, EtcdView, observe_cluster};

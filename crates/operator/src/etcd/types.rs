@@ -58,6 +58,11 @@ pub enum AlarmKind {
     Corrupt,
 }
 
+impl AlarmKind {
+    /// Every alarm type etcd raises.
+    pub const ALL: [AlarmKind; 2] = [AlarmKind::NoSpace, AlarmKind::Corrupt];
+}
+
 impl fmt::Display for AlarmKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -106,6 +111,13 @@ pub fn parse_member_id(hex: &str) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(trimmed, 16).ok().filter(|id| *id != 0)
+}
+
+/// The current revision and whether everything below it is compacted away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    pub revision: i64,
+    pub compacted: bool,
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use futures::future::join_all;
 use super::access::EtcdAccess;
 use super::client::{EtcdClient, Timeouts};
 use super::error::{EtcdError, EtcdErrorKind};
-use super::types::{Alarm, EndpointStatus, MemberInfo};
+use super::types::{Alarm, Compaction, EndpointStatus, MemberInfo};
 
 /// What one endpoint said.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,13 +55,6 @@ pub struct EtcdView {
     /// a version change is pending or rolling (see `Observer::observe`), `None` otherwise, when
     /// etcd has not decided it, or when it could not be read.
     pub cluster_version: Option<(u64, u64)>,
-}
-
-/// The current revision and whether everything below it is compacted away.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Compaction {
-    pub revision: i64,
-    pub compacted: bool,
 }
 
 impl EtcdView {

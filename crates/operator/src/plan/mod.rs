@@ -24,6 +24,7 @@ pub(crate) mod reach;
 pub(crate) mod rules;
 mod step;
 mod timing;
+mod wait;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -57,11 +58,12 @@ pub use rules::NOSPACE_REMEDIATION_ANNOTATION;
 pub use rules::SCALE_IN_ANNOTATION;
 pub use rules::caught_up;
 pub use rules::quorum::FORCE_NEW_CLUSTER_ANNOTATION;
-pub use step::{IssuedCertificate, MetadataObject, Signer, Step, StepKind, WaitReason};
+pub use step::{IssuedCertificate, MetadataObject, Signer, Step, StepKind};
 pub use timing::{
     AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, IDLE_POLL, LEARNER_POLL, MAX_RECREATIONS, MEMBER_POLL,
     NOT_READY_GRACE, RepairTiming, START_GRACE, repair_backoff, retry_after,
 };
+pub use wait::WaitReason;
 
 use crate::build::{BuildError, event};
 

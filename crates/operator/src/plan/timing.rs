@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+pub use crate::domain::settings::{NOT_READY_GRACE, RepairTiming};
 use crate::etcd::EtcdErrorKind;
 
 /// Right after a mutation: look again at once (the next pass observes its effect).
@@ -26,9 +27,6 @@ pub const BLOCKED_POLL: Duration = Duration::from_secs(5);
 /// Converged, or paused: a watch event wakes the reconciler sooner when something changes.
 pub const IDLE_POLL: Duration = Duration::from_secs(30);
 
-/// How long a member's running Pod may stay not ready (and its etcd unhealthy) before it is
-/// recreated (repair level 1).
-pub const NOT_READY_GRACE: Duration = Duration::from_secs(180);
 /// How long members just started may take to form quorum before it is reported lost.
 pub const START_GRACE: Duration = Duration::from_secs(60);
 /// How long a repaired member must stay Ready before its `recreateCount` starts over (so a
@@ -36,56 +34,9 @@ pub const START_GRACE: Duration = Duration::from_secs(60);
 pub const STABLE_AFTER: Duration = Duration::from_secs(600);
 /// Failed recreations (level 1) after which a member is replaced (level 2).
 pub const MAX_RECREATIONS: i32 = 3;
-/// The first repair backoff; it doubles with every recreation, up to [`MAX_BACKOFF`].
-pub const BASE_BACKOFF: Duration = Duration::from_secs(10);
-pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
-
 /// How long moving leadership away may be tried before the destructive step goes ahead anyway
 /// (etcd then elects a new leader itself).
 pub const LEADER_MOVE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How patiently members are repaired: the constants above by default; the operator's flags
-/// shorten them (the end-to-end tests do).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RepairTiming {
-    /// How long a Pod may stay not ready (its etcd unhealthy) before it is recreated.
-    pub not_ready_grace: Duration,
-    /// The first repair backoff; it doubles with every recreation, up to `backoff_max`.
-    pub backoff_base: Duration,
-    pub backoff_max: Duration,
-}
-
-impl Default for RepairTiming {
-    fn default() -> Self {
-        RepairTiming {
-            not_ready_grace: NOT_READY_GRACE,
-            backoff_base: BASE_BACKOFF,
-            backoff_max: MAX_BACKOFF,
-        }
-    }
-}
-
-impl RepairTiming {
-    /// From the flags: the grace period and the first backoff, the longest backoff 30 times it.
-    pub fn from_seconds(not_ready_grace: u64, backoff_base: u64) -> Self {
-        RepairTiming {
-            not_ready_grace: Duration::from_secs(not_ready_grace),
-            backoff_base: Duration::from_secs(backoff_base),
-            backoff_max: Duration::from_secs(backoff_base.saturating_mul(30)),
-        }
-    }
-
-    /// The delay before repairing a member again after `recreations` recreations.
-    pub fn backoff(&self, recreations: i32) -> Duration {
-        if recreations <= 0 {
-            return Duration::ZERO;
-        }
-        let doublings = (recreations - 1).min(16) as u32;
-        self.backoff_base
-            .saturating_mul(1 << doublings)
-            .min(self.backoff_max)
-    }
-}
 
 /// The delay before repairing a member again after `recreations` recreations (defaults).
 pub fn repair_backoff(recreations: i32) -> Duration {
@@ -124,6 +75,7 @@ pub fn retry_after(kind: EtcdErrorKind) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::settings::MAX_BACKOFF;
 
     #[test]
     fn backoff_grows_and_is_bounded() {

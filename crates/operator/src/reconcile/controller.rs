@@ -15,7 +15,7 @@ use tracing::debug;
 
 use super::{Backoff, Context, error_policy, reconcile};
 use crate::act::ActContext;
-use crate::build::OperatorSettings;
+use crate::domain::settings::OperatorSettings;
 use crate::metrics::Metrics;
 use crate::observe::{EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect};
 

@@ -17,6 +17,11 @@
 //! Each Secret has the type `kubernetes.io/tls` and passes [`crate::security::check_tls_secret`]
 //! for its purpose.
 
+// Kept whole above 800 lines (about 1000; issue 31): `security/` is being changed by the fix of
+// the root password under mutual TLS at the same time, so it is not restructured now. Its split
+// by concern (the CA and the rotation's phases, the leaf certificates, the Secrets' data) waits
+// for that fix to land.
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

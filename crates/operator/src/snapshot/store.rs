@@ -16,7 +16,7 @@
 //!   resumable upload is what GCS documents for large objects. Reads and deletes of GCS go
 //!   through object_store as for every store. In every store an unfinished upload is invisible:
 //!   no object that looks complete appears before the last byte is in;
-//! - the error codes each store answers with.
+//! - the error codes each store answers with (classified in `errors`).
 
 use std::collections::BTreeMap;
 use std::path::{Path as FsPath, PathBuf};
@@ -40,24 +40,24 @@ use object_store::{
 
 use super::decide::{Existing, Failure, NAME_METADATA, UID_METADATA};
 use super::digest::PlainDigest;
+use crate::domain::location::{
+    AZURE_ACCOUNT_KEY, AZURE_SAS_TOKEN, DEFAULT_LOCAL_ROOT, GCS_SERVICE_ACCOUNT_KEY,
+    S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY,
+};
+use crate::domain::location::{object_key, source_key, uri_of};
 
+mod errors;
 pub mod gcs;
+
+pub(crate) use errors::chain;
+use errors::local_io_failure;
+pub use errors::{classify, classify_for, store_name, without_queries};
 
 /// Parts of a multipart upload: S3's minimum (5 MiB) for every part but the last (also a
 /// multiple of the 256 KiB GCS's resumable uploads need).
 pub const PART_SIZE: usize = 5 * 1024 * 1024;
 /// Parts in flight at once: with the part being filled, memory stays near 3 parts.
 pub const PARTS_IN_FLIGHT: usize = 2;
-
-/// Where `destination.local` may write when the operator is not told otherwise.
-pub const DEFAULT_LOCAL_ROOT: &str = "/var/lib/etcd-operator/snapshots";
-
-/// The Secret keys (and the restore agent's environment variables) of each store.
-pub const S3_ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
-pub const S3_SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
-pub const GCS_SERVICE_ACCOUNT_KEY: &str = "GOOGLE_SERVICE_ACCOUNT_KEY";
-pub const AZURE_ACCOUNT_KEY: &str = "AZURE_STORAGE_ACCOUNT_KEY";
-pub const AZURE_SAS_TOKEN: &str = "AZURE_STORAGE_SAS_TOKEN";
 
 /// The S3 access keys from the credentials Secret (never printed).
 #[derive(Clone)]
@@ -93,17 +93,6 @@ pub enum StoreCredentials {
 impl std::fmt::Debug for StoreCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("StoreCredentials(..)")
-    }
-}
-
-/// The name messages and `Failure`s use for a store.
-pub fn store_name(kind: StoreKind) -> &'static str {
-    match kind {
-        StoreKind::S3 => "S3",
-        StoreKind::Gcs => "GCS",
-        StoreKind::Azure => "Azure",
-        StoreKind::Local => "local",
-        StoreKind::Pvc => "PVC",
     }
 }
 
@@ -246,22 +235,6 @@ impl Target {
     }
 }
 
-/// `gs://<bucket>/<key>`, `azure://<account>/<container>/<key>`, `s3://<bucket>/<key>`.
-fn uri_of(location: &SnapshotLocation, key: &str) -> String {
-    match (
-        &location.s3,
-        &location.gcs,
-        &location.azure,
-        &location.local,
-    ) {
-        (Some(s3), ..) => super::decide::object_uri(&s3.bucket, key),
-        (_, Some(gcs), ..) => format!("gs://{}/{key}", gcs.bucket),
-        (_, _, Some(azure), _) => format!("azure://{}/{}/{key}", azure.account, azure.container),
-        (.., Some(local)) => format!("file://{}/{key}", local.path.trim_end_matches('/')),
-        _ => String::new(),
-    }
-}
-
 /// Where the snapshot `snapshot` goes in the destination: `<key>/<snapshot>.db` in a bucket
 /// or container (the reference's naming), `<path>/<snapshot>.db` in a local directory.
 pub fn target(destination: &SnapshotLocation, snapshot: &str) -> Result<Target, Failure> {
@@ -277,25 +250,16 @@ pub fn target(destination: &SnapshotLocation, snapshot: &str) -> Result<Target, 
             });
         }
     };
-    let key = super::decide::object_key(prefix, snapshot);
+    let key = object_key(prefix, snapshot);
     let uri = uri_of(destination, &key);
     Ok(Target::new(key, uri))
 }
 
 /// The object a restore source names: its exact key.
 pub fn source(location: &SnapshotLocation) -> Result<Target, Failure> {
-    let key = match location.store() {
-        Some(StoreKind::S3) => location.s3.as_ref().and_then(|l| l.key.clone()),
-        Some(StoreKind::Gcs) => location.gcs.as_ref().and_then(|l| l.key.clone()),
-        Some(StoreKind::Azure) => location.azure.as_ref().and_then(|l| l.key.clone()),
-        Some(StoreKind::Local) => {
-            return Err(Failure::InvalidDestination {
-                detail: etcd_operator_api::shared::LOCAL_NOT_A_RESTORE_SOURCE.to_string(),
-            });
-        }
-        Some(StoreKind::Pvc) | None => None,
-    }
-    .unwrap_or_default();
+    let key = source_key(location).ok_or_else(|| Failure::InvalidDestination {
+        detail: etcd_operator_api::shared::LOCAL_NOT_A_RESTORE_SOURCE.to_string(),
+    })?;
     let uri = uri_of(location, &key);
     Ok(Target::new(key, uri))
 }
@@ -519,18 +483,6 @@ fn local_store(
     })
 }
 
-fn local_io_failure(uri: &str, text: &str) -> Failure {
-    let detail: String = text.chars().take(300).collect();
-    if text.contains("No space left") || text.contains("os error 28") {
-        Failure::NoSpace {
-            uri: uri.to_string(),
-            detail,
-        }
-    } else {
-        Failure::Volume { detail }
-    }
-}
-
 /// Opens the store `location` names with `credentials`.
 pub fn open(
     location: &SnapshotLocation,
@@ -581,148 +533,6 @@ pub fn open(
             detail: "the location names no single object store".to_string(),
         }),
     }
-}
-
-/// The text of an error and all its sources, for matching the store's error codes.
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
-}
-
-/// `text` without the query strings of the URLs in it: an Azure SAS token travels in the query
-/// (`sig=...`), and reqwest's and object_store's errors quote the URL they requested.
-pub fn without_queries(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (before, url) = rest.split_at(at);
-        out.push_str(before);
-        let end = url
-            .find(|c: char| c.is_whitespace() || c == ')' || c == '"' || c == '\'' || c == '>')
-            .unwrap_or(url.len());
-        let (address, after) = url.split_at(end);
-        match address.find('?') {
-            Some(q) => {
-                out.push_str(&address[..q]);
-                out.push_str("?<query omitted>");
-            }
-            None => out.push_str(address),
-        }
-        rest = after;
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The deepest source of an error.
-fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut deepest = error;
-    while let Some(inner) = deepest.source() {
-        deepest = inner;
-    }
-    deepest.to_string()
-}
-
-/// An object_store error as the user's problem, for the store `kind` whose bucket (or
-/// container, or directory) is `container` at `endpoint`. The store's own error codes decide
-/// first (S3 `NoSuchBucket`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, `AccessDenied`;
-/// GCS `NoSuchBucket` and "bucket does not exist"; Azure `ContainerNotFound`,
-/// `AuthenticationFailed`/`AuthorizationFailure`, `AuthorizationPermissionMismatch`; a local
-/// directory's I/O
-/// errors), then the kind of the error (401, 403, a connection that failed).
-pub fn classify_for(
-    kind: StoreKind,
-    container: &str,
-    endpoint: &str,
-    error: &object_store::Error,
-) -> Failure {
-    let text = without_queries(&chain(error));
-    let detail = text.chars().take(300).collect::<String>();
-    let has = |code: &str| text.contains(code);
-    let store = store_name(kind).to_string();
-    if kind == StoreKind::Local {
-        return match error {
-            object_store::Error::NotFound { .. } => Failure::Volume { detail },
-            _ => local_io_failure(&format!("file://{container}"), &text),
-        };
-    }
-    let bucket_missing = match kind {
-        StoreKind::Azure => has("ContainerNotFound"),
-        StoreKind::Gcs => {
-            has("NoSuchBucket") || has("bucket does not exist") || has(gcs::BUCKET_NOT_FOUND_MARK)
-        }
-        _ => has("NoSuchBucket"),
-    };
-    if bucket_missing {
-        let bucket = match kind {
-            // `<account>/<container>`: the container is what is missing.
-            StoreKind::Azure => container.rsplit('/').next().unwrap_or(container),
-            _ => container,
-        };
-        return Failure::BucketNotFound {
-            bucket: bucket.to_string(),
-            store,
-        };
-    }
-    let refused = match kind {
-        // A wrong shared key or an expired SAS: Azure says AuthenticationFailed, Azurite
-        // AuthorizationFailure (which Azure also says when the account's network rules
-        // refuse the caller).
-        StoreKind::Azure => {
-            has("AuthenticationFailed")
-                || has("AuthorizationFailure")
-                || has("InvalidAuthenticationInfo")
-                || has("NoAuthenticationInformation")
-        }
-        StoreKind::Gcs => has("Invalid Credentials") || has("invalid_grant"),
-        _ => {
-            has("InvalidAccessKeyId") || has("SignatureDoesNotMatch") || has("InvalidClientTokenId")
-        }
-    };
-    if refused {
-        return Failure::Unauthorized { store };
-    }
-    let denied = match kind {
-        StoreKind::Azure => {
-            has("AuthorizationPermissionMismatch") || has("AuthorizationResourceTypeMismatch")
-        }
-        _ => has("AccessDenied"),
-    };
-    match error {
-        object_store::Error::Unauthenticated { .. } => Failure::Unauthorized { store },
-        object_store::Error::PermissionDenied { .. } => Failure::AccessDenied { detail, store },
-        _ if denied => Failure::AccessDenied { detail, store },
-        _ if has("error sending request")
-            || has("Connection refused")
-            || has("connection refused")
-            || has("dns error")
-            || has("client error (Connect)")
-            || has("operation timed out")
-            || has("No route to host") =>
-        {
-            Failure::EndpointUnreachable {
-                endpoint: endpoint.to_string(),
-                // The innermost cause ("tcp connect error: Connection refused") says it best.
-                detail: without_queries(&innermost(error))
-                    .chars()
-                    .take(200)
-                    .collect(),
-                store,
-            }
-        }
-        _ => Failure::Store { detail, store },
-    }
-}
-
-/// The S3 classification (kept for callers that hold an S3 location).
-pub fn classify(error: &object_store::Error, location: &S3SnapshotLocation) -> Failure {
-    classify_for(StoreKind::S3, &location.bucket, &location.endpoint, error)
 }
 
 /// The user metadata key recording the writer's uid in `kind`'s objects (Azure's names are

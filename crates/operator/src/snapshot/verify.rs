@@ -34,9 +34,10 @@ use kube::Resource;
 use super::decide::Failure;
 use super::pvc::{AgentResult, ROLE_LABEL, SNAPSHOT_UID_LABEL, TERMINATION_LOG, parse_result};
 use crate::build::{
-    OperatorSettings, RESTORE_CONTAINER, RESTORE_FETCH_CONTAINER, RESTORE_SOURCE_MOUNT,
-    RESTORE_SOURCE_VOLUME, RESTORE_WORK_DIR, fetch_container, restore_failure,
+    RESTORE_CONTAINER, RESTORE_FETCH_CONTAINER, RESTORE_SOURCE_MOUNT, RESTORE_SOURCE_VOLUME,
+    RESTORE_WORK_DIR, fetch_container, restore_failure,
 };
+use crate::domain::settings::OperatorSettings;
 
 /// The role label of the Pod.
 pub const ROLE: &str = "verify";

@@ -299,14 +299,7 @@ impl Cluster {
 impl Cluster {
     /// The operator's Events in `namespace` as `(reason, message)`, oldest first.
     pub async fn events(&self, namespace: &str) -> Vec<(String, String)> {
-        let mut events =
-            Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client(), namespace)
-                .list(&Default::default())
-                .await
-                .expect("listing Events")
-                .items;
-        events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-        events
+        super::events::oldest_first(super::events::list_events(&self.client(), namespace).await)
             .into_iter()
             .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
             .collect()

@@ -1,14 +1,19 @@
 //! What the operator's end-to-end tests share: a sandbox with the project's CRDs, kubectl
-//! against it, waiting for a condition, and cluster manifests.
+//! against it, waiting for a condition, and cluster manifests. Events are listed in `events`,
+//! a cluster's conditions read and waited for in `status`, a snapshot file's `snapshot
+//! status` read in `snapshot_tool`.
 #![allow(dead_code)]
 
 pub mod certs;
 pub mod cluster;
+pub mod events;
 pub mod healing;
 pub mod loopback;
 pub mod manual_node;
 pub mod moto;
+pub mod snapshot_tool;
 pub mod snapshots;
+pub mod status;
 pub mod stores;
 pub mod timeline;
 pub mod workload;
@@ -155,15 +160,10 @@ pub fn condition(cluster: &EtcdCluster, kind: &str) -> Option<String> {
 /// The reason and message of the cluster's Progressing condition, read now.
 #[allow(dead_code)]
 pub async fn progressing(client: &Client, namespace: &str, name: &str) -> (String, String) {
-    get_cluster(client, namespace, name)
+    let (_, reason, message) = status::cluster_condition(client, namespace, name, "Progressing")
         .await
-        .status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.type_ == "Progressing")
-        .map(|c| (c.reason, c.message))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    (reason, message)
 }
 
 /// kubectl against the sandbox; returns (success, stdout, stderr).

@@ -391,15 +391,14 @@ fn event_time(event: &Event) -> Option<(Timestamp, bool)> {
 
 /// Every Event in `namespace`, one entry each (a repeated one says how often and until when).
 async fn namespace_events(client: &Client, namespace: &str) -> Vec<Entry> {
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let list = match api.list(&ListParams::default()).await {
-        Ok(list) => list.items,
+    let list = match super::events::try_list_events(client, namespace).await {
+        Ok(list) => list,
         Err(e) => {
             return vec![Entry {
                 at: Timestamp::now(),
                 precise: true,
                 source: "events".into(),
-                text: format!("cannot list the Events of {namespace}: {e}"),
+                text: e,
             }];
         }
     };

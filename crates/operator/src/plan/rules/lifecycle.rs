@@ -392,7 +392,7 @@ pub fn nospace_alarm(ctx: &Context<'_>) -> Option<Decision> {
         .and_then(|o| o.options.as_ref())
         .and_then(|o| o.quota_backend_bytes)
         .filter(|bytes| *bytes > 0)
-        .unwrap_or(crate::metrics::DEFAULT_QUOTA_BACKEND_BYTES);
+        .unwrap_or(crate::domain::etcd::DEFAULT_QUOTA_BACKEND_BYTES);
     if over.iter().any(|(_, _, quota)| target_quota > *quota)
         && !super::rollout::outdated_members(ctx).is_empty()
     {
@@ -550,7 +550,7 @@ fn nospace_quota(m: &MemberView<'_>) -> i64 {
         .as_ref()
         .and_then(|o| o.quota_backend_bytes)
         .filter(|bytes| *bytes > 0)
-        .unwrap_or(crate::metrics::DEFAULT_QUOTA_BACKEND_BYTES)
+        .unwrap_or(crate::domain::etcd::DEFAULT_QUOTA_BACKEND_BYTES)
 }
 
 /// The Secrets of `spec.tls` cannot be used (missing, wrong type or keys, a key that does not

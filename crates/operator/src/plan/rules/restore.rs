@@ -68,14 +68,5 @@ pub fn restore_source_uri(ctx: &Context<'_>) -> Option<String> {
         .restore
         .as_ref()?
         .source;
-    if let Some(pvc) = &source.pvc {
-        return Some(crate::snapshot::pvc::pvc_uri(
-            &pvc.claim_name,
-            pvc.sub_path
-                .as_deref()
-                .unwrap_or_default()
-                .trim_start_matches('/'),
-        ));
-    }
-    crate::snapshot::store::source(source).ok().map(|t| t.uri)
+    crate::domain::location::source_uri(source)
 }

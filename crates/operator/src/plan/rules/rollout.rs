@@ -181,7 +181,7 @@ fn pod_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
 
 /// `a` is a smaller quantity than `b` (both readable).
 fn smaller(a: Option<&str>, b: Option<&str>) -> bool {
-    let bytes = |q: Option<&str>| q.and_then(crate::defrag::decide::quantity_bytes);
+    let bytes = |q: Option<&str>| q.and_then(crate::domain::quantity::quantity_bytes);
     matches!((bytes(a), bytes(b)), (Some(a), Some(b)) if a < b)
 }
 

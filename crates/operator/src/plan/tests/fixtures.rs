@@ -7,7 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::build::tests_support::{latched_cluster, member};
-use crate::build::{OperatorSettings, client_service, headless_service, voter_pdb};
+use crate::build::{client_service, headless_service, voter_pdb};
+use crate::domain::settings::OperatorSettings;
 use crate::etcd::{
     Alarm, EndpointObservation, EndpointStatus, EtcdError, EtcdErrorKind, EtcdView, MemberInfo,
     member_id_hex,

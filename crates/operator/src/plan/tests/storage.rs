@@ -1,7 +1,7 @@
 //! Storage growth (issue 12, item 4): a larger `storage.size` expands each PVC-backed
 //! member's PVC in place where its StorageClass allows it, one member at a time; where it does
 //! not, nothing changes and the refusal says what to do; memory-backed members roll to the
-//! larger tmpfs by replacement (the simulations in `simulation.rs` run both end to end).
+//! larger tmpfs by replacement (the simulations in `simulation/` run both end to end).
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
