@@ -33,8 +33,10 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## demo: kube-sandbox with the operator deployed from deploy/ and a 3-member etcd cluster; keeps running.
+## `make demo CONTROL_PLANE=kubernetes` runs it on a real control plane, the operator from its chart.
+CONTROL_PLANE ?= sandbox
 demo:
-	@bash scripts/demo.sh
+	@CONTROL_PLANE=$(CONTROL_PLANE) bash scripts/demo.sh
 
 ## docs: the documentation site (mkdocs.yml) into target/site, strict: a broken link or anchor,
 ## or a page left out of the navigation, fails the build.

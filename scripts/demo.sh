@@ -5,12 +5,20 @@
 # examples/etcdcluster.yaml (3 members), waits until it is Available, and prints how to use it.
 # The sandbox keeps running in the background; the last lines say how to stop it.
 #
-# Environment: DEMO_DIR (default /tmp/etcd-operator-demo), PROFILE (debug or release).
+# Environment: DEMO_DIR (default /tmp/etcd-operator-demo), PROFILE (debug or release),
+# CONTROL_PLANE: `sandbox` (default: kube-sandbox's own API server, up in a second) or
+# `kubernetes` (a real kube-apiserver, controller-manager and scheduler built by install-deps;
+# the operator is then installed with its Helm chart, as on a real cluster).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${DEMO_DIR:-/tmp/etcd-operator-demo}
 PROFILE=${PROFILE:-debug}
+CONTROL_PLANE=${CONTROL_PLANE:-sandbox}
+case "$CONTROL_PLANE" in
+  sandbox | kubernetes) ;;
+  *) echo "demo: CONTROL_PLANE=$CONTROL_PLANE: say sandbox or kubernetes" >&2; exit 1 ;;
+esac
 BIN="$ROOT/target/$PROFILE"
 ETCDCTL=/usr/local/lib/etcd-3.5.1/etcdctl
 cd "$ROOT"
@@ -48,9 +56,9 @@ images:
       /usr/local/bin/etcd-operator: $BIN/etcd-operator
 IMAGES
 
-say "starting kube-sandbox in $DIR (3 nodes)"
+say "starting kube-sandbox in $DIR (3 nodes, control plane: $CONTROL_PLANE)"
 nohup "$BIN/kube-sandbox" up --dir "$DIR" --nodes 3 --images "$DIR/images.yaml" \
-  >"$DIR/sandbox.log" 2>&1 &
+  --control-plane "$CONTROL_PLANE" >"$DIR/sandbox.log" 2>&1 &
 echo $! >"$DIR/sandbox.pid"
 for _ in $(seq 1 300); do
   grep -q '^ready' "$DIR/sandbox.log" 2>/dev/null && break
@@ -64,11 +72,19 @@ done
 grep -q '^ready' "$DIR/sandbox.log" || { echo "demo: kube-sandbox did not start; see $DIR/sandbox.log" >&2; exit 1; }
 export KUBECONFIG="$DIR/kubeconfig"
 
-say "deploying the operator from deploy/"
-kubectl apply -f deploy/crds/
-kubectl apply -f deploy/operator/namespace.yaml
-kubectl apply -f deploy/rbac/ -f deploy/operator/
-kubectl -n etcd-operator-system wait deployment/etcd-operator --for=condition=Available --timeout=180s
+if [ "$CONTROL_PLANE" = kubernetes ]; then
+  say "the API server"
+  kubectl version
+  say "installing the operator with its Helm chart"
+  helm install etcd-operator deploy/helm/etcd-operator --namespace etcd-operator-system \
+    --create-namespace --wait --timeout 3m
+else
+  say "deploying the operator from deploy/"
+  kubectl apply -f deploy/crds/
+  kubectl apply -f deploy/operator/namespace.yaml
+  kubectl apply -f deploy/rbac/ -f deploy/operator/
+  kubectl -n etcd-operator-system wait deployment/etcd-operator --for=condition=Available --timeout=180s
+fi
 
 say "creating examples/etcdcluster.yaml (3 members)"
 kubectl apply -f examples/etcdcluster.yaml
