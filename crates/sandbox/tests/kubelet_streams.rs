@@ -327,7 +327,7 @@ async fn kubectl_port_forward_over_spdy() {
     let kubeconfig = cluster.kubeconfig();
     // v1.32 and v1.33 tunnel SPDY in a WebSocket; with the WebSocket off, v1.33 upgrades to
     // SPDY directly (the fallback kubectl takes against servers without the tunnel).
-    let cases: [(&str, &[(&str, &str)], u16); 3] = [
+    let cases: [kubelet_support::ForwardCase; 3] = [
         ("kubectl", &[], 18081),
         (KUBECTL_133, &[], 18082),
         (

@@ -129,7 +129,7 @@ async fn nodes_join_a_real_control_plane() {
     }
 
     // kubectl port-forward: SPDY tunnelled in a WebSocket (v1.32, v1.33) and by plain upgrade.
-    let cases: [(&str, &[(&str, &str)], u16); 3] = [
+    let cases: [kubelet_support::ForwardCase; 3] = [
         ("kubectl", &[], 18091),
         (KUBECTL_133, &[], 18092),
         (

@@ -287,21 +287,17 @@ where
                     return Ok(());
                 }
             }
-            RST_STREAM => {
-                if body.len() >= 4 {
-                    let id = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) & 0x7fff_ffff;
-                    if let Some(entry) = streams.remove(&id) {
-                        entry.reset.store(true, Ordering::SeqCst);
-                    }
+            RST_STREAM if body.len() >= 4 => {
+                let id = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) & 0x7fff_ffff;
+                if let Some(entry) = streams.remove(&id) {
+                    entry.reset.store(true, Ordering::SeqCst);
                 }
             }
-            PING => {
-                if body.len() >= 4 {
-                    let id = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
-                    // The client's pings have odd IDs; the server echoes them.
-                    if id % 2 == 1 && out.send(Out::Ping { id }).await.is_err() {
-                        return Ok(());
-                    }
+            PING if body.len() >= 4 => {
+                let id = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+                // The client's pings have odd IDs; the server echoes them.
+                if id % 2 == 1 && out.send(Out::Ping { id }).await.is_err() {
+                    return Ok(());
                 }
             }
             GOAWAY => return Ok(()),

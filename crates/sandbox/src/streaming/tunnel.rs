@@ -23,11 +23,7 @@ where
     tokio::spawn(async move {
         while let Some(Ok(message)) = messages.next().await {
             match message {
-                Message::Binary(bytes) => {
-                    if to_inner.write_all(&bytes).await.is_err() {
-                        break;
-                    }
-                }
+                Message::Binary(bytes) if to_inner.write_all(&bytes).await.is_err() => break,
                 Message::Close(_) => break,
                 _ => {}
             }

@@ -450,6 +450,9 @@ pub async fn kubectl(
         .unwrap()
 }
 
+/// One way to run `kubectl port-forward`: the binary, its environment, the local port.
+pub type ForwardCase = (&'static str, &'static [(&'static str, &'static str)], u16);
+
 /// A running `kubectl port-forward`; killed when dropped.
 pub struct Forward {
     pub child: tokio::process::Child,
