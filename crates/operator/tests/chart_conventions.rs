@@ -39,7 +39,7 @@ fn chart_yaml() -> Value {
 /// `helm` with its own cache and configuration; (success, stdout, stderr).
 fn helm(args: &[&str]) -> (bool, String, String) {
     let home = tempfile::tempdir().unwrap();
-    let out = Command::new("helm")
+    let out = Command::new(std::env::var_os("HELM").unwrap_or_else(|| "helm".into()))
         .env("HELM_CACHE_HOME", home.path().join("cache"))
         .env("HELM_CONFIG_HOME", home.path().join("config"))
         .env("HELM_DATA_HOME", home.path().join("data"))

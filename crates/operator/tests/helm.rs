@@ -83,7 +83,7 @@ impl Helm {
     }
 
     fn run(&self, args: &[&str]) -> Run {
-        let mut command = Command::new("helm");
+        let mut command = Command::new(std::env::var_os("HELM").unwrap_or_else(|| "helm".into()));
         for (var, sub) in [
             ("HELM_CACHE_HOME", "cache"),
             ("HELM_CONFIG_HOME", "config"),
