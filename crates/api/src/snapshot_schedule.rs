@@ -92,6 +92,12 @@ pub struct EtcdSnapshotScheduleSpec {
     #[schemars(range(min = 0))]
     pub starting_deadline_seconds: Option<i64>,
 
+    /// When the first snapshot is taken: `Immediately` (the default: a new schedule backs its
+    /// cluster up at once rather than leave it without a backup until the first tick) or
+    /// `AtFirstTick`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_snapshot: Option<FirstSnapshot>,
+
     /// What each stamped EtcdSnapshot is made of.
     pub template: SnapshotTemplate,
 
@@ -105,6 +111,16 @@ pub struct EtcdSnapshotScheduleSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub failed_history_limit: Option<i32>,
+}
+
+/// When a new schedule takes its first snapshot.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum FirstSnapshot {
+    /// As soon as the schedule is created (when it has stamped nothing yet).
+    #[default]
+    Immediately,
+    /// At the schedule's first tick.
+    AtFirstTick,
 }
 
 /// The EtcdSnapshot a schedule stamps.

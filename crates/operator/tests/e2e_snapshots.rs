@@ -499,7 +499,7 @@ async fn idle_clusters(cluster: Arc<Cluster>, moto: Arc<Moto>) {
 }
 
 /// An EtcdSnapshotSchedule every minute keeping the last 2 (the pure retention is tested over
-/// weeks of ticks in `snapshot::schedule`): after the third snapshot completes (the
+/// weeks of ticks in `snapshot::schedule`): its first snapshot is taken at once; after the third snapshot completes (the
 /// `SNAPSHOT_SCHEDULE_TICKS`th; 3 in the suite, `SNAPSHOT_SCHEDULE_TICKS=10` for the ten
 /// runs, 11 minutes), exactly the two newest EtcdSnapshots are left, every older one's object is
 /// gone from the store and the two kept are there. Then the deletion policy of a user's snapshots: `Delete` takes the
@@ -579,6 +579,20 @@ async fn scheduled_snapshots(cluster: Arc<Cluster>, moto: Arc<Moto>) {
     )
     .await;
     let seen = seen_so_far.into_inner().unwrap();
+    // The first one was taken at once, not at the first tick: it is named for the schedule's
+    // creation (`spec.firstSnapshot` defaults to `Immediately`).
+    let created = schedules
+        .get("minutely")
+        .await
+        .unwrap()
+        .metadata
+        .creation_timestamp
+        .expect("a creation timestamp");
+    assert_eq!(
+        seen.first(),
+        Some(&format!("minutely-{}", created.0.as_second())),
+        "the schedule's first snapshot is the one taken at its creation"
+    );
     let key = |name: &str| format!("sched/{name}.db");
     // Names are `<schedule>-<unix tick>`: sorted, they are in the order of their ticks.
     let pruned = &seen[..seen.len() - 2];

@@ -83,6 +83,14 @@ impl Schedule {
             .map(|z| z.timestamp())
     }
 
+    /// The time between the two ticks that follow `t`, in seconds: what "on schedule" means
+    /// for an alert on a schedule that has not succeeded.
+    pub fn interval_after(&self, t: Timestamp) -> Option<i64> {
+        let first = self.next_after(t)?;
+        let second = self.next_after(first)?;
+        Some(second.as_second() - first.as_second())
+    }
+
     /// The tick due at `now` (the latest one after `earliest`, at or before `now`: missed
     /// earlier ones are not caught up), and the next one after `now`.
     pub fn due(

@@ -53,6 +53,13 @@ struct ClusterLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScheduleLabels {
+    namespace: String,
+    schedule: String,
+    cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RecoveryLabels {
     namespace: String,
     cluster: String,
@@ -134,6 +141,10 @@ pub struct Metrics {
     member_db_quota: Family<MemberLabels, Gauge>,
     certificate_expiry: Family<CertificateLabels, Gauge>,
     snapshot_last_success: Family<ClusterLabels, Gauge>,
+    schedule_last_success: Family<ScheduleLabels, Gauge>,
+    schedule_interval: Family<ScheduleLabels, Gauge>,
+    /// Per schedule (namespace, name), the labels of its two series.
+    schedules: std::sync::Mutex<std::collections::HashMap<(String, String), ScheduleLabels>>,
     quorum_recoveries: Family<RecoveryLabels, Counter>,
     /// The clusters with a `snapshot_last_success` series.
     snapshot_clusters: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
@@ -314,6 +325,20 @@ impl Metrics {
             prometheus_client::registry::Unit::Seconds,
             snapshot_last_success.clone(),
         );
+        let schedule_last_success = Family::<ScheduleLabels, Gauge>::default();
+        registry.register_with_unit(
+            "snapshot_schedule_last_success_timestamp",
+            "When the newest verified EtcdSnapshot of the schedule completed, or when the schedule was created if none has (Unix time); no series while it is suspended or invalid",
+            prometheus_client::registry::Unit::Seconds,
+            schedule_last_success.clone(),
+        );
+        let schedule_interval = Family::<ScheduleLabels, Gauge>::default();
+        registry.register_with_unit(
+            "snapshot_schedule_interval",
+            "The time between two ticks of the EtcdSnapshotSchedule",
+            prometheus_client::registry::Unit::Seconds,
+            schedule_interval.clone(),
+        );
         let quorum_recoveries = Family::<RecoveryLabels, Counter>::default();
         registry.register(
             "quorum_recoveries",
@@ -325,6 +350,9 @@ impl Metrics {
             quorum_recoveries,
             certificate_expiry,
             snapshot_last_success,
+            schedule_last_success,
+            schedule_interval,
+            schedules: Default::default(),
             snapshot_clusters: Default::default(),
             series: Default::default(),
             desired_members,
@@ -617,6 +645,39 @@ impl Metrics {
                 .set(*seconds);
         }
         *known = latest.keys().cloned().collect();
+    }
+
+    /// The series of the EtcdSnapshotSchedule `namespace/schedule` of `cluster`: the time of its
+    /// last success (or creation) and its interval, in seconds; `None` removes them (a schedule
+    /// deleted, suspended or invalid).
+    pub fn snapshot_schedule(
+        &self,
+        namespace: &str,
+        schedule: &str,
+        cluster: &str,
+        freshness: Option<(i64, i64)>,
+    ) {
+        let key = (namespace.to_string(), schedule.to_string());
+        let mut known = self.schedules.lock().expect("schedule series");
+        let labels = ScheduleLabels {
+            namespace: namespace.to_string(),
+            schedule: schedule.to_string(),
+            cluster: cluster.to_string(),
+        };
+        if let Some(old) = known.get(&key)
+            && (freshness.is_none() || *old != labels)
+        {
+            self.schedule_last_success.remove(old);
+            self.schedule_interval.remove(old);
+            known.remove(&key);
+        }
+        if let Some((last_success, interval)) = freshness {
+            self.schedule_last_success
+                .get_or_create(&labels)
+                .set(last_success);
+            self.schedule_interval.get_or_create(&labels).set(interval);
+            known.insert(key, labels);
+        }
     }
 
     /// Drops the series of every cluster that `present` does not name (the clusters in the

@@ -27,6 +27,27 @@ fn exposition_names_every_metric() {
     assert_eq!(metrics.kubernetes_writes_total(), 2);
 }
 
+/// A schedule's two series follow it: set, moved when its cluster changes, gone when it is
+/// deleted or suspended (`None`).
+#[test]
+fn a_schedule_has_its_freshness_series_until_it_goes() {
+    let metrics = Metrics::new();
+    metrics.snapshot_schedule("prod", "hourly", "etcd", Some((1_000, 3_600)));
+    let text = metrics.encode();
+    for line in [
+        "etcd_operator_snapshot_schedule_last_success_timestamp_seconds{namespace=\"prod\",schedule=\"hourly\",cluster=\"etcd\"} 1000",
+        "etcd_operator_snapshot_schedule_interval_seconds{namespace=\"prod\",schedule=\"hourly\",cluster=\"etcd\"} 3600",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    metrics.snapshot_schedule("prod", "hourly", "other", Some((2_000, 3_600)));
+    let text = metrics.encode();
+    assert!(!text.contains("cluster=\"etcd\"}"), "{text}");
+    assert!(text.contains("cluster=\"other\"} 2000"), "{text}");
+    metrics.snapshot_schedule("prod", "hourly", "other", None);
+    assert!(!metrics.encode().contains("schedule=\"hourly\""));
+}
+
 use crate::etcd::AlarmKind;
 use crate::plan::tests::fixtures::{Answer, Fx, name, now};
 

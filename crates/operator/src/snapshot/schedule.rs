@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use etcd_operator_api::snapshot::SnapshotPhase;
 use etcd_operator_api::snapshot_schedule::{
-    EtcdSnapshotScheduleSpec, EtcdSnapshotScheduleStatus, SnapshotRetention,
+    EtcdSnapshotScheduleSpec, EtcdSnapshotScheduleStatus, FirstSnapshot, SnapshotRetention,
 };
 use k8s_openapi::api::core::v1::LocalObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::defrag::policy::{PolicyEvent, ScheduleInput, schedule_pass};
+use crate::defrag::policy::{PolicyEvent, ScheduleInput, parse_schedule, run_name, schedule_pass};
 
 /// The condition of a schedule: the one an EtcdDefragPolicy has (`Active`).
 pub use crate::defrag::policy::CONDITION;
@@ -190,6 +190,20 @@ pub struct ScheduleDecision {
     pub event: Option<PolicyEvent>,
     /// When to look again; `None` waits for a change.
     pub requeue: Option<Duration>,
+    /// What the schedule's staleness series say; `None` (no series) while it is suspended or
+    /// its cron expression is invalid.
+    pub freshness: Option<Freshness>,
+}
+
+/// How fresh a schedule's backups are, for the `EtcdBackupStale` alert on a schedule: it fires
+/// when `last_success` is more than an interval (and a grace) old. A schedule that never
+/// succeeded counts from its creation, so one that never worked alerts too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Freshness {
+    /// The newest verified success (Unix seconds), else the schedule's creation.
+    pub last_success: i64,
+    /// The time between two ticks of the schedule, in seconds.
+    pub interval: i64,
 }
 
 /// One pass over a schedule whose stamped snapshots are `snapshots`, at `now`.
@@ -244,6 +258,43 @@ pub fn decide(
         },
         &mut active,
     );
+    // A new schedule backs its cluster up at once (unless `firstSnapshot: AtFirstTick`), named
+    // by its creation time so that a pass repeated before the status is written stamps the
+    // same snapshot; `lastScheduleTime` then anchors the ticks, as after any run.
+    let mut pass = pass;
+    if spec.first_snapshot.unwrap_or_default() == FirstSnapshot::Immediately
+        && status.last_schedule_time.is_none()
+        && snapshots.is_empty()
+        && pass.condition.ok
+        && pass.stamp.is_none()
+        && pass.event.is_none()
+    {
+        let name = run_name(schedule.name, schedule.created);
+        pass.stamp = Some(schedule.created);
+        pass.last_schedule_time = Some(schedule.created);
+        pass.event = Some(PolicyEvent {
+            warning: false,
+            reason: "RunCreated",
+            message: format!(
+                "created EtcdSnapshot {name}, the schedule's first, at once (spec.firstSnapshot: AtFirstTick waits for the first tick)"
+            ),
+        });
+        active.push(name);
+        active.sort();
+    }
+    let freshness = (spec.suspend != Some(true))
+        .then(|| parse_schedule(&spec.schedule).ok())
+        .flatten()
+        .and_then(|cron| cron.interval_after(now))
+        .map(|interval| Freshness {
+            last_success: status
+                .last_successful_time
+                .as_ref()
+                .map(|t| t.0)
+                .unwrap_or(schedule.created)
+                .as_second(),
+            interval,
+        });
     let (stamp, event, requeue) = pass.apply(
         &mut status.conditions,
         &mut status.last_schedule_time,
@@ -262,13 +313,13 @@ pub fn decide(
         delete: retained.delete,
         event,
         requeue,
+        freshness,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::defrag::policy::run_name;
     use etcd_operator_api::shared::{S3SnapshotLocation, SnapshotLocation};
     use etcd_operator_api::snapshot_schedule::SnapshotTemplate;
     use proptest::prelude::*;
@@ -549,6 +600,107 @@ mod tests {
         let again = decide(facts(&s, Some(&d.status)), &snapshots, now);
         assert_eq!(again.event, None);
         assert_eq!(d.delete, ["a"]);
+    }
+
+    /// Minutes after 2026-01-01T00:00:00Z, the test schedules' creation.
+    fn at(minutes: i64, seconds: i64) -> Timestamp {
+        ts("2026-01-01T00:00:00Z")
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
+                minutes * 60 + seconds,
+            ))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_new_schedule_takes_its_first_snapshot_at_once_and_then_keeps_to_its_ticks() {
+        let s = spec("0 * * * *", None);
+        let first = decide(facts(&s, None), &[], at(0, 10));
+        assert_eq!(first.stamp, Some(at(0, 0)), "the first one at once");
+        assert_eq!(first.event.as_ref().unwrap().reason, "RunCreated");
+        assert_eq!(first.status.last_schedule_time, Some(Time(at(0, 0))));
+        // A pass before the status was written (the operator stopped in between) names the
+        // same snapshot: one first snapshot, not two.
+        let repeated = decide(facts(&s, None), &[], at(0, 20));
+        assert_eq!(repeated.stamp, first.stamp);
+        let taken = [complete(
+            &run_name("hourly", at(0, 0)),
+            "2026-01-01T00:01:00Z",
+        )];
+        let status = Some(first.status);
+        let quiet = decide(facts(&s, status.as_ref()), &taken, at(30, 0));
+        assert_eq!(quiet.stamp, None, "nothing more before the first tick");
+        let tick = decide(facts(&s, status.as_ref()), &taken, at(60, 5));
+        assert_eq!(tick.stamp, Some(at(60, 0)));
+        // Even with its status lost, a schedule that has snapshots does not start over.
+        let lost = decide(facts(&s, None), &taken, at(30, 0));
+        assert_eq!(lost.stamp, None);
+
+        let mut waits = spec("0 * * * *", None);
+        waits.first_snapshot = Some(FirstSnapshot::AtFirstTick);
+        let d = decide(facts(&waits, None), &[], at(0, 10));
+        assert_eq!(d.stamp, None, "AtFirstTick waits");
+        assert_eq!(d.event, None);
+        assert_eq!(
+            decide(facts(&waits, None), &[], at(60, 5)).stamp,
+            Some(at(60, 0))
+        );
+
+        let mut suspended = spec("0 * * * *", None);
+        suspended.suspend = Some(true);
+        assert_eq!(decide(facts(&suspended, None), &[], at(0, 10)).stamp, None);
+    }
+
+    /// The operator's memory of a schedule is its status: an operator that restarts reads
+    /// `lastScheduleTime` back and neither repeats a tick nor misses one it was down for.
+    #[test]
+    fn an_operator_restart_neither_repeats_nor_misses_a_tick() {
+        let mut s = spec("0 * * * *", None);
+        s.first_snapshot = Some(FirstSnapshot::AtFirstTick);
+        let one = decide(facts(&s, None), &[], at(60, 1));
+        assert_eq!(one.stamp, Some(at(60, 0)));
+        let stamped = [complete(
+            &run_name("hourly", at(60, 0)),
+            "2026-01-01T01:02:00Z",
+        )];
+        // The restarted operator reads the status the first one wrote.
+        let status = Some(one.status);
+        let again = decide(facts(&s, status.as_ref()), &stamped, at(60, 30));
+        assert_eq!(again.stamp, None, "no doubled run");
+        // Down from 01:30 to 02:10: the 02:00 tick is taken when it comes back.
+        let late = decide(facts(&s, status.as_ref()), &stamped, at(130, 0));
+        assert_eq!(late.stamp, Some(at(120, 0)), "no missed run");
+        assert_eq!(late.status.last_schedule_time, Some(Time(at(120, 0))));
+    }
+
+    #[test]
+    fn freshness_counts_from_the_last_success_or_from_creation() {
+        let s = spec("*/15 * * * *", None);
+        let never = decide(facts(&s, None), &[], at(0, 10));
+        assert_eq!(
+            never.freshness,
+            Some(Freshness {
+                last_success: at(0, 0).as_second(),
+                interval: 15 * 60,
+            }),
+            "a schedule that never succeeded counts from its creation"
+        );
+        let taken = [complete("hourly-1", "2026-01-01T00:05:00Z")];
+        let d = decide(facts(&s, Some(&never.status)), &taken, at(6, 0));
+        assert_eq!(
+            d.freshness.map(|f| f.last_success),
+            Some(ts("2026-01-01T00:05:00Z").as_second())
+        );
+        let mut suspended = s.clone();
+        suspended.suspend = Some(true);
+        assert_eq!(
+            decide(facts(&suspended, None), &[], at(0, 10)).freshness,
+            None
+        );
+        let invalid = spec("every minute", None);
+        assert_eq!(
+            decide(facts(&invalid, None), &[], at(0, 10)).freshness,
+            None
+        );
     }
 
     fn phase() -> impl Strategy<Value = Option<SnapshotPhase>> {

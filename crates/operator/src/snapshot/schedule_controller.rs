@@ -22,12 +22,14 @@ use tracing::{debug, warn};
 use super::schedule::{self, SCHEDULE_LABEL, ScheduleFacts, SnapshotFacts};
 use crate::defrag::controller::{Stamping, perform_stamping, record_event};
 use crate::defrag::policy::run_name;
+use crate::metrics::Metrics;
 use crate::observe::Scope;
 
 /// Runs the EtcdSnapshotSchedule controller until `shutdown` completes. A change to a stamped
 /// EtcdSnapshot (it completed, it went) wakes its schedule.
 pub async fn run_schedule_controller(
     client: Client,
+    metrics: Arc<Metrics>,
     scope: Scope,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -44,7 +46,7 @@ pub async fn run_schedule_controller(
         },
     )
     .graceful_shutdown_on(shutdown)
-    .run(reconcile_schedule, retry, Arc::new(client))
+    .run(reconcile_schedule, retry, Arc::new((client, metrics)))
     .for_each(|result| async move {
         if let Err(e) = result {
             debug!(error = %e, "snapshot schedule controller event");
@@ -53,7 +55,11 @@ pub async fn run_schedule_controller(
     .await;
 }
 
-fn retry(schedule: Arc<EtcdSnapshotSchedule>, error: &kube::Error, _: Arc<Client>) -> Action {
+fn retry(
+    schedule: Arc<EtcdSnapshotSchedule>,
+    error: &kube::Error,
+    _: Arc<(Client, Arc<Metrics>)>,
+) -> Action {
     warn!(
         namespace = schedule.namespace().unwrap_or_default(),
         schedule = schedule.name_any(),
@@ -66,18 +72,22 @@ fn retry(schedule: Arc<EtcdSnapshotSchedule>, error: &kube::Error, _: Arc<Client
 /// One pass over an EtcdSnapshotSchedule.
 async fn reconcile_schedule(
     object: Arc<EtcdSnapshotSchedule>,
-    client: Arc<Client>,
+    ctx: Arc<(Client, Arc<Metrics>)>,
 ) -> Result<Action, kube::Error> {
+    let (client, metrics) = (&ctx.0, &ctx.1);
     let namespace = object.namespace().unwrap_or_default();
     let name = object.name_any();
-    let api: Api<EtcdSnapshotSchedule> = Api::namespaced((*client).clone(), &namespace);
+    let cluster = &object.spec.cluster_ref.name;
+    let api: Api<EtcdSnapshotSchedule> = Api::namespaced(client.clone(), &namespace);
     let Some(found) = api.get_opt(&name).await? else {
+        metrics.snapshot_schedule(&namespace, &name, cluster, None);
         return Ok(Action::await_change());
     };
     if found.metadata.deletion_timestamp.is_some() {
+        metrics.snapshot_schedule(&namespace, &name, cluster, None);
         return Ok(Action::await_change());
     }
-    let snapshots: Api<EtcdSnapshot> = Api::namespaced((*client).clone(), &namespace);
+    let snapshots: Api<EtcdSnapshot> = Api::namespaced(client.clone(), &namespace);
     let stamped = snapshots
         .list(&ListParams::default().labels(&format!("{SCHEDULE_LABEL}={name}")))
         .await?
@@ -105,6 +115,12 @@ async fn reconcile_schedule(
         &facts,
         now,
     );
+    metrics.snapshot_schedule(
+        &namespace,
+        &name,
+        &found.spec.cluster_ref.name,
+        decision.freshness.map(|f| (f.last_success, f.interval)),
+    );
     let updated = (found.status.as_ref() != Some(&decision.status)).then(|| {
         let mut updated = found.clone();
         updated.status = Some(decision.status.clone());
@@ -112,7 +128,7 @@ async fn reconcile_schedule(
     });
     let stamp = decision.stamp.map(|tick| stamped_snapshot(&found, tick));
     if let Some(soon) = perform_stamping(
-        &client,
+        client,
         &api,
         Stamping {
             policy: &found,
@@ -130,7 +146,7 @@ async fn reconcile_schedule(
     }
     if !decision.delete.is_empty() {
         record_event(
-            &client,
+            client,
             &found,
             false,
             "SnapshotsPruned",

@@ -52,6 +52,7 @@ pub async fn run_snapshot_controller(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.act.client.clone();
+    let ctx_metrics = ctx.act.metrics.clone();
     let controller = Controller::new(
         scope.api::<EtcdSnapshot>(&client),
         watcher::Config::default(),
@@ -72,7 +73,8 @@ pub async fn run_snapshot_controller(
                 debug!(error = %e, "snapshot controller event");
             }
         });
-    let schedules = super::schedule_controller::run_schedule_controller(client, scope, shutdown);
+    let schedules =
+        super::schedule_controller::run_schedule_controller(client, ctx_metrics, scope, shutdown);
     futures::join!(snapshots, schedules);
     successes.abort();
 }
