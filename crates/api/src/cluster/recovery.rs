@@ -26,7 +26,7 @@ pub const RECOVER_FROM_SNAPSHOT_PREFIX: &str = "snapshot:";
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum QuorumRecoveryMode {
     /// Only a person, with the `etcd-operator.cozystack.io/recover-quorum` annotation (or
-    /// `kubectl etcd recover-quorum`). The default.
+    /// `kubectl etcdop recover-quorum`). The default.
     #[default]
     Manual,
     /// The operator too, once a majority of the voters has lost its data for longer than

@@ -100,7 +100,7 @@ pub fn cluster_peer_scheme(cluster: &EtcdCluster) -> &'static str {
 /// Annotation on an EtcdCluster migrated from a legacy operator whose members run etcd with
 /// `--peer-auto-tls` (the `etcd.aenix.io/v1alpha1` operator's default): every member this
 /// operator creates for it runs the same way, so it can peer with the migrated ones. An
-/// explicit `spec.tls.peer` wins. Set by `kubectl etcd migrate` (and by the reference's
+/// explicit `spec.tls.peer` wins. Set by `kubectl etcdop migrate` (and by the reference's
 /// `etcd-migrate`), not meant for new clusters: the peer traffic is encrypted but not
 /// authenticated.
 pub const PEER_AUTO_TLS_ANNOTATION: &str = "etcd-operator.cozystack.io/peer-auto-tls";

@@ -465,7 +465,7 @@ pub fn lost_quorum(ctx: &Context<'_>) -> Option<Decision> {
     Some(Decision::wait(
         WaitReason::QuorumLost,
         format!(
-            "quorum lost: {healthy}/{voters} voters healthy, quorum needs {quorum}; not serving: {}. Bring those members back (their Pods and PVCs); if their data is gone, recover from the survivor (annotation {}, kubectl etcd recover-quorum, or spec.quorumRecovery.mode: Automatic), or restore the cluster from a snapshot",
+            "quorum lost: {healthy}/{voters} voters healthy, quorum needs {quorum}; not serving: {}. Bring those members back (their Pods and PVCs); if their data is gone, recover from the survivor (annotation {}, kubectl etcdop recover-quorum, or spec.quorumRecovery.mode: Automatic), or restore the cluster from a snapshot",
             down.join(", "),
             etcd_operator_api::cluster::RECOVER_QUORUM_ANNOTATION
         ),

@@ -116,7 +116,7 @@ pub fn pick<'a>(
 /// What a person can do when no snapshot can be used.
 pub fn no_snapshot_advice(ctx: &Context<'_>) -> String {
     format!(
-        "nothing was deleted. If a verified snapshot of {0} exists, name it with the annotation {1}=snapshot:<EtcdSnapshot name> (kubectl etcd recover-quorum --snapshot <name>); otherwise delete the EtcdCluster and create it again (with spec.bootstrap.restore from a snapshot object, if you have one)",
+        "nothing was deleted. If a verified snapshot of {0} exists, name it with the annotation {1}=snapshot:<EtcdSnapshot name> (kubectl etcdop recover-quorum --snapshot <name>); otherwise delete the EtcdCluster and create it again (with spec.bootstrap.restore from a snapshot object, if you have one)",
         ctx.cluster_name,
         etcd_operator_api::cluster::RECOVER_QUORUM_ANNOTATION
     )

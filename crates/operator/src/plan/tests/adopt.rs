@@ -381,7 +381,7 @@ fn scale_in_takes_the_newest_adopted_member_and_leadership_goes_to_the_oldest() 
     );
 }
 
-/// A member `kubectl etcd migrate` made from a legacy `etcd.aenix.io/v1alpha1` StatefulSet
+/// A member `kubectl etcdop migrate` made from a legacy `etcd.aenix.io/v1alpha1` StatefulSet
 /// Pod: the legacy headless Service and data subdirectory as annotations, peer auto-TLS, and
 /// the Pod's own layout (the volume at /var/run/etcd, the data in `default.etcd` below it).
 fn migrated_cluster() -> Fx {

@@ -425,7 +425,7 @@ pub fn start(ctx: &Context<'_>) -> Option<Decision> {
     let s = survivor.member;
     if s.memory {
         return refuse(format!(
-            "{} is memory-backed: its data would go with its Pod; take a snapshot of it (kubectl etcd snapshot) and bootstrap a new cluster from it",
+            "{} is memory-backed: its data would go with its Pod; take a snapshot of it (kubectl etcdop snapshot) and bootstrap a new cluster from it",
             s.name
         ));
     }
