@@ -23,7 +23,7 @@ case "$CONTROL_PLANE" in
   *) echo "demo: CONTROL_PLANE=$CONTROL_PLANE: say sandbox or kubernetes" >&2; exit 1 ;;
 esac
 BIN="$ROOT/target/$PROFILE"
-ETCDCTL=/usr/local/lib/etcd-3.5.1/etcdctl
+ETCDCTL=/usr/local/lib/etcd-3.6.17/etcdctl
 cd "$ROOT"
 
 say() { printf '\n==> %s\n' "$*"; }
@@ -109,7 +109,7 @@ cat <<USAGE
 The sandbox keeps running. To use it:
 
   export KUBECONFIG=$DIR/kubeconfig
-  kubectl get etcdclusters                          # Replicas, Ready, Age
+  kubectl get etcdclusters                          # Version, Replicas, Ready, Available, Leader, Age
   kubectl describe etcdcluster example              # conditions and Events
   kubectl scale etcdcluster/example --replicas=5    # members join one at a time
   kubectl -n etcd-operator-system logs deploy/etcd-operator
