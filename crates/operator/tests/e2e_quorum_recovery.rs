@@ -116,8 +116,7 @@ async fn prepare(
 ) -> Workload {
     create_namespace(&cluster.client(), namespace).await;
     // kubectl, retried: on a loaded machine its first TLS handshake can time out.
-    let manifest = cluster_yaml("etcd", namespace, replicas, extra_spec)
-        .replace("\"3.5.1\"", &format!("\"{version}\""));
+    let manifest = cluster_yaml_on("etcd", namespace, replicas, version, extra_spec);
     eventually(&format!("{namespace}: kubectl apply"), LIMIT, || async {
         let (ok, _, stderr) = tokio::task::block_in_place(|| {
             support::kubectl_with_stdin(cluster, &["apply", "-f", "-"], Some(&manifest))

@@ -124,9 +124,7 @@ async fn watch_members(cluster: Arc<Cluster>, namespace: String) -> Watch {
 async fn scenario(cluster: Arc<Cluster>, namespace: &'static str, version: &str, partition: bool) {
     let client = cluster.client();
     create_namespace(&client, namespace).await;
-    cluster.apply(
-        &cluster_yaml("etcd", namespace, 3, "").replace("\"3.5.1\"", &format!("\"{version}\"")),
-    );
+    cluster.apply(&cluster_yaml_on("etcd", namespace, 3, version, ""));
     cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
     tokio::task::block_in_place(|| cluster.put(namespace, "etcd", SENTINEL, "present"));
     let ids = cluster.recorded_ids(namespace, "etcd").await;
