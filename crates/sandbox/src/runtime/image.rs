@@ -330,6 +330,10 @@ images:
         for unmapped in [
             "quay.io/coreos/etcd:v3.8.0",
             "quay.io/coreos/etcd:v3.3.27",
+            "quay.io/coreos/etcd:v3.5.99",
+            "quay.io/coreos/etcd:v3.5.37",
+            "registry.k8s.io/etcd:3.6.18-0",
+            "quay.io/coreos/etcd:v3.7.5",
             "quay.io/coreos/notetcd:v3.5.1",
             "quay.io/coreos/etcd:v3.6.17@sha256:short",
         ] {
