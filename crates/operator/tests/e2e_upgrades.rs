@@ -391,9 +391,19 @@ async fn e2e_rolling_upgrades() {
 
     // 2. Refused: a downgrade below the cluster version now at 3.5, an unknown version.
     let before = pods(&cluster, "upg").await;
-    for (version, why) in [
-        ("3.4.23", "downgrade below etcd's cluster version 3.5"),
-        ("4.0.0", "not a version this operator runs"),
+    // A version outside the supported range is refused before the path is looked at
+    // (`UnsupportedVersion`, naming the range).
+    for (version, refusal, why) in [
+        (
+            "3.4.23",
+            "UpgradeRefused",
+            "downgrade below etcd's cluster version 3.5",
+        ),
+        (
+            "4.0.0",
+            "UnsupportedVersion",
+            "not a version this operator runs: it runs etcd 3.4.x to 3.7.x",
+        ),
     ] {
         set_version(&cluster, "upg", version);
         let message = eventually(&format!("{version} refused"), LIMIT, || async {
@@ -401,7 +411,7 @@ async fn e2e_rolling_upgrades() {
                 cluster_condition(&cluster.client(), "upg", "etcd", "Progressing")
                     .await
                     .unwrap_or_default();
-            if status == "False" && reason == "UpgradeRefused" && message.contains(why) {
+            if status == "False" && reason == refusal && message.contains(why) {
                 Ok(message)
             } else {
                 Err(format!("Progressing={status} {reason}: {message}"))

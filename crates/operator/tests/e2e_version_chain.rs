@@ -8,7 +8,8 @@
 //! 2. `floor`: 3 members installed at 3.5.1 (below the floor) asked for 3.6.17: refused with
 //!    `Progressing=False UpgradeRefused` and a Warning Event naming 3.5.32, the patch to take
 //!    first, and the member still on 3.5.1; no Pod restarted, no member's version changed, and
-//!    the cluster still takes writes.
+//!    the cluster still takes writes; then the path the message names works: 3.5.1 → 3.5.36
+//!    (a patch change), then 3.6.17, no write lost.
 //!
 //! Both clusters run at once (the refusal is checked while the chain rolls).
 
@@ -268,7 +269,32 @@ async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
     let report = workload.stop().await;
     report.assert_no_loss();
     println!(
-        "chain: {NEWEST_35} -> 3.6.17 -> {NEWEST_37}: longest unavailability {} ms; whole test {:.1} s",
+        "chain: {NEWEST_35} -> 3.6.17 -> {NEWEST_37}: longest unavailability {} ms",
+        report.longest_unavailable.as_millis(),
+    );
+
+    // The refused cluster takes the path its message names: the floor patch first, then 3.6.
+    let workload = Workload::start(cluster.network.clone(), "floor", "etcd", "floor");
+    for version in [NEWEST_35, support::DEFAULT_VERSION] {
+        let started = Instant::now();
+        let (order, first_leader) = roll(&cluster, "floor", version).await;
+        println!(
+            "floor: -> {version} in {:.1} s, order {order:?} (leader at the start {first_leader})",
+            started.elapsed().as_secs_f64()
+        );
+        assert_eq!(order.last(), Some(&first_leader), "the leader's Pod last");
+    }
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    tokio::task::block_in_place(|| {
+        assert_eq!(
+            cluster.get("floor", "etcd", "after-refusal"),
+            Ok(Some("written".to_string())),
+            "the key written after the refusal survived both rollouts"
+        );
+    });
+    println!(
+        "floor: 3.5.1 -> {NEWEST_35} -> 3.6.17: longest unavailability {} ms; whole test {:.1} s",
         report.longest_unavailable.as_millis(),
         test_started.elapsed().as_secs_f64()
     );
