@@ -134,11 +134,13 @@ async fn roll(cluster: &Cluster, namespace: &str, version: &str) -> (Vec<String>
     let mut order: Vec<String> = Vec::new();
     let started = Instant::now();
     while order.len() < before.len() {
-        assert!(
-            started.elapsed() < LIMIT,
-            "{namespace}: rollout to {version} not done; restarted {order:?}\n{}",
-            cluster.operator_logs().await
-        );
+        if started.elapsed() > LIMIT {
+            panic!(
+                "{namespace}: rollout to {version} not done; restarted {order:?}\n{}\netcd's logs:\n{}",
+                cluster.operator_logs().await,
+                etcd_logs(cluster, namespace, &order)
+            );
+        }
         for (name, (uid, _, _)) in pods(cluster, namespace).await {
             let new = before.get(&name).is_some_and(|(old, _, _)| *old != uid);
             if new && !order.contains(&name) {
@@ -149,6 +151,22 @@ async fn roll(cluster: &Cluster, namespace: &str, version: &str) -> (Vec<String>
     }
     wait_all_on(cluster, namespace, version).await;
     (order, first_leader)
+}
+
+/// The last lines each of `names`' etcd wrote (its previous container's, when it restarted).
+fn etcd_logs(cluster: &Cluster, namespace: &str, names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| {
+            let (_, previous, _) = kubectl(
+                cluster,
+                &["-n", namespace, "logs", name, "--previous", "--tail=15"],
+            );
+            let (_, current, _) = kubectl(cluster, &["-n", namespace, "logs", name, "--tail=15"]);
+            format!("--- {name} (previous)\n{previous}\n--- {name}\n{current}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The Warning Events on the EtcdCluster with `reason`, their messages.
