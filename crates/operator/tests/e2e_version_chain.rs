@@ -8,10 +8,10 @@
 //! 2. `floor`: 3 members installed at 3.5.1 (below the floor) asked for 3.6.17: refused with
 //!    `Progressing=False UpgradeRefused` and a Warning Event naming 3.5.32, the patch to take
 //!    first, and the member still on 3.5.1; no Pod restarted, no member's version changed, and
-//!    the cluster still takes writes; then the path the message names works: 3.5.1 → 3.5.36
-//!    (a patch change), then 3.6.17, no write lost.
+//!    the cluster still takes writes.
 //!
-//! Both clusters run at once (the refusal is checked while the chain rolls).
+//! 3. `chainm`: the chain of 1. on 3 memory-backed members (each restart a replacement), at the
+//!    same time as 1.
 
 mod support;
 
@@ -242,78 +242,73 @@ async fn floor_refused(cluster: &Cluster) {
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
-    let test_started = Instant::now();
-    let cluster = start_cluster(3).await;
-    cluster.deploy_operator(1).await;
-    let client = cluster.client();
-    create_namespace(&client, "chain").await;
-    create_namespace(&client, "floor").await;
-    tokio::task::block_in_place(|| {
-        cluster.apply(&support::cluster_yaml_on("etcd", "chain", 3, NEWEST_35, ""));
-        cluster.apply(&support::cluster_yaml_on("etcd", "floor", 3, "3.5.1", ""));
-    });
-    cluster.wait_converged("chain", "etcd", 3, LIMIT).await;
-    cluster.wait_converged("floor", "etcd", 3, LIMIT).await;
-    wait_all_on(&cluster, "chain", NEWEST_35).await;
-    let ids = cluster.etcd_members("chain", "etcd").unwrap();
-
-    let workload = Workload::start(cluster.network.clone(), "chain", "etcd", "chain");
+/// `namespace`'s cluster 3.5.36 → 3.6.17 → 3.7.4 under the client workload: each rollout leader
+/// last, every member on the new version (spec, image, etcd's answer); PVC-backed members keep
+/// their etcd IDs (a memory-backed member's restart is a replacement).
+async fn chain(cluster: &Cluster, namespace: &str, pvc: bool) {
+    wait_all_on(cluster, namespace, NEWEST_35).await;
+    let ids = cluster.etcd_members(namespace, "etcd").unwrap();
+    let workload = Workload::start(cluster.network.clone(), namespace, "etcd", namespace);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut previous = NEWEST_35;
     for version in [support::DEFAULT_VERSION, NEWEST_37] {
         let started = Instant::now();
-        let (order, first_leader) = roll(&cluster, "chain", version).await;
+        let (order, first_leader) = roll(cluster, namespace, version).await;
         println!(
-            "chain: {previous} -> {version} in {:.1} s, order {order:?} (leader at the start {first_leader})",
+            "{namespace}: {previous} -> {version} in {:.1} s, order {order:?} (leader at the start {first_leader})",
             started.elapsed().as_secs_f64()
         );
         assert_eq!(
             order.last(),
             Some(&first_leader),
-            "the leader's Pod is restarted last"
+            "{namespace}: the leader's Pod is restarted last"
         );
-        assert_eq!(
-            cluster.etcd_members("chain", "etcd").unwrap(),
-            ids,
-            "the members keep their etcd identities"
-        );
-        if version == support::DEFAULT_VERSION {
-            floor_refused(&cluster).await;
+        if pvc {
+            assert_eq!(
+                cluster.etcd_members(namespace, "etcd").unwrap(),
+                ids,
+                "{namespace}: the members keep their etcd identities"
+            );
         }
         previous = version;
     }
     let report = workload.stop().await;
     report.assert_no_loss();
     println!(
-        "chain: {NEWEST_35} -> 3.6.17 -> {NEWEST_37}: longest unavailability {} ms",
+        "{namespace}: {NEWEST_35} -> 3.6.17 -> {NEWEST_37}: longest unavailability {} ms",
         report.longest_unavailable.as_millis(),
     );
+}
 
-    // The refused cluster takes the path its message names: the floor patch first, then 3.6.
-    let workload = Workload::start(cluster.network.clone(), "floor", "etcd", "floor");
-    for version in [NEWEST_35, support::DEFAULT_VERSION] {
-        let started = Instant::now();
-        let (order, first_leader) = roll(&cluster, "floor", version).await;
-        println!(
-            "floor: -> {version} in {:.1} s, order {order:?} (leader at the start {first_leader})",
-            started.elapsed().as_secs_f64()
-        );
-        assert_eq!(order.last(), Some(&first_leader), "the leader's Pod last");
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
+    let test_started = Instant::now();
+    let cluster = start_cluster(3).await;
+    cluster.deploy_operator(1).await;
+    let client = cluster.client();
+    for namespace in ["chain", "chainm", "floor"] {
+        create_namespace(&client, namespace).await;
     }
-    let report = workload.stop().await;
-    report.assert_no_loss();
     tokio::task::block_in_place(|| {
-        assert_eq!(
-            cluster.get("floor", "etcd", "after-refusal"),
-            Ok(Some("written".to_string())),
-            "the key written after the refusal survived both rollouts"
-        );
+        cluster.apply(&support::cluster_yaml_on("etcd", "chain", 3, NEWEST_35, ""));
+        cluster.apply(&support::cluster_yaml_on(
+            "etcd",
+            "chainm",
+            3,
+            NEWEST_35,
+            "  storage:\n    medium: Memory\n    size: 256Mi\n",
+        ));
+        cluster.apply(&support::cluster_yaml_on("etcd", "floor", 3, "3.5.1", ""));
     });
-    println!(
-        "floor: 3.5.1 -> {NEWEST_35} -> 3.6.17: longest unavailability {} ms; whole test {:.1} s",
-        report.longest_unavailable.as_millis(),
-        test_started.elapsed().as_secs_f64()
+    for namespace in ["chain", "chainm", "floor"] {
+        cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
+    }
+
+    // Below the floor: refused, nothing moves; then both chains at once.
+    floor_refused(&cluster).await;
+    tokio::join!(
+        chain(&cluster, "chain", true),
+        chain(&cluster, "chainm", false)
     );
+    println!("whole test {:.1} s", test_started.elapsed().as_secs_f64());
 }
