@@ -30,7 +30,9 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use support::cluster::{Cluster, client_endpoint, start_cluster};
 use support::events::{list_events, wait_event};
-use support::{cluster_yaml, condition, create_namespace, eventually, get_cluster, kubectl};
+use support::{
+    cluster_yaml, cluster_yaml_on, condition, create_namespace, eventually, get_cluster, kubectl,
+};
 
 const NS: &str = "defrag";
 const CONVERGE: Duration = Duration::from_secs(180);

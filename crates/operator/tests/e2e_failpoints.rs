@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use support::cluster::Cluster;
 use support::healing::{OperatorDeployment, REPAIR_ARGS, start_healing_cluster};
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually};
+use support::{cluster_yaml, cluster_yaml_on, create_namespace, eventually};
 
 const LIMIT: Duration = Duration::from_secs(240);
 

@@ -27,7 +27,7 @@ use kube_sandbox::network::ClusterNetwork;
 use serde_json::Value;
 use support::cluster::OPERATOR_NAMESPACE;
 use support::healing::{OperatorDeployment, start_healing_cluster};
-use support::{cluster_yaml, create_namespace, eventually, repo_root};
+use support::{cluster_yaml, cluster_yaml_on, create_namespace, eventually, repo_root};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::block_in_place;
 

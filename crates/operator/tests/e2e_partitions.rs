@@ -38,7 +38,7 @@ use support::events::cluster_events;
 use support::healing::{OperatorDeployment, start_healing_cluster};
 use support::status::cluster_condition;
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually, members};
+use support::{cluster_yaml, cluster_yaml_on, create_namespace, eventually, members};
 
 const NS: &str = "partitions";
 const CUT_NS: &str = "cutoff";

@@ -40,7 +40,7 @@ use nix::sys::signal::Signal;
 use support::cluster::Cluster;
 use support::healing::{OperatorDeployment, start_healing_cluster};
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually, get_cluster};
+use support::{cluster_yaml_on, create_namespace, eventually, get_cluster};
 
 const LIMIT: Duration = Duration::from_secs(300);
 const SENTINEL: &str = "sentinel";

@@ -31,7 +31,7 @@ use kube::{Api, Client};
 use support::cluster::{Cluster, client_endpoint, start_cluster};
 use support::events::cluster_events;
 use support::workload::{Workload, cluster_client};
-use support::{cluster_yaml, create_namespace, eventually, get_cluster, members};
+use support::{cluster_yaml, cluster_yaml_on, create_namespace, eventually, get_cluster, members};
 
 const NS: &str = "recovery";
 const CONVERGE: Duration = Duration::from_secs(180);

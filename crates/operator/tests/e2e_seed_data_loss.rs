@@ -21,7 +21,7 @@ use nix::sys::signal::Signal;
 use support::cluster::Cluster;
 use support::healing::{OperatorDeployment, start_healing_cluster};
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually};
+use support::{cluster_yaml_on, create_namespace, eventually};
 
 const LIMIT: Duration = Duration::from_secs(240);
 const WATCH: Duration = Duration::from_secs(90);
