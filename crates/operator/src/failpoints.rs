@@ -37,6 +37,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "after_scale_in_mark",
     "after_pvc_owner_set",
     "after_member_adopt",
+    "after_downgrade_enable",
 ];
 
 /// The environment variable naming the directory of armed points.
@@ -74,6 +75,7 @@ pub fn after_step(step: &Step) {
         Step::PromoteLearner { .. } => fail::fail_point!("after_member_promote"),
         Step::RemoveEtcdMember { .. } => fail::fail_point!("after_member_remove"),
         Step::MoveLeader { .. } => fail::fail_point!("after_move_leader"),
+        Step::EnableDowngrade { .. } => fail::fail_point!("after_downgrade_enable"),
         Step::DisarmAlarm { .. } => fail::fail_point!("after_alarm_disarm"),
         Step::CreatePod(_) => fail::fail_point!("after_pod_create"),
         Step::DeletePod { .. } => fail::fail_point!("after_pod_delete"),

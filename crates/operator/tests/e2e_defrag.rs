@@ -30,7 +30,9 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use support::cluster::{Cluster, client_endpoint, start_cluster};
 use support::events::{list_events, wait_event};
-use support::{cluster_yaml, condition, create_namespace, eventually, get_cluster, kubectl};
+use support::{
+    cluster_yaml, cluster_yaml_on, condition, create_namespace, eventually, get_cluster, kubectl,
+};
 
 const NS: &str = "defrag";
 const CONVERGE: Duration = Duration::from_secs(180);
@@ -189,7 +191,7 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
     let client = cluster.client();
     create_namespace(&client, NS).await;
     create_namespace(&client, TLS_NS).await;
-    cluster.apply(&cluster_yaml("v34", NS, 3, "").replace("3.5.1", "3.4.23"));
+    cluster.apply(&cluster_yaml_on("v34", NS, 3, "3.4.23", ""));
     cluster.apply(&cluster_yaml("v35", NS, 3, ""));
     start_tls_auth_cluster(&cluster);
     // The operator's own NOSPACE remediation is turned off for this cluster: the EtcdDefrag

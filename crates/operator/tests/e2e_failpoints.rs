@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use support::cluster::Cluster;
 use support::healing::{OperatorDeployment, REPAIR_ARGS, start_healing_cluster};
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually};
+use support::{cluster_yaml, cluster_yaml_on, create_namespace, eventually};
 
 const LIMIT: Duration = Duration::from_secs(240);
 
@@ -175,7 +175,7 @@ async fn e2e_failpoint_matrix() {
     // A rolling upgrade 3.4.23 → 3.5.1: each member's spec.version, its Pod deleted and created
     // again on its data, the leader's leadership moved before its turn.
     create_namespace(&client, "fpu").await;
-    cluster.apply(&cluster_yaml("etcd", "fpu", 3, "").replace("\"3.5.1\"", "\"3.4.23\""));
+    cluster.apply(&cluster_yaml_on("etcd", "fpu", 3, "3.4.23", ""));
     cluster.wait_converged("fpu", "etcd", 3, LIMIT).await;
     let ids = cluster.recorded_ids("fpu", "etcd").await;
     crash_through(

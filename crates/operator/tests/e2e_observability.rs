@@ -27,7 +27,7 @@ use kube_sandbox::network::ClusterNetwork;
 use serde_json::Value;
 use support::cluster::OPERATOR_NAMESPACE;
 use support::healing::{OperatorDeployment, start_healing_cluster};
-use support::{cluster_yaml, create_namespace, eventually, repo_root};
+use support::{cluster_yaml, cluster_yaml_on, create_namespace, eventually, repo_root};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::block_in_place;
 
@@ -262,7 +262,7 @@ async fn e2e_prometheus_alerts_fire_and_resolve_and_the_dashboard_queries_evalua
     create_namespace(&client, NS).await;
     block_in_place(|| {
         cluster.apply(&cluster_yaml("etcd", NS, 3, ""));
-        cluster.apply(&cluster_yaml("etcd34", NS, 1, "").replace("3.5.1", "3.4.23"));
+        cluster.apply(&cluster_yaml_on("etcd34", NS, 1, "3.4.23", ""));
     });
     cluster.wait_converged(NS, "etcd", 3, LIMIT).await;
     cluster.wait_converged(NS, "etcd34", 1, LIMIT).await;

@@ -38,7 +38,7 @@ use support::events::cluster_events;
 use support::healing::{OperatorDeployment, start_healing_cluster};
 use support::status::cluster_condition;
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually, members};
+use support::{cluster_yaml, cluster_yaml_on, create_namespace, eventually, members};
 
 const NS: &str = "partitions";
 const CUT_NS: &str = "cutoff";
@@ -426,9 +426,9 @@ async fn e2e_partitions_an_operator_cut_off_and_impaired_links() {
     let client = cluster.client();
     create_namespace(&client, NS).await;
     create_namespace(&client, CUT_NS).await;
-    cluster.apply(&cluster_yaml("cut", CUT_NS, 3, "").replace("3.5.1", "3.4.23"));
+    cluster.apply(&cluster_yaml_on("cut", CUT_NS, 3, "3.4.23", ""));
     cluster.apply(&cluster_yaml("lead", NS, 3, ""));
-    cluster.apply(&cluster_yaml("foll", NS, 3, "").replace("3.5.1", "3.4.23"));
+    cluster.apply(&cluster_yaml_on("foll", NS, 3, "3.4.23", ""));
     cluster.apply(&cluster_yaml("imp", NS, 3, ""));
     for (ns, name) in [(CUT_NS, "cut"), (NS, "lead"), (NS, "foll"), (NS, "imp")] {
         cluster.wait_converged(ns, name, 3, CONVERGE).await;

@@ -40,7 +40,7 @@ use nix::sys::signal::Signal;
 use support::cluster::Cluster;
 use support::healing::{OperatorDeployment, start_healing_cluster};
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually, get_cluster};
+use support::{cluster_yaml_on, create_namespace, eventually, get_cluster};
 
 const LIMIT: Duration = Duration::from_secs(300);
 const SENTINEL: &str = "sentinel";
@@ -116,8 +116,7 @@ async fn prepare(
 ) -> Workload {
     create_namespace(&cluster.client(), namespace).await;
     // kubectl, retried: on a loaded machine its first TLS handshake can time out.
-    let manifest = cluster_yaml("etcd", namespace, replicas, extra_spec)
-        .replace("\"3.5.1\"", &format!("\"{version}\""));
+    let manifest = cluster_yaml_on("etcd", namespace, replicas, version, extra_spec);
     eventually(&format!("{namespace}: kubectl apply"), LIMIT, || async {
         let (ok, _, stderr) = tokio::task::block_in_place(|| {
             support::kubectl_with_stdin(cluster, &["apply", "-f", "-"], Some(&manifest))

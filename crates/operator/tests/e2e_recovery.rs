@@ -31,7 +31,7 @@ use kube::{Api, Client};
 use support::cluster::{Cluster, client_endpoint, start_cluster};
 use support::events::cluster_events;
 use support::workload::{Workload, cluster_client};
-use support::{cluster_yaml, create_namespace, eventually, get_cluster, members};
+use support::{cluster_yaml, cluster_yaml_on, create_namespace, eventually, get_cluster, members};
 
 const NS: &str = "recovery";
 const CONVERGE: Duration = Duration::from_secs(180);
@@ -478,10 +478,10 @@ async fn e2e_recovery_alarms_on_3_4_and_3_5() {
     cluster.deploy_operator(1).await;
     let client = cluster.client();
     create_namespace(&client, NS).await;
-    cluster.apply(&cluster_yaml("v34", NS, 3, "").replace("3.5.1", "3.4.23"));
+    cluster.apply(&cluster_yaml_on("v34", NS, 3, "3.4.23", ""));
     cluster.apply(&cluster_yaml("v35", NS, 3, ""));
     let quota = format!("  options:\n    quotaBackendBytes: {SMALL_QUOTA}\n");
-    cluster.apply(&cluster_yaml("n34", NS, 3, &quota).replace("3.5.1", "3.4.23"));
+    cluster.apply(&cluster_yaml_on("n34", NS, 3, "3.4.23", &quota));
     cluster.apply(&cluster_yaml("n35", NS, 3, &quota));
     for name in ["v34", "v35", "n34", "n35"] {
         cluster.wait_converged(NS, name, 3, CONVERGE).await;

@@ -21,7 +21,7 @@ use nix::sys::signal::Signal;
 use support::cluster::Cluster;
 use support::healing::{OperatorDeployment, start_healing_cluster};
 use support::workload::Workload;
-use support::{cluster_yaml, create_namespace, eventually};
+use support::{cluster_yaml_on, create_namespace, eventually};
 
 const LIMIT: Duration = Duration::from_secs(240);
 const WATCH: Duration = Duration::from_secs(90);
@@ -124,9 +124,7 @@ async fn watch_members(cluster: Arc<Cluster>, namespace: String) -> Watch {
 async fn scenario(cluster: Arc<Cluster>, namespace: &'static str, version: &str, partition: bool) {
     let client = cluster.client();
     create_namespace(&client, namespace).await;
-    cluster.apply(
-        &cluster_yaml("etcd", namespace, 3, "").replace("\"3.5.1\"", &format!("\"{version}\"")),
-    );
+    cluster.apply(&cluster_yaml_on("etcd", namespace, 3, version, ""));
     cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
     tokio::task::block_in_place(|| cluster.put(namespace, "etcd", SENTINEL, "present"));
     let ids = cluster.recorded_ids(namespace, "etcd").await;

@@ -6,7 +6,8 @@
 //!    every Pod on the new image, etcd reporting 3.5.1 everywhere;
 //! 2. refused paths on that cluster (downgrade to 3.4 after the upgrade, a skipped minor is
 //!    shown on the 3.4 cluster before it, an unknown version): nothing restarts;
-//! 3. a version whose image cannot start (3.6.0: the sandbox has no such image): the rollout
+//! 3. a version whose image cannot start (3.5.99: a patch etcd never released, an image the
+//!    sandbox does not have, as a registry would not): the rollout
 //!    stops after one member, the others keep serving, and going back to 3.5.1 heals it;
 //! 4. a config rollout on the PVC cluster (quota and auto-compaction options): every Pod
 //!    restarted once with the new flags, the leader last, same member IDs;
@@ -367,7 +368,7 @@ async fn e2e_rolling_upgrades() {
 
     // A skipped minor, refused on the 3.4 cluster before anything moves.
     let before = pods(&cluster, "upg").await;
-    set_version(&cluster, "upg", "3.6.0");
+    set_version(&cluster, "upg", "3.6.17");
     let message = wait_condition(
         &cluster.client(),
         "upg",
@@ -390,9 +391,19 @@ async fn e2e_rolling_upgrades() {
 
     // 2. Refused: a downgrade below the cluster version now at 3.5, an unknown version.
     let before = pods(&cluster, "upg").await;
-    for (version, why) in [
-        ("3.4.23", "downgrade below etcd's cluster version 3.5"),
-        ("4.0.0", "not a version this operator knows"),
+    // A version outside the supported range is refused before the path is looked at
+    // (`UnsupportedVersion`, naming the range).
+    for (version, refusal, why) in [
+        (
+            "3.4.23",
+            "UpgradeRefused",
+            "downgrade below etcd's cluster version 3.5",
+        ),
+        (
+            "4.0.0",
+            "UnsupportedVersion",
+            "not a version this operator runs: it runs etcd 3.4.x to 3.7.x",
+        ),
     ] {
         set_version(&cluster, "upg", version);
         let message = eventually(&format!("{version} refused"), LIMIT, || async {
@@ -400,7 +411,7 @@ async fn e2e_rolling_upgrades() {
                 cluster_condition(&cluster.client(), "upg", "etcd", "Progressing")
                     .await
                     .unwrap_or_default();
-            if status == "False" && reason == "UpgradeRefused" && message.contains(why) {
+            if status == "False" && reason == refusal && message.contains(why) {
                 Ok(message)
             } else {
                 Err(format!("Progressing={status} {reason}: {message}"))
@@ -416,7 +427,7 @@ async fn e2e_rolling_upgrades() {
     // 3. A version that cannot start: one member tries, the rollout stops, the rest serves;
     //    going back heals it.
     let workload = Workload::start(cluster.network.clone(), "upg", "etcd", "upg-bad");
-    set_version(&cluster, "upg", "3.6.0");
+    set_version(&cluster, "upg", "3.5.99");
     let message = wait_condition(
         &cluster.client(),
         "upg",
@@ -427,9 +438,9 @@ async fn e2e_rolling_upgrades() {
         LIMIT,
     )
     .await;
-    println!("upg: 3.6.0: {message}");
+    println!("upg: 3.5.99: {message}");
     assert!(
-        message.contains("does not start on etcd 3.6.0"),
+        message.contains("does not start on etcd 3.5.99"),
         "{message}"
     );
     assert!(
@@ -489,7 +500,7 @@ async fn e2e_rolling_upgrades() {
     let report = workload.stop().await;
     report.assert_no_loss();
     println!(
-        "upg: failed 3.6.0 and back: longest unavailability {} ms",
+        "upg: failed 3.5.99 and back: longest unavailability {} ms",
         report.longest_unavailable.as_millis()
     );
 
@@ -689,7 +700,7 @@ async fn e2e_rolling_upgrades() {
     //     is a replacement) still counts as a failed upgrade, so the rollout stops there
     //     instead of replacing it again and again; going back heals it.
     let workload = Workload::start(cluster.network.clone(), "upm", "etcd", "upm-bad");
-    set_version(&cluster, "upm", "3.6.0");
+    set_version(&cluster, "upm", "3.5.99");
     let message = wait_condition(
         &cluster.client(),
         "upm",
@@ -700,7 +711,7 @@ async fn e2e_rolling_upgrades() {
         LIMIT,
     )
     .await;
-    println!("upm: 3.6.0: {message}");
+    println!("upm: 3.5.99: {message}");
     assert!(
         message.contains("Set spec.version back to 3.5.1"),
         "{message}"
@@ -725,7 +736,7 @@ async fn e2e_rolling_upgrades() {
     let report = workload.stop().await;
     report.assert_no_loss();
     println!(
-        "upm: failed 3.6.0 and back: longest unavailability {} ms",
+        "upm: failed 3.5.99 and back: longest unavailability {} ms",
         report.longest_unavailable.as_millis()
     );
 

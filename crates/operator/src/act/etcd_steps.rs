@@ -44,6 +44,8 @@ pub async fn perform(
         Step::PromoteLearner { id, .. } => client.member_promote(*id).await.map(|_| ()),
         Step::RemoveEtcdMember { id, .. } => client.member_remove(*id).await.map(|_| ()),
         Step::MoveLeader { to_id, .. } => client.move_leader(*to_id).await,
+        Step::EnableDowngrade { version } => client.enable_downgrade(version).await,
+        Step::CancelDowngrade { .. } => client.cancel_downgrade().await,
         Step::DisarmAlarm { alarm, .. } => client.disarm(*alarm).await,
         Step::Compact { revision } => client.compact(*revision).await,
         Step::Defragment { endpoint, .. } => client.defragment(&ctx.etcd_urls.map(endpoint)).await,
@@ -78,6 +80,8 @@ fn already_done(step: &Step, kind: EtcdErrorKind) -> bool {
         // Added before (the operator died before observing it): the next pass adopts it.
         (Step::AddLearner { .. }, EtcdErrorKind::PeerUrlExists)
             | (Step::PromoteLearner { .. }, EtcdErrorKind::MemberNotLearner)
+            // Cancelled before (or by etcd's leader once every member ran the target).
+            | (Step::CancelDowngrade { .. }, EtcdErrorKind::NoDowngradeInProgress)
             | (Step::RemoveEtcdMember { .. }, EtcdErrorKind::MemberNotFound)
     )
 }

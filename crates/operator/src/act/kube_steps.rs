@@ -283,6 +283,8 @@ pub async fn perform(
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. }
+        | Step::EnableDowngrade { .. }
+        | Step::CancelDowngrade { .. }
         | Step::DisarmAlarm { .. }
         | Step::Compact { .. }
         | Step::Defragment { .. }

@@ -84,6 +84,8 @@ async fn perform(
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }
         | Step::MoveLeader { .. }
+        | Step::EnableDowngrade { .. }
+        | Step::CancelDowngrade { .. }
         | Step::DisarmAlarm { .. }
         | Step::Compact { .. }
         | Step::Defragment { .. } => {

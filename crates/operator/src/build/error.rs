@@ -10,4 +10,8 @@ pub enum BuildError {
     },
     #[error("the EtcdCluster has no {field} yet; it is latched on the first reconcile")]
     NotLatched { field: &'static str },
+    #[error("etcd {version} is not a version this operator runs (it runs etcd {range})")]
+    UnsupportedVersion { version: String, range: String },
+    #[error("etcd {version} does not accept the flags {flags:?} (checked against its etcd --help)")]
+    UnsupportedFlags { version: String, flags: Vec<String> },
 }

@@ -7,6 +7,7 @@
 
 mod error;
 mod event;
+pub mod flags;
 mod member;
 mod metadata;
 mod names;
@@ -33,7 +34,10 @@ pub use names::{
     member_ordinal, member_peer_scheme, member_peer_url, member_service_name, peer_url, pvc_name,
 };
 pub use pdb::{pdb_min_available, voter_pdb};
-pub use pod::{ETCD_CONTAINER, member_pod};
+pub use pod::{
+    ETCD_CONTAINER, RENDERED_HASH_ANNOTATION, RENDERED_VERSION_ANNOTATION, etcd_command,
+    member_pod, member_rendered_hash, rendered_hash,
+};
 pub use pvc::member_pvc;
 pub use restore::{
     AGE_IDENTITY_ENV, RESTORE_COMMIT_CONTAINER, RESTORE_CONTAINER, RESTORE_FAILED_MARK,

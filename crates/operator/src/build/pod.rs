@@ -26,6 +26,7 @@ use super::{
     member_peer_url, member_service_name, pvc_name,
 };
 use crate::domain::settings::OperatorSettings;
+use crate::domain::versions::EtcdVersion;
 
 /// The name of the etcd container.
 pub const ETCD_CONTAINER: &str = "etcd";
@@ -73,30 +74,21 @@ pub fn member_pod(
         },
     );
 
-    let mut command = vec![
-        "etcd".to_string(),
-        format!("--name={name}"),
-        format!("--data-dir={}", member_data_dir(member)),
-        format!(
-            "--listen-peer-urls={}://0.0.0.0:{PEER_PORT}",
-            member_peer_scheme(member)
-        ),
-        format!(
-            "--listen-client-urls={}://0.0.0.0:{CLIENT_PORT}",
-            member_client_scheme(member)
-        ),
-        format!("--advertise-client-urls={}", member_client_url(member)),
-        format!("--initial-advertise-peer-urls={}", member_peer_url(member)),
-        // --initial-cluster and --initial-cluster-state come from the environment, below.
-        format!("--initial-cluster-token={}", member.spec.cluster_token),
-        format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
-    ];
-    command.extend(option_flags(member.spec.options.as_ref()));
-    command.extend(tls_flags);
+    let command = etcd_command(member, tls_flags)?;
+    let image = settings.etcd_image(&member.spec.version);
+    let mut annotations = annotations;
+    annotations.insert(
+        RENDERED_VERSION_ANNOTATION.to_string(),
+        member.spec.version.clone(),
+    );
+    annotations.insert(
+        RENDERED_HASH_ANNOTATION.to_string(),
+        rendered_hash(&image, &command),
+    );
 
     let container = Container {
         name: ETCD_CONTAINER.to_string(),
-        image: Some(settings.etcd_image(&member.spec.version)),
+        image: Some(image),
         command: Some(command),
         env: Some(vec![
             annotation_env("ETCD_INITIAL_CLUSTER", INITIAL_CLUSTER_ANNOTATION),
@@ -168,6 +160,85 @@ pub fn member_pod(
         }),
         status: None,
     })
+}
+
+/// The version the Pod was rendered for ([`member_pod`] writes it): a Pod whose version differs
+/// from its member's is restarted as an upgrade or downgrade, any other difference of the
+/// rendered hash as a configuration change.
+pub const RENDERED_VERSION_ANNOTATION: &str = "etcd-operator.cozystack.io/rendered-version";
+
+/// A digest of what the operator rendered for the etcd container (its image reference and
+/// command line, [`rendered_hash`]). A Pod is judged out of date by comparing this with what
+/// the operator would render now, never by reading the Pod's image back: admission webhooks
+/// and policies rewrite images (to a digest, to a mirror), and a Pod so rewritten is as the
+/// operator made it.
+pub const RENDERED_HASH_ANNOTATION: &str = "etcd-operator.cozystack.io/rendered-hash";
+
+/// The etcd command line of `member`, built for its version: every flag checked against the
+/// flags that version accepts ([`super::flags`]); a version outside the supported range, or
+/// a flag its version does not take, is not built.
+pub fn etcd_command(
+    member: &EtcdMember,
+    tls_flags: Vec<String>,
+) -> Result<Vec<String>, BuildError> {
+    let version = &member.spec.version;
+    let parsed = EtcdVersion::parse(version)
+        .filter(|v| crate::domain::versions::is_supported(*v))
+        .ok_or_else(|| BuildError::UnsupportedVersion {
+            version: version.clone(),
+            range: crate::domain::versions::supported_range(),
+        })?;
+    let name = member.metadata.name.clone().unwrap_or_default();
+    let mut command = vec![
+        "etcd".to_string(),
+        format!("--name={name}"),
+        format!("--data-dir={}", member_data_dir(member)),
+        format!(
+            "--listen-peer-urls={}://0.0.0.0:{PEER_PORT}",
+            member_peer_scheme(member)
+        ),
+        format!(
+            "--listen-client-urls={}://0.0.0.0:{CLIENT_PORT}",
+            member_client_scheme(member)
+        ),
+        format!("--advertise-client-urls={}", member_client_url(member)),
+        format!("--initial-advertise-peer-urls={}", member_peer_url(member)),
+        // --initial-cluster and --initial-cluster-state come from the environment, below.
+        format!("--initial-cluster-token={}", member.spec.cluster_token),
+        format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
+    ];
+    command.extend(option_flags(member.spec.options.as_ref()));
+    command.extend(tls_flags);
+    let refused = super::flags::refused_flags(parsed, &command);
+    if !refused.is_empty() {
+        return Err(BuildError::UnsupportedFlags {
+            version: version.clone(),
+            flags: refused,
+        });
+    }
+    Ok(command)
+}
+
+/// What [`RENDERED_HASH_ANNOTATION`] records: a short SHA-256 of the image reference and the
+/// command line the operator renders for the etcd container.
+pub fn rendered_hash(image: &str, command: &[String]) -> String {
+    let json = serde_json::to_vec(&(image, command)).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &json);
+    digest.as_ref()[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The rendered hash of the Pod the operator would build for `member` now (what a live Pod's
+/// [`RENDERED_HASH_ANNOTATION`] is compared with); `None` when it cannot be built.
+pub fn member_rendered_hash(member: &EtcdMember, settings: &OperatorSettings) -> Option<String> {
+    let (tls_flags, _, _) = tls_wiring(member);
+    let command = etcd_command(member, tls_flags).ok()?;
+    Some(rendered_hash(
+        &settings.etcd_image(&member.spec.version),
+        &command,
+    ))
 }
 
 fn non_empty_vec<T>(items: Vec<T>) -> Option<Vec<T>> {

@@ -298,6 +298,8 @@ fn scheduling_fields_and_metadata_pass_through() {
         [
             "etcd-operator.cozystack.io/initial-cluster",
             "etcd-operator.cozystack.io/initial-cluster-state",
+            "etcd-operator.cozystack.io/rendered-hash",
+            "etcd-operator.cozystack.io/rendered-version",
             "note"
         ],
         "reserved keys of the user are stripped, the operator's start instruction stays: {annotations:?}"

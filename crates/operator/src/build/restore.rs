@@ -314,7 +314,7 @@ fn restore_and_commit(
 ) -> Vec<Container> {
     let name = member.metadata.name.as_deref().unwrap_or_default();
     let peer_url = member_peer_url(member);
-    let v34 = member.spec.version.starts_with("3.4");
+    let v34 = !crate::domain::versions::restores_with_etcdutl(&member.spec.version);
     let (tool, env) = if v34 {
         (
             "/usr/local/bin/etcdctl",

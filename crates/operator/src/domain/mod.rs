@@ -9,3 +9,4 @@ pub mod etcd;
 pub mod location;
 pub mod quantity;
 pub mod settings;
+pub mod versions;

@@ -4,8 +4,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use etcd_client::{
-    AlarmAction, AlarmOptions, AlarmType, Client, ConnectOptions, GetOptions, MemberAddOptions,
-    SnapshotStreaming,
+    AlarmAction, AlarmOptions, AlarmType, Client, ConnectOptions, DowngradeOptions, GetOptions,
+    MemberAddOptions, SnapshotStreaming,
 };
 
 use super::access::EtcdAccess;
@@ -278,7 +278,80 @@ impl EtcdClient {
             revision: header.map(|h| h.revision()).unwrap_or_default(),
             is_learner: response.is_learner(),
             errors: response.errors().to_vec(),
+            storage_version: Some(response.storage_version().to_string()).filter(|v| !v.is_empty()),
+            downgrade: response.downgrade_info().map(|d| super::types::Downgrade {
+                enabled: d.enabled(),
+                target_version: d.target_version().to_string(),
+            }),
         })
+    }
+
+    /// etcd's downgrade procedure, first part: `Downgrade VALIDATE` to `version` (etcd checks
+    /// that it is exactly one minor below its cluster version and that no downgrade is
+    /// enabled), then `Downgrade ENABLE`. An ENABLE refused because a downgrade is already
+    /// enabled counts as done when it is this one (a crash between the call and the next
+    /// observation), which the Status of the members says.
+    pub async fn enable_downgrade(&self, version: &str) -> Result<(), EtcdError> {
+        let mut maintenance = self.client.maintenance_client();
+        let validated = self
+            .call(
+                "DowngradeValidate",
+                maintenance.downgrade(DowngradeOptions::Validate(version.to_string())),
+            )
+            .await;
+        match validated {
+            Ok(_) => {}
+            Err(e) if e.kind == EtcdErrorKind::DowngradeInProgress => {
+                if self.downgrade_enabled_to(version).await {
+                    return Ok(());
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        let mut maintenance = self.client.maintenance_client();
+        match self
+            .call(
+                "DowngradeEnable",
+                maintenance.downgrade(DowngradeOptions::Enable(version.to_string())),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.kind == EtcdErrorKind::DowngradeInProgress
+                    && self.downgrade_enabled_to(version).await =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether some endpoint of this client reports a downgrade enabled to `version`'s minor.
+    async fn downgrade_enabled_to(&self, version: &str) -> bool {
+        let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+        for endpoint in &self.endpoints {
+            if let Ok(status) = self.endpoint_status(endpoint).await
+                && status
+                    .downgrade
+                    .is_some_and(|d| d.enabled && minor(&d.target_version) == minor(version))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// etcd `Downgrade CANCEL`.
+    pub async fn cancel_downgrade(&self) -> Result<(), EtcdError> {
+        let mut maintenance = self.client.maintenance_client();
+        self.call(
+            "DowngradeCancel",
+            maintenance.downgrade(DowngradeOptions::Cancel),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Defragment of the member serving `endpoint` (only that member: the call is never

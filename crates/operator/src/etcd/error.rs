@@ -46,6 +46,14 @@ pub enum EtcdErrorKind {
     Corrupt,
     /// `etcdserver: request timed out` and similar server-side deadline errors.
     ServerTimeout,
+    /// `etcdserver: cluster has a downgrade job in progress`: Downgrade VALIDATE or ENABLE while
+    /// a downgrade is enabled.
+    DowngradeInProgress,
+    /// `etcdserver: no inflight downgrade job`: Downgrade CANCEL with none enabled.
+    NoDowngradeInProgress,
+    /// `etcdserver: invalid downgrade target version`: not exactly one minor below etcd's
+    /// cluster version.
+    InvalidDowngradeTarget,
     /// Authentication or permission errors.
     PermissionDenied,
     /// The arguments were refused (bad URL, empty endpoint list).
@@ -85,6 +93,9 @@ impl EtcdErrorKind {
             EtcdErrorKind::NoSpace => "database space exceeded (NOSPACE alarm)",
             EtcdErrorKind::Corrupt => "corrupt cluster (CORRUPT alarm)",
             EtcdErrorKind::ServerTimeout => "etcd timed out serving the request",
+            EtcdErrorKind::DowngradeInProgress => "a downgrade is already enabled",
+            EtcdErrorKind::NoDowngradeInProgress => "no downgrade in progress",
+            EtcdErrorKind::InvalidDowngradeTarget => "not a downgrade target etcd allows",
             EtcdErrorKind::PermissionDenied => "permission denied",
             EtcdErrorKind::InvalidArgument => "invalid argument",
             EtcdErrorKind::Other => "failed",
@@ -198,6 +209,18 @@ pub(crate) fn classify_message(message: &str) -> Option<EtcdErrorKind> {
         ("database space exceeded", EtcdErrorKind::NoSpace),
         ("corrupt cluster", EtcdErrorKind::Corrupt),
         ("request timed out", EtcdErrorKind::ServerTimeout),
+        (
+            "downgrade job in progress",
+            EtcdErrorKind::DowngradeInProgress,
+        ),
+        (
+            "no inflight downgrade job",
+            EtcdErrorKind::NoDowngradeInProgress,
+        ),
+        (
+            "invalid downgrade target version",
+            EtcdErrorKind::InvalidDowngradeTarget,
+        ),
         ("permission denied", EtcdErrorKind::PermissionDenied),
         ("authentication failed", EtcdErrorKind::PermissionDenied),
         ("user name is empty", EtcdErrorKind::PermissionDenied),

@@ -17,8 +17,8 @@ pub use access::{ClientTls, EtcdAccess};
 pub use client::{EtcdClient, SnapshotStream, Timeouts};
 pub use error::{EtcdError, EtcdErrorKind};
 pub use types::{
-    Alarm, AlarmKind, Compaction, EndpointStatus, MemberAdded, MemberInfo, member_id_hex,
-    parse_member_id,
+    Alarm, AlarmKind, Compaction, Downgrade, EndpointStatus, MemberAdded, MemberInfo,
+    member_id_hex, parse_member_id,
 };
 pub use version::{cluster_version, parse_cluster_version};
 pub use view::{EndpointObservation, EtcdView, observe_cluster};

@@ -46,6 +46,21 @@ pub struct EndpointStatus {
     pub is_learner: bool,
     /// Errors the member reports about itself (e.g. an active alarm), verbatim.
     pub errors: Vec<String>,
+    /// The version of the member's storage schema (etcd 3.6+, e.g. `3.6.0`; a downgrade
+    /// migrates it to the target); `None` from 3.4 and 3.5, which do not report it.
+    pub storage_version: Option<String>,
+    /// etcd's downgrade as this member knows it (etcd 3.6+; `None` from 3.4 and 3.5).
+    pub downgrade: Option<Downgrade>,
+}
+
+/// A downgrade as a member's Status reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Downgrade {
+    /// A downgrade is enabled: etcd runs at the target's protocol until every member runs it,
+    /// then its leader ends it.
+    pub enabled: bool,
+    /// `MAJOR.MINOR.0` of the target; empty when none is enabled.
+    pub target_version: String,
 }
 
 /// The kinds of alarm etcd raises.

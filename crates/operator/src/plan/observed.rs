@@ -294,6 +294,14 @@ pub struct PodFacts {
     ///
     /// [`CONFIG_DIGEST_ANNOTATION`]: crate::build::CONFIG_DIGEST_ANNOTATION
     pub config_digest: Option<String>,
+    /// The version and the rendered hash the Pod was created with
+    /// ([`RENDERED_VERSION_ANNOTATION`], [`RENDERED_HASH_ANNOTATION`]): what a rollout compares
+    /// with what the operator would render now. `None` for a Pod made by an older operator
+    /// (or by the reference operator), which is judged by its image instead.
+    ///
+    /// [`RENDERED_VERSION_ANNOTATION`]: crate::build::RENDERED_VERSION_ANNOTATION
+    /// [`RENDERED_HASH_ANNOTATION`]: crate::build::RENDERED_HASH_ANNOTATION
+    pub rendered: Option<(String, String)>,
     /// The Pod's labels and annotations (for `additionalMetadata` patched in place).
     pub labels: std::collections::BTreeMap<String, String>,
     pub annotations: std::collections::BTreeMap<String, String>,
@@ -375,6 +383,12 @@ impl PodFacts {
                 .as_ref()
                 .and_then(|a| a.get(crate::build::CONFIG_DIGEST_ANNOTATION))
                 .cloned(),
+            rendered: pod.metadata.annotations.as_ref().and_then(|a| {
+                Some((
+                    a.get(crate::build::RENDERED_VERSION_ANNOTATION)?.clone(),
+                    a.get(crate::build::RENDERED_HASH_ANNOTATION)?.clone(),
+                ))
+            }),
             image: pod
                 .spec
                 .as_ref()

@@ -223,6 +223,19 @@ pub enum Step {
     /// etcd UserChangePassword of `root` to the password of `spec.auth.rootCredentialsSecretRef`
     /// (`act` reads it from the observation), authenticated with the one etcd still has.
     ChangeRootPassword,
+    /// etcd's downgrade procedure, first part: `Downgrade VALIDATE` then `Downgrade ENABLE` to
+    /// `version` (`MAJOR.MINOR.0`, one minor below etcd's cluster version). From then on etcd
+    /// runs at the target's protocol and migrates each member's storage version to it. A
+    /// downgrade already enabled to that target counts as done.
+    EnableDowngrade {
+        version: String,
+    },
+    /// etcd `Downgrade CANCEL`: `spec.version` went back up while a downgrade was enabled (or
+    /// etcd has a downgrade to another minor than the target's). None in progress counts as
+    /// done.
+    CancelDowngrade {
+        target: String,
+    },
     /// etcd MoveLeader to `to`, sent to the current leader (`EtcdClient::move_leader` finds it).
     MoveLeader {
         from: Option<String>,
@@ -391,6 +404,8 @@ pub enum StepKind {
     PromoteLearner,
     RemoveEtcdMember,
     MoveLeader,
+    EnableDowngrade,
+    CancelDowngrade,
     EnableAuth,
     ChangeRootPassword,
     DisarmAlarm,
@@ -436,6 +451,8 @@ impl Step {
             Step::PromoteLearner { .. } => StepKind::PromoteLearner,
             Step::RemoveEtcdMember { .. } => StepKind::RemoveEtcdMember,
             Step::MoveLeader { .. } => StepKind::MoveLeader,
+            Step::EnableDowngrade { .. } => StepKind::EnableDowngrade,
+            Step::CancelDowngrade { .. } => StepKind::CancelDowngrade,
             Step::EnableAuth => StepKind::EnableAuth,
             Step::ChangeRootPassword => StepKind::ChangeRootPassword,
             Step::DisarmAlarm { .. } => StepKind::DisarmAlarm,
@@ -552,6 +569,8 @@ impl Step {
             Step::PromoteLearner { .. } => "LearnerPromoted",
             Step::RemoveEtcdMember { .. } => "MemberRemoved",
             Step::MoveLeader { .. } => "LeaderMoved",
+            Step::EnableDowngrade { .. } => "DowngradeEnabled",
+            Step::CancelDowngrade { .. } => "DowngradeCancelled",
             Step::EnableAuth => "AuthEnabled",
             Step::ChangeRootPassword => "RootPasswordChanged",
             Step::DisarmAlarm { .. } => "AlarmDisarmed",
@@ -716,6 +735,12 @@ impl Step {
                 Some(m) => format!("member {m} ({id:x}) removed from etcd"),
                 None => format!("stray etcd member {id:x} (no EtcdMember claims it) removed"),
             },
+            Step::EnableDowngrade { version } => format!(
+                "etcd's downgrade to {version} validated and enabled: the cluster runs at {version}'s protocol and etcd migrates each member's storage to it; the members are then rolled to it one at a time, the leader last"
+            ),
+            Step::CancelDowngrade { target } => format!(
+                "etcd's downgrade cancelled: spec.version is {target}, above the downgrade's target"
+            ),
             Step::EnableAuth => {
                 "authentication enabled: user root (role root) added, auth enable".to_string()
             }

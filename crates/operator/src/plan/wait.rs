@@ -31,6 +31,9 @@ pub enum WaitReason {
     QuorumAtRisk,
     /// The spec asks for something not implemented yet (TLS, auth, restore, memory at zero).
     UnsupportedSpec,
+    /// `spec.version` is outside the range of versions the operator runs (the message names
+    /// it): nothing is started for it.
+    UnsupportedVersion,
     /// `spec.version` differs from the running members; rolling upgrades are not implemented.
     UpgradeNotImplemented,
     /// The version change asked for is not an upgrade path etcd supports (skipped minor,
@@ -82,6 +85,7 @@ impl WaitReason {
             WaitReason::RepairBackoff => "RepairBackoff",
             WaitReason::QuorumAtRisk => "QuorumAtRisk",
             WaitReason::UnsupportedSpec => "UnsupportedSpec",
+            WaitReason::UnsupportedVersion => "UnsupportedVersion",
             WaitReason::UpgradeNotImplemented => "UpgradeNotImplemented",
             WaitReason::UpgradeRefused => "UpgradeRefused",
             WaitReason::UpgradeFailed => "UpgradeFailed",

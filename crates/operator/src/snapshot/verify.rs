@@ -123,7 +123,7 @@ pub fn check_pod(check: &CheckPod<'_>, settings: &OperatorSettings) -> Option<Po
         });
     }
     let fetch = fetch_container(check.source, check.identity, &scratch, settings)?;
-    let v34 = check.version.starts_with("3.4");
+    let v34 = !crate::domain::versions::restores_with_etcdutl(check.version);
     let (tool, api_env) = if v34 {
         (
             "/usr/local/bin/etcdctl",

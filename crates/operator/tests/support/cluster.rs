@@ -25,8 +25,9 @@ use super::{TestSandbox, eventually, kubectl, repo_root};
 pub const OPERATOR_IMAGE: &str = "ghcr.io/etcd-operator-rs/etcd-operator";
 /// The namespace the operator is deployed into.
 pub const OPERATOR_NAMESPACE: &str = "etcd-operator-system";
-/// etcdctl 3.5.1, run inside the cluster network.
-pub const ETCDCTL: &str = "/usr/local/lib/etcd-3.5.1/etcdctl";
+/// etcdctl of the suite's default version (3.6.17), run inside the cluster network; it
+/// speaks etcd's v3 API to every supported minor (3.4 to 3.7).
+pub const ETCDCTL: &str = "/usr/local/lib/etcd-3.6.17/etcdctl";
 
 /// The operator's image mapped to `operator_binary` (the one this build made); the sandbox puts
 /// its built-in etcd mappings after it.

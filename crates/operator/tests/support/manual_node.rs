@@ -24,8 +24,16 @@ use serde_json::json;
 
 use super::loopback::free_address;
 
-/// etcd 3.5.1, as the sandbox's image map runs it for `etcd:v3.5.x` images.
-pub const ETCD_3_5: &str = "/usr/local/lib/etcd-3.5.1/etcd";
+/// The etcd binary the sandbox's built-in image map runs for `image` (3.5.1, 3.5.36, 3.6.17,
+/// 3.7.4 or Debian's 3.4.23, by its tag), so the node this test plays runs what a real node of
+/// the sandbox would.
+fn etcd_binary(image: &str) -> PathBuf {
+    let map = kube_sandbox::runtime::ImageMap::builtin();
+    let rule = map
+        .resolve(image)
+        .unwrap_or_else(|e| panic!("the sandbox cannot run {image}: {e}"));
+    rule.files["/usr/local/bin/etcd"].clone()
+}
 
 struct Running {
     pod_uid: String,
@@ -255,7 +263,7 @@ impl ManualNode {
                 "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
             ])
             .arg(self.hosts_path())
-            .arg(ETCD_3_5)
+            .arg(etcd_binary(container.image.as_deref().unwrap_or_default()))
             .args(&args)
             .envs(env)
             .stdin(Stdio::null())

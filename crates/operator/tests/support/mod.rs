@@ -119,10 +119,34 @@ where
     }
 }
 
-/// An EtcdCluster manifest as YAML.
+/// The e2e suite's default etcd version: the newest 3.6 patch `scripts/install-deps.sh`
+/// builds (what `examples/` and the chart default to).
+pub const DEFAULT_VERSION: &str = "3.6.17";
+
+/// The newest 3.5 patch the machine has (built from etcd's Go modules; at or above etcd's
+/// 3.5 → 3.6 floor, 3.5.32).
+#[allow(dead_code)]
+pub const NEWEST_35: &str = "3.5.36";
+
+/// The newest 3.7 patch the machine has.
+#[allow(dead_code)]
+pub const NEWEST_37: &str = "3.7.4";
+
+/// An EtcdCluster manifest as YAML, on [`DEFAULT_VERSION`].
 pub fn cluster_yaml(name: &str, namespace: &str, replicas: i32, extra_spec: &str) -> String {
+    cluster_yaml_on(name, namespace, replicas, DEFAULT_VERSION, extra_spec)
+}
+
+/// An EtcdCluster manifest as YAML, on `version`.
+pub fn cluster_yaml_on(
+    name: &str,
+    namespace: &str,
+    replicas: i32,
+    version: &str,
+    extra_spec: &str,
+) -> String {
     format!(
-        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"3.5.1\"\n{extra_spec}"
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n{extra_spec}"
     )
 }
 

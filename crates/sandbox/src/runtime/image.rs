@@ -165,7 +165,7 @@ impl ImageMap {
         })
     }
 
-    /// The sandbox's own map (`images.yaml` beside this file): etcd 3.5.x and 3.4.x images.
+    /// The sandbox's own map (`images.yaml` beside this file): etcd 3.4.x to 3.7.x images.
     pub fn builtin() -> Self {
         let mut map = Self::from_yaml(include_str!("images.yaml"), Path::new("/"))
             .expect("the built-in image map parses");
@@ -300,19 +300,47 @@ images:
     #[test]
     fn builtin_map_covers_the_etcd_images_of_the_operator() {
         let map = ImageMap::builtin();
-        let pattern = |image: &str| {
+        let etcd = |image: &str| {
             map.rules()
                 .iter()
-                .position(|rule| rule.pattern.is_match(image))
+                .find(|rule| rule.pattern.is_match(image))
+                .map(|rule| rule.files["/usr/local/bin/etcd"].clone())
         };
-        assert_eq!(pattern("quay.io/coreos/etcd:v3.5.1"), Some(0));
-        assert_eq!(pattern("mirror.local/etcd:v3.5.17"), Some(0));
-        assert_eq!(pattern("registry.k8s.io/etcd:3.5.9-0"), Some(0));
-        assert_eq!(pattern("registry.k8s.io/etcd:3.4.23-0"), Some(1));
-        assert_eq!(pattern("quay.io/coreos/etcd:v3.6.0"), None);
-        assert_eq!(pattern("quay.io/coreos/notetcd:v3.5.1"), None);
+        let lib = |v: &str| Some(PathBuf::from(format!("/usr/local/lib/etcd-{v}/etcd")));
+        let digest = format!("@sha256:{}", "0123abcd".repeat(8));
+        // A patch with binaries of its own runs them; any registry or mirror path, with or
+        // without `v`, registry.k8s.io's `-N`, a digest after the tag.
+        assert_eq!(etcd("quay.io/coreos/etcd:v3.5.1"), lib("3.5.1"));
+        assert_eq!(etcd("registry.k8s.io/etcd:3.5.1-0"), lib("3.5.1"));
+        assert_eq!(etcd("quay.io/coreos/etcd:v3.5.36"), lib("3.5.36"));
+        assert_eq!(etcd("quay.io/coreos/etcd:v3.6.17"), lib("3.6.17"));
+        assert_eq!(
+            etcd(&format!("mirror.local/coreos/etcd:v3.6.17{digest}")),
+            lib("3.6.17")
+        );
+        assert_eq!(etcd("gcr.io/etcd-development/etcd:v3.7.4"), lib("3.7.4"));
+        // Another patch of a minor runs its newest built patch.
+        assert_eq!(etcd("mirror.local/etcd:v3.5.17"), lib("3.5.36"));
+        assert_eq!(etcd("registry.k8s.io/etcd:3.6.5-0"), lib("3.6.17"));
+        assert_eq!(etcd("quay.io/coreos/etcd:v3.7.0"), lib("3.7.4"));
+        assert_eq!(
+            etcd("registry.k8s.io/etcd:3.4.23-0"),
+            Some(PathBuf::from("/usr/bin/etcd"))
+        );
+        for unmapped in [
+            "quay.io/coreos/etcd:v3.8.0",
+            "quay.io/coreos/etcd:v3.3.27",
+            "quay.io/coreos/etcd:v3.5.99",
+            "quay.io/coreos/etcd:v3.5.37",
+            "registry.k8s.io/etcd:3.6.18-0",
+            "quay.io/coreos/etcd:v3.7.5",
+            "quay.io/coreos/notetcd:v3.5.1",
+            "quay.io/coreos/etcd:v3.6.17@sha256:short",
+        ] {
+            assert_eq!(etcd(unmapped), None, "{unmapped}");
+        }
         let combined = map.then(ImageMap::from_yaml(MAP, Path::new("/opt")).unwrap());
-        assert_eq!(combined.rules().len(), 5);
+        assert_eq!(combined.rules().len(), 8);
     }
 
     #[test]

@@ -93,6 +93,13 @@ fn enable_auth(ctx: &Context<'_>) -> Option<Decision> {
 /// bootstrap from a snapshot on a PVC, and a memory-backed cluster scaled to zero (its data would not
 /// survive). TLS from cert-manager is reported with the TLS Secrets' problems.
 fn unsupported_spec(ctx: &Context<'_>) -> Option<Decision> {
+    if let Some(why) = super::rollout::target_unsupported(ctx) {
+        return Some(Decision::wait(
+            WaitReason::UnsupportedVersion,
+            why,
+            timing::BLOCKED_POLL,
+        ));
+    }
     let spec = &ctx.observed.cluster.spec;
     let what = if spec
         .bootstrap

@@ -26,11 +26,12 @@ use crate::plan::observed::{ClassExpansion, PodFacts};
 use crate::plan::step::{MetadataObject, Step, WaitReason};
 use crate::plan::timing;
 
+use crate::domain::versions::{
+    DOWNGRADE_FROM, EtcdVersion, downgrade_allowed, is_supported, supported_range, upgrade_floor,
+};
+
 use super::helpers::{delete_pod, leadership_first};
 use super::repair::member_repair_except;
-
-/// The etcd minor versions the operator knows how to run (its flags and probes).
-pub const KNOWN_MINORS: &[(u64, u64)] = &[(3, 4), (3, 5), (3, 6)];
 
 /// Container waiting reasons that mean the container cannot start as it is.
 const CANNOT_START: &[&str] = &[
@@ -52,50 +53,114 @@ pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
     parts.next().is_none().then_some((major, minor, patch))
 }
 
-/// Whether going to `target` is a path etcd supports from a cluster whose cluster version is
-/// `cluster` (`MAJOR.MINOR`): patch changes within the cluster's minor, or one minor up. A
-/// downgrade below the cluster version, an unknown version (a minor the operator does not know)
-/// and a skipped minor are refused,
-/// and so is 3.4 → 3.5 with authentication on (etcd's 3.5 upgrade guide: "If your cluster
-/// enables auth, rolling upgrade from 3.4 or older version isn't supported because 3.5 changes
-/// a format of WAL entries related to auth"). `Err` says why and what is allowed.
-pub fn check_path(cluster: (u64, u64), target: &str, auth: bool) -> Result<(), String> {
-    let (cm, cn) = cluster;
+/// How a version change moves etcd's cluster version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionPath {
+    /// Within the cluster's minor (up or down): members are rolled, nothing else.
+    Patch,
+    /// One minor up: members are rolled; etcd raises its cluster version once all run it.
+    Upgrade,
+    /// One minor down, from 3.6 or later: etcd's downgrade procedure (validate, enable, the
+    /// storage migrated), then members rolled; etcd ends the downgrade once all run it.
+    Downgrade,
+}
+
+/// What the path check reads: etcd's cluster version, the lowest version a member runs (and
+/// which member), and whether authentication is on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathFacts {
+    pub cluster: (u64, u64),
+    pub lowest: Option<(EtcdVersion, String)>,
+    pub auth: bool,
+}
+
+/// Whether going to `target` is a path etcd supports, and which. From etcd's cluster version
+/// `C`: a patch of `C`; `C+1` once every member runs the patch etcd's upgrade guide names
+/// for it ([`crate::domain::versions::UPGRADE_FLOORS`]); `C-1` from 3.6 on (etcd's
+/// downgrade). Refused, with why and what is allowed: a version outside the supported range,
+/// a skipped minor either way, a downgrade below 3.6's reach, and 3.4 → 3.5 with
+/// authentication on (etcd's 3.5 upgrade guide: "If your cluster enables auth, rolling upgrade
+/// from 3.4 or older version isn't supported because 3.5 changes a format of WAL entries
+/// related to auth").
+pub fn check_path(facts: &PathFacts, target: &str) -> Result<VersionPath, String> {
+    let (cm, cn) = facts.cluster;
+    let floor = upgrade_floor((cm, cn))
+        .map(|f| format!(" once every member runs {} or later", f.minimum))
+        .unwrap_or_default();
+    let down = if downgrade_allowed((cm, cn), (cm, cn.saturating_sub(1))) {
+        format!(", or {cm}.{}.x (a downgrade)", cn - 1)
+    } else {
+        String::new()
+    };
     let allowed = format!(
-        "allowed from etcd's cluster version {cm}.{cn}: a {cm}.{cn}.x patch version, or {cm}.{}.x",
+        "allowed from etcd's cluster version {cm}.{cn}: a {cm}.{cn}.x patch version, {cm}.{}.x{floor}{down}",
         cn + 1
     );
-    let Some((tm, tn, _)) = parse_version(target) else {
+    let Some(parsed) = EtcdVersion::parse(target).filter(|_| parse_version(target).is_some())
+    else {
         return Err(format!(
             "spec.version {target} is not a MAJOR.MINOR.PATCH etcd version; {allowed}"
         ));
     };
-    if (tm, tn) < (cm, cn) {
+    let (tm, tn) = parsed.minor();
+    if !is_supported(parsed) {
         return Err(format!(
-            "spec.version {target} is a downgrade below etcd's cluster version {cm}.{cn} (every member has run {cm}.{cn}, and etcd does not go back from it in a rolling change); {allowed}"
+            "spec.version {target} is not a version this operator runs (it runs etcd {}); {allowed} within those",
+            supported_range()
         ));
     }
-    if !KNOWN_MINORS.contains(&(tm, tn)) {
+    if tm != cm {
         return Err(format!(
-            "spec.version {target} is not a version this operator knows (it runs etcd {}); {allowed} within those",
-            KNOWN_MINORS
-                .iter()
-                .map(|(a, b)| format!("{a}.{b}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "spec.version {target} changes etcd's major version; {allowed}"
         ));
     }
-    if tm != cm || tn > cn + 1 {
+    if tn == cn {
+        return Ok(VersionPath::Patch);
+    }
+    if tn > cn + 1 {
         return Err(format!(
             "spec.version {target} skips a minor version (etcd upgrades one minor at a time); {allowed}"
         ));
     }
-    if auth && (cm, cn) == (3, 4) && (tm, tn) == (3, 5) {
+    if tn == cn + 1 {
+        if facts.auth && (cm, cn) == (3, 4) {
+            return Err(format!(
+                "spec.version {target}: authentication is enabled, and etcd's 3.5 upgrade guide rules out a rolling upgrade from 3.4 with auth enabled (3.5 changes the format of the WAL entries related to auth). Keep 3.4.x, or move the data to a new 3.5 cluster (snapshot and restore)"
+            ));
+        }
+        if let Some(floor) = upgrade_floor((cm, cn)) {
+            match &facts.lowest {
+                Some((lowest, _)) if *lowest >= floor.minimum => {}
+                Some((lowest, member)) => {
+                    return Err(format!(
+                        "spec.version {target}: etcd's {cm}.{cn} → {tm}.{tn} upgrade needs every member on {} or later first ({}), and {member} runs {lowest}. Set spec.version to {} or a later {cm}.{cn} patch first, let it roll, then set {target}",
+                        floor.minimum, floor.source, floor.minimum
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "spec.version {target}: etcd's {cm}.{cn} → {tm}.{tn} upgrade needs every member on {} or later first ({}), and not every member has reported its version yet",
+                        floor.minimum, floor.source
+                    ));
+                }
+            }
+        }
+        return Ok(VersionPath::Upgrade);
+    }
+    // Below the cluster's minor.
+    if tn + 1 < cn {
         return Err(format!(
-            "spec.version {target}: authentication is enabled, and etcd's 3.5 upgrade guide rules out a rolling upgrade from 3.4 with auth enabled (3.5 changes the format of the WAL entries related to auth). Keep 3.4.x, or move the data to a new 3.5 cluster (snapshot and restore)"
+            "spec.version {target} is a downgrade of more than one minor below etcd's cluster version {cm}.{cn} (etcd downgrades one minor at a time: set spec.version to {cm}.{}.x first, let it roll, then {target}); {allowed}",
+            cn - 1
         ));
     }
-    Ok(())
+    if !downgrade_allowed((cm, cn), (tm, tn)) {
+        return Err(format!(
+            "spec.version {target} is a downgrade below etcd's cluster version {cm}.{cn} (every member has run {cm}.{cn}, and etcd downgrades in place only from {}.{} on: its storage schema has no version below 3.5); {allowed}",
+            DOWNGRADE_FROM.0, DOWNGRADE_FROM.1
+        ));
+    }
+    Ok(VersionPath::Downgrade)
 }
 
 /// The cluster's target version (`status.observed.version`, latched).
@@ -133,6 +198,37 @@ pub fn cluster_version(ctx: &Context<'_>) -> Option<(u64, u64)> {
     members.max(ctx.observed.etcd.cluster_version)
 }
 
+/// The lowest version a running member runs (what it answers, else what it last answered),
+/// and which member: what etcd's upgrade floors are checked against.
+pub fn lowest_member_version(ctx: &Context<'_>) -> Option<(EtcdVersion, String)> {
+    ctx.running()
+        .filter_map(|m| {
+            let v = EtcdVersion::parse(&running_version(ctx, m)?)?;
+            Some((v, m.name.to_string()))
+        })
+        .min()
+}
+
+/// What the path check reads of this pass.
+fn path_facts(ctx: &Context<'_>) -> Option<PathFacts> {
+    Some(PathFacts {
+        cluster: cluster_version(ctx)?,
+        lowest: lowest_member_version(ctx),
+        auth: auth_on(ctx),
+    })
+}
+
+/// etcd's downgrade as the members report it (3.6+): the target minor of an enabled one.
+fn enabled_downgrade(ctx: &Context<'_>) -> Option<(u64, u64)> {
+    ctx.observed
+        .etcd
+        .statuses()
+        .filter_map(|s| s.downgrade.as_ref())
+        .filter(|d| d.enabled)
+        .find_map(|d| EtcdVersion::parse(&d.target_version))
+        .map(EtcdVersion::minor)
+}
+
 fn auth_on(ctx: &Context<'_>) -> bool {
     ctx.cluster.status.as_ref().and_then(|s| s.auth_enabled) == Some(true)
         || ctx.observed.security.auth_found_enabled
@@ -152,14 +248,38 @@ fn wanted_image(ctx: &Context<'_>, m: &MemberView<'_>) -> String {
         .etcd_image(&m.observed.member.spec.version)
 }
 
-/// `m`'s live Pod runs an image other than the one of its `spec.version`.
+/// `m`'s live Pod is not what the operator would render for it now. A Pod the operator made
+/// records the version and a hash of what it rendered (image and command line,
+/// [`crate::build::RENDERED_HASH_ANNOTATION`]), and is judged by them alone: the image it
+/// runs may have been rewritten on admission (to a digest, to a mirror) and is not read. A
+/// Pod without the record (an older operator's, the reference operator's) is judged by its
+/// image, as before.
 fn image_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
-    m.observed
-        .pod
-        .as_ref()
-        .filter(|p| !p.deleting)
-        .and_then(|p| p.image.as_deref())
-        .is_some_and(|image| image != wanted_image(ctx, m))
+    let Some(pod) = m.observed.pod.as_ref().filter(|p| !p.deleting) else {
+        return false;
+    };
+    match &pod.rendered {
+        Some((version, hash)) => {
+            *version != m.observed.member.spec.version
+                || crate::build::member_rendered_hash(&m.observed.member, &ctx.observed.settings)
+                    .is_some_and(|wanted| wanted != *hash)
+        }
+        None => pod
+            .image
+            .as_deref()
+            .is_some_and(|image| image != wanted_image(ctx, m)),
+    }
+}
+
+/// `m`'s live Pod runs another etcd version than its spec's (by its record, else its image).
+fn version_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
+    let Some(pod) = m.observed.pod.as_ref().filter(|p| !p.deleting) else {
+        return false;
+    };
+    match &pod.rendered {
+        Some((version, _)) => *version != m.observed.member.spec.version,
+        None => image_outdated(ctx, m),
+    }
 }
 
 /// `m`'s live Pod was created with another config than its spec's (a Pod without the digest,
@@ -267,7 +387,7 @@ fn restart_outdated(ctx: &Context<'_>, m: &MemberView<'_>, target: &str) -> bool
 
 /// The path check for `target`, as a refusal to report.
 fn refusal(ctx: &Context<'_>, target: &str) -> Option<Decision> {
-    let Some(cluster) = cluster_version(ctx) else {
+    let Some(facts) = path_facts(ctx) else {
         return Some(Decision::wait(
             WaitReason::WaitingForMember,
             format!(
@@ -276,9 +396,85 @@ fn refusal(ctx: &Context<'_>, target: &str) -> Option<Decision> {
             timing::MEMBER_POLL,
         ));
     };
-    check_path(cluster, target, auth_on(ctx))
+    check_path(&facts, target)
         .err()
         .map(|why| Decision::wait(WaitReason::UpgradeRefused, why, timing::BLOCKED_POLL))
+}
+
+/// etcd's downgrade procedure around a rollout to `target` (etcd's downgrade guides for
+/// 3.6 → 3.5 and 3.7 → 3.6):
+/// - a downgrade enabled to a minor below the target's (`spec.version` went back up, or one
+///   was enabled by hand) is cancelled first;
+/// - while a member still runs a minor above the target's, the downgrade must be enabled
+///   to the target (`Downgrade VALIDATE`, then `ENABLE`), and every such member must report
+///   its storage migrated to the target before the first of them is restarted;
+/// - once every member runs the target, etcd's leader ends the downgrade by itself (3.6+
+///   targets report it; a 3.5 member does not report downgrades).
+fn downgrade_procedure(ctx: &Context<'_>, target: &str) -> Option<Decision> {
+    let wanted = EtcdVersion::parse(target)?;
+    let enabled = enabled_downgrade(ctx);
+    if let Some(minor) = enabled
+        && minor < wanted.minor()
+    {
+        return Some(Decision::act(Step::CancelDowngrade {
+            target: target.to_string(),
+        }));
+    }
+    let above: Vec<_> = ctx
+        .running()
+        .filter(|m| {
+            running_version(ctx, m)
+                .and_then(|v| EtcdVersion::parse(&v))
+                .is_some_and(|v| v.minor() > wanted.minor())
+        })
+        .collect();
+    if above.is_empty() {
+        if enabled == Some(wanted.minor())
+            && ctx
+                .running()
+                .all(|m| running_version(ctx, m).as_deref() == Some(target))
+        {
+            return Some(Decision::wait(
+                WaitReason::WaitingForMember,
+                format!(
+                    "every member runs etcd {target}; waiting for etcd's leader to end the downgrade (it checks every few seconds)"
+                ),
+                timing::MEMBER_POLL,
+            ));
+        }
+        return None;
+    }
+    // A rollback in the middle of an upgrade (etcd's cluster version not raised yet) is no
+    // downgrade: only a cluster version above the target's minor calls for etcd's procedure.
+    if cluster_version(ctx).is_none_or(|c| c <= wanted.minor()) {
+        return None;
+    }
+    let (major, minor) = wanted.minor();
+    let version = format!("{major}.{minor}.0");
+    if enabled != Some(wanted.minor()) {
+        return Some(Decision::act(Step::EnableDowngrade { version }));
+    }
+    let unmigrated: Vec<String> = above
+        .iter()
+        .filter_map(|m| {
+            let status = m.id.and_then(|id| ctx.observed.etcd.status_of(id))?;
+            let storage = status.storage_version.as_deref()?;
+            EtcdVersion::parse(storage)
+                .is_some_and(|v| v.minor() > wanted.minor())
+                .then(|| format!("{} reports storage {storage}", m.name))
+        })
+        .collect();
+    if !unmigrated.is_empty() {
+        return Some(Decision::wait(
+            WaitReason::WaitingForMember,
+            format!(
+                "etcd's downgrade to {version} is enabled; waiting for etcd to migrate every member's storage to {major}.{minor} before the first member restarts on etcd {target} ({})",
+                unmigrated.join(", ")
+            ),
+            timing::MEMBER_POLL,
+        ));
+    }
+    None
 }
 
 /// Behind the readiness gate: the next member of a version rollout, one step.
@@ -288,15 +484,18 @@ pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
         .running()
         .filter(|m| restart_outdated(ctx, m, &target))
         .collect();
-    if outdated.is_empty() {
-        return None;
-    }
     if outdated
         .iter()
         .any(|m| m.observed.member.spec.version != target)
         && let Some(refused) = refusal(ctx, &target)
     {
         return Some(refused);
+    }
+    if let Some(step) = downgrade_procedure(ctx, &target) {
+        return Some(step);
+    }
+    if outdated.is_empty() {
+        return None;
     }
     let leader = ctx.observed.etcd.leader();
     // Followers first (lowest ordinal first), the leader last.
@@ -335,7 +534,7 @@ pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
             timing::BLOCKED_POLL,
         ));
     }
-    let (reason, why) = if image_outdated(ctx, m) {
+    let (reason, why) = if version_outdated(ctx, m) {
         let was = running_version(ctx, m).unwrap_or_else(|| "another version".to_string());
         (
             "Upgrading",
@@ -624,13 +823,31 @@ pub fn retarget_version(
     same_but_rollout == *wanted && current != wanted && failed_upgrade(ctx).is_some()
 }
 
+/// The latched version is one the operator does not run: why, naming the supported range.
+pub fn target_unsupported(ctx: &Context<'_>) -> Option<String> {
+    let target = target_version(ctx)?;
+    let parsed = EtcdVersion::parse(&target).filter(|_| parse_version(&target).is_some());
+    if parsed.is_some_and(is_supported) {
+        return None;
+    }
+    Some(format!(
+        "spec.version {target} is not a version this operator runs: it runs etcd {} ({}). Nothing is started or changed for it; set spec.version to a supported version",
+        supported_range(),
+        crate::domain::versions::SUPPORTED_MINORS
+            .iter()
+            .map(|(a, b)| format!("{a}.{b}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 /// The latched version is refused (`UpgradeRefused`): some member is still to take it and the
 /// path from etcd's cluster version does not allow it.
 pub fn target_refused(ctx: &Context<'_>) -> bool {
     let Some(target) = target_version(ctx) else {
         return false;
     };
-    if storage_refused(ctx) {
+    if storage_refused(ctx) || target_unsupported(ctx).is_some() {
         return true;
     }
     ctx.running()

@@ -75,6 +75,7 @@ pub fn running_pod(member: &str) -> PodFacts {
         restoring: None,
         image: None,
         config_digest: None,
+        rendered: None,
         labels: Default::default(),
         annotations: Default::default(),
         tmpfs_size: None,
@@ -284,10 +285,26 @@ impl Fx {
     pub fn answer(&mut self, member_name: &str, answer: Answer) {
         let id = id_of(member_name);
         let leader = self.obs.etcd.leader().unwrap_or(0);
+        // A member answers with the version it answered before; a new one with the target's
+        // (it was created on it), else 3.5.1.
+        let version = self
+            .obs
+            .etcd
+            .status_of(id)
+            .map(|s| s.version.clone())
+            .or_else(|| {
+                self.obs
+                    .cluster
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.observed.as_ref())
+                    .map(|o| o.version.clone())
+            })
+            .unwrap_or_else(|| "3.5.1".into());
         let status = EndpointStatus {
             member_id: id,
             cluster_id: CLUSTER_ID,
-            version: "3.5.1".into(),
+            version,
             db_size: 1 << 20,
             db_size_in_use: 1 << 19,
             leader: if answer == Answer::NoQuorum {
@@ -301,6 +318,8 @@ impl Fx {
             revision: 42,
             is_learner: answer == Answer::Learner,
             errors: vec![],
+            storage_version: None,
+            downgrade: None,
         };
         let observation = EndpointObservation {
             endpoint: client(member_name),

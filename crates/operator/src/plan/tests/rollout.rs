@@ -4,7 +4,8 @@
 use etcd_operator_api::MemberPhase;
 
 use super::fixtures::*;
-use crate::plan::rules::rollout::{check_path, parse_version};
+use crate::domain::versions::EtcdVersion;
+use crate::plan::rules::rollout::{PathFacts, VersionPath, check_path, parse_version};
 use crate::plan::{Step, WaitReason};
 
 #[test]
@@ -16,49 +17,96 @@ fn versions_parse_as_major_minor_patch_only() {
     }
 }
 
+/// The path facts of a cluster whose members all run `lowest` at least.
+fn facts(cluster: (u64, u64), lowest: &str, auth: bool) -> PathFacts {
+    PathFacts {
+        cluster,
+        lowest: EtcdVersion::parse(lowest).map(|v| (v, "etcd-1".to_string())),
+        auth,
+    }
+}
+
 #[test]
-fn the_upgrade_path_allows_patches_and_one_minor_up_only() {
+fn the_upgrade_path_allows_patches_one_minor_up_from_etcds_floor_and_one_down_from_3_6() {
     let ok = [
-        ((3, 4), "3.4.1", false),
-        ((3, 4), "3.4.23", true),
-        ((3, 4), "3.5.1", false),
-        ((3, 5), "3.5.0", true),
-        ((3, 5), "3.6.0", false),
+        ((3, 4), "3.4.23", "3.4.1", false, VersionPath::Patch),
+        ((3, 4), "3.4.1", "3.4.23", true, VersionPath::Patch),
+        ((3, 4), "3.4.23", "3.5.1", false, VersionPath::Upgrade),
+        ((3, 5), "3.5.1", "3.5.0", true, VersionPath::Patch),
+        ((3, 5), "3.5.1", "3.5.36", false, VersionPath::Patch),
+        ((3, 5), "3.5.32", "3.6.0", false, VersionPath::Upgrade),
+        ((3, 5), "3.5.36", "3.6.17", true, VersionPath::Upgrade),
+        ((3, 6), "3.6.11", "3.7.4", false, VersionPath::Upgrade),
+        ((3, 7), "3.7.4", "3.6.17", true, VersionPath::Downgrade),
+        ((3, 6), "3.6.17", "3.5.36", false, VersionPath::Downgrade),
     ];
-    for (cluster, target, auth) in ok {
+    for (cluster, lowest, target, auth, path) in ok {
         assert_eq!(
-            check_path(cluster, target, auth),
-            Ok(()),
+            check_path(&facts(cluster, lowest, auth), target),
+            Ok(path),
             "{cluster:?} → {target}"
         );
     }
     let refused = [
         (
             (3, 5),
+            "3.5.1",
             "3.4.23",
             false,
             "downgrade below etcd's cluster version 3.5",
         ),
-        ((3, 4), "3.6.0", false, "skips a minor version"),
-        ((3, 4), "4.0.0", false, "not a version this operator knows"),
-        ((3, 5), "3.7.0", false, "not a version this operator knows"),
-        ((3, 6), "3.7.0", false, "not a version this operator knows"),
+        ((3, 4), "3.4.23", "3.6.0", false, "skips a minor version"),
         (
             (3, 4),
+            "3.4.23",
+            "4.0.0",
+            false,
+            "not a version this operator runs",
+        ),
+        (
+            (3, 6),
+            "3.6.17",
+            "3.8.0",
+            false,
+            "not a version this operator runs",
+        ),
+        ((3, 5), "3.5.36", "3.7.0", false, "skips a minor version"),
+        (
+            (3, 4),
+            "3.4.23",
             "3.5.1",
             true,
             "rules out a rolling upgrade from 3.4 with auth enabled",
         ),
-        ((3, 5), "3.4.23", true, "downgrade"),
+        ((3, 5), "3.5.1", "3.4.23", true, "downgrade"),
+        // etcd's floors: the patch to take first is named.
+        ((3, 5), "3.5.1", "3.6.17", false, "3.5.32 or later first"),
+        (
+            (3, 5),
+            "3.5.31",
+            "3.6.0",
+            false,
+            "Set spec.version to 3.5.32",
+        ),
+        ((3, 6), "3.6.10", "3.7.4", false, "3.6.11 or later first"),
+        // More than one minor down.
+        ((3, 7), "3.7.4", "3.5.36", false, "more than one minor"),
     ];
-    for (cluster, target, auth, why) in refused {
-        let err = check_path(cluster, target, auth).unwrap_err();
+    for (cluster, lowest, target, auth, why) in refused {
+        let err = check_path(&facts(cluster, lowest, auth), target).unwrap_err();
         assert!(err.contains(why), "{cluster:?} → {target}: {err}");
         assert!(
-            err.contains("allowed from etcd's cluster version") || auth,
+            err.contains("allowed from etcd's cluster version") || auth || err.contains("first"),
             "{err}"
         );
     }
+    // The floor's refusal names the member below it and etcd's guide.
+    let err = check_path(&facts((3, 5), "3.5.1", false), "3.6.17").unwrap_err();
+    assert!(err.contains("etcd-1 runs 3.5.1"), "{err}");
+    assert!(
+        err.contains("https://etcd.io/docs/v3.6/upgrades/upgrade_3_6/"),
+        "{err}"
+    );
 }
 
 /// `cluster_on` of the simulation, for table tests.
@@ -104,7 +152,8 @@ fn refused_paths_move_nothing_and_say_what_is_allowed() {
     assert!(msg.contains("3.5.x"), "{msg}");
     // Skipped minor, unknown version.
     assert!(refused_with(&on(3, "3.4.23", "3.6.0")).contains("skips a minor"));
-    assert!(refused_with(&on(3, "3.6.0", "3.7.1")).contains("not a version this operator knows"));
+    assert!(refused_with(&on(3, "3.6.0", "3.7.1")).contains("3.6.11 or later first"));
+    assert!(refused_with(&on(3, "3.5.1", "3.6.17")).contains("3.5.32 or later first"));
     // Auth on, 3.4 → 3.5.
     let mut fx = on(3, "3.4.23", "3.5.1");
     fx.status_mut().auth_enabled = Some(true);
@@ -452,4 +501,107 @@ fn etcds_own_cluster_version_bounds_a_downgrade() {
         "{:?}",
         fx.step()
     );
+}
+
+/// Pods as this operator records them: the version and hash it rendered, and an image an
+/// admission webhook rewrote to a mirror and a digest.
+fn rewritten_on(fx: &mut Fx, version: &str) {
+    for i in 0..3 {
+        let m = name(i);
+        let member = fx.member_mut(&m).clone();
+        let hash = crate::build::member_rendered_hash(&member, &fx.obs.settings).unwrap();
+        let pod = fx.pod_mut(&m);
+        pod.rendered = Some((version.to_string(), hash));
+        pod.image = Some(format!(
+            "mirror.example.com/coreos/etcd:v{version}@sha256:{}",
+            "0123abcd".repeat(8)
+        ));
+    }
+}
+
+#[test]
+fn a_pod_is_judged_by_what_the_operator_rendered_not_by_its_image() {
+    let mut fx = on(3, "3.6.17", "3.6.17");
+    rewritten_on(&mut fx, "3.6.17");
+    assert_eq!(fx.step(), Step::Idle, "a rewritten image is no change");
+    // A real version change still rolls, the follower first.
+    fx.obs.cluster.spec.version = "3.6.18".into();
+    fx.status_mut().observed.as_mut().unwrap().version = "3.6.18".into();
+    assert_eq!(
+        fx.step(),
+        Step::SetMemberVersion {
+            member: "etcd-1".into(),
+            version: "3.6.18".into()
+        }
+    );
+    // Once the member's spec moved, its Pod (rendered for 3.6.17) is restarted as an upgrade.
+    fx.member_mut("etcd-1").spec.version = "3.6.18".into();
+    match fx.step() {
+        Step::DeletePod { member, .. } => assert_eq!(member, "etcd-1"),
+        other => panic!("expected etcd-1's Pod deleted, got {other:?}"),
+    }
+    let plan = fx.plan();
+    assert_eq!(
+        member_condition(&fx, &plan, "etcd-1", "Ready").1,
+        "Upgrading"
+    );
+    // A Pod whose record differs in its command line (rendered by another operator version)
+    // is restarted as a configuration change.
+    let mut fx = on(3, "3.6.17", "3.6.17");
+    rewritten_on(&mut fx, "3.6.17");
+    fx.pod_mut("etcd-2").rendered = Some(("3.6.17".into(), "000000000000".into()));
+    match fx.step() {
+        Step::DeletePod { member, .. } => assert_eq!(member, "etcd-2"),
+        other => panic!("expected etcd-2's Pod deleted, got {other:?}"),
+    }
+    assert_eq!(
+        member_condition(&fx, &fx.plan(), "etcd-2", "Ready").1,
+        "ConfigChanged"
+    );
+}
+
+#[test]
+fn an_unsupported_version_is_refused_before_anything_starts() {
+    let mut fx = on(3, "3.6.17", "3.8.0");
+    match fx.step() {
+        Step::Wait {
+            reason: WaitReason::UnsupportedVersion,
+            message,
+        } => {
+            assert!(message.contains("3.4.x to 3.7.x"), "{message}");
+            assert!(message.contains("3.8.0"), "{message}");
+        }
+        other => panic!("expected UnsupportedVersion, got {other:?}"),
+    }
+    let plan = fx.plan();
+    assert_eq!(
+        cluster_condition(&fx, &plan, "Progressing").1,
+        "UnsupportedVersion"
+    );
+    assert_eq!(plan.step.event_type(), crate::build::EventType::Warning);
+    // A new cluster on it creates nothing.
+    fx.obs.members.clear();
+    assert!(matches!(
+        fx.step(),
+        Step::Wait {
+            reason: WaitReason::UnsupportedVersion,
+            ..
+        }
+    ));
+}
+
+/// The condition `type_` of `member`'s planned status: (status, reason).
+fn member_condition(
+    fx: &Fx,
+    plan: &crate::plan::Plan,
+    member: &str,
+    type_: &str,
+) -> (String, String) {
+    let c = planned_member_status(fx, plan, member)
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition on {member}"));
+    (c.status, c.reason)
 }

@@ -216,6 +216,30 @@ impl Sim {
             }
             Step::UpdateService(_) => {}
             Step::Compact { .. } | Step::Defragment { .. } => {}
+            Step::EnableDowngrade { version } => {
+                // etcd: the cluster runs at the target's protocol and every 3.6+ member
+                // migrates its storage to it at once.
+                for o in &mut fx.obs.etcd.endpoints {
+                    if let Ok(s) = &mut o.status
+                        && s.downgrade.is_some()
+                    {
+                        s.downgrade = Some(crate::etcd::Downgrade {
+                            enabled: true,
+                            target_version: version.clone(),
+                        });
+                        s.storage_version = Some(version.clone());
+                    }
+                }
+            }
+            Step::CancelDowngrade { .. } => {
+                for o in &mut fx.obs.etcd.endpoints {
+                    if let Ok(s) = &mut o.status
+                        && let Some(d) = s.downgrade.as_mut()
+                    {
+                        *d = Default::default();
+                    }
+                }
+            }
             Step::DisarmAlarm { alarm, .. } => {
                 if let Ok(alarms) = fx.obs.etcd.alarms.as_mut() {
                     alarms.retain(|a| *a != alarm);
@@ -443,6 +467,12 @@ impl Sim {
                     .as_ref()
                     .and_then(|a| a.get(crate::build::CONFIG_DIGEST_ANNOTATION))
                     .cloned();
+                facts.rendered = pod.metadata.annotations.as_ref().and_then(|a| {
+                    Some((
+                        a.get(crate::build::RENDERED_VERSION_ANNOTATION)?.clone(),
+                        a.get(crate::build::RENDERED_HASH_ANNOTATION)?.clone(),
+                    ))
+                });
                 let version = facts
                     .image
                     .as_deref()
@@ -573,13 +603,46 @@ impl Sim {
     }
 }
 
-/// `member`'s etcd reports server version `version` from now on.
+/// `member`'s etcd reports server version `version` from now on. A 3.6+ member reports
+/// etcd's downgrade as the others know it and its storage version (the downgrade's target
+/// while one is enabled, else its own minor); 3.4 and 3.5 report neither. Once every member
+/// runs a downgrade's target, etcd's leader ends it.
 fn answer_version(fx: &mut Fx, member: &str, version: &str) {
+    let parsed = crate::domain::versions::EtcdVersion::parse(version);
+    let reports = parsed.is_some_and(|v| v.minor() >= (3, 6));
+    let known = fx
+        .obs
+        .etcd
+        .statuses()
+        .filter_map(|s| s.downgrade.clone())
+        .find(|d| d.enabled);
     for o in &mut fx.obs.etcd.endpoints {
         if o.endpoint == client(member)
             && let Ok(s) = &mut o.status
         {
             s.version = version.to_string();
+            s.downgrade = reports.then(|| known.clone().unwrap_or_default());
+            s.storage_version = reports.then(|| match &known {
+                Some(d) => d.target_version.clone(),
+                None => parsed
+                    .map(|v| format!("{}.{}.0", v.major, v.minor))
+                    .unwrap_or_default(),
+            });
+        }
+    }
+    if let Some(d) = known
+        && let Some(target) = crate::domain::versions::EtcdVersion::parse(&d.target_version)
+        && fx.obs.etcd.statuses().all(|s| {
+            crate::domain::versions::EtcdVersion::parse(&s.version)
+                .is_some_and(|v| v.minor() == target.minor())
+        })
+    {
+        for o in &mut fx.obs.etcd.endpoints {
+            if let Ok(s) = &mut o.status
+                && let Some(d) = s.downgrade.as_mut()
+            {
+                *d = Default::default();
+            }
         }
     }
 }
@@ -613,8 +676,10 @@ fn cluster_on(n: u32, old: &str, new: &str, memory: bool) -> Fx {
 /// Returns the members whose Pods were deleted, in order.
 fn run_upgrade(sim: &mut Sim, limit: usize, crash_every: Option<u32>) -> Vec<String> {
     let mut deleted = Vec::new();
+    let mut last = None;
     for pass in 0..limit {
         let plan = plan_next_step(&sim.fx.obs, at(sim.t));
+        last = Some(plan.step.clone());
         sim.t += 1;
         if plan.step == Step::Idle {
             sim.fx.write_statuses(&plan);
@@ -654,7 +719,7 @@ fn run_upgrade(sim: &mut Sim, limit: usize, crash_every: Option<u32>) -> Vec<Str
         sim.apply(plan.step);
     }
     panic!(
-        "no convergence after {limit} passes; last steps: {:?}",
+        "no convergence after {limit} passes; last steps: {:?}; last: {last:?}",
         &sim.steps[sim.steps.len().saturating_sub(12)..]
     );
 }

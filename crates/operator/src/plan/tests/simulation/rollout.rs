@@ -70,6 +70,71 @@ fn a_patch_change_and_the_way_back_before_the_cluster_version_moved_are_rolled()
 }
 
 #[test]
+fn a_downgrade_enables_etcds_downgrade_first_then_rolls_the_leader_last() {
+    for (from, to, memory) in [
+        ("3.7.4", "3.6.17", false),
+        ("3.6.17", "3.5.36", false),
+        ("3.7.4", "3.6.17", true),
+    ] {
+        for crash in [None, Some(3), Some(5)] {
+            let mut sim = Sim::new(cluster_on(3, from, to, memory));
+            let deleted = run_upgrade(&mut sim, 800, crash);
+            sim.assert_converged(3);
+            assert_all_on(&sim, to);
+            assert_eq!(deleted, vec![name(1), name(2), name(0)], "{from} → {to}");
+            let enable = sim
+                .steps
+                .iter()
+                .position(|k| *k == StepKind::EnableDowngrade)
+                .expect("etcd's downgrade enabled");
+            let first_delete = sim
+                .steps
+                .iter()
+                .position(|k| *k == StepKind::DeletePod)
+                .unwrap();
+            assert!(enable < first_delete, "enabled before any member restarts");
+            assert_eq!(
+                kinds_count(&sim.steps, StepKind::CancelDowngrade),
+                0,
+                "{from} → {to}: etcd's leader ends it, not the operator"
+            );
+            // Every 3.6+ member reports the downgrade ended.
+            assert!(
+                sim.fx
+                    .obs
+                    .etcd
+                    .statuses()
+                    .all(|s| s.downgrade.as_ref().is_none_or(|d| !d.enabled))
+            );
+        }
+    }
+}
+
+#[test]
+fn going_back_up_during_a_downgrade_cancels_it_first() {
+    let mut fx = cluster_on(3, "3.7.4", "3.6.17", false);
+    for i in 0..3 {
+        answer_version(&mut fx, &name(i), "3.7.4");
+    }
+    let mut sim = Sim::new(fx);
+    // Enabled, then the spec goes back to 3.7 before any member moved.
+    let plan = plan_next_step(&sim.fx.obs, at(sim.t));
+    assert_eq!(plan.step.kind(), StepKind::EnableDowngrade);
+    sim.apply(plan.step);
+    sim.fx.obs.cluster.spec.version = "3.7.4".into();
+    sim.fx.status_mut().observed.as_mut().unwrap().version = "3.7.4".into();
+    let plan = plan_next_step(&sim.fx.obs, at(sim.t));
+    assert_eq!(
+        plan.step,
+        Step::CancelDowngrade {
+            target: "3.7.4".into()
+        }
+    );
+    sim.apply(plan.step);
+    assert_eq!(plan_next_step(&sim.fx.obs, at(sim.t)).step, Step::Idle);
+}
+
+#[test]
 fn a_config_change_rolls_every_member_leader_last_and_none_twice() {
     use etcd_operator_api::shared::EtcdOptions;
     // Pods created by this operator carry the digest of their member's config.

@@ -1,0 +1,362 @@
+//! etcd's current minors end to end, on one sandbox, by the operator deployed from `deploy/`:
+//!
+//! 1. `chain`: 3 PVC-backed members created at 3.5.36 (at or above etcd's 3.5 → 3.6 floor,
+//!    3.5.32) upgraded to 3.6.17, then to 3.7.4 (above the 3.6 → 3.7 floor, 3.6.11), with the
+//!    client workload writing through the client Service the whole time: no acknowledged write
+//!    lost, the same member IDs, every member's spec, Pod image and etcd's own answer on the
+//!    new version after each step, the leader's Pod restarted last;
+//! 2. `floor`: 3 members installed at 3.5.1 (below the floor) asked for 3.6.17: refused with
+//!    `Progressing=False UpgradeRefused` and a Warning Event naming 3.5.32, the patch to take
+//!    first, and the member still on 3.5.1; no Pod restarted, no member's version changed, and
+//!    the cluster still takes writes.
+//!
+//! 3. `chainm`: the chain of 1. on 3 memory-backed members (each restart a replacement), at the
+//!    same time as 1.;
+//! 4. `down`: 3 PVC-backed members created at 3.6.17 downgraded to 3.5.36 under the workload
+//!    through etcd's procedure (a `DowngradeEnabled` Event), leader last, same member IDs, no
+//!    acknowledged write lost.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use support::cluster::{Cluster, pod_ready, start_cluster};
+use support::status::wait_condition;
+use support::workload::Workload;
+use support::{NEWEST_35, NEWEST_37, create_namespace, eventually, get_cluster, kubectl, members};
+
+const LIMIT: Duration = Duration::from_secs(240);
+
+fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
+    let patch = format!("{{\"spec\":{{\"version\":\"{version}\"}}}}");
+    let (ok, _, stderr) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "patch",
+            "etcdcluster/etcd",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+    );
+    assert!(ok, "kubectl patch spec.version={version}: {stderr}");
+}
+
+/// Pod name → (UID, etcd image, Ready).
+async fn pods(cluster: &Cluster, namespace: &str) -> BTreeMap<String, (String, String, bool)> {
+    Api::<Pod>::namespaced(cluster.client(), namespace)
+        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
+        .await
+        .expect("listing Pods")
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let image = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default();
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                (
+                    p.metadata.uid.clone().unwrap_or_default(),
+                    image,
+                    pod_ready(p),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Waits until every member's spec, Pod image and etcd's own answer are `version`.
+async fn wait_all_on(cluster: &Cluster, namespace: &str, version: &str) {
+    let client = cluster.client();
+    eventually(
+        &format!("{namespace}: every member on {version}"),
+        LIMIT,
+        || async {
+            let c = get_cluster(&client, namespace, "etcd").await;
+            let running: Vec<Option<String>> = c
+                .status
+                .and_then(|s| s.members)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|m| m.version)
+                .collect();
+            let specs: Vec<String> = members(&client, namespace, "etcd")
+                .await
+                .into_iter()
+                .map(|m| m.spec.version)
+                .collect();
+            let images: Vec<String> = pods(cluster, namespace)
+                .await
+                .into_values()
+                .map(|(_, image, _)| image)
+                .collect();
+            let done = running.len() == 3
+                && running.iter().all(|v| v.as_deref() == Some(version))
+                && specs.len() == 3
+                && specs.iter().all(|v| v == version)
+                && images.len() == 3
+                && images.iter().all(|i| i.ends_with(&format!(":v{version}")));
+            if done {
+                Ok(())
+            } else {
+                Err(format!(
+                    "etcd {running:?}, specs {specs:?}, images {images:?}"
+                ))
+            }
+        },
+    )
+    .await;
+    cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
+}
+
+async fn leader(cluster: &Cluster, namespace: &str) -> String {
+    get_cluster(&cluster.client(), namespace, "etcd")
+        .await
+        .status
+        .and_then(|s| s.leader)
+        .expect("a leader")
+}
+
+/// Sets `version` and records the order in which members got a new Pod, until every member
+/// runs it; returns (order, leader at the start).
+async fn roll(cluster: &Cluster, namespace: &str, version: &str) -> (Vec<String>, String) {
+    let first_leader = leader(cluster, namespace).await;
+    let before = pods(cluster, namespace).await;
+    set_version(cluster, namespace, version);
+    let mut order: Vec<String> = Vec::new();
+    let started = Instant::now();
+    while order.len() < before.len() {
+        if started.elapsed() > LIMIT {
+            panic!(
+                "{namespace}: rollout to {version} not done; restarted {order:?}\n{}\netcd's logs:\n{}",
+                cluster.operator_logs().await,
+                etcd_logs(cluster, namespace, &order)
+            );
+        }
+        for (name, (uid, _, _)) in pods(cluster, namespace).await {
+            let new = before.get(&name).is_some_and(|(old, _, _)| *old != uid);
+            if new && !order.contains(&name) {
+                order.push(name);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_all_on(cluster, namespace, version).await;
+    (order, first_leader)
+}
+
+/// The last lines each of `names`' etcd wrote (its previous container's, when it restarted).
+fn etcd_logs(cluster: &Cluster, namespace: &str, names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| {
+            let (_, previous, _) = kubectl(
+                cluster,
+                &["-n", namespace, "logs", name, "--previous", "--tail=15"],
+            );
+            let (_, current, _) = kubectl(cluster, &["-n", namespace, "logs", name, "--tail=15"]);
+            format!("--- {name} (previous)\n{previous}\n--- {name}\n{current}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The Warning Events on the EtcdCluster with `reason`, their messages.
+fn warning_events(cluster: &Cluster, namespace: &str, reason: &str) -> String {
+    let (_, out, _) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "events",
+            "--field-selector",
+            &format!("reason={reason},type=Warning"),
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    out
+}
+
+/// The floor refusal on the 3.5.1 cluster: refused, reported, nothing moved, still serving.
+async fn floor_refused(cluster: &Cluster) {
+    let before = pods(cluster, "floor").await;
+    set_version(cluster, "floor", support::DEFAULT_VERSION);
+    let message = wait_condition(
+        &cluster.client(),
+        "floor",
+        "etcd",
+        "Progressing",
+        "False",
+        Some("UpgradeRefused"),
+        LIMIT,
+    )
+    .await;
+    println!("floor: 3.5.1 -> 3.6.17 refused: {message}");
+    for needed in [
+        "3.5.32 or later",
+        "runs 3.5.1",
+        "Set spec.version to 3.5.32",
+        "upgrade_3_6",
+    ] {
+        assert!(message.contains(needed), "{needed:?} in {message}");
+    }
+    let events = eventually("floor: the UpgradeRefused Event", LIMIT, || async {
+        let events = warning_events(cluster, "floor", "UpgradeRefused");
+        if events.contains("3.5.32") {
+            Ok(events)
+        } else {
+            Err(events)
+        }
+    })
+    .await;
+    println!("floor: Event: {events}");
+    // Some passes of the operator later, nothing has moved.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(pods(cluster, "floor").await, before, "no Pod restarted");
+    let specs: Vec<String> = members(&cluster.client(), "floor", "etcd")
+        .await
+        .into_iter()
+        .map(|m| m.spec.version)
+        .collect();
+    assert_eq!(
+        specs,
+        vec!["3.5.1".to_string(); 3],
+        "no member's version changed"
+    );
+    tokio::task::block_in_place(|| {
+        cluster.put("floor", "etcd", "after-refusal", "written");
+        assert_eq!(
+            cluster.get("floor", "etcd", "after-refusal"),
+            Ok(Some("written".to_string()))
+        );
+    });
+}
+
+/// `namespace`'s cluster 3.5.36 → 3.6.17 → 3.7.4 under the client workload: each rollout leader
+/// last, every member on the new version (spec, image, etcd's answer); PVC-backed members keep
+/// their etcd IDs (a memory-backed member's restart is a replacement).
+async fn chain(cluster: &Cluster, namespace: &str, pvc: bool) {
+    wait_all_on(cluster, namespace, NEWEST_35).await;
+    let ids = cluster.etcd_members(namespace, "etcd").unwrap();
+    let workload = Workload::start(cluster.network.clone(), namespace, "etcd", namespace);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut previous = NEWEST_35;
+    for version in [support::DEFAULT_VERSION, NEWEST_37] {
+        let started = Instant::now();
+        let (order, first_leader) = roll(cluster, namespace, version).await;
+        println!(
+            "{namespace}: {previous} -> {version} in {:.1} s, order {order:?} (leader at the start {first_leader})",
+            started.elapsed().as_secs_f64()
+        );
+        assert_eq!(
+            order.last(),
+            Some(&first_leader),
+            "{namespace}: the leader's Pod is restarted last"
+        );
+        if pvc {
+            assert_eq!(
+                cluster.etcd_members(namespace, "etcd").unwrap(),
+                ids,
+                "{namespace}: the members keep their etcd identities"
+            );
+        }
+        previous = version;
+    }
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "{namespace}: {NEWEST_35} -> 3.6.17 -> {NEWEST_37}: longest unavailability {} ms",
+        report.longest_unavailable.as_millis(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
+    let test_started = Instant::now();
+    let cluster = start_cluster(3).await;
+    cluster.deploy_operator(1).await;
+    let client = cluster.client();
+    for namespace in ["chain", "chainm", "floor", "down"] {
+        create_namespace(&client, namespace).await;
+    }
+    tokio::task::block_in_place(|| {
+        cluster.apply(&support::cluster_yaml_on("etcd", "chain", 3, NEWEST_35, ""));
+        cluster.apply(&support::cluster_yaml_on(
+            "etcd",
+            "chainm",
+            3,
+            NEWEST_35,
+            "  storage:\n    medium: Memory\n    size: 256Mi\n",
+        ));
+        cluster.apply(&support::cluster_yaml_on("etcd", "floor", 3, "3.5.1", ""));
+        cluster.apply(&support::cluster_yaml_on(
+            "etcd",
+            "down",
+            3,
+            support::DEFAULT_VERSION,
+            "",
+        ));
+    });
+    for namespace in ["chain", "chainm", "floor", "down"] {
+        cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
+    }
+
+    // Below the floor: refused, nothing moves; then both chains at once.
+    floor_refused(&cluster).await;
+    tokio::join!(
+        chain(&cluster, "chain", true),
+        chain(&cluster, "chainm", false)
+    );
+
+    // 4. A downgrade one minor down, 3.6.17 → 3.5.36, through etcd's procedure, under the
+    //    workload: every member back on 3.5.36 (spec, image, etcd's answer), the same member
+    //    IDs, leader last, no acknowledged write lost.
+    wait_all_on(&cluster, "down", support::DEFAULT_VERSION).await;
+    let ids = cluster.etcd_members("down", "etcd").unwrap();
+    let workload = Workload::start(cluster.network.clone(), "down", "etcd", "down");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let (order, first_leader) = roll(&cluster, "down", NEWEST_35).await;
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "down: 3.6.17 -> {NEWEST_35} in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
+        started.elapsed().as_secs_f64(),
+        report.longest_unavailable.as_millis()
+    );
+    assert_eq!(order.last(), Some(&first_leader), "the leader's Pod last");
+    assert_eq!(cluster.etcd_members("down", "etcd").unwrap(), ids);
+    // It went through etcd's downgrade (validate + enable), not a bare binary swap.
+    let (_, enabled, _) = kubectl(
+        &cluster,
+        &[
+            "-n",
+            "down",
+            "get",
+            "events",
+            "--field-selector",
+            "reason=DowngradeEnabled",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    println!("down: DowngradeEnabled: {enabled}");
+    assert!(
+        enabled.contains("3.5"),
+        "a DowngradeEnabled Event: {enabled:?}"
+    );
+    println!("whole test {:.1} s", test_started.elapsed().as_secs_f64());
+}
