@@ -148,8 +148,9 @@ fi
 # Needs Go at least the wrappers' go line (1.26.0); Go's caches ($(go env GOMODCACHE GOCACHE))
 # make a rebuild take a minute or two instead of a quarter of an hour.
 GO_MINIMUM=1.26.0
-KUBERNETES_VERSION=1.37.2
-KUBERNETES_DIR=/usr/local/lib/kubernetes-v${KUBERNETES_VERSION}
+# The release the tests run on, and the one before it (the CRD, chart and lifecycle checks run on
+# both); each from tools/kubernetes/<minor>/ into /usr/local/lib/kubernetes-v<version>/.
+KUBERNETES_VERSIONS=(1.37.2 1.36.3)
 ETCD_VERSIONS=(3.5.36 3.6.17 3.7.4)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -166,26 +167,29 @@ require_go() {
 kubernetes_ok() {
   local binary
   for binary in kube-apiserver kube-controller-manager kube-scheduler; do
-    reports "Kubernetes v${KUBERNETES_VERSION}" "${KUBERNETES_DIR}/${binary}" --version || return 1
+    reports "Kubernetes v$1" "/usr/local/lib/kubernetes-v$1/${binary}" --version || return 1
   done
 }
-if ! kubernetes_ok; then
-  [ "$is_root" = 1 ] || fail "Kubernetes v${KUBERNETES_VERSION} is missing from ${KUBERNETES_DIR}; run this script as root"
-  require_go "Kubernetes v${KUBERNETES_VERSION}"
-  pinned=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$repo/tools/kubernetes/go.mod")
-  [ "$pinned" = "v${KUBERNETES_VERSION}" ] ||
-    fail "tools/kubernetes/go.mod pins k8s.io/kubernetes ${pinned}, this script wants v${KUBERNETES_VERSION}; run: bash tools/kubernetes/make-go-mod.sh ${KUBERNETES_VERSION}"
-  echo "install-deps: building kube-apiserver, kube-controller-manager and kube-scheduler v${KUBERNETES_VERSION} into ${KUBERNETES_DIR} (from tools/kubernetes; about 15 minutes on 2 cores with empty Go caches)" >&2
+for version in "${KUBERNETES_VERSIONS[@]}"; do
+  kubernetes_ok "$version" && continue
+  minor=${version%.*}
+  dir=/usr/local/lib/kubernetes-v${version}
+  [ "$is_root" = 1 ] || fail "Kubernetes v${version} is missing from ${dir}; run this script as root"
+  require_go "Kubernetes v${version}"
+  pinned=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$repo/tools/kubernetes/$minor/go.mod" 2>/dev/null)
+  [ "$pinned" = "v${version}" ] ||
+    fail "tools/kubernetes/${minor}/go.mod pins k8s.io/kubernetes ${pinned:-nothing}, this script wants v${version}; run: bash tools/kubernetes/make-go-mod.sh ${version}"
+  echo "install-deps: building kube-apiserver, kube-controller-manager and kube-scheduler v${version} into ${dir} (from tools/kubernetes/${minor}; about 6 minutes on 2 cores with empty Go caches)" >&2
   started=$SECONDS
   build_dir=$(mktemp -d)
-  bash "$repo/tools/kubernetes/build.sh" "$build_dir" ||
-    fail "building Kubernetes v${KUBERNETES_VERSION} failed (see above); the Go module proxy must serve k8s.io/kubernetes and its staging modules"
-  mkdir -p "$KUBERNETES_DIR"
-  install -m 0755 "$build_dir"/kube-apiserver "$build_dir"/kube-controller-manager "$build_dir"/kube-scheduler "$KUBERNETES_DIR/"
+  bash "$repo/tools/kubernetes/build.sh" "$minor" "$build_dir" ||
+    fail "building Kubernetes v${version} failed (see above); the Go module proxy must serve k8s.io/kubernetes and its staging modules"
+  mkdir -p "$dir"
+  install -m 0755 "$build_dir"/kube-apiserver "$build_dir"/kube-controller-manager "$build_dir"/kube-scheduler "$dir/"
   rm -rf "$build_dir"
-  kubernetes_ok || fail "the Kubernetes binaries in ${KUBERNETES_DIR} do not report v${KUBERNETES_VERSION}: $("${KUBERNETES_DIR}/kube-apiserver" --version 2>&1 | head -3)"
-  echo "install-deps: Kubernetes v${KUBERNETES_VERSION} built in $((SECONDS - started)) s" >&2
-fi
+  kubernetes_ok "$version" || fail "the Kubernetes binaries in ${dir} do not report v${version}: $("${dir}/kube-apiserver" --version 2>&1 | head -3)"
+  echo "install-deps: Kubernetes v${version} built in $((SECONDS - started)) s" >&2
+done
 
 etcd_ok() {
   local dir=/usr/local/lib/etcd-$1

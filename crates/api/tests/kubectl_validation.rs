@@ -17,6 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kube_sandbox::ControlPlane;
+use kube_sandbox::kubernetes::{
+    KUBERNETES_VERSION, KubernetesOptions, PREVIOUS_KUBERNETES_VERSION,
+};
 use kubectl_replay::Replay;
 
 /// kubectl calls at once: enough to overlap kubectl's start-up with the server's work on the
@@ -54,9 +57,23 @@ async fn every_case_gets_the_expected_answer_through_kubectl() {
 /// explain` work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_case_gets_the_expected_answer_on_a_real_api_server() {
+    real_api_server(KubernetesOptions::default(), KUBERNETES_VERSION).await;
+}
+
+/// The same on the release before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_case_gets_the_expected_answer_on_the_previous_kubernetes_release() {
+    real_api_server(
+        KubernetesOptions::release(PREVIOUS_KUBERNETES_VERSION),
+        PREVIOUS_KUBERNETES_VERSION,
+    )
+    .await;
+}
+
+async fn real_api_server(options: KubernetesOptions, version: &str) {
     let replay = replay_every_case(
-        ControlPlane::Kubernetes(Default::default()),
-        "kube-apiserver",
+        ControlPlane::Kubernetes(options),
+        &format!("kube-apiserver v{version}"),
     )
     .await;
     let kubectl = replay.kubectl();

@@ -947,6 +947,11 @@ fn monitoring_objects_render_when_enabled() {
 /// A sandbox with 3 nodes and no CRDs (the chart brings them), the operator's two image names
 /// mapped to a private copy of the binary this build made.
 async fn start_sandbox() -> TestSandbox {
+    start_sandbox_on(support::control_plane()).await
+}
+
+/// [`start_sandbox`] on `control_plane`.
+async fn start_sandbox_on(control_plane: kube_sandbox::ControlPlane) -> TestSandbox {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("temporary directory");
     let binary = dir.path().join("etcd-operator");
@@ -962,7 +967,7 @@ async fn start_sandbox() -> TestSandbox {
     let options = SandboxOptions::cluster(dir.path())
         .nodes(3)
         .images(images)
-        .control_plane(support::control_plane());
+        .control_plane(control_plane);
     let sandbox = Sandbox::start(options)
         .await
         .expect("the sandbox starts (the helm install tests run as root)");
@@ -1713,4 +1718,67 @@ async fn helm_upgrade_from_the_previous_chart_version_leaves_running_clusters_un
     }
     assert_eq!(get(&sandbox, "prev", "etcd", "written-under"), old_version);
     timed("prev/etcd scaled to 5 by the new chart's operator", started);
+}
+
+/// The chart, our CRDs and a cluster's life on the Kubernetes release before the one the
+/// suite runs on: `helm install` (the CRDs from the chart), a 3-member cluster Available and
+/// scaled to 1, `helm uninstall` leaving the CRDs and the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn helm_install_a_cluster_and_uninstall_on_the_previous_kubernetes_release() {
+    use kube_sandbox::kubernetes::{KubernetesOptions, PREVIOUS_KUBERNETES_VERSION};
+    let sandbox = start_sandbox_on(kube_sandbox::ControlPlane::Kubernetes(
+        KubernetesOptions::release(PREVIOUS_KUBERNETES_VERSION),
+    ))
+    .await;
+    let client = sandbox.client();
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(
+        version.git_version,
+        format!("v{PREVIOUS_KUBERNETES_VERSION}")
+    );
+    let helm = Helm::new(Some(sandbox.kubeconfig_path()));
+    let chart = chart();
+    let out = helm.ok(&[
+        "install",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        "--wait",
+        "--timeout",
+        "3m",
+    ]);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    assert_eq!(crds(&client).await.len(), plain_objects("crds").len());
+    create_namespace(&client, "team").await;
+    let (ok, _, stderr) = support::kubectl_with_stdin(
+        &sandbox,
+        &["apply", "-f", "-"],
+        Some(&cluster_yaml("etcd", "team", 3, "")),
+    );
+    assert!(ok, "kubectl apply: {stderr}");
+    wait_available(&sandbox, "team", "etcd", 3).await;
+    put(&sandbox, "team", "etcd", "on", PREVIOUS_KUBERNETES_VERSION);
+    let (ok, _, stderr) = kubectl(
+        &sandbox,
+        &["-n", "team", "scale", "etcdcluster/etcd", "--replicas=1"],
+    );
+    assert!(ok, "kubectl scale: {stderr}");
+    wait_available(&sandbox, "team", "etcd", 1).await;
+    assert_eq!(
+        get(&sandbox, "team", "etcd", "on"),
+        PREVIOUS_KUBERNETES_VERSION
+    );
+    let out = helm.ok(&["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"]);
+    assert!(out.contains("uninstalled"), "{out}");
+    assert_eq!(release_secrets(&client).await, vec![]);
+    assert_eq!(crds(&client).await.len(), plain_objects("crds").len());
+    assert!(
+        Api::<EtcdCluster>::namespaced(client.clone(), "team")
+            .get_opt("etcd")
+            .await
+            .unwrap()
+            .is_some()
+    );
 }

@@ -13,11 +13,9 @@ mod kubelet_support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use kube_sandbox::ControlPlane;
 use kube_sandbox::kubernetes::{KUBERNETES_VERSION, KubernetesOptions};
-use kubelet_support::{ClusterOptions, pod_manifest, web_container};
-use serde_json::json;
+use kubelet_support::ClusterOptions;
 
 fn median(mut samples: Vec<Duration>) -> String {
     samples.sort();
@@ -59,20 +57,7 @@ async fn measure(control_plane: ControlPlane, runs: usize) -> Figures {
                 .control_plane_started_in()
                 .unwrap_or(started),
         );
-        cluster
-            .create::<Pod>(
-                "default",
-                pod_manifest(
-                    "web",
-                    json!({"app": "web"}),
-                    None,
-                    json!([web_container(8080)]),
-                ),
-            )
-            .await;
-        cluster
-            .wait_ready("default", "web", Duration::from_secs(120))
-            .await;
+        cluster.run_web("default", Duration::from_secs(120)).await;
         figures.first_pod.push(began.elapsed());
     }
     figures

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams};
-use kubelet_support::{Forward, KUBECTL_133, http_get, kubectl, pod_manifest, web_container};
-use serde_json::json;
+use kubelet_support::{Forward, KUBECTL_133, http_get, kubectl};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -137,18 +136,7 @@ async fn exec_and_port_forward_over_websocket() {
         ..Default::default()
     })
     .await;
-    cluster
-        .create::<Pod>(
-            "default",
-            pod_manifest(
-                "web",
-                json!({"app": "web"}),
-                None,
-                json!([web_container(8080)]),
-            ),
-        )
-        .await;
-    cluster.wait_ready("default", "web", LIMIT).await;
+    cluster.run_web("default", LIMIT).await;
     let pods = cluster.pods("default");
 
     // kube-rs exec: stdout, stderr and a non-zero exit code in the Status.
@@ -312,18 +300,7 @@ async fn kubectl_port_forward_over_spdy() {
         ..Default::default()
     })
     .await;
-    cluster
-        .create::<Pod>(
-            "default",
-            pod_manifest(
-                "web",
-                json!({"app": "web"}),
-                None,
-                json!([web_container(8080)]),
-            ),
-        )
-        .await;
-    cluster.wait_ready("default", "web", LIMIT).await;
+    cluster.run_web("default", LIMIT).await;
     let kubeconfig = cluster.kubeconfig();
     // v1.32 and v1.33 tunnel SPDY in a WebSocket; with the WebSocket off, v1.33 upgrades to
     // SPDY directly (the fallback kubectl takes against servers without the tunnel).

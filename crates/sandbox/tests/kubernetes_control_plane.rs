@@ -15,9 +15,7 @@ use kube::Api;
 use kube::api::PostParams;
 use kube_sandbox::ControlPlane;
 use kube_sandbox::kubernetes::{KUBERNETES_VERSION, KubernetesOptions};
-use kubelet_support::{
-    ClusterOptions, Forward, KUBECTL_133, http_get, kubectl, pod_manifest, web_container,
-};
+use kubelet_support::{ClusterOptions, Forward, KUBECTL_133, http_get, kubectl, pod_manifest};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
@@ -74,18 +72,7 @@ async fn nodes_join_a_real_control_plane() {
     }
 
     // kube-scheduler binds a Pod, a node agent runs it.
-    cluster
-        .create::<Pod>(
-            "default",
-            pod_manifest(
-                "web",
-                json!({"app": "web"}),
-                None,
-                json!([web_container(8080)]),
-            ),
-        )
-        .await;
-    let web = cluster.wait_ready("default", "web", LIMIT).await;
+    let web = cluster.run_web("default", LIMIT).await;
     assert!(web.spec.unwrap().node_name.is_some());
 
     // kubectl exec, v1.32 and v1.33, through the API server and the node's kubelet endpoint.

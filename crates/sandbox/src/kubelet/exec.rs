@@ -1,5 +1,5 @@
-//! Commands inside a Pod's container, as `kubectl exec` runs them (the API server's `pods/exec`
-//! spawns them through `cluster::NodeStreams`): from this process ([`Kubelet::exec_in_container`]) or from another one given
+//! Commands inside a Pod's container, as `kubectl exec` runs them (`pods/exec`, through the
+//! node agents' `NodeStreams`): from this process ([`Kubelet::exec_in_container`]) or from another one given
 //! the container's [`ContainerExec`] (`kube-sandbox exec --pod`).
 
 use std::process::Command;

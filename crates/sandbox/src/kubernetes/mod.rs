@@ -38,8 +38,12 @@ use health::Scheme;
 use pki::{ClusterCa, Leaf, ServiceAccountKey, Usage};
 use process::Process;
 
-/// The Kubernetes release `scripts/install-deps.sh` builds (`tools/kubernetes/go.mod`).
+/// The Kubernetes release the tests run on, which `scripts/install-deps.sh` builds
+/// (`tools/kubernetes/1.37/go.mod`).
 pub const KUBERNETES_VERSION: &str = "1.37.2";
+/// The release before it, built too (`tools/kubernetes/1.36/`): the CRD, chart and lifecycle
+/// checks run on both.
+pub const PREVIOUS_KUBERNETES_VERSION: &str = "1.36.3";
 /// The etcd release that stores the control plane's objects (what kubeadm of that release
 /// runs), built by `scripts/install-deps.sh` too.
 pub const STORE_ETCD_VERSION: &str = "3.6.17";
@@ -49,9 +53,12 @@ pub const STORE_ETCD_VERSION: &str = "3.6.17";
 pub fn default_binaries() -> PathBuf {
     std::env::var_os("KUBE_SANDBOX_KUBERNETES_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(format!("/usr/local/lib/kubernetes-v{KUBERNETES_VERSION}"))
-        })
+        .unwrap_or_else(|| binaries_of(KUBERNETES_VERSION))
+}
+
+/// Where install-deps puts the binaries of Kubernetes `version`.
+pub fn binaries_of(version: &str) -> PathBuf {
+    PathBuf::from(format!("/usr/local/lib/kubernetes-v{version}"))
 }
 
 /// The etcd binary of the store; `KUBE_SANDBOX_STORE_ETCD` overrides it.
@@ -89,6 +96,14 @@ impl Default for KubernetesOptions {
 }
 
 impl KubernetesOptions {
+    /// Kubernetes `version`, from where install-deps puts it.
+    pub fn release(version: &str) -> Self {
+        Self {
+            binaries: binaries_of(version),
+            ..Self::default()
+        }
+    }
+
     /// Checks that every binary is there and says how to get it when it is not.
     pub fn check(&self) -> anyhow::Result<()> {
         for name in [
@@ -99,7 +114,7 @@ impl KubernetesOptions {
             let path = self.binaries.join(name);
             if !path.is_file() {
                 bail!(
-                    "{} is missing: the real control plane needs Kubernetes v{KUBERNETES_VERSION} built from Go modules; run scripts/install-deps.sh (or set KUBE_SANDBOX_KUBERNETES_DIR to a directory with kube-apiserver, kube-controller-manager and kube-scheduler)",
+                    "{} is missing: the real control plane needs Kubernetes built from Go modules; run scripts/install-deps.sh (or set KUBE_SANDBOX_KUBERNETES_DIR to a directory with kube-apiserver, kube-controller-manager and kube-scheduler)",
                     path.display()
                 );
             }
@@ -509,5 +524,48 @@ async fn forward(listener: tokio::net::TcpListener, network: Arc<ClusterNetwork>
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The versions here are the ones `scripts/install-deps.sh` builds (and `tools/` pins).
+    #[test]
+    fn the_versions_are_the_ones_install_deps_builds() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let script = std::fs::read_to_string(root.join("scripts/install-deps.sh")).unwrap();
+        let line = |prefix: &str| {
+            script
+                .lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no {prefix} line in install-deps.sh"))
+                .to_string()
+        };
+        assert_eq!(
+            line("KUBERNETES_VERSIONS="),
+            format!(
+                "KUBERNETES_VERSIONS=({} {})",
+                super::KUBERNETES_VERSION,
+                super::PREVIOUS_KUBERNETES_VERSION
+            )
+        );
+        assert!(
+            line("ETCD_VERSIONS=").contains(super::STORE_ETCD_VERSION),
+            "install-deps builds etcd {}",
+            super::STORE_ETCD_VERSION
+        );
+        for version in [
+            super::KUBERNETES_VERSION,
+            super::PREVIOUS_KUBERNETES_VERSION,
+        ] {
+            let minor = version.rsplit_once('.').unwrap().0;
+            let go_mod =
+                std::fs::read_to_string(root.join(format!("tools/kubernetes/{minor}/go.mod")))
+                    .unwrap();
+            assert!(
+                go_mod.contains(&format!("k8s.io/kubernetes v{version}")),
+                "tools/kubernetes/{minor} pins v{version}"
+            );
+        }
     }
 }

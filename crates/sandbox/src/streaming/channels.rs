@@ -124,22 +124,26 @@ fn resize_terminal(fd: &std::os::fd::OwnedFd, message: &[u8]) {
     }
 }
 
+/// Every value of header `name`, each also split on commas (`Upgrade`, `Sec-WebSocket-Protocol`
+/// and `X-Stream-Protocol-Version` list several).
+fn header_values(headers: &HeaderMap, name: &http::HeaderName) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect()
+}
+
 /// The subprotocol both sides speak, after checking this is a WebSocket handshake.
 fn websocket_protocol(
     headers: &HeaderMap,
     supported: &[&'static str],
     what: &str,
 ) -> ApiResult<(&'static str, String)> {
-    let header = |name: &http::HeaderName| {
-        headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .collect::<Vec<_>>()
-    };
+    let header = |name: &http::HeaderName| header_values(headers, name);
     let upgrade = header(&http::header::UPGRADE);
     let offered = header(&http::header::SEC_WEBSOCKET_PROTOCOL);
     if !upgrade.iter().any(|u| u.eq_ignore_ascii_case("websocket")) {
@@ -496,16 +500,7 @@ enum ForwardProtocol {
 }
 
 fn forward_protocol(headers: &HeaderMap) -> ApiResult<ForwardProtocol> {
-    let values = |name: &http::HeaderName| {
-        headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .collect::<Vec<_>>()
-    };
+    let values = |name: &http::HeaderName| header_values(headers, name);
     let upgrade = values(&http::header::UPGRADE);
     let tunnel = format!(
         "{}{}",

@@ -205,6 +205,22 @@ impl Cluster {
         );
     }
 
+    /// Creates the Pod `web` in `namespace` (a small HTTP server on port 8080 that answers
+    /// with its hostname, Ready once it answers) and waits until it is Ready.
+    pub async fn run_web(&self, namespace: &str, limit: Duration) -> Pod {
+        self.create::<Pod>(
+            namespace,
+            pod_manifest(
+                "web",
+                json!({"app": "web"}),
+                None,
+                json!([web_container(8080)]),
+            ),
+        )
+        .await;
+        self.wait_ready(namespace, "web", limit).await
+    }
+
     pub async fn wait_ready(&self, namespace: &str, name: &str, limit: Duration) -> Pod {
         self.wait_pod(namespace, name, limit, is_ready).await
     }

@@ -1,4 +1,4 @@
-module etcd-operator.local/tools/kubernetes
+module etcd-operator.local/tools/kubernetes/1.37
 
 go 1.26.0
 
