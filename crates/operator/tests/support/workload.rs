@@ -372,7 +372,9 @@ impl Workload {
 
     async fn finish(self, allow_loss: bool) -> WorkloadReport {
         let context = self.context;
-        let dir = history::history_dir(&self.label);
+        // Named by the key prefix: a second workload with the same label (`<label>/2/`) gets
+        // a directory of its own (`<label>_2`).
+        let dir = history::history_dir(context.prefix.trim_end_matches('/'));
         self.stop.cancel();
         let running = self.task.await.expect("the workload task does not panic");
         let ran_for = context.origin.elapsed();
