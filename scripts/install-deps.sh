@@ -351,3 +351,29 @@ if ! command -v cargo-nextest >/dev/null 2>&1; then
   echo "install-deps: cargo install cargo-nextest" >&2
   cargo install --locked cargo-nextest
 fi
+
+# --- The history checker of the end-to-end tests (tools/history-checker, porcupine). ----------
+# Every disruptive end-to-end test records its client workload's history and runs this on it
+# (crates/operator/tests/support/history.rs). The binary carries the digest of the sources it
+# was built from; a run rebuilds it when they changed, and the tests refuse a stale one.
+HISTORY_CHECKER_DIR=/usr/local/lib/history-checker
+history_checker_digest() {
+  (cd "$repo/tools/history-checker" &&
+    LC_ALL=C sha256sum go.mod go.sum $(LC_ALL=C ls -- *.go | grep -v '_test\.go$')) |
+    sha256sum | cut -d' ' -f1
+}
+history_checker_want=$(history_checker_digest)
+history_checker_ok() { reports "history-checker ${history_checker_want}" "${HISTORY_CHECKER_DIR}/history-checker" -version; }
+if ! history_checker_ok; then
+  [ "$is_root" = 1 ] || fail "the history checker in ${HISTORY_CHECKER_DIR} is missing or older than tools/history-checker; run this script as root"
+  require_go "the history checker"
+  echo "install-deps: building the history checker into ${HISTORY_CHECKER_DIR} (from tools/history-checker)" >&2
+  build_dir=$(mktemp -d)
+  (cd "$repo/tools/history-checker" &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.sourceHash=${history_checker_want}" \
+      -o "$build_dir/history-checker" .) ||
+    fail "building the history checker failed (see above); the Go module proxy must serve github.com/anishathalye/porcupine (tools/history-checker/go.sum pins it)"
+  install -D -m 0755 "$build_dir/history-checker" "${HISTORY_CHECKER_DIR}/history-checker"
+  rm -rf "$build_dir"
+  history_checker_ok || fail "${HISTORY_CHECKER_DIR}/history-checker does not report the digest of tools/history-checker: $("${HISTORY_CHECKER_DIR}/history-checker" -version 2>&1 | head -3)"
+fi

@@ -30,6 +30,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use support::cluster::{Cluster, client_endpoint, start_cluster};
 use support::events::{list_events, wait_event};
+use support::workload::Workload;
 use support::{
     cluster_yaml, cluster_yaml_on, condition, create_namespace, eventually, get_cluster, kubectl,
 };
@@ -86,6 +87,9 @@ async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
     let client = cluster.client();
     let skip = format!("{name}-a-skip");
     let all = format!("{name}-b-all");
+    // Clients keep reading and writing while every member is defragmented (a member blocks
+    // while it defragments): the history checker proves what they saw.
+    let workload = Workload::start(cluster.network.clone(), NS, name, &format!("{name}-defrag"));
     // One kubectl apply: both created in the same instant, the queue orders them by name.
     cluster.apply(&format!(
         "{}\n---\n{}",
@@ -106,6 +110,7 @@ async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
     assert_eq!(status.defragmented.unwrap_or(0), 0);
 
     let done = finished(&client, &all).await;
+    workload.stop().await.assert_no_loss();
     let status = done.status.clone().unwrap();
     assert_eq!(status.phase, Some(DefragPhase::Complete), "{status:?}");
     assert_eq!(status.defragmented, Some(3), "{status:?}");

@@ -223,7 +223,7 @@ async fn snapshot_of_plain_cluster(
         namespace,
         "first",
         version,
-        report.acknowledged,
+        report.keys_stored,
     )
     .await;
     if replicas == 1 {
@@ -262,7 +262,7 @@ async fn snapshot_of_plain_cluster(
             namespace,
             "large",
             version,
-            report.acknowledged + 24,
+            report.keys_stored + 24,
         )
         .await;
         let size = large.status.unwrap().artifact.unwrap().size_bytes.unwrap();

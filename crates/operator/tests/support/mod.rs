@@ -8,6 +8,7 @@ pub mod certs;
 pub mod cluster;
 pub mod events;
 pub mod healing;
+pub mod history;
 pub mod loopback;
 pub mod manual_node;
 pub mod moto;

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+type expectation struct {
+	Result string   `json:"result"`
+	Kinds  []string `json:"kinds"`
+	Lost   []string `json:"lost"`
+}
+
+// The hand-made histories of testdata/ give the verdicts testdata/expected.json says
+// (crates/operator/tests/history_checker.rs runs the built binary on the same files).
+func TestFixtures(t *testing.T) {
+	text, err := os.ReadFile("testdata/expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expected map[string]expectation
+	if err := json.Unmarshal(text, &expected); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range expected {
+		t.Run(name, func(t *testing.T) {
+			h, err := loadHistory(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			report := check(h, options{timeout: 10 * time.Second, visualize: "failure", outDir: dir})
+			if report.Result != want.Result {
+				t.Errorf("result %s, want %s: %s", report.Result, want.Result, report.details())
+			}
+			kinds := map[string]bool{}
+			for _, v := range report.Violations {
+				kinds[v.Kind] = true
+			}
+			var got []string
+			for k := range kinds {
+				got = append(got, k)
+			}
+			sort.Strings(got)
+			if strings.Join(got, ",") != strings.Join(want.Kinds, ",") {
+				t.Errorf("violation kinds %v, want %v: %s", got, want.Kinds, report.details())
+			}
+			var lost []string
+			for _, w := range report.LostWrites {
+				lost = append(lost, fmt.Sprintf("%s=%s@%d", w.Key, w.Value, w.Revision))
+			}
+			if strings.Join(lost, ",") != strings.Join(want.Lost, ",") {
+				t.Errorf("lost %v, want %v", lost, want.Lost)
+			}
+			if report.Result != resultOK {
+				if _, err := os.Stat(filepath.Join(dir, "visualization.html")); err != nil {
+					t.Errorf("a failing history gets a visualization: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestBadInputIsRefusedWithTheReason(t *testing.T) {
+	cases := map[string]string{
+		`{"version": 2}`: "version 2",
+		`{"version": 1, "prefix": "t/", "keys": ["t/a"], "clients": [{"id": 0}], "operations": [{"client": 0, "call": 5, "return": 4, "type": "get", "key": "t/a", "status": "ok", "revision": 1}]}`: "returns (4) before its call (5)",
+		`{"version": 1, "prefix": "t/", "keys": ["t/a"], "clients": [{"id": 0}], "operations": [{"client": 0, "call": 1, "return": 2, "type": "put", "key": "t/a", "value": "x", "status": "ok", "revision": 1}, {"client": 0, "call": 3, "return": 4, "type": "put", "key": "t/a", "value": "x", "status": "ok", "revision": 2}]}`: "written twice",
+		`{"version": 1, "prefix": "t/", "keys": ["t/a"], "clients": [{"id": 0}], "operations": [{"client": 0, "call": 1, "return": 2, "type": "get", "key": "t/b", "status": "ok", "revision": 1}]}`: "not one of the history's keys",
+		`{"version": 1, "surprise": true}`: "unknown field",
+	}
+	for input, want := range cases {
+		_, err := readHistory(strings.NewReader(input))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one saying %q", input, err, want)
+		}
+	}
+}
+
+func TestBookmarkFixVersions(t *testing.T) {
+	for version, unreliable := range map[string]bool{
+		"3.4.23": true, "3.4.25": false, "3.5.1": true, "3.5.7": true, "3.5.8": false,
+		"3.6.17": false, "v3.5.1": true, "": false,
+	} {
+		if got := bookmarkUnreliable(version); got != unreliable {
+			t.Errorf("%q: %v, want %v", version, got, unreliable)
+		}
+	}
+}
