@@ -28,10 +28,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
-use support::cluster::{Cluster, pod_ready, start_cluster};
+use support::cluster::{Cluster, start_cluster};
+use support::rollouts::{leader, pods, restart_order, set_version, wait_all_on};
 use support::status::{cluster_condition, wait_condition};
 use support::workload::Workload;
-use support::{create_namespace, eventually, get_cluster, kubectl, members};
+use support::{create_namespace, eventually, kubectl, members};
 
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -115,24 +116,6 @@ fn set_storage_size(cluster: &Cluster, namespace: &str, size: &str) {
     assert!(ok, "kubectl patch spec.storage.size={size}: {stderr}");
 }
 
-fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
-    let patch = format!("{{\"spec\":{{\"version\":\"{version}\"}}}}");
-    let (ok, _, stderr) = kubectl(
-        cluster,
-        &[
-            "-n",
-            namespace,
-            "patch",
-            "etcdcluster/etcd",
-            "--type=merge",
-            "-p",
-            &patch,
-        ],
-    );
-    assert!(ok, "kubectl patch spec.version={version}: {stderr}");
-}
-
-/// Pod name → (UID, etcd image, Ready).
 /// Every object the operator made for cluster `etcd` in `namespace` (Pods, PVCs, EtcdMembers,
 /// the two Services, the PodDisruptionBudget), as `kind/name`, with whether it carries the
 /// label `team=<team>` (`None`: no such label) and the annotation `owner=ops`.
@@ -176,117 +159,6 @@ fn metadata_of_objects(
         .collect())
 }
 
-async fn pods(cluster: &Cluster, namespace: &str) -> BTreeMap<String, (String, String, bool)> {
-    let list = Api::<Pod>::namespaced(cluster.client(), namespace)
-        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
-        .await
-        .expect("listing Pods");
-    list.items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            let image = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.containers.first())
-                .and_then(|c| c.image.clone())
-                .unwrap_or_default();
-            (
-                p.metadata.name.clone().unwrap_or_default(),
-                (
-                    p.metadata.uid.clone().unwrap_or_default(),
-                    image,
-                    pod_ready(p),
-                ),
-            )
-        })
-        .collect()
-}
-
-/// Waits until every member's spec, Pod image and etcd's answer are `version`, converged.
-async fn wait_all_on(cluster: &Cluster, namespace: &str, version: &str) {
-    wait_all_n_on(cluster, namespace, 3, version).await
-}
-
-async fn wait_all_n_on(cluster: &Cluster, namespace: &str, n: usize, version: &str) {
-    let client = cluster.client();
-    eventually(
-        &format!("{namespace}: every member on {version}"),
-        LIMIT,
-        || async {
-            let c = get_cluster(&client, namespace, "etcd").await;
-            let running: Vec<Option<String>> = c
-                .status
-                .as_ref()
-                .and_then(|s| s.members.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .map(|m| m.version)
-                .collect();
-            let specs: Vec<String> = members(&client, namespace, "etcd")
-                .await
-                .into_iter()
-                .map(|m| m.spec.version)
-                .collect();
-            let images: Vec<String> = pods(cluster, namespace)
-                .await
-                .into_values()
-                .map(|(_, image, _)| image)
-                .collect();
-            let done = running.len() == n
-                && running.iter().all(|v| v.as_deref() == Some(version))
-                && specs.iter().all(|v| v == version)
-                && images.len() == n
-                && images.iter().all(|i| i.ends_with(&format!(":v{version}")));
-            if done {
-                Ok(())
-            } else {
-                Err(format!(
-                    "etcd {running:?}, specs {specs:?}, images {images:?}"
-                ))
-            }
-        },
-    )
-    .await;
-    cluster
-        .wait_converged(namespace, "etcd", n as i32, LIMIT)
-        .await;
-}
-
-/// Watches the Pods while a rollout runs: the order in which members got a new Pod.
-async fn restart_order(
-    cluster: &Cluster,
-    namespace: &str,
-    before: &BTreeMap<String, (String, String, bool)>,
-    version: &str,
-) -> Vec<String> {
-    let mut order: Vec<String> = Vec::new();
-    let started = Instant::now();
-    while order.len() < before.len() {
-        assert!(
-            started.elapsed() < LIMIT,
-            "{namespace}: rollout to {version} not done; restarted {order:?}\n{}",
-            cluster.operator_logs().await
-        );
-        for (name, (uid, _, _)) in pods(cluster, namespace).await {
-            let new = before.get(&name).is_some_and(|(old, _, _)| *old != uid);
-            if new && !order.contains(&name) {
-                order.push(name);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    order
-}
-
-async fn leader(cluster: &Cluster, namespace: &str) -> String {
-    get_cluster(&cluster.client(), namespace, "etcd")
-        .await
-        .status
-        .and_then(|s| s.leader)
-        .expect("a leader")
-}
-
 /// A Warning Event on the EtcdCluster with `reason`.
 fn warning_event(cluster: &Cluster, namespace: &str, reason: &str) -> bool {
     let (ok, out, _) = kubectl(
@@ -314,8 +186,11 @@ async fn upgrade_under_load(cluster: &Cluster, namespace: &str) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let started = Instant::now();
     set_version(cluster, namespace, "3.5.1");
-    let order = restart_order(cluster, namespace, &before, "3.5.1").await;
-    wait_all_n_on(cluster, namespace, before.len(), "3.5.1").await;
+    let order = restart_order(cluster, namespace, &before, "3.5.1", LIMIT, |_| {
+        String::new()
+    })
+    .await;
+    wait_all_on(cluster, namespace, before.len(), "3.5.1", LIMIT).await;
     let took = started.elapsed();
     let report = workload.stop().await;
     report.assert_no_loss();
@@ -496,7 +371,7 @@ async fn e2e_rolling_upgrades() {
     .await;
     println!("upg: {victim} repaired while the rollout stayed stopped");
     set_version(&cluster, "upg", "3.5.1");
-    wait_all_on(&cluster, "upg", "3.5.1").await;
+    wait_all_on(&cluster, "upg", 3, "3.5.1", LIMIT).await;
     let report = workload.stop().await;
     report.assert_no_loss();
     println!(
@@ -524,7 +399,10 @@ async fn e2e_rolling_upgrades() {
         ],
     );
     assert!(ok, "kubectl patch options: {stderr}");
-    let order = restart_order(&cluster, "upg", &before, "the new options").await;
+    let order = restart_order(&cluster, "upg", &before, "the new options", LIMIT, |_| {
+        String::new()
+    })
+    .await;
     cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
     let took = started.elapsed();
     let report = workload.stop().await;
@@ -731,7 +609,7 @@ async fn e2e_rolling_upgrades() {
         ("False", "UpgradeFailed")
     );
     set_version(&cluster, "upm", "3.5.1");
-    wait_all_on(&cluster, "upm", "3.5.1").await;
+    wait_all_on(&cluster, "upm", 3, "3.5.1", LIMIT).await;
     cluster.wait_converged("upm", "etcd", 3, LIMIT).await;
     let report = workload.stop().await;
     report.assert_no_loss();
@@ -852,7 +730,7 @@ async fn e2e_rolling_upgrades() {
     let workload = Workload::start(cluster.network.clone(), "upm", "etcd", "upm-storage");
     let started = Instant::now();
     set_storage_size(&cluster, "upm", "512Mi");
-    let order = restart_order(&cluster, "upm", &before, "512Mi").await;
+    let order = restart_order(&cluster, "upm", &before, "512Mi", LIMIT, |_| String::new()).await;
     cluster.wait_converged("upm", "etcd", 3, LIMIT).await;
     let took = started.elapsed();
     let report = workload.stop().await;

@@ -18,115 +18,15 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::api::ListParams;
-use support::cluster::{Cluster, pod_ready, start_cluster};
+use support::cluster::{Cluster, start_cluster};
+use support::rollouts::{leader, pods, restart_order, set_version, wait_all_on};
 use support::status::wait_condition;
 use support::workload::Workload;
-use support::{NEWEST_35, NEWEST_37, create_namespace, eventually, get_cluster, kubectl, members};
+use support::{NEWEST_35, NEWEST_37, create_namespace, eventually, kubectl, members};
 
 const LIMIT: Duration = Duration::from_secs(240);
-
-fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
-    let patch = format!("{{\"spec\":{{\"version\":\"{version}\"}}}}");
-    let (ok, _, stderr) = kubectl(
-        cluster,
-        &[
-            "-n",
-            namespace,
-            "patch",
-            "etcdcluster/etcd",
-            "--type=merge",
-            "-p",
-            &patch,
-        ],
-    );
-    assert!(ok, "kubectl patch spec.version={version}: {stderr}");
-}
-
-/// Pod name → (UID, etcd image, Ready).
-async fn pods(cluster: &Cluster, namespace: &str) -> BTreeMap<String, (String, String, bool)> {
-    Api::<Pod>::namespaced(cluster.client(), namespace)
-        .list(&ListParams::default().labels(&etcd_operator_api::labels::cluster_selector("etcd")))
-        .await
-        .expect("listing Pods")
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| {
-            let image = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.containers.first())
-                .and_then(|c| c.image.clone())
-                .unwrap_or_default();
-            (
-                p.metadata.name.clone().unwrap_or_default(),
-                (
-                    p.metadata.uid.clone().unwrap_or_default(),
-                    image,
-                    pod_ready(p),
-                ),
-            )
-        })
-        .collect()
-}
-
-/// Waits until every member's spec, Pod image and etcd's own answer are `version`.
-async fn wait_all_on(cluster: &Cluster, namespace: &str, version: &str) {
-    let client = cluster.client();
-    eventually(
-        &format!("{namespace}: every member on {version}"),
-        LIMIT,
-        || async {
-            let c = get_cluster(&client, namespace, "etcd").await;
-            let running: Vec<Option<String>> = c
-                .status
-                .and_then(|s| s.members)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|m| m.version)
-                .collect();
-            let specs: Vec<String> = members(&client, namespace, "etcd")
-                .await
-                .into_iter()
-                .map(|m| m.spec.version)
-                .collect();
-            let images: Vec<String> = pods(cluster, namespace)
-                .await
-                .into_values()
-                .map(|(_, image, _)| image)
-                .collect();
-            let done = running.len() == 3
-                && running.iter().all(|v| v.as_deref() == Some(version))
-                && specs.len() == 3
-                && specs.iter().all(|v| v == version)
-                && images.len() == 3
-                && images.iter().all(|i| i.ends_with(&format!(":v{version}")));
-            if done {
-                Ok(())
-            } else {
-                Err(format!(
-                    "etcd {running:?}, specs {specs:?}, images {images:?}"
-                ))
-            }
-        },
-    )
-    .await;
-    cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
-}
-
-async fn leader(cluster: &Cluster, namespace: &str) -> String {
-    get_cluster(&cluster.client(), namespace, "etcd")
-        .await
-        .status
-        .and_then(|s| s.leader)
-        .expect("a leader")
-}
 
 /// Sets `version` and records the order in which members got a new Pod, until every member
 /// runs it; returns (order, leader at the start).
@@ -134,25 +34,11 @@ async fn roll(cluster: &Cluster, namespace: &str, version: &str) -> (Vec<String>
     let first_leader = leader(cluster, namespace).await;
     let before = pods(cluster, namespace).await;
     set_version(cluster, namespace, version);
-    let mut order: Vec<String> = Vec::new();
-    let started = Instant::now();
-    while order.len() < before.len() {
-        if started.elapsed() > LIMIT {
-            panic!(
-                "{namespace}: rollout to {version} not done; restarted {order:?}\n{}\netcd's logs:\n{}",
-                cluster.operator_logs().await,
-                etcd_logs(cluster, namespace, &order)
-            );
-        }
-        for (name, (uid, _, _)) in pods(cluster, namespace).await {
-            let new = before.get(&name).is_some_and(|(old, _, _)| *old != uid);
-            if new && !order.contains(&name) {
-                order.push(name);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    wait_all_on(cluster, namespace, version).await;
+    let order = restart_order(cluster, namespace, &before, version, LIMIT, |order| {
+        format!("etcd's logs:\n{}", etcd_logs(cluster, namespace, order))
+    })
+    .await;
+    wait_all_on(cluster, namespace, 3, version, LIMIT).await;
     (order, first_leader)
 }
 
@@ -249,7 +135,7 @@ async fn floor_refused(cluster: &Cluster) {
 /// last, every member on the new version (spec, image, etcd's answer); PVC-backed members keep
 /// their etcd IDs (a memory-backed member's restart is a replacement).
 async fn chain(cluster: &Cluster, namespace: &str, pvc: bool) {
-    wait_all_on(cluster, namespace, NEWEST_35).await;
+    wait_all_on(cluster, namespace, 3, NEWEST_35, LIMIT).await;
     let ids = cluster.etcd_members(namespace, "etcd").unwrap();
     let workload = Workload::start(cluster.network.clone(), namespace, "etcd", namespace);
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -324,7 +210,7 @@ async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
     // 4. A downgrade one minor down, 3.6.17 → 3.5.36, through etcd's procedure, under the
     //    workload: every member back on 3.5.36 (spec, image, etcd's answer), the same member
     //    IDs, leader last, no acknowledged write lost.
-    wait_all_on(&cluster, "down", support::DEFAULT_VERSION).await;
+    wait_all_on(&cluster, "down", 3, support::DEFAULT_VERSION, LIMIT).await;
     let ids = cluster.etcd_members("down", "etcd").unwrap();
     let workload = Workload::start(cluster.network.clone(), "down", "etcd", "down");
     tokio::time::sleep(Duration::from_secs(1)).await;

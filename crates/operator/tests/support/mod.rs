@@ -12,6 +12,7 @@ pub mod history;
 pub mod loopback;
 pub mod manual_node;
 pub mod moto;
+pub mod rollouts;
 pub mod snapshot_tool;
 pub mod snapshots;
 pub mod status;
