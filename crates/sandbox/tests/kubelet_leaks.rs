@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
-use kubelet_support::{Cluster, pod_manifest, shell_container, web_container};
+use kubelet_support::{Cluster, pod_manifest, shell_container};
 use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -81,19 +81,8 @@ async fn busy_cluster(marker: &str) -> Cluster {
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
     ]);
     cluster.create::<Pod>("default", holder).await;
-    cluster
-        .create::<Pod>(
-            "default",
-            pod_manifest(
-                "web",
-                json!({"app": "web"}),
-                None,
-                json!([web_container(8080)]),
-            ),
-        )
-        .await;
+    cluster.run_web("default", LIMIT).await;
     cluster.wait_ready("default", "holder", LIMIT).await;
-    cluster.wait_ready("default", "web", LIMIT).await;
     cluster
 }
 
