@@ -28,6 +28,7 @@ pub mod adopt;
 mod advance;
 mod helpers;
 mod lifecycle;
+mod metadata;
 mod operations;
 pub mod quorum;
 mod repair;
@@ -36,6 +37,7 @@ mod retention;
 pub mod rollout;
 mod snapshot_recovery;
 mod start;
+pub mod version_path;
 
 use super::context::Context;
 use super::decision::Decision;

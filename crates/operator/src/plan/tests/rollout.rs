@@ -5,7 +5,7 @@ use etcd_operator_api::MemberPhase;
 
 use super::fixtures::*;
 use crate::domain::versions::EtcdVersion;
-use crate::plan::rules::rollout::{PathFacts, VersionPath, check_path, parse_version};
+use crate::plan::rules::version_path::{PathFacts, VersionPath, check_path, parse_version};
 use crate::plan::{Step, WaitReason};
 
 #[test]
