@@ -7,6 +7,7 @@
 pub mod certs;
 pub mod cluster;
 pub mod events;
+pub mod failpoints;
 pub mod healing;
 pub mod history;
 pub mod loopback;
