@@ -14,7 +14,7 @@ use crate::etcd::{
     member_id_hex,
 };
 use crate::plan::{
-    Observed, ObservedMember, Plan, PodFacts, PodPhase, PvcFacts, Step, plan_next_step,
+    Observed, ObservedMember, Plan, PodFacts, PodPhase, PvcFacts, Step, WaitReason, plan_next_step,
 };
 
 pub const CLUSTER: &str = "etcd";
@@ -437,4 +437,18 @@ pub fn cluster_condition(fx: &Fx, plan: &Plan, type_: &str) -> (String, String) 
         .find(|c| c.type_ == type_)
         .unwrap_or_else(|| panic!("no {type_} condition"));
     (c.status, c.reason)
+}
+
+/// The reason of a `Wait` step (panics on another step).
+pub fn wait_reason(step: &Step) -> WaitReason {
+    match step {
+        Step::Wait { reason, .. } => *reason,
+        other => panic!("expected a wait, got {other:?}"),
+    }
+}
+
+/// Sets the cluster's replicas in its spec and in its latched target.
+pub fn target(fx: &mut Fx, replicas: i32) {
+    fx.obs.cluster.spec.replicas = Some(replicas);
+    fx.status_mut().observed.as_mut().unwrap().replicas = replicas;
 }

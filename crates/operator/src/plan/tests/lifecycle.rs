@@ -11,13 +11,6 @@ fn deleting(fx: &mut Fx, member: &str) {
     fx.member_mut(member).metadata.deletion_timestamp = Some(Time(at(50)));
 }
 
-fn wait_reason(step: &Step) -> WaitReason {
-    match step {
-        Step::Wait { reason, .. } => *reason,
-        other => panic!("expected a wait, got {other:?}"),
-    }
-}
-
 #[test]
 fn rule1_cluster_deletion_drops_finalizers_without_leaving_etcd() {
     let mut fx = Fx::healthy(3);

@@ -5,13 +5,6 @@ use etcd_operator_api::MemberPhase;
 use super::fixtures::*;
 use crate::plan::{Step, StepKind, WaitReason, caught_up};
 
-fn wait_reason(step: &Step) -> WaitReason {
-    match step {
-        Step::Wait { reason, .. } => *reason,
-        other => panic!("expected a wait, got {other:?}"),
-    }
-}
-
 /// A healthy 2-member cluster with `etcd-2` joining in `phase`.
 fn joining(phase: MemberPhase) -> Fx {
     let mut fx = Fx::healthy(2);

@@ -15,6 +15,7 @@ mod repair;
 mod restore;
 mod retention;
 mod rollout;
+mod security;
 mod simulation;
 pub(crate) mod snapshot_recovery;
 mod start;

@@ -14,13 +14,6 @@ use crate::build::DISCOVERY_FAILED;
 use crate::plan::rules::quorum::{Verdict, classify};
 use crate::plan::{FORCE_NEW_CLUSTER_ANNOTATION, Plan, PodPhase, Step, WaitReason, plan_next_step};
 
-fn wait_reason(step: &Step) -> WaitReason {
-    match step {
-        Step::Wait { reason, .. } => *reason,
-        other => panic!("expected a wait, got {other:?}"),
-    }
-}
-
 /// The member's PVC was wiped under its running Pod: etcd restarts on an empty data directory
 /// and refuses to start (`OwnData`), crash-looping.
 fn wipe(fx: &mut Fx, member: &str) {

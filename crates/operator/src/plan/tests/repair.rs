@@ -5,13 +5,6 @@ use etcd_operator_api::MemberPhase;
 use super::fixtures::*;
 use crate::plan::{PodPhase, Step, StepKind, WaitReason};
 
-fn wait_reason(step: &Step) -> WaitReason {
-    match step {
-        Step::Wait { reason, .. } => *reason,
-        other => panic!("expected a wait, got {other:?}"),
-    }
-}
-
 fn crash_loop(fx: &mut Fx, member: &str) {
     let pod = fx.pod_mut(member);
     pod.ready = false;

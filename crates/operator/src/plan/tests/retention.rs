@@ -26,11 +26,6 @@ fn mark(fx: &mut Fx, member: &str) {
         .insert(SCALE_IN_ANNOTATION.into(), "true".into());
 }
 
-fn target(fx: &mut Fx, replicas: i32) {
-    fx.obs.cluster.spec.replicas = Some(replicas);
-    fx.status_mut().observed.as_mut().unwrap().replicas = replicas;
-}
-
 /// `member` deleted, out of etcd, its Pod going: the leave sequence is at the PVC.
 fn left_etcd(fx: &mut Fx, member: &str) {
     fx.member_mut(member).metadata.deletion_timestamp = Some(Time(at(50)));

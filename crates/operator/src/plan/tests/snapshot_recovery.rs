@@ -92,13 +92,6 @@ fn recorded(fx: &Fx) -> Option<QuorumRecoveryStatus> {
     fx.obs.cluster.status.as_ref()?.quorum_recovery.clone()
 }
 
-fn wait_reason(step: &Step) -> WaitReason {
-    match step {
-        Step::Wait { reason, .. } => *reason,
-        other => panic!("expected a wait, got {other:?}"),
-    }
-}
-
 fn ours_and_decoys() -> Vec<SnapshotFacts> {
     vec![
         snapshot("old", CLUSTER, 500, true),
