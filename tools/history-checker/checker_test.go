@@ -93,3 +93,40 @@ func TestBookmarkFixVersions(t *testing.T) {
 		}
 	}
 }
+
+// Writes to other keys after the workload's last one move the final revision on, and a watch
+// of the workload's prefix (the replay asks for no progress notification) cannot see them: it
+// is complete when it reached the workload's last write, and incomplete when it did not.
+func TestWatchesAreBoundToTheLastWriteOfTheWorkloadsKeys(t *testing.T) {
+	run := func(edit func(h *History)) *Report {
+		h, err := loadHistory(filepath.Join("testdata", "pass-concurrent.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(h)
+		return check(h, options{timeout: 10 * time.Second, visualize: "never", outDir: t.TempDir()})
+	}
+	later := run(func(h *History) {
+		h.FinalRevision += 3
+		for i := range h.Watches {
+			h.Watches[i].Progress = nil
+		}
+	})
+	if later.Result != resultOK {
+		t.Errorf("other keys' writes after the last one: %s", later.details())
+	}
+	short := run(func(h *History) {
+		for i := range h.Watches {
+			if h.Watches[i].Replay {
+				h.Watches[i].Events = h.Watches[i].Events[:len(h.Watches[i].Events)-1]
+			}
+		}
+	})
+	found := false
+	for _, v := range short.Violations {
+		found = found || v.Kind == kindWatchIncomplete
+	}
+	if !found {
+		t.Errorf("a replay short of the last write is incomplete: %s", short.details())
+	}
+}

@@ -86,7 +86,9 @@ func gatherEvidence(h *History, report *Report) *evidence {
 	return ev
 }
 
-// replayCovers: the replay watch delivered everything from the start to the final revision.
+// replayCovers: the replay watch delivered everything from the start to the last write to the
+// workload's keys (it asks for no progress notification, so it cannot show it passed later
+// revisions of other keys).
 func replayCovers(h *History, w *Watch) bool {
 	if w.StartRevision > h.StartRevision+1 {
 		return false
@@ -96,7 +98,7 @@ func replayCovers(h *History, w *Watch) bool {
 			return false
 		}
 	}
-	return reached(w) >= h.FinalRevision
+	return reached(w) >= lastWrite(h)
 }
 
 // reached: the highest revision up to which a watch is known to have delivered everything.
