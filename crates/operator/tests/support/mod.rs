@@ -257,7 +257,15 @@ pub fn kubectl_with_stdin(
             .expect("writing kubectl's stdin");
     }
     drop(child.stdin.take());
-    let output = child.wait_with_output().expect("kubectl finishes");
+    // Called from async code: the wait blocks a worker, so the runtime is told (its other tasks
+    // move on, the node agents' and the workload's among them).
+    let wait = || child.wait_with_output().expect("kubectl finishes");
+    let output = match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    };
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned(),

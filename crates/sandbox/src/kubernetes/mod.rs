@@ -31,7 +31,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use tokio::task::JoinHandle;
 
 use crate::network::ClusterNetwork;
 use health::Scheme;
@@ -142,7 +141,8 @@ pub struct RunningKubernetes {
     /// How long it took until every component was healthy.
     pub started_in: Duration,
     processes: Mutex<Vec<Process>>,
-    forwarder: JoinHandle<()>,
+    /// Dropping it (or sending) stops the forwarder's thread.
+    forwarder: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
 
 impl RunningKubernetes {
@@ -165,8 +165,7 @@ impl RunningKubernetes {
         let started = Instant::now();
         let dir = dir.join("control-plane");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port))
-            .await
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, options.port))
             .with_context(|| {
                 format!(
                     "binding the API server's port {} on the machine",
@@ -258,7 +257,7 @@ impl RunningKubernetes {
             ]);
         }
         processes.push(Process::start("kube-apiserver", apiserver, &dir)?);
-        let forwarder = tokio::spawn(forward(listener, network.clone(), port));
+        let forwarder = spawn_forwarder(listener, network.clone(), port)?;
 
         let mut running = Self {
             url,
@@ -268,7 +267,7 @@ impl RunningKubernetes {
             admin: files.admin,
             started_in: Duration::ZERO,
             processes: Mutex::new(processes),
-            forwarder,
+            forwarder: Mutex::new(Some(forwarder)),
         };
         let local = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         running
@@ -394,7 +393,7 @@ impl RunningKubernetes {
 
     /// Kills every process now (the API server first, the store last).
     pub fn stop(&self) {
-        self.forwarder.abort();
+        self.forwarder.lock().expect("forwarder lock").take();
         let mut processes = self.processes.lock().expect("processes lock");
         while let Some(mut process) = processes.pop() {
             process.kill();
@@ -499,6 +498,42 @@ impl Files {
             ca_authority: ca,
         })
     }
+}
+
+/// Runs [`forward`] on a thread and runtime of its own, until the returned sender is sent to or
+/// dropped. Not on the caller's runtime: a test that blocks its runtime's workers (a `kubectl`
+/// run with `std::process::Command` from async code, say) would otherwise stall every
+/// connection to the API server, kubectl's own included, until its TLS handshake times out.
+fn spawn_forwarder(
+    listener: std::net::TcpListener,
+    network: Arc<ClusterNetwork>,
+    port: u16,
+) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
+    listener.set_nonblocking(true)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("apiserver-forwarder")
+        .enable_all()
+        .build()
+        .context("the API server forwarder's runtime")?;
+    std::thread::Builder::new()
+        .name("apiserver-forwarder".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = forward(listener, network, port) => {}
+                    _ = stopped => {}
+                }
+            });
+            // Open connections end with the runtime.
+            runtime.shutdown_background();
+        })
+        .context("starting the API server forwarder's thread")?;
+    Ok(stop)
 }
 
 /// Forwards each connection to the machine's `127.0.0.1:port` to the same address inside the
