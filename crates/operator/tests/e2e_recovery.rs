@@ -482,7 +482,10 @@ async fn e2e_recovery_alarms_on_3_4_and_3_5() {
     cluster.apply(&cluster_yaml("v35", NS, 3, ""));
     let quota = format!("  options:\n    quotaBackendBytes: {SMALL_QUOTA}\n");
     cluster.apply(&cluster_yaml_on("n34", NS, 3, "3.4.23", &quota));
-    cluster.apply(&cluster_yaml("n35", NS, 3, &quota));
+    // n35 stays on 3.5.1, as the test's name says: on 3.6.17 (the suite's default since this
+    // round) the NOSPACE remedy compacted once more within 5 s of reporting the live data over
+    // the quota, an open bug (docs/testing.md, "What the real parts showed", item 11).
+    cluster.apply(&cluster_yaml_on("n35", NS, 3, "3.5.1", &quota));
     for name in ["v34", "v35", "n34", "n35"] {
         cluster.wait_converged(NS, name, 3, CONVERGE).await;
     }
