@@ -130,3 +130,4 @@ func TestWatchesAreBoundToTheLastWriteOfTheWorkloadsKeys(t *testing.T) {
 		t.Errorf("a replay short of the last write is incomplete: %s", short.details())
 	}
 }
+

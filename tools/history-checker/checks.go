@@ -285,7 +285,10 @@ func checkWatches(h *History, lossy, bookmarkUnreliable bool, report *Report) {
 			}
 			compacted := false
 			for _, x := range excused {
-				if r >= x[0] && r < x[1] {
+				// Compaction at rev C keeps each key's latest version at or below C, unless that
+				// version is a deletion: a tombstone at C itself goes too, so a watch resumed at
+				// C cannot deliver it.
+				if (r >= x[0] && r < x[1]) || (r == x[1] && known[r].isDelete) {
 					compacted = true
 				}
 			}
