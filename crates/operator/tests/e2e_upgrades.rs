@@ -28,8 +28,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
+use serde_json::json;
 use support::cluster::{Cluster, start_cluster};
-use support::rollouts::{leader, pods, restart_order, set_version, wait_all_on};
+use support::rollouts::{
+    leader, patch_spec, pods, restart_order, set_version, wait_all_on, warning_events,
+};
 use support::status::{cluster_condition, wait_condition};
 use support::workload::Workload;
 use support::{create_namespace, eventually, kubectl, members};
@@ -99,23 +102,6 @@ async fn tmpfs_sizes(cluster: &Cluster, namespace: &str) -> BTreeMap<String, Str
         .collect()
 }
 
-fn set_storage_size(cluster: &Cluster, namespace: &str, size: &str) {
-    let patch = format!("{{\"spec\":{{\"storage\":{{\"size\":\"{size}\"}}}}}}");
-    let (ok, _, stderr) = kubectl(
-        cluster,
-        &[
-            "-n",
-            namespace,
-            "patch",
-            "etcdcluster/etcd",
-            "--type=merge",
-            "-p",
-            &patch,
-        ],
-    );
-    assert!(ok, "kubectl patch spec.storage.size={size}: {stderr}");
-}
-
 /// Every object the operator made for cluster `etcd` in `namespace` (Pods, PVCs, EtcdMembers,
 /// the two Services, the PodDisruptionBudget), as `kind/name`, with whether it carries the
 /// label `team=<team>` (`None`: no such label) and the annotation `owner=ops`.
@@ -157,24 +143,6 @@ fn metadata_of_objects(
             )
         })
         .collect())
-}
-
-/// A Warning Event on the EtcdCluster with `reason`.
-fn warning_event(cluster: &Cluster, namespace: &str, reason: &str) -> bool {
-    let (ok, out, _) = kubectl(
-        cluster,
-        &[
-            "-n",
-            namespace,
-            "get",
-            "events",
-            "--field-selector",
-            &format!("reason={reason},type=Warning"),
-            "-o",
-            "name",
-        ],
-    );
-    ok && !out.trim().is_empty()
 }
 
 /// Upgrades `namespace`'s cluster 3.4.23 → 3.5.1 under the workload.
@@ -256,7 +224,11 @@ async fn e2e_rolling_upgrades() {
     .await;
     assert!(message.contains("skips a minor version"), "{message}");
     assert!(message.contains("3.5.x"), "says what is allowed: {message}");
-    assert!(warning_event(&cluster, "upg", "UpgradeRefused"));
+    assert!(
+        !warning_events(&cluster, "upg", "UpgradeRefused")
+            .trim()
+            .is_empty()
+    );
     assert_eq!(pods(&cluster, "upg").await, before, "nothing restarted");
     set_version(&cluster, "upg", "3.4.23");
     cluster.wait_converged("upg", "etcd", 3, LIMIT).await;
@@ -322,7 +294,11 @@ async fn e2e_rolling_upgrades() {
         message.contains("Set spec.version back to 3.5.1"),
         "{message}"
     );
-    assert!(warning_event(&cluster, "upg", "UpgradeFailed"));
+    assert!(
+        !warning_events(&cluster, "upg", "UpgradeFailed")
+            .trim()
+            .is_empty()
+    );
     let now = pods(&cluster, "upg").await;
     let tried: Vec<&String> = now
         .iter()
@@ -632,7 +608,7 @@ async fn e2e_rolling_upgrades() {
     //     changes.
     let before = pods(&cluster, "up5").await;
     let volumes = claims(&cluster, "up5").await;
-    set_storage_size(&cluster, "up5", "2Gi");
+    patch_spec(&cluster, "up5", json!({ "storage": { "size": "2Gi" } }));
     let message = wait_condition(
         &cluster.client(),
         "up5",
@@ -646,7 +622,11 @@ async fn e2e_rolling_upgrades() {
     println!("up5: storage.size 2Gi: {message}");
     assert!(message.contains("StorageClass fixed"), "{message}");
     assert!(message.contains("allowVolumeExpansion"), "{message}");
-    assert!(warning_event(&cluster, "up5", "StorageExpansionRefused"));
+    assert!(
+        !warning_events(&cluster, "up5", "StorageExpansionRefused")
+            .trim()
+            .is_empty()
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(claims(&cluster, "up5").await, volumes, "no PVC changed");
     assert_eq!(pods(&cluster, "up5").await, before, "no Pod restarted");
@@ -663,7 +643,7 @@ async fn e2e_rolling_upgrades() {
     let before = pods(&cluster, "upg").await;
     let workload = Workload::start(cluster.network.clone(), "upg", "etcd", "upg-storage");
     let started = Instant::now();
-    set_storage_size(&cluster, "upg", "2Gi");
+    patch_spec(&cluster, "upg", json!({ "storage": { "size": "2Gi" } }));
     eventually("upg: every PVC at 2Gi", LIMIT, || async {
         let volumes = claims(&cluster, "upg").await;
         let grown = volumes
@@ -700,7 +680,7 @@ async fn e2e_rolling_upgrades() {
     //      driver answers OutOfRange): reported in Kubernetes' words, nothing restarted, the
     //      other members not touched.
     let before = pods(&cluster, "upg").await;
-    set_storage_size(&cluster, "upg", "8Gi");
+    patch_spec(&cluster, "upg", json!({ "storage": { "size": "8Gi" } }));
     let message = wait_condition(
         &cluster.client(),
         "upg",
@@ -717,7 +697,11 @@ async fn e2e_rolling_upgrades() {
         "{message}"
     );
     assert!(message.contains("ControllerResizeInfeasible"), "{message}");
-    assert!(warning_event(&cluster, "upg", "StorageExpansionFailed"));
+    assert!(
+        !warning_events(&cluster, "upg", "StorageExpansionFailed")
+            .trim()
+            .is_empty()
+    );
     let volumes = claims(&cluster, "upg").await;
     let asked: Vec<_> = volumes.values().filter(|(r, _)| r == "8Gi").collect();
     assert_eq!(asked.len(), 1, "one PVC asked for 8Gi: {volumes:?}");
@@ -729,7 +713,7 @@ async fn e2e_rolling_upgrades() {
     let before = pods(&cluster, "upm").await;
     let workload = Workload::start(cluster.network.clone(), "upm", "etcd", "upm-storage");
     let started = Instant::now();
-    set_storage_size(&cluster, "upm", "512Mi");
+    patch_spec(&cluster, "upm", json!({ "storage": { "size": "512Mi" } }));
     let order = restart_order(&cluster, "upm", &before, "512Mi", LIMIT, |_| String::new()).await;
     cluster.wait_converged("upm", "etcd", 3, LIMIT).await;
     let took = started.elapsed();

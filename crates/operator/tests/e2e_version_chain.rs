@@ -21,7 +21,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, start_cluster};
-use support::rollouts::{leader, pods, restart_order, set_version, wait_all_on};
+use support::rollouts::{leader, pods, restart_order, set_version, wait_all_on, warning_events};
 use support::status::wait_condition;
 use support::workload::Workload;
 use support::{NEWEST_35, NEWEST_37, create_namespace, eventually, kubectl, members};
@@ -56,24 +56,6 @@ fn etcd_logs(cluster: &Cluster, namespace: &str, names: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// The Warning Events on the EtcdCluster with `reason`, their messages.
-fn warning_events(cluster: &Cluster, namespace: &str, reason: &str) -> String {
-    let (_, out, _) = kubectl(
-        cluster,
-        &[
-            "-n",
-            namespace,
-            "get",
-            "events",
-            "--field-selector",
-            &format!("reason={reason},type=Warning"),
-            "-o",
-            "jsonpath={.items[*].message}",
-        ],
-    );
-    out
 }
 
 /// The floor refusal on the 3.5.1 cluster: refused, reported, nothing moved, still serving.

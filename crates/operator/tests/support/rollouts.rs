@@ -15,9 +15,9 @@ use super::{eventually, get_cluster, kubectl, members};
 /// Pod name → (UID, etcd image, Ready).
 pub type PodFacts = BTreeMap<String, (String, String, bool)>;
 
-/// `kubectl patch` of the cluster's `spec.version`.
-pub fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
-    let patch = format!("{{\"spec\":{{\"version\":\"{version}\"}}}}");
+/// `kubectl patch --type=merge` of the cluster `etcd` with `{"spec": <spec>}`.
+pub fn patch_spec(cluster: &Cluster, namespace: &str, spec: serde_json::Value) {
+    let patch = serde_json::json!({ "spec": spec }).to_string();
     let (ok, _, stderr) = kubectl(
         cluster,
         &[
@@ -30,7 +30,35 @@ pub fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
             &patch,
         ],
     );
-    assert!(ok, "kubectl patch spec.version={version}: {stderr}");
+    assert!(ok, "kubectl patch {patch}: {stderr}");
+}
+
+/// `kubectl patch` of the cluster's `spec.version`.
+pub fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
+    patch_spec(
+        cluster,
+        namespace,
+        serde_json::json!({ "version": version }),
+    );
+}
+
+/// The messages of the Warning Events with `reason` in `namespace`, space-separated (empty:
+/// none).
+pub fn warning_events(cluster: &Cluster, namespace: &str, reason: &str) -> String {
+    let (_, out, _) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "events",
+            "--field-selector",
+            &format!("reason={reason},type=Warning"),
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    out
 }
 
 /// The cluster's Pods that are not being deleted.
