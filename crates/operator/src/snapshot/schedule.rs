@@ -245,7 +245,7 @@ pub fn decide(
         .as_ref()
         .map(|t| t.0)
         .unwrap_or(schedule.created);
-    let pass = schedule_pass(
+    let mut pass = schedule_pass(
         ScheduleInput {
             schedule: &spec.schedule,
             suspend: spec.suspend == Some(true),
@@ -261,7 +261,6 @@ pub fn decide(
     // A new schedule backs its cluster up at once (unless `firstSnapshot: AtFirstTick`), named
     // by its creation time so that a pass repeated before the status is written stamps the
     // same snapshot; `lastScheduleTime` then anchors the ticks, as after any run.
-    let mut pass = pass;
     if spec.first_snapshot.unwrap_or_default() == FirstSnapshot::Immediately
         && status.last_schedule_time.is_none()
         && snapshots.is_empty()
