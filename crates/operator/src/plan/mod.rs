@@ -116,6 +116,10 @@ impl Plan {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .and_then(|l| l.iter().find(|c| c.type_ == CERTIFICATES_VALID));
+        // Beside the step's own Event of the same pass, named from the time: 3 ns later.
+        let later = now
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_nanos(3))
+            .unwrap_or(now);
         (new.status == "False" && old.is_none_or(|o| o.status != "False")).then(|| {
             event(
                 &observed.cluster,
@@ -126,7 +130,7 @@ impl Plan {
                     "CertificateExpiring"
                 },
                 &new.message,
-                now,
+                later,
             )
         })
     }

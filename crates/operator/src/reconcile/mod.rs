@@ -167,6 +167,20 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     if let Some(event) = plan.recovery_event(&observed, now) {
         events::record(&ctx.act, event).await;
     }
+    // So are the Events that report a condition the status write changes (a wait that needs
+    // attention, certificates, isolation): once the status is written the next pass sees no
+    // change, and a process that ends between the two (a crash point of another cluster's
+    // pass) would lose the Event for good. An Event of an action follows the action.
+    let reports_only = matches!(plan.step, Step::Wait { .. });
+    if reports_only && let Some(event) = plan.event(&observed, now) {
+        events::record(&ctx.act, event).await;
+    }
+    if let Some(event) = plan.certificates_event(&observed, now) {
+        events::record(&ctx.act, event).await;
+    }
+    if let Some(event) = plan.isolation_event(&observed, now) {
+        events::record(&ctx.act, event).await;
+    }
     if let Some((source, outcome)) = crate::metrics::recovery_outcome(&observed, &plan) {
         ctx.metrics
             .recovery_step(&namespace, &name, source, outcome);
@@ -181,13 +195,7 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     if let Some(repair) = crate::metrics::repair_of(&plan.step) {
         ctx.metrics.repair_started(&namespace, &name, repair);
     }
-    if let Some(event) = plan.event(&observed, now) {
-        events::record(&ctx.act, event).await;
-    }
-    if let Some(event) = plan.certificates_event(&observed, now) {
-        events::record(&ctx.act, event).await;
-    }
-    if let Some(event) = plan.isolation_event(&observed, now) {
+    if !reports_only && let Some(event) = plan.event(&observed, now) {
         events::record(&ctx.act, event).await;
     }
     wait_for_caches(stores, &outcome.written, CACHE_LAG_LIMIT).await;
