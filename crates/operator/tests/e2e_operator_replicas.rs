@@ -1,18 +1,22 @@
 //! Two operator replicas from `deploy/` with leader election: exactly one acts (the other
 //! reports `etcd_operator_leader 0` and writes nothing); when the leader hangs, the other takes
 //! the Lease over once it expires and carries on reconciling; the old leader, resumed, finds
-//! the Lease taken and steps down; a leader stopped gracefully releases the Lease so the
-//! standby takes over at once.
+//! the Lease taken and steps down; a leader evicted (the Eviction API, as `kubectl drain` does)
+//! in the middle of a scale-in, once a member is leaving, releases the Lease so the standby
+//! takes over at once and finishes the step. The checked client workload runs through all of
+//! it (`support::history`): no acknowledged write lost, the history linearizable.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
+use etcd_operator_api::MemberPhase;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::DeleteParams;
+use kube::api::EvictParams;
 use support::cluster::{Cluster, start_cluster};
-use support::{cluster_yaml, create_namespace, eventually};
+use support::workload::Workload;
+use support::{cluster_yaml, create_namespace, eventually, members};
 
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -65,6 +69,7 @@ async fn e2e_two_operator_replicas_one_acts_and_the_other_takes_over() {
     cluster.apply(&cluster_yaml("etcd", "ha", 3, ""));
     cluster.wait_converged("ha", "etcd", 3, LIMIT).await;
     cluster.put("ha", "etcd", "before-failover", "v");
+    let workload = Workload::start(cluster.network.clone(), "ha", "etcd", "ha");
 
     // Exactly one leader; the standby writes nothing.
     let leader = leader_pod(&cluster).await.expect("a Lease holder");
@@ -152,13 +157,25 @@ async fn e2e_two_operator_replicas_one_acts_and_the_other_takes_over() {
         Some(successor.as_str())
     );
 
-    // A graceful stop (SIGTERM) releases the Lease: the standby takes over well before it
-    // would have expired, and carries on.
+    // Evicted mid-step: the scale-in starts, and once a member is leaving (its removal from
+    // etcd, then its Pod and PVC) the leader is evicted. A graceful stop (SIGTERM) releases the
+    // Lease: the standby takes over well before it would have expired, and finishes the step.
+    cluster.scale("ha", "etcd", 3);
+    let leaving = eventually("a member to be leaving", LIMIT, || async {
+        members(&client, "ha", "etcd")
+            .await
+            .into_iter()
+            .find(|m| m.status.as_ref().and_then(|s| s.phase) == Some(MemberPhase::Terminating))
+            .and_then(|m| m.metadata.name)
+            .ok_or_else(|| "no member Terminating yet".to_string())
+    })
+    .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "etcd-operator-system");
-    pods.delete(&successor, &DeleteParams::default())
+    pods.evict(&successor, &EvictParams::default())
         .await
-        .unwrap();
-    let deleted = Instant::now();
+        .expect("evicting the leader");
+    let evicted = Instant::now();
+    println!("evicted the leader {successor} while {leaving} was leaving");
     eventually(
         "the standby to take over the released Lease",
         Duration::from_secs(30),
@@ -171,10 +188,15 @@ async fn e2e_two_operator_replicas_one_acts_and_the_other_takes_over() {
     )
     .await;
     assert!(
-        deleted.elapsed() < Duration::from_secs(10),
-        "took over {:?} after the graceful stop",
-        deleted.elapsed()
+        evicted.elapsed() < Duration::from_secs(10),
+        "took over {:?} after the eviction",
+        evicted.elapsed()
     );
-    cluster.scale("ha", "etcd", 3);
     cluster.wait_converged("ha", "etcd", 3, LIMIT).await;
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "ha: two failovers and an eviction mid-scale-in: longest unavailability {} ms",
+        report.longest_unavailable.as_millis()
+    );
 }

@@ -12,16 +12,23 @@
 //!
 //! 3. `chainm`: the chain of 1. on 3 memory-backed members (each restart a replacement), at the
 //!    same time as 1.;
-//! 4. `down`: 3 PVC-backed members created at 3.6.17 downgraded to 3.5.36 under the workload
+//! 4. `down`: 3 PVC-backed members created at 3.6.17 under a MutatingAdmissionPolicy (the real
+//!    kube-apiserver's, `admissionregistration.k8s.io/v1`) that rewrites every etcd image to a
+//!    mirror and pins it to a digest, as production clusters' policies do: the members run the
+//!    rewritten images and are not restarted for it while 1.-3. run (minutes); then downgraded to
+//!    3.5.36 (a real version change still rolls, the new Pods rewritten too) under the workload
 //!    through etcd's procedure (a `DowngradeEnabled` Event), leader last, same member IDs, no
-//!    acknowledged write lost.
+//!    acknowledged write lost;
+//! 5. at the same time as 4., `chain` (3.7.4 after 1.) downgraded to 3.6.17 the same way.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, start_cluster};
-use support::rollouts::{leader, pods, restart_order, set_version, wait_all_on, warning_events};
+use support::rollouts::{
+    PodFacts, leader, pods, restart_order, set_version, wait_all_on, warning_events,
+};
 use support::status::wait_condition;
 use support::workload::Workload;
 use support::{NEWEST_35, NEWEST_37, create_namespace, eventually, kubectl, members};
@@ -151,6 +158,151 @@ async fn chain(cluster: &Cluster, namespace: &str, pvc: bool) {
     );
 }
 
+/// What the admission policy writes for an etcd image: the same name and tag from a mirror,
+/// pinned to a digest (a made-up one: the sandbox runs a version's binaries by its tag).
+const MIRROR: &str = "mirror.internal/etcd-io/";
+const DIGEST: &str = "@sha256:5f2e0c7a9b1d3e4f6a8c0b2d4e6f8a1c3e5b7d9f0a2c4e6b8d1f3a5c7e9b0d2f";
+
+/// A MutatingAdmissionPolicy and its binding, for Pods created in namespace `down`: every
+/// container named `etcd` whose image has no digest gets `MIRROR` + `<name>:<tag>` + `DIGEST`.
+fn mirror_policy() -> String {
+    format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: etcd-images-to-mirror-digests
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["pods"]
+  matchConditions:
+    - name: etcd-without-digest
+      expression: 'object.spec.containers.exists(c, c.name == "etcd" && !c.image.contains("@"))'
+  mutations:
+    - patchType: ApplyConfiguration
+      applyConfiguration:
+        expression: >
+          Object{{spec: Object.spec{{containers: object.spec.containers.filter(c, c.name == "etcd").map(c,
+          Object.spec.containers{{name: c.name, image: "{MIRROR}" + c.image.substring(c.image.lastIndexOf("/") + 1) + "{DIGEST}"}})}}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: etcd-images-to-mirror-digests
+spec:
+  policyName: etcd-images-to-mirror-digests
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: down
+"#
+    )
+}
+
+/// Applies [`mirror_policy`] and waits until the API server applies it (a server-side dry run
+/// of an etcd Pod in `down` comes back rewritten).
+async fn install_mirror_policy(cluster: &Cluster) {
+    tokio::task::block_in_place(|| cluster.apply(&mirror_policy()));
+    let probe = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probe\n  namespace: down\nspec:\n  containers:\n    - name: etcd\n      image: quay.io/coreos/etcd:v{}\n",
+        support::DEFAULT_VERSION
+    );
+    let path = std::env::temp_dir().join(format!("mirror-probe-{}.yaml", std::process::id()));
+    std::fs::write(&path, probe).unwrap();
+    let file = path.display().to_string();
+    eventually(
+        "the admission policy to rewrite etcd images",
+        LIMIT,
+        || async {
+            let (ok, out, err) = kubectl(
+                cluster,
+                &[
+                    "create",
+                    "--dry-run=server",
+                    "-f",
+                    &file,
+                    "-o",
+                    "jsonpath={.spec.containers[0].image}",
+                ],
+            );
+            let expected = format!("{MIRROR}etcd:v{}{DIGEST}", support::DEFAULT_VERSION);
+            if ok && out == expected {
+                Ok(())
+            } else {
+                Err(format!("{out:?} {err}"))
+            }
+        },
+    )
+    .await;
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Every Pod of `pods` runs an image the policy rewrote.
+fn assert_rewritten(namespace: &str, pods: &PodFacts) {
+    for (name, (_, image, _)) in pods {
+        assert!(
+            image.starts_with(MIRROR) && image.ends_with(DIGEST),
+            "{namespace}: {name} runs {image:?}, not the policy's rewrite"
+        );
+    }
+}
+
+/// `namespace`'s cluster from `from` one minor down to `to` under the workload, through etcd's
+/// procedure: every member on `to` (spec, image, etcd's answer), the same member IDs, leader
+/// last, a `DowngradeEnabled` Event naming `to`'s minor, no acknowledged write lost.
+async fn downgrade(cluster: &Cluster, namespace: &str, from: &str, to: &str) -> PodFacts {
+    wait_all_on(cluster, namespace, 3, from, LIMIT).await;
+    let ids = cluster.etcd_members(namespace, "etcd").unwrap();
+    let workload = Workload::start(
+        cluster.network.clone(),
+        namespace,
+        "etcd",
+        &format!("{namespace}-down"),
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let (order, first_leader) = roll(cluster, namespace, to).await;
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    println!(
+        "{namespace}: {from} -> {to} in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
+        started.elapsed().as_secs_f64(),
+        report.longest_unavailable.as_millis()
+    );
+    assert_eq!(
+        order.last(),
+        Some(&first_leader),
+        "{namespace}: the leader's Pod last"
+    );
+    assert_eq!(cluster.etcd_members(namespace, "etcd").unwrap(), ids);
+    // It went through etcd's downgrade (validate + enable), not a bare binary swap.
+    let (_, enabled, _) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "events",
+            "--field-selector",
+            "reason=DowngradeEnabled",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    );
+    println!("{namespace}: DowngradeEnabled: {enabled}");
+    let minor = to.rsplit_once('.').map_or(to, |(minor, _)| minor);
+    assert!(
+        enabled.contains(minor),
+        "{namespace}: a DowngradeEnabled Event naming {minor}: {enabled:?}"
+    );
+    pods(cluster, namespace).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
     let test_started = Instant::now();
@@ -160,6 +312,7 @@ async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
     for namespace in ["chain", "chainm", "floor", "down"] {
         create_namespace(&client, namespace).await;
     }
+    install_mirror_policy(&cluster).await;
     tokio::task::block_in_place(|| {
         cluster.apply(&support::cluster_yaml_on("etcd", "chain", 3, NEWEST_35, ""));
         cluster.apply(&support::cluster_yaml_on(
@@ -182,49 +335,42 @@ async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
         cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
     }
 
+    // The policy rewrote every image of `down`; the operator judges its Pods by what it
+    // rendered, not by the image string: nothing restarts while the rest of this test runs.
+    wait_all_on(&cluster, "down", 3, support::DEFAULT_VERSION, LIMIT).await;
+    let mirrored = pods(&cluster, "down").await;
+    assert_rewritten("down", &mirrored);
+    let quiet_since = Instant::now();
+
     // Below the floor: refused, nothing moves; then both chains at once.
     floor_refused(&cluster).await;
     tokio::join!(
         chain(&cluster, "chain", true),
         chain(&cluster, "chainm", false)
     );
-
-    // 4. A downgrade one minor down, 3.6.17 → 3.5.36, through etcd's procedure, under the
-    //    workload: every member back on 3.5.36 (spec, image, etcd's answer), the same member
-    //    IDs, leader last, no acknowledged write lost.
-    wait_all_on(&cluster, "down", 3, support::DEFAULT_VERSION, LIMIT).await;
-    let ids = cluster.etcd_members("down", "etcd").unwrap();
-    let workload = Workload::start(cluster.network.clone(), "down", "etcd", "down");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let started = Instant::now();
-    let (order, first_leader) = roll(&cluster, "down", NEWEST_35).await;
-    let report = workload.stop().await;
-    report.assert_no_loss();
+    // Pod by Pod, its UID and image (readiness may blink on a loaded machine).
+    let identities = |pods: &PodFacts| -> Vec<(String, String, String)> {
+        pods.iter()
+            .map(|(name, (uid, image, _))| (name.clone(), uid.clone(), image.clone()))
+            .collect()
+    };
+    assert_eq!(
+        identities(&pods(&cluster, "down").await),
+        identities(&mirrored),
+        "down: no Pod restarted for its rewritten image in {:.0} s",
+        quiet_since.elapsed().as_secs_f64()
+    );
     println!(
-        "down: 3.6.17 -> {NEWEST_35} in {:.1} s, order {order:?} (leader at the start {first_leader}), longest unavailability {} ms",
-        started.elapsed().as_secs_f64(),
-        report.longest_unavailable.as_millis()
+        "down: images rewritten by admission, no Pod restarted in {:.0} s",
+        quiet_since.elapsed().as_secs_f64()
     );
-    assert_eq!(order.last(), Some(&first_leader), "the leader's Pod last");
-    assert_eq!(cluster.etcd_members("down", "etcd").unwrap(), ids);
-    // It went through etcd's downgrade (validate + enable), not a bare binary swap.
-    let (_, enabled, _) = kubectl(
-        &cluster,
-        &[
-            "-n",
-            "down",
-            "get",
-            "events",
-            "--field-selector",
-            "reason=DowngradeEnabled",
-            "-o",
-            "jsonpath={.items[*].message}",
-        ],
+
+    // 4. and 5. One minor down on both clusters at once: 3.6.17 → 3.5.36 (rewritten images: a
+    //    version change still rolls) and 3.7.4 → 3.6.17.
+    let (down, _) = tokio::join!(
+        downgrade(&cluster, "down", support::DEFAULT_VERSION, NEWEST_35),
+        downgrade(&cluster, "chain", NEWEST_37, support::DEFAULT_VERSION)
     );
-    println!("down: DowngradeEnabled: {enabled}");
-    assert!(
-        enabled.contains("3.5"),
-        "a DowngradeEnabled Event: {enabled:?}"
-    );
+    assert_rewritten("down", &down);
     println!("whole test {:.1} s", test_started.elapsed().as_secs_f64());
 }

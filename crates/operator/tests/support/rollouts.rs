@@ -126,7 +126,7 @@ pub async fn wait_all_on(
                 && specs.len() == n
                 && specs.iter().all(|v| v == version)
                 && images.len() == n
-                && images.iter().all(|i| i.ends_with(&format!(":v{version}")));
+                && images.iter().all(|i| runs_tag(i, version));
             if done {
                 Ok(())
             } else {
@@ -140,6 +140,13 @@ pub async fn wait_all_on(
     cluster
         .wait_converged(namespace, "etcd", n as i32, limit)
         .await;
+}
+
+/// Whether `image` is the tag `v<version>`, pinned to a digest or not (admission may rewrite
+/// `repo/etcd:v3.6.17` to `mirror/etcd:v3.6.17@sha256:…`).
+pub fn runs_tag(image: &str, version: &str) -> bool {
+    let tagged = image.split_once("@sha256:").map_or(image, |(tag, _)| tag);
+    tagged.ends_with(&format!(":v{version}"))
 }
 
 /// The cluster's leader, as its status says.
