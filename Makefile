@@ -14,6 +14,7 @@ build: deps
 ## The kubectl-driven suites run a second time with kubectl v1.33 (scripts/install-deps.sh
 ## installs it beside the machine's v1.32).
 KUBECTL_NEWER ?= /usr/local/lib/kubectl-v1.33/kubectl
+## The history checker's own tests (Go: histories that must pass and must fail) run beside them.
 ## helm: the one scripts/install-deps.sh installs, beside (never over) a helm of your own.
 HELM ?= /usr/local/lib/helm-v4.1.4/helm
 export HELM
@@ -23,6 +24,7 @@ test: deps
 	$(CARGO) nextest run --workspace --lib --bins --tests --no-fail-fast
 	KUBECTL=$(KUBECTL_NEWER) $(CARGO) nextest run -p kube-sandbox $(KUBECTL_SUITES) --no-fail-fast
 	$(CARGO) test --workspace --doc
+	cd tools/history-checker && go test ./...
 	$(MAKE) docs
 
 ## crds: regenerate deploy/crds/ from the Rust types, and the chart's copy of them.

@@ -1,4 +1,4 @@
-//! Lost-quorum recovery end to end, with real etcd (3.5.1, and 3.4.23 for `automatic`), the operator deployed in the sandbox
+//! Lost-quorum recovery end to end, with real etcd (3.7.4 for `manual`, 3.4.23 for `automatic`, 3.5.1 for the rest), the operator deployed in the sandbox
 //! and the client workload. One sandbox, three clusters at once:
 //!
 //! - `manual`: 3 members, etcd-0 leading; the PVCs of etcd-1 and etcd-2 are wiped under their
@@ -808,7 +808,7 @@ async fn e2e_quorum_recovery() {
         "manual",
         Trigger::Manual,
         3,
-        "3.5.1",
+        support::NEWEST_37,
         &["etcd-1", "etcd-2"],
     ));
     let automatic = tokio::spawn(wiped(

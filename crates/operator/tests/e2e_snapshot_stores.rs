@@ -9,7 +9,7 @@
 //! API, the Azure SDK, the claim's directory), has the status's size and SHA-256 and names the
 //! EtcdSnapshot that wrote it; `snapshot status` of it (etcdutl, etcdctl for 3.4) shows at
 //! least the recorded revision; `deletionPolicy: Delete` removes an object with its
-//! EtcdSnapshot. GCS (etcd 3.5.1, 3 members) and Azure (etcd 3.4.23) snapshots are restored
+//! EtcdSnapshot. GCS (etcd 3.7.4, 3 members) and Azure (etcd 3.4.23) snapshots are restored
 //! into new clusters, compared key by key (value, create and mod revision, version) with the
 //! source at the snapshot's revision, and the restored store's revision with it. Bad input,
 //! each a Failed snapshot with its reason, a Warning Event and no object left: a malformed
@@ -531,9 +531,17 @@ async fn bad_inputs(
 }
 
 async fn gcs(cluster: Arc<Cluster>, gcs: Arc<FakeGcs>, key: String) {
-    let namespace = "gcs-35";
+    // The version matrix: GCS on the newest 3.7.
+    let namespace = "gcs-37";
     let store = Store::Gcs(gcs.clone(), key);
-    round_trip(cluster.clone(), store.clone(), namespace, "3.5.1", 3).await;
+    round_trip(
+        cluster.clone(),
+        store.clone(),
+        namespace,
+        support::NEWEST_37,
+        3,
+    )
+    .await;
     secret(
         &cluster,
         namespace,
@@ -692,9 +700,17 @@ async fn azure(cluster: Arc<Cluster>, azurite: Arc<Azurite>) {
 }
 
 async fn local(cluster: Arc<Cluster>, claim_dir: PathBuf) {
+    // The version matrix: a local store on the newest 3.5.
     let namespace = "local-35";
     let store = Store::Local(claim_dir);
-    round_trip(cluster.clone(), store.clone(), namespace, "3.5.1", 1).await;
+    round_trip(
+        cluster.clone(),
+        store.clone(),
+        namespace,
+        support::NEWEST_35,
+        1,
+    )
+    .await;
     let cases = vec![(
         "outside-root",
         "    local:\n      path: /tmp/etcd-snapshots\n".to_string(),

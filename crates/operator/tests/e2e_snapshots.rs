@@ -1,4 +1,4 @@
-//! EtcdSnapshot end to end, in one sandbox: real etcd 3.5.1 (3 members) and 3.4.23 (1 member)
+//! EtcdSnapshot end to end, in one sandbox: real etcd 3.5.36 (3 members) and 3.4.23 (1 member)
 //! and a 3.5.1 cluster with mutual TLS and authentication, the operator deployed from
 //! `deploy/` under its RBAC, and moto_server as the S3 store (authentication on), reached
 //! from the operator's Pod through the cluster network.
@@ -301,7 +301,7 @@ async fn snapshot_of_plain_cluster(
     }
 }
 
-/// Every bad input against the healthy 3.5.1 cluster in `namespace`, at once.
+/// Every bad input against the healthy 3.5.36 cluster in `namespace`, at once.
 async fn bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &'static str) {
     credentials_secret(
         &cluster,
@@ -685,11 +685,15 @@ fn sha256_hex(file: &Path) -> (u64, String) {
     )
 }
 
-/// `destination.pvc` and `bootstrap.restore.source.pvc`, in namespace `snap-pvc`.
+/// `destination.pvc` and `bootstrap.restore.source.pvc`, in namespace `snap-pvc`, on the
+/// default version (the newest 3.6).
 async fn pvc_snapshot_and_restore(cluster: Arc<Cluster>) {
     let namespace = "snap-pvc";
     create_namespace(&cluster.client(), namespace).await;
-    apply(&cluster, &cluster_yaml(namespace, "etcd", 3, "3.5.1", ""));
+    apply(
+        &cluster,
+        &cluster_yaml(namespace, "etcd", 3, support::DEFAULT_VERSION, ""),
+    );
     apply(
         &cluster,
         &format!(
@@ -722,7 +726,10 @@ async fn pvc_snapshot_and_restore(cluster: Arc<Cluster>) {
     assert_eq!(artifact.uri, "pvc://backups/etcd/nightly/nightly.db");
     assert_eq!(status.verified, Some(true), "{status:?}");
     assert_eq!(ready_condition(&s).0, "True");
-    assert_eq!(status.etcd_version.as_deref(), Some("3.5.1"));
+    assert_eq!(
+        status.etcd_version.as_deref(),
+        Some(support::DEFAULT_VERSION)
+    );
     assert!(
         status
             .member
@@ -756,7 +763,7 @@ async fn pvc_snapshot_and_restore(cluster: Arc<Cluster>) {
         ["nightly.db", "nightly.db.uid"],
         "no temporary file left"
     );
-    let summary = blocking(|| snapshot_status("3.5.1", &file));
+    let summary = blocking(|| snapshot_status(support::DEFAULT_VERSION, &file));
     assert_eq!(summary["revision"].as_i64(), status.revision, "{summary}");
     // The agent's Pod and its Secret (if any) go once the result is recorded.
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client(), namespace);
@@ -836,7 +843,7 @@ async fn pvc_snapshot_and_restore(cluster: Arc<Cluster>) {
             namespace,
             "restored",
             1,
-            "3.5.1",
+            support::DEFAULT_VERSION,
             "  bootstrap:\n    restore:\n      source:\n        pvc:\n          claimName: backups\n          subPath: etcd/nightly/nightly.db\n",
         ),
     );
@@ -1495,7 +1502,7 @@ async fn e2e_snapshots_to_s3() {
         cluster.clone(),
         moto.clone(),
         "snap-35",
-        "3.5.1",
+        support::NEWEST_35,
         3,
     ));
     let v34 = tokio::spawn(snapshot_of_plain_cluster(
@@ -1517,7 +1524,7 @@ async fn e2e_snapshots_to_s3() {
         "snap-35",
         "first",
         "restore-35",
-        "3.5.1",
+        support::NEWEST_35,
         3,
         true,
     ));
@@ -1526,7 +1533,7 @@ async fn e2e_snapshots_to_s3() {
         moto.clone(),
         "snap-35/first.db".to_string(),
     ));
-    // The bad inputs need the healthy 3.5.1 cluster (else they would fail for that first).
+    // The bad inputs need the healthy 3.5.36 cluster (else they would fail for that first).
     bad_inputs(cluster.clone(), moto.clone(), "snap-35").await;
     v34.await.unwrap();
     let restore_34 = tokio::spawn(restore_into_new_cluster(

@@ -2,7 +2,8 @@
 //! operator's own checks), mutual TLS on the client and the peer ports, on etcd 3.5.1 and
 //! 3.4.23 in one sandbox at the same time: bootstrap 3, scale 3 → 5 → 3, a member's Pod lost
 //! and healed, data kept throughout; plaintext, a missing client certificate and a client
-//! certificate from another CA are refused by etcd. And bad Secrets: missing, of the wrong
+//! certificate from another CA are refused by etcd (the version matrix: user Secrets on 3.5.1
+//! and 3.4.23, cert-manager on the default 3.6, operator-issued on the newest 3.7). And bad Secrets: missing, of the wrong
 //! type, a key that is not the certificate's, a certificate from another CA, names that do not
 //! cover the members: each is reported with the Secret's name and the problem, no Pod starts,
 //! and the cluster proceeds by itself once the Secret is fixed. cert-manager's Certificates
@@ -1329,9 +1330,11 @@ async fn rotate_issued_ca(
     }
 }
 
+/// On the default version (the newest 3.6).
 fn cert_manager_cluster_yaml(namespace: &str, replicas: i32) -> String {
+    let version = support::DEFAULT_VERSION;
     format!(
-        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"3.5.1\"\n  tls:\n    client:\n      certManager:\n        serverIssuerRef:\n          name: ca\n        operatorClientIssuerRef:\n          name: ca\n    peer:\n      certManager:\n        issuerRef:\n          name: ca\n"
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n  tls:\n    client:\n      certManager:\n        serverIssuerRef:\n          name: ca\n        operatorClientIssuerRef:\n          name: ca\n    peer:\n      certManager:\n        issuerRef:\n          name: ca\n"
     )
 }
 
@@ -1771,7 +1774,11 @@ async fn e2e_tls_from_cert_manager_and_operator_issued() {
     let started = std::time::Instant::now();
     let cluster = sandbox().await;
     let cm = tokio::spawn(cert_manager_lifecycle(cluster.clone()));
-    let issued = tokio::spawn(issued_lifecycle(cluster.clone(), "tls-issued", "3.4.23"));
+    let issued = tokio::spawn(issued_lifecycle(
+        cluster.clone(),
+        "tls-issued",
+        support::NEWEST_37,
+    ));
     cm.await.unwrap();
     issued.await.unwrap();
     println!(
