@@ -156,8 +156,9 @@ async fn e2e_healing_member_and_node_faults() {
         "one level-1 recreation, counted"
     );
 
-    // A node crashes: the member on it is reported down, and comes back on its data as the
-    // same member when the node returns. (Its Pod cannot be replaced elsewhere meanwhile: a
+    // A node crashes: the member on it is reported down, the real node lifecycle controller
+    // taints the node and evicts the Pod, and the member comes back on its data as the same
+    // member when the node returns. (Its Pod cannot be replaced elsewhere meanwhile: a
     // Pod on an unreachable node stays until the node confirms it stopped, and the operator
     // never force-deletes one, since the node may still be running it on the same data.)
     let node = cluster.node_of(NS, "etcd-1").await.unwrap();
@@ -199,8 +200,30 @@ async fn e2e_healing_member_and_node_faults() {
                 .ok_or_else(|| format!("Ready Unknown: {unknown}, tainted: {tainted}"))
         })
         .await;
-        // Past the not-ready grace period and the eviction timeout (scaled), then back.
-        tokio::time::sleep(Duration::from_secs(35)).await;
+        // Past the unreachable toleration (scaled) the controller's taint eviction marks the
+        // member's Pod for deletion; it stays (Terminating) until its node confirms it stopped:
+        // the operator never force-deletes it. Then the node comes back.
+        let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS);
+        let evicted_at = eventually("the controller to evict etcd-1's Pod", LIMIT, || async {
+            let pod = pods.get("etcd-1").await.map_err(|e| e.to_string())?;
+            pod.metadata
+                .deletion_timestamp
+                .map(|t| t.0)
+                .ok_or_else(|| "etcd-1's Pod not marked for deletion".to_string())
+        })
+        .await;
+        println!(
+            "node-crash: etcd-1's Pod evicted by the node lifecycle controller at {evicted_at}"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let pod = pods
+            .get("etcd-1")
+            .await
+            .expect("the evicted Pod stays until its node is back");
+        assert!(
+            pod.metadata.deletion_timestamp.is_some(),
+            "etcd-1's Pod is still the evicted one"
+        );
         cluster.kubelet.start_node(&node).await.unwrap();
     })
     .await;

@@ -10,6 +10,12 @@
 //!    first, and the member still on 3.5.1; no Pod restarted, no member's version changed, and
 //!    the cluster still takes writes.
 //!
+//!    Then the way through that the refusal names, under the workload: 3.5.36 (a patch, rolled
+//!    at once), then 3.6.17, for which the operator first rebuilds every member on fresh data
+//!    (its data was created by 3.5.1, whose promotions of learners 3.6 would not see:
+//!    etcd-io/etcd#19557), one at a time with a `MembershipRebuild` Event each, then rolls
+//!    them; no acknowledged write lost.
+//!
 //! 3. `chainm`: the chain of 1. on 3 memory-backed members (each restart a replacement), at the
 //!    same time as 1.;
 //! 4. `down`: 3 PVC-backed members created at 3.6.17 under a MutatingAdmissionPolicy (the real
@@ -118,6 +124,68 @@ async fn floor_refused(cluster: &Cluster) {
             Ok(Some("written".to_string()))
         );
     });
+}
+
+/// The MembershipRebuild Events of `namespace`: (member named, message).
+fn rebuild_events(cluster: &Cluster, namespace: &str) -> Vec<String> {
+    let (_, out, _) = kubectl(
+        cluster,
+        &[
+            "-n",
+            namespace,
+            "get",
+            "events",
+            "--field-selector",
+            "reason=MembershipRebuild",
+            "-o",
+            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+        ],
+    );
+    out.lines().map(str::to_string).collect()
+}
+
+/// The way through the floor's refusal, under the workload: 3.5.36 first, then 3.6.17, every
+/// member rebuilt on fresh data before the upgrade (data created by 3.5.1).
+async fn floor_way_through(cluster: &Cluster) {
+    set_version(cluster, "floor", NEWEST_35);
+    wait_all_on(cluster, "floor", 3, NEWEST_35, LIMIT).await;
+    assert!(
+        rebuild_events(cluster, "floor").is_empty(),
+        "no rebuild for a patch upgrade"
+    );
+    let before = cluster.etcd_members("floor", "etcd").unwrap();
+    let workload = Workload::start(cluster.network.clone(), "floor", "etcd", "floor");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    set_version(cluster, "floor", support::DEFAULT_VERSION);
+    wait_all_on(cluster, "floor", 3, support::DEFAULT_VERSION, 2 * LIMIT).await;
+    let report = workload.stop().await;
+    report.assert_no_loss();
+    let events = rebuild_events(cluster, "floor");
+    println!(
+        "floor: 3.5.1-made data, 3.5.36 -> 3.6.17 with every member rebuilt first in {:.1} s, longest unavailability {} ms; Events:\n{}",
+        started.elapsed().as_secs_f64(),
+        report.longest_unavailable.as_millis(),
+        events.join("\n")
+    );
+    for member in ["etcd-0", "etcd-1", "etcd-2"] {
+        assert!(
+            events.iter().any(
+                |e| e.starts_with(&format!("member {member} is now Replacing"))
+                    && e.contains("created by etcd 3.5.1")
+                    && e.contains("etcd-io/etcd#19557")
+            ),
+            "a MembershipRebuild Event for {member}: {events:?}"
+        );
+    }
+    let after = cluster.etcd_members("floor", "etcd").unwrap();
+    assert_eq!(after.len(), 3);
+    for (_, id, _) in &before {
+        assert!(
+            !after.iter().any(|(_, a, _)| a == id),
+            "every member joined again as a new etcd member: {before:?} then {after:?}"
+        );
+    }
 }
 
 /// `namespace`'s cluster 3.5.36 → 3.6.17 → 3.7.4 under the client workload: each rollout leader
@@ -346,7 +414,14 @@ async fn e2e_3_5_to_3_6_to_3_7_and_the_floor() {
     floor_refused(&cluster).await;
     tokio::join!(
         chain(&cluster, "chain", true),
-        chain(&cluster, "chainm", false)
+        chain(&cluster, "chainm", false),
+        floor_way_through(&cluster)
+    );
+    // Data created by 3.5.36 (at the floor) goes to 3.6 as it is.
+    assert!(
+        rebuild_events(&cluster, "chain").is_empty()
+            && rebuild_events(&cluster, "chainm").is_empty(),
+        "no rebuild of data created by {NEWEST_35}"
     );
     // Pod by Pod, its UID and image (readiness may blink on a loaded machine).
     let identities = |pods: &PodFacts| -> Vec<(String, String, String)> {

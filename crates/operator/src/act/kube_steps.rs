@@ -278,6 +278,7 @@ pub async fn perform(
         Step::Idle
         | Step::Wait { .. }
         | Step::SetPhase { .. }
+        | Step::RebuildMember { .. }
         | Step::AdoptMember { .. }
         | Step::AddLearner { .. }
         | Step::PromoteLearner { .. }

@@ -77,9 +77,11 @@ async fn perform(
 ) -> Result<Option<Written>, ActError> {
     match &plan.step {
         // Nothing to do, or only the statuses (already written).
-        Step::Idle | Step::Wait { .. } | Step::SetPhase { .. } | Step::AdoptMember { .. } => {
-            Ok(None)
-        }
+        Step::Idle
+        | Step::Wait { .. }
+        | Step::SetPhase { .. }
+        | Step::RebuildMember { .. }
+        | Step::AdoptMember { .. } => Ok(None),
         Step::AddLearner { .. }
         | Step::PromoteLearner { .. }
         | Step::RemoveEtcdMember { .. }

@@ -38,7 +38,7 @@ pub use pod::{
     ETCD_CONTAINER, RENDERED_HASH_ANNOTATION, RENDERED_VERSION_ANNOTATION, etcd_command,
     member_pod, member_rendered_hash, rendered_hash,
 };
-pub use pvc::member_pvc;
+pub use pvc::{DATA_VERSION_ANNOTATION, member_pvc};
 pub use restore::{
     AGE_IDENTITY_ENV, RESTORE_COMMIT_CONTAINER, RESTORE_CONTAINER, RESTORE_FAILED_MARK,
     RESTORE_FETCH_CONTAINER, RESTORE_SOURCE_MOUNT, RESTORE_SOURCE_VOLUME, RESTORE_WORK_DIR,

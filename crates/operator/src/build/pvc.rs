@@ -13,8 +13,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::metadata::{member_owner_reference, non_empty, with_additional_metadata};
 use super::{BuildError, pvc_name};
 
+/// The etcd version a PVC's data was created with (the member's `spec.version` when the PVC
+/// was made): what decides whether a 3.5 member's data must be rebuilt before 3.6
+/// ([`crate::domain::versions::membership_store_trusted`]).
+pub const DATA_VERSION_ANNOTATION: &str = "etcd-operator.cozystack.io/data-created-with";
+
 /// The PVC `data-<member>` (ReadWriteOnce, the member's storage size and class), owned by the
-/// EtcdMember; `None` for a memory-backed member, whose data lives in a tmpfs `emptyDir`.
+/// EtcdMember, annotated with the version that creates its data
+/// ([`DATA_VERSION_ANNOTATION`]); `None` for a memory-backed member, whose data lives in a
+/// tmpfs `emptyDir`.
 pub fn member_pvc(member: &EtcdMember) -> Result<Option<PersistentVolumeClaim>, BuildError> {
     let storage = &member.spec.storage;
     if storage.medium_or_default() == StorageMedium::Memory {
@@ -30,7 +37,10 @@ pub fn member_pvc(member: &EtcdMember) -> Result<Option<PersistentVolumeClaim>, 
         })?;
     let (labels, annotations) = with_additional_metadata(
         member_labels(&member.spec.cluster_name, &name),
-        BTreeMap::new(),
+        BTreeMap::from([(
+            DATA_VERSION_ANNOTATION.to_string(),
+            member.spec.version.clone(),
+        )]),
         member.spec.additional_metadata.as_ref(),
     );
     Ok(Some(PersistentVolumeClaim {

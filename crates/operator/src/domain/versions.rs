@@ -105,6 +105,22 @@ pub fn upgrade_floor(from: (u64, u64)) -> Option<&'static UpgradeFloor> {
     UPGRADE_FLOORS.iter().find(|f| f.from == from)
 }
 
+/// Whether data a member's etcd created on `created_with` can go to 3.6 as it is. etcd
+/// 3.5.1-3.5.19 kept a learner's promotion out of the v3store (etcd-io/etcd#19557), which 3.6
+/// reads membership from: a member promoted then is a learner again to 3.6, which refuses to
+/// start ("too many learner members in cluster"). Rolling to a later 3.5 patch does not
+/// repair data that already has it (3.5.36 syncs the v3store only when it applies a
+/// snapshot), so data is trusted when a 3.5 patch at or above the 3.5 → 3.6 floor created it;
+/// anything else (an older patch, 3.4, or not known) is rebuilt first.
+pub fn membership_store_trusted(created_with: Option<&str>) -> bool {
+    let Some(floor) = upgrade_floor((3, 5)) else {
+        return true;
+    };
+    created_with
+        .and_then(EtcdVersion::parse)
+        .is_some_and(|v| v.minor() == (3, 5) && v >= floor.minimum || v.minor() > (3, 5))
+}
+
 /// The lowest minor etcd downgrades *from*: the downgrade API (`etcdctl downgrade validate`,
 /// `enable`, the storage-version migration and the leader's automatic cancel once every
 /// member runs the target) is complete from 3.6 on; etcd's storage schema knows no version
@@ -126,6 +142,24 @@ pub fn restores_with_etcdutl(version: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_is_trusted_for_3_6_from_the_3_5_floor_on() {
+        for (created, trusted) in [
+            (None, false),
+            (Some("3.4.23"), false),
+            (Some("3.5.1"), false),
+            (Some("3.5.19"), false),
+            (Some("3.5.31"), false),
+            (Some("3.5.32"), true),
+            (Some("3.5.36"), true),
+            (Some("3.6.0"), true),
+            (Some("3.7.4"), true),
+            (Some("not a version"), false),
+        ] {
+            assert_eq!(membership_store_trusted(created), trusted, "{created:?}");
+        }
+    }
 
     #[test]
     fn versions_parse_with_or_without_v_and_suffixes() {

@@ -153,7 +153,8 @@ pub fn repair_of(step: &Step) -> Option<Repair> {
         Step::SetPhase {
             phase: MemberPhase::Replacing,
             ..
-        } => Some(Repair::Replace),
+        }
+        | Step::RebuildMember { .. } => Some(Repair::Replace),
         _ => None,
     }
 }

@@ -31,6 +31,15 @@ pub enum Step {
         phase: MemberPhase,
     },
 
+    /// Status only: the member goes to `Replacing` (the phase is in the plan's member
+    /// statuses) to be rebuilt on fresh data before a 3.5 → 3.6 upgrade, because data created
+    /// by an older 3.5 patch may list promoted voters as learners (etcd-io/etcd#19557); `why`
+    /// says so in the Event.
+    RebuildMember {
+        member: String,
+        why: String,
+    },
+
     /// Status only: an EtcdMember the reference operator made is taken over as it is (its
     /// phase, `phase`, is in the plan's member statuses); its Pod and PVC are not touched.
     AdoptMember {
@@ -372,6 +381,7 @@ pub enum StepKind {
     Idle,
     Wait,
     SetPhase,
+    RebuildMember,
     AdoptMember,
     CreateService,
     UpdateService,
@@ -419,6 +429,7 @@ impl Step {
             Step::Idle => StepKind::Idle,
             Step::Wait { .. } => StepKind::Wait,
             Step::SetPhase { .. } => StepKind::SetPhase,
+            Step::RebuildMember { .. } => StepKind::RebuildMember,
             Step::AdoptMember { .. } => StepKind::AdoptMember,
             Step::CreateService(_) => StepKind::CreateService,
             Step::UpdateService(_) => StepKind::UpdateService,
@@ -465,7 +476,11 @@ impl Step {
     pub fn mutates(&self) -> bool {
         !matches!(
             self,
-            Step::Idle | Step::Wait { .. } | Step::SetPhase { .. } | Step::AdoptMember { .. }
+            Step::Idle
+                | Step::Wait { .. }
+                | Step::SetPhase { .. }
+                | Step::RebuildMember { .. }
+                | Step::AdoptMember { .. }
         )
     }
 
@@ -493,6 +508,7 @@ impl Step {
     pub fn member(&self) -> Option<&str> {
         match self {
             Step::SetPhase { member, .. }
+            | Step::RebuildMember { member, .. }
             | Step::AdoptMember { member, .. }
             | Step::DeleteMember { member }
             | Step::RemoveFinalizer { member }
@@ -531,6 +547,7 @@ impl Step {
             Step::Idle => "Reconciled",
             Step::Wait { reason, .. } => reason.as_str(),
             Step::SetPhase { .. } => "MemberPhaseChanged",
+            Step::RebuildMember { .. } => "MembershipRebuild",
             Step::AdoptMember { .. } => "Adopted",
             Step::CreateService(_) => "ServiceCreated",
             Step::UpdateService(_) => "ServiceUpdated",
@@ -585,6 +602,9 @@ impl Step {
             Step::Idle => "the cluster matches its spec".to_string(),
             Step::Wait { message, .. } => message.clone(),
             Step::SetPhase { member, phase } => format!("member {member} is now {phase}"),
+            Step::RebuildMember { member, why } => {
+                format!("member {member} is now Replacing: {why}")
+            }
             Step::AdoptMember {
                 member,
                 phase,

@@ -187,7 +187,11 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     }
     let outcome = act(&ctx.act, &plan, &observed).await?;
     log_plan(&namespace, &name, &plan.step, plan.requeue_after);
-    if plan.step.mutates() || matches!(plan.step, Step::SetPhase { .. } | Step::AdoptMember { .. })
+    if plan.step.mutates()
+        || matches!(
+            plan.step,
+            Step::SetPhase { .. } | Step::RebuildMember { .. } | Step::AdoptMember { .. }
+        )
     {
         ctx.metrics
             .step_performed(&format!("{:?}", plan.step.kind()));

@@ -17,6 +17,8 @@
 //! replace it); setting `spec.version` back rolls it back while etcd's cluster version has not
 //! moved.
 
+use etcd_operator_api::MemberPhase;
+
 use crate::build::MemberConfig;
 use crate::plan::context::{Context, MemberView};
 use crate::plan::decision::{Decision, MemberEdit};
@@ -24,7 +26,9 @@ use crate::plan::observed::{ClassExpansion, PodFacts};
 use crate::plan::step::{Step, WaitReason};
 use crate::plan::timing;
 
-use crate::domain::versions::{EtcdVersion, is_supported, supported_range};
+use crate::domain::versions::{
+    EtcdVersion, is_supported, membership_store_trusted, supported_range,
+};
 
 use super::helpers::{delete_pod, leadership_first};
 pub use super::metadata::metadata_rollout;
@@ -356,6 +360,81 @@ fn downgrade_procedure(ctx: &Context<'_>, target: &str) -> Option<Decision> {
     None
 }
 
+/// The version `m`'s data was created with, as far as it is known: its PVC's record
+/// ([`crate::build::DATA_VERSION_ANNOTATION`]), or for a memory-backed member its Pod's
+/// rendered version (its data lives and dies with the Pod).
+fn data_created_with<'a>(m: &'a MemberView<'_>) -> Option<&'a str> {
+    if m.memory {
+        return m
+            .observed
+            .pod
+            .as_ref()
+            .and_then(|p| p.rendered.as_ref())
+            .map(|(version, _)| version.as_str());
+    }
+    m.observed
+        .pvc
+        .as_ref()
+        .and_then(|p| p.annotations.get(crate::build::DATA_VERSION_ANNOTATION))
+        .map(String::as_str)
+}
+
+/// Before the first member of a 3.5 → 3.6 upgrade moves: each member whose data was not
+/// created by a 3.5 patch at or above the floor (etcd-io/etcd#19557, see
+/// [`membership_store_trusted`]) is rebuilt on fresh data first, as a replacement does it
+/// (`Replacing`: leadership moved, removed from etcd, Pod and PVC deleted, joined again empty
+/// as a learner and promoted, all on the 3.5 patch it runs), one at a time, followers first
+/// and the leader last, each only while the others keep quorum. A one-member cluster is not
+/// rebuilt (its only member cannot leave), nor a cluster where a member already runs 3.6.
+fn membership_rebuild(ctx: &Context<'_>, target: &str) -> Option<Decision> {
+    if EtcdVersion::parse(target)?.minor() != (3, 6) || cluster_version(ctx) != Some((3, 5)) {
+        return None;
+    }
+    let running: Vec<_> = ctx.running().collect();
+    let on_35 = |m: &MemberView<'_>| {
+        running_version(ctx, m)
+            .and_then(|v| EtcdVersion::parse(&v))
+            .is_some_and(|v| v.minor() == (3, 5))
+    };
+    if running.len() < 2 || !running.iter().all(|m| on_35(m)) {
+        return None;
+    }
+    let leader = ctx.observed.etcd.leader();
+    let m = *running
+        .iter()
+        .filter(|m| !membership_store_trusted(data_created_with(m)))
+        .min_by_key(|m| m.id.is_some() && m.id == leader)?;
+    if !ctx.others_have_quorum(m.id) {
+        let (healthy, voters, quorum) = ctx.quorum_numbers();
+        return Some(Decision::wait(
+            WaitReason::QuorumAtRisk,
+            format!(
+                "spec.version {target}: {} is to be rebuilt before the upgrade, and the others lack quorum without it ({healthy}/{voters} voters healthy, quorum {quorum})",
+                m.name
+            ),
+            timing::BLOCKED_POLL,
+        ));
+    }
+    let created = data_created_with(m).map_or_else(
+        || "an unrecorded version (a member made before the operator recorded it)".to_string(),
+        |v| format!("etcd {v}"),
+    );
+    let why = format!(
+        "rebuilt on fresh data before the upgrade to {target}: its data was created by {created}, and 3.5 patches before the 3.5 → 3.6 floor may have kept promoted voters as learners in the store 3.6 reads (etcd-io/etcd#19557); it leaves etcd and joins again empty from the others"
+    );
+    Some(
+        Decision::act(Step::RebuildMember {
+            member: m.name.to_string(),
+            why: why.clone(),
+        })
+        .with(
+            MemberEdit::new(m.name)
+                .phase(MemberPhase::Replacing)
+                .not_ready("MembershipRebuild", why),
+        ),
+    )
+}
+
 /// Behind the readiness gate: the next member of a version rollout, one step.
 pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
     let target = target_version(ctx)?;
@@ -375,6 +454,13 @@ pub fn version_rollout(ctx: &Context<'_>) -> Option<Decision> {
     }
     if outdated.is_empty() {
         return None;
+    }
+    if outdated
+        .iter()
+        .any(|m| m.observed.member.spec.version != target)
+        && let Some(step) = membership_rebuild(ctx, &target)
+    {
+        return Some(step);
     }
     let leader = ctx.observed.etcd.leader();
     // Followers first (lowest ordinal first), the leader last.

@@ -605,3 +605,149 @@ fn member_condition(
         .unwrap_or_else(|| panic!("no {type_} condition on {member}"));
     (c.status, c.reason)
 }
+
+/// Records on each member's PVC that its data was created with `versions[i]` (`None`: no
+/// record, a PVC made before the operator recorded it).
+fn data_created_with(fx: &mut Fx, versions: &[Option<&str>]) {
+    for (i, v) in versions.iter().enumerate() {
+        let pvc = fx
+            .observed_member(&name(i as u32))
+            .pvc
+            .as_mut()
+            .expect("a PVC-backed member");
+        pvc.annotations.clear();
+        if let Some(v) = v {
+            pvc.annotations.insert(
+                crate::build::DATA_VERSION_ANNOTATION.to_string(),
+                v.to_string(),
+            );
+        }
+    }
+}
+
+/// The member a `RebuildMember` step names, with its reason sentence.
+fn rebuilt(fx: &Fx) -> (String, String) {
+    match fx.step() {
+        Step::RebuildMember { member, why } => (member, why),
+        other => panic!("expected RebuildMember, got {other:?}"),
+    }
+}
+
+#[test]
+fn data_from_before_the_3_5_floor_is_rebuilt_member_by_member_before_3_6() {
+    // etcd-io/etcd#19557: every member's data made before the operator recorded its version
+    // is rebuilt first, followers before the leader (etcd-0 leads).
+    let mut fx = on(3, "3.5.36", "3.6.17");
+    data_created_with(&mut fx, &[None, None, None]);
+    let plan = fx.plan();
+    let (member, why) = rebuilt(&fx);
+    assert_eq!(member, "etcd-1");
+    for said in [
+        "etcd-io/etcd#19557",
+        "unrecorded version",
+        "3.6.17",
+        "joins again",
+    ] {
+        assert!(why.contains(said), "{said:?} in {why}");
+    }
+    assert_eq!(plan.step.reason(), "MembershipRebuild");
+    assert!(
+        plan.step
+            .message()
+            .starts_with("member etcd-1 is now Replacing: ")
+    );
+    assert!(
+        !plan.step.mutates(),
+        "the phase is written first, nothing else"
+    );
+    let status = planned_member_status(&fx, &plan, "etcd-1");
+    assert_eq!(status.phase, Some(MemberPhase::Replacing));
+    let (ready, reason) = member_condition(&fx, &plan, "etcd-1", "Ready");
+    assert_eq!(
+        (ready.as_str(), reason.as_str()),
+        ("False", "MembershipRebuild")
+    );
+
+    // Data created by a patch below the floor says which; the leader goes last.
+    data_created_with(&mut fx, &[Some("3.5.1"), Some("3.5.36"), Some("3.5.36")]);
+    let (member, why) = rebuilt(&fx);
+    assert_eq!(member, "etcd-0");
+    assert!(why.contains("created by etcd 3.5.1"), "{why}");
+    data_created_with(&mut fx, &[Some("3.5.36"), Some("3.5.31"), Some("3.5.32")]);
+    assert_eq!(rebuilt(&fx).0, "etcd-1");
+
+    // Every member's data from the floor on (or from 3.6, after a downgrade): the rollout
+    // itself starts, with the first follower's version.
+    data_created_with(&mut fx, &[Some("3.5.32"), Some("3.6.17"), Some("3.5.36")]);
+    assert!(
+        matches!(fx.step(), Step::SetMemberVersion { ref member, .. } if member == "etcd-1"),
+        "{:?}",
+        fx.step()
+    );
+}
+
+#[test]
+fn no_rebuild_for_other_paths_a_lone_member_or_a_rollout_already_on_3_6() {
+    // Patch upgrades and 3.6 → 3.7 roll at once, recorded data or not.
+    for (old, new) in [
+        ("3.5.32", "3.5.36"),
+        ("3.6.11", "3.7.4"),
+        ("3.4.23", "3.5.36"),
+    ] {
+        let mut fx = on(3, old, new);
+        data_created_with(&mut fx, &[None, None, None]);
+        assert!(
+            matches!(fx.step(), Step::SetMemberVersion { .. }),
+            "{old} → {new}: {:?}",
+            fx.step()
+        );
+    }
+    // One member cannot leave and join again: it is upgraded as it is.
+    let mut fx = on(1, "3.5.36", "3.6.17");
+    data_created_with(&mut fx, &[None]);
+    assert!(
+        matches!(fx.step(), Step::SetMemberVersion { .. }),
+        "{:?}",
+        fx.step()
+    );
+    // A member already runs 3.6 (a rollout begun by an older operator): no rebuild now.
+    let mut fx = on(3, "3.5.36", "3.6.17");
+    data_created_with(&mut fx, &[None, None, None]);
+    let image = fx.obs.settings.etcd_image("3.6.17");
+    fx.member_mut("etcd-1").spec.version = "3.6.17".into();
+    fx.member_mut("etcd-1")
+        .status
+        .get_or_insert_default()
+        .version = Some("3.6.17".into());
+    fx.pod_mut("etcd-1").image = Some(image);
+    for o in &mut fx.obs.etcd.endpoints {
+        if o.endpoint == client("etcd-1")
+            && let Ok(s) = &mut o.status
+        {
+            s.version = "3.6.17".into();
+        }
+    }
+    assert!(
+        !matches!(fx.step(), Step::RebuildMember { .. }),
+        "{:?}",
+        fx.step()
+    );
+}
+
+#[test]
+fn a_memory_backed_members_data_is_as_old_as_its_pod() {
+    let mut fx = on(3, "3.5.36", "3.6.17");
+    fx.make_memory_backed();
+    for (i, v) in ["3.5.36", "3.5.1", "3.5.36"].iter().enumerate() {
+        fx.pod_mut(&name(i as u32)).rendered = Some((v.to_string(), "hash".into()));
+    }
+    let (member, why) = rebuilt(&fx);
+    assert_eq!(member, "etcd-1");
+    assert!(why.contains("created by etcd 3.5.1"), "{why}");
+    fx.pod_mut("etcd-1").rendered = Some(("3.5.36".into(), "hash".into()));
+    assert!(
+        !matches!(fx.step(), Step::RebuildMember { .. }),
+        "{:?}",
+        fx.step()
+    );
+}

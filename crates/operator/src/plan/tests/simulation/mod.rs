@@ -206,7 +206,11 @@ impl Sim {
     fn apply(&mut self, step: Step) {
         let fx = &mut self.fx;
         match step {
-            Step::Idle | Step::Wait { .. } | Step::SetPhase { .. } | Step::AdoptMember { .. } => {}
+            Step::Idle
+            | Step::Wait { .. }
+            | Step::SetPhase { .. }
+            | Step::RebuildMember { .. }
+            | Step::AdoptMember { .. } => {}
             Step::CreateService(svc) => {
                 if svc.metadata.name.as_deref() == Some(CLUSTER) {
                     fx.obs.headless_service = Some(*svc);
