@@ -1,6 +1,7 @@
 //! Alarm remediation end to end, with the operator deployed from `deploy/` and real etcd
-//! 3.4.23 and 3.5.1 clusters of three members in one sandbox, the client workload writing
-//! through each cluster's Service the whole time:
+//! clusters of three members in one sandbox (CORRUPT on 3.4.23 and the default 3.6.17,
+//! NOSPACE on 3.4.23 and 3.7.4), the client workload writing through each cluster's Service
+//! the whole time:
 //!
 //! - CORRUPT raised through etcd's alarm API (Alarm ACTIVATE) against a follower: the member
 //!   goes to Replacing, is removed from etcd, the alarm is disarmed, and a new member (a new
@@ -12,7 +13,7 @@
 //!   writes: the operator compacts, defragments every member (the leader last) and disarms
 //!   the alarm, and writes are accepted again; then filled with live data until refused: the
 //!   operator says to raise the quota (a Warning) instead of looping; on 3.4 keys are deleted
-//!   and it remedies and disarms, on 3.5 the quota is raised in the spec, rolled to the members
+//!   and it remedies and disarms, on 3.7 the quota is raised in the spec, rolled to the members
 //!   one at a time under the alarm, and the alarm disarmed; `status.noSpaceRemediation` records
 //!   each remediation's phase and every member's backend before and after;
 //! - no acknowledged write is lost, and writes are accepted again afterwards.
@@ -507,8 +508,9 @@ async fn e2e_recovery_alarms_on_3_4_and_3_5() {
     cluster.apply(&cluster_yaml("v35", NS, 3, ""));
     let quota = format!("  options:\n    quotaBackendBytes: {SMALL_QUOTA}\n");
     cluster.apply(&cluster_yaml_on("n34", NS, 3, "3.4.23", &quota));
-    cluster.apply(&cluster_yaml("n35", NS, 3, &quota));
-    for name in ["v34", "v35", "n34", "n35"] {
+    // The version matrix: NOSPACE on 3.4.23 and on the newest 3.7.
+    cluster.apply(&cluster_yaml_on("n37", NS, 3, support::NEWEST_37, &quota));
+    for name in ["v34", "v35", "n34", "n37"] {
         cluster.wait_converged(NS, name, 3, CONVERGE).await;
     }
 
@@ -516,6 +518,6 @@ async fn e2e_recovery_alarms_on_3_4_and_3_5() {
         corrupt_scenario(&cluster, "v34"),
         corrupt_scenario(&cluster, "v35"),
         nospace_scenario(&cluster, "n34", false),
-        nospace_scenario(&cluster, "n35", true),
+        nospace_scenario(&cluster, "n37", true),
     );
 }
