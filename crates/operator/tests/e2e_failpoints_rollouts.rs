@@ -1,7 +1,8 @@
 //! Crash safety, end to end, part two (part one and what the crash points are:
-//! `e2e_failpoints.rs`): the replacement of a memory-backed member that lost its Pod, a rolling
-//! upgrade 3.4.23 → 3.5.1 (the member's version set, its Pod deleted and created again, the
-//! leader's leadership moved), and storage growth of a PVC-backed cluster (each member's
+//! `e2e_failpoints.rs`): the replacement of a memory-backed member that lost its Pod, a
+//! downgrade 3.7.4 → 3.6.17 through etcd's procedure (the downgrade enabled, the member's
+//! version set, its Pod deleted and created again, the leader's leadership moved: the steps of
+//! a rolling upgrade and etcd's own), and storage growth of a PVC-backed cluster (each member's
 //! storage size set, its PVC expanded), each with the operator dying at every point it passes,
 //! under the checked workload.
 
@@ -47,17 +48,20 @@ async fn e2e_failpoint_matrix_rollouts() {
     let after = cluster.recorded_ids("fpm", "etcd").await;
     assert_ne!(after[1], ids[1], "etcd-1 is a new member");
     assert_eq!((&after[0], &after[2]), (&ids[0], &ids[2]));
-    // A rolling upgrade 3.4.23 → 3.5.1: each member's spec.version, its Pod deleted and created
-    // again on its data, the leader's leadership moved before its turn.
-    create_namespace(&client, "fpu").await;
-    cluster.apply(&cluster_yaml_on("etcd", "fpu", 3, "3.4.23", ""));
-    cluster.wait_converged("fpu", "etcd", 3, LIMIT).await;
-    let ids = cluster.recorded_ids("fpu", "etcd").await;
+    // A downgrade 3.7.4 → 3.6.17 through etcd's procedure: the downgrade enabled, then each
+    // member's spec.version, its Pod deleted and created again on its data, the leader's
+    // leadership moved before its turn (the steps of an upgrade too, plus etcd's procedure).
+    create_namespace(&client, "fpd").await;
+    cluster.apply(&cluster_yaml_on("etcd", "fpd", 3, support::NEWEST_37, ""));
+    cluster.wait_converged("fpd", "etcd", 3, LIMIT).await;
+    let ids = cluster.recorded_ids("fpd", "etcd").await;
+    let target = support::DEFAULT_VERSION;
     crash_through(
         &cluster,
-        "fpu",
+        "fpd",
         3,
         &[
+            "after_downgrade_enable",
             "after_member_version_set",
             "after_pod_delete",
             "after_pod_create",
@@ -68,12 +72,12 @@ async fn e2e_failpoint_matrix_rollouts() {
                 &cluster,
                 &[
                     "-n",
-                    "fpu",
+                    "fpd",
                     "patch",
                     "etcdcluster/etcd",
                     "--type=merge",
                     "-p",
-                    r#"{"spec":{"version":"3.5.1"}}"#,
+                    &format!(r#"{{"spec":{{"version":"{target}"}}}}"#),
                 ],
             );
             assert!(ok, "kubectl patch spec.version: {stderr}");
@@ -81,23 +85,26 @@ async fn e2e_failpoint_matrix_rollouts() {
     )
     .await;
     assert_eq!(
-        cluster.recorded_ids("fpu", "etcd").await,
+        cluster.recorded_ids("fpd", "etcd").await,
         ids,
         "same members"
     );
-    let upgraded = support::get_cluster(&client, "fpu", "etcd").await;
-    let versions: Vec<Option<String>> = upgraded
-        .status
-        .and_then(|s| s.members)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|m| m.version)
-        .collect();
-    assert_eq!(
-        versions,
-        vec![Some("3.5.1".to_string()); 3],
-        "every member on 3.5.1"
-    );
+    eventually("every member of fpd on the older minor", LIMIT, || async {
+        let downgraded = support::get_cluster(&client, "fpd", "etcd").await;
+        let versions: Vec<Option<String>> = downgraded
+            .status
+            .and_then(|s| s.members)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| m.version)
+            .collect();
+        if versions == vec![Some(target.to_string()); 3] {
+            Ok(())
+        } else {
+            Err(format!("{versions:?}"))
+        }
+    })
+    .await;
 
     // Storage growth 1Gi → 2Gi of a PVC-backed cluster: a member's spec.storage.size set,
     // its PVC expanded (each point fires on the first member; the others follow).
