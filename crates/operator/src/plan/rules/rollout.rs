@@ -409,7 +409,7 @@ fn membership_rebuild(ctx: &Context<'_>, target: &str) -> Option<Decision> {
         return Some(Decision::wait(
             WaitReason::QuorumAtRisk,
             format!(
-                "spec.version {target}: {} is to be rebuilt before the upgrade, and the others lack quorum without it ({healthy}/{voters} voters healthy, quorum {quorum})",
+                "spec.version {target}: {} is to be rebuilt on fresh data before the upgrade (etcd-io/etcd#19557), and the others lack quorum without it ({healthy}/{voters} voters healthy, quorum {quorum}); bring the other members back, or scale the cluster out first (3 members or more)",
                 m.name
             ),
             timing::BLOCKED_POLL,

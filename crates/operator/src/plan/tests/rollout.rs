@@ -751,3 +751,19 @@ fn a_memory_backed_members_data_is_as_old_as_its_pod() {
         fx.step()
     );
 }
+
+#[test]
+fn a_rebuild_that_would_cost_quorum_waits_and_says_to_scale_out() {
+    let mut fx = on(2, "3.5.36", "3.6.17");
+    data_created_with(&mut fx, &[None, None]);
+    match fx.step() {
+        Step::Wait {
+            reason: WaitReason::QuorumAtRisk,
+            message,
+        } => {
+            assert!(message.contains("etcd-1 is to be rebuilt"), "{message}");
+            assert!(message.contains("scale the cluster out first"), "{message}");
+        }
+        other => panic!("expected a QuorumAtRisk wait, got {other:?}"),
+    }
+}
