@@ -1,5 +1,5 @@
 //! EtcdDefrag and EtcdDefragPolicy end to end, with the operator deployed from `deploy/` and
-//! real etcd 3.4.23 and 3.5.1 clusters of three members in one sandbox: each is filled with
+//! real etcd 3.4.23 and 3.6.17 clusters of three members in one sandbox: each is filled with
 //! overwritten keys and compacted so its backend has free pages, then
 //!
 //! - an EtcdDefrag with `freeSpaceAbove: 1Gi` skips every member (BelowThreshold), while a
@@ -9,7 +9,7 @@
 //!   deletes it once finished;
 //! - an EtcdDefragPolicy on a one-minute schedule creates an EtcdDefrag owned by it, which
 //!   completes, and the policy's status records it;
-//! - on a one-member 3.5.1 cluster with operator-issued certificates (mutual TLS) and
+//! - on a one-member 3.7.4 cluster with operator-issued certificates (mutual TLS) and
 //!   authentication, an `all` run defragments the member through the operator's TLS client
 //!   identity and root credentials;
 //! - a run for a cluster that does not exist fails with ClusterNotFound and a Warning; a run
@@ -177,10 +177,12 @@ async fn rules_queue_and_ttl(cluster: &Cluster, name: &str) {
 
 /// A one-member cluster `tls` in `defrag-tls`: operator-issued certificates on both listeners
 /// (mutual TLS) and authentication with the root password of the Secret `tls-root`.
+/// On the newest 3.7 (maintenance calls under auth need the root user from 3.6 on).
 fn start_tls_auth_cluster(cluster: &Cluster) {
+    let version = support::NEWEST_37;
     support::create_root_secret(cluster, TLS_NS, "tls-root", "defrag-test-password");
     cluster.apply(&format!(
-        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: tls\n  namespace: {TLS_NS}\nspec:\n  replicas: 1\n  version: \"3.5.1\"\n  tls:\n    client:\n      operatorIssued: {{}}\n    peer:\n      operatorIssued: {{}}\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: tls-root\n"
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: tls\n  namespace: {TLS_NS}\nspec:\n  replicas: 1\n  version: \"{version}\"\n  tls:\n    client:\n      operatorIssued: {{}}\n    peer:\n      operatorIssued: {{}}\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: tls-root\n"
     ));
 }
 
@@ -220,7 +222,7 @@ async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
 
     rules_queue_and_ttl(&cluster, "v34").await;
 
-    // The policy on 3.4.23 ticks while 3.5.1 runs its own.
+    // The policy on 3.4.23 ticks while 3.6.17 runs its own.
     cluster.apply(&format!(
         "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdDefragPolicy\nmetadata:\n  name: every-minute\n  namespace: {NS}\nspec:\n  clusterRef:\n    name: v34\n  schedule: \"* * * * *\"\n  historyLimit: 2\n  rule:\n    all: true\n"
     ));

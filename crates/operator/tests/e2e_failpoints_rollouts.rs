@@ -89,22 +89,7 @@ async fn e2e_failpoint_matrix_rollouts() {
         ids,
         "same members"
     );
-    eventually("every member of fpd on the older minor", LIMIT, || async {
-        let downgraded = support::get_cluster(&client, "fpd", "etcd").await;
-        let versions: Vec<Option<String>> = downgraded
-            .status
-            .and_then(|s| s.members)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|m| m.version)
-            .collect();
-        if versions == vec![Some(target.to_string()); 3] {
-            Ok(())
-        } else {
-            Err(format!("{versions:?}"))
-        }
-    })
-    .await;
+    support::rollouts::wait_all_on(&cluster, "fpd", 3, target, LIMIT).await;
 
     // Storage growth 1Gi → 2Gi of a PVC-backed cluster: a member's spec.storage.size set,
     // its PVC expanded (each point fires on the first member; the others follow).

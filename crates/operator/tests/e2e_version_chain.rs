@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use support::cluster::{Cluster, start_cluster};
 use support::rollouts::{
-    PodFacts, leader, pods, restart_order, set_version, wait_all_on, warning_events,
+    PodFacts, event_messages, leader, pods, restart_order, set_version, wait_all_on, warning_events,
 };
 use support::status::wait_condition;
 use support::workload::Workload;
@@ -126,22 +126,9 @@ async fn floor_refused(cluster: &Cluster) {
     });
 }
 
-/// The MembershipRebuild Events of `namespace`: (member named, message).
+/// The messages of the MembershipRebuild Events of `namespace`.
 fn rebuild_events(cluster: &Cluster, namespace: &str) -> Vec<String> {
-    let (_, out, _) = kubectl(
-        cluster,
-        &[
-            "-n",
-            namespace,
-            "get",
-            "events",
-            "--field-selector",
-            "reason=MembershipRebuild",
-            "-o",
-            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
-        ],
-    );
-    out.lines().map(str::to_string).collect()
+    event_messages(cluster, namespace, "reason=MembershipRebuild")
 }
 
 /// The way through the floor's refusal, under the workload: 3.5.36 first, then 3.6.17, every
@@ -349,19 +336,7 @@ async fn downgrade(cluster: &Cluster, namespace: &str, from: &str, to: &str) -> 
     );
     assert_eq!(cluster.etcd_members(namespace, "etcd").unwrap(), ids);
     // It went through etcd's downgrade (validate + enable), not a bare binary swap.
-    let (_, enabled, _) = kubectl(
-        cluster,
-        &[
-            "-n",
-            namespace,
-            "get",
-            "events",
-            "--field-selector",
-            "reason=DowngradeEnabled",
-            "-o",
-            "jsonpath={.items[*].message}",
-        ],
-    );
+    let enabled = event_messages(cluster, namespace, "reason=DowngradeEnabled").join(" ");
     println!("{namespace}: DowngradeEnabled: {enabled}");
     let minor = to.rsplit_once('.').map_or(to, |(minor, _)| minor);
     assert!(

@@ -243,17 +243,32 @@ impl EtcdClient {
     /// finish a leave sequence treat that as done).
     ///
     /// When the call reaches the member being removed, that member applies its own removal and
-    /// stops before answering (`server stopped`); so after a transport failure the member list
-    /// is asked again, and a member no longer listed counts as removed.
+    /// stops before answering (`server stopped`); so after a transport failure or a server-side
+    /// timeout the member list is asked again (up to three times: the first may reach the same
+    /// stopped member), and a member no longer listed counts as removed.
     pub async fn member_remove(&self, id: u64) -> Result<Vec<MemberInfo>, EtcdError> {
         let mut cluster = self.client.cluster_client();
         match self.call("MemberRemove", cluster.member_remove(id)).await {
             Ok(response) => Ok(response.members().iter().map(member_info).collect()),
-            Err(e) if matches!(e.kind, EtcdErrorKind::Unreachable | EtcdErrorKind::Timeout) => {
-                match self.member_list().await {
-                    Ok(members) if members.iter().all(|m| m.id != id) => Ok(members),
-                    _ => Err(e),
+            Err(e)
+                if matches!(
+                    e.kind,
+                    EtcdErrorKind::Unreachable
+                        | EtcdErrorKind::Timeout
+                        | EtcdErrorKind::ServerTimeout
+                ) =>
+            {
+                for attempt in 0..3 {
+                    if attempt > 0 {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    match self.member_list().await {
+                        Ok(members) if members.iter().all(|m| m.id != id) => return Ok(members),
+                        Ok(_) => return Err(e),
+                        Err(_) => {}
+                    }
                 }
+                Err(e)
             }
             Err(e) => Err(e),
         }

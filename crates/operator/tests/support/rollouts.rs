@@ -45,6 +45,12 @@ pub fn set_version(cluster: &Cluster, namespace: &str, version: &str) {
 /// The messages of the Warning Events with `reason` in `namespace`, space-separated (empty:
 /// none).
 pub fn warning_events(cluster: &Cluster, namespace: &str, reason: &str) -> String {
+    event_messages(cluster, namespace, &format!("reason={reason},type=Warning")).join(" ")
+}
+
+/// The messages of the Events in `namespace` that `selector` (a field selector) picks, one per
+/// Event.
+pub fn event_messages(cluster: &Cluster, namespace: &str, selector: &str) -> Vec<String> {
     let (_, out, _) = kubectl(
         cluster,
         &[
@@ -53,12 +59,12 @@ pub fn warning_events(cluster: &Cluster, namespace: &str, reason: &str) -> Strin
             "get",
             "events",
             "--field-selector",
-            &format!("reason={reason},type=Warning"),
+            selector,
             "-o",
-            "jsonpath={.items[*].message}",
+            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
         ],
     );
-    out
+    out.lines().map(str::to_string).collect()
 }
 
 /// The cluster's Pods that are not being deleted.
