@@ -22,7 +22,9 @@
 //! - **NOSPACE.** The floor, `benches/nospace_floor.sh QUOTA 1` (compact, defragment each
 //!   member, disarm, by hand with etcdctl); then the operator: a 3-member 3.5.1 cluster with
 //!   `quotaBackendBytes` of the quota, five keys overwritten with 64 KiB values until etcd
-//!   refuses a put; timed from that refusal until the alarm is gone and a put is accepted.
+//!   refuses a put; timed from that refusal until the alarm is gone and a put is accepted. Under
+//!   each operator round, the operator's steps for the round's namespace from its log (steps
+//!   and waits that need attention, at info level), at their offset from the refusal.
 //!
 //! Figures: docs/benchmarks.md.
 
@@ -197,6 +199,7 @@ async fn nospace_round(cluster: &Cluster, round: usize, quota_mib: usize) -> (f6
         .put_64k_values(&endpoints, "k$((i % 5))", 100_000, true)
         .expect("etcd refuses a put once the quota is reached");
     let started = Instant::now();
+    let refused_at = k8s_openapi::jiff::Timestamp::now();
     let load = load_average();
     let mut before = 0.0f64;
     loop {
@@ -230,8 +233,79 @@ async fn nospace_round(cluster: &Cluster, round: usize, quota_mib: usize) -> (f6
     println!(
         "  operator round {round}: NOSPACE at a {quota_mib} MiB quota remedied in {took:.2} s (largest backend {before:.1} -> {after:.1} MiB; load {load})"
     );
+    for line in step_instants(cluster, &namespace, refused_at).await {
+        println!("    {line}");
+    }
     delete(cluster, &namespace);
     (took, before, after)
+}
+
+/// The operator's steps and attention-worthy waits for `namespace` logged from `since` on, each
+/// at its offset from `since` (the log's own timestamps, the operator's clock: the same host).
+/// The instants the NOSPACE round's seconds go to; "step performed" is logged after the step.
+async fn step_instants(
+    cluster: &Cluster,
+    namespace: &str,
+    since: k8s_openapi::jiff::Timestamp,
+) -> Vec<String> {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::jiff::Timestamp;
+    let api: kube::Api<Pod> =
+        kube::Api::namespaced(cluster.client(), support::cluster::OPERATOR_NAMESPACE);
+    let mut lines = Vec::new();
+    let pods = api
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=etcd-operator"))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let seconds = (Timestamp::now().as_second() - since.as_second()) + 2;
+    for pod in pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let params = kube::api::LogParams {
+            since_seconds: Some(seconds),
+            ..Default::default()
+        };
+        let Ok(log) = api.logs(&name, &params).await else {
+            continue;
+        };
+        for line in log.lines() {
+            let Ok(json) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if json["namespace"].as_str() != Some(namespace) {
+                continue;
+            }
+            let Some(at) = json["timestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+            else {
+                continue;
+            };
+            let offset = (at.as_millisecond() - since.as_millisecond()) as f64 / 1000.0;
+            if offset < -1.0 {
+                continue;
+            }
+            let what = json["step"]
+                .as_str()
+                .or(json["reason"].as_str())
+                .unwrap_or_default();
+            lines.push((
+                offset,
+                format!(
+                    "{offset:+.3} s  {} {what}: {}",
+                    json["message"].as_str().unwrap_or_default(),
+                    json["detail"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .chars()
+                        .take(140)
+                        .collect::<String>()
+                ),
+            ));
+        }
+    }
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    lines.into_iter().map(|(_, l)| l).collect()
 }
 
 fn floor_values(lines: &[(String, f64)], kind: &str) -> Vec<f64> {

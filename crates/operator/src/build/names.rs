@@ -194,7 +194,9 @@ pub fn member_client_url(member: &EtcdMember) -> String {
     )
 }
 
-fn member_dns_name(member: &EtcdMember) -> String {
+/// The host name in an existing EtcdMember's peer and client URLs: `<member>.<service>.<ns>.svc`
+/// (the service is the cluster's headless Service, or an adopted member's legacy one).
+pub fn member_dns_name(member: &EtcdMember) -> String {
     format!(
         "{}.{}.{}.svc",
         member.metadata.name.as_deref().unwrap_or_default(),

@@ -10,16 +10,16 @@ use etcd_operator_api::labels::{
 use etcd_operator_api::shared::{EtcdOptions, StorageMedium};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext,
-    PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
-    Volume, VolumeMount,
+    HTTPGetAction, HostAlias, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod,
+    PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
+    SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::metadata::{member_owner_reference, non_empty, with_additional_metadata};
-use super::names::{CLIENT_PORT, DATA_DIR, METRICS_PORT, PEER_PORT};
+use super::names::{CLIENT_PORT, DATA_DIR, METRICS_PORT, PEER_PORT, member_dns_name};
 use super::start::PodStart;
 use super::{
     BuildError, member_client_scheme, member_client_url, member_data_dir, member_peer_scheme,
@@ -134,6 +134,7 @@ pub fn member_pod(
         spec: Some(PodSpec {
             hostname: Some(name),
             subdomain: Some(member_service_name(member)),
+            host_aliases: Some(vec![own_name_alias(member)]),
             // Bare Pods: the kubelet restarts a crashed etcd in place; the operator recreates
             // a Pod that reached a terminal phase (a node shutdown leaves them Succeeded).
             restart_policy: Some("Always".to_string()),
@@ -379,6 +380,33 @@ fn container_port(name: &str, port: i32) -> ContainerPort {
         container_port: port,
         protocol: Some("TCP".to_string()),
         ..Default::default()
+    }
+}
+
+/// The member's own URL host name, resolved inside its Pod without DNS (the kubelet writes
+/// `hostAliases` into the Pod's `/etc/hosts`), to the loopback address, where etcd listens
+/// too (`--listen-*-urls` on 0.0.0.0).
+///
+/// Why: the cluster DNS has the name only once the kubelet has reported the Pod's IP, after
+/// the container started. A member joining a running cluster (`--initial-cluster-state
+/// existing`) checks its `--initial-cluster` against the member list it fetched from its
+/// peers, and for every pair whose URLs differ as strings it resolves both
+/// (`ValidateClusterAndAssignIDs`, `netutil.urlsEqual` in etcd 3.4 to 3.7): its own name
+/// failed, and etcd retried it after one second, a second on every join's critical path
+/// (docs/benchmarks.md). With the alias the own name resolves at once; the comparison still
+/// tells members apart (another member's name resolves to its Pod IP, never to loopback),
+/// and its own URL matches by string as before.
+///
+/// Nothing etcd records changes: the URLs stay `<member>.<service>.<ns>.svc` (existing and
+/// adopted members' peer URLs included), and certificates need no new name. Nothing in etcd
+/// dials its own peer URL. The kubelet's own entry for the Pod (its IP, under
+/// `<member>.<service>.<ns>.svc.<cluster domain>`) is untouched. Pods made before this
+/// carry no alias and are not replaced for it (the rendered hash covers the image and the
+/// command only); they get it when they are next recreated.
+fn own_name_alias(member: &EtcdMember) -> HostAlias {
+    HostAlias {
+        ip: "127.0.0.1".to_string(),
+        hostnames: Some(vec![member_dns_name(member)]),
     }
 }
 

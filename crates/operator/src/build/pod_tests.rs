@@ -79,6 +79,40 @@ fn pod_is_named_and_addressed_as_its_member() {
 }
 
 #[test]
+fn the_pod_resolves_its_own_url_host_without_dns() {
+    let pod = member_pod(
+        &member("etcd", "etcd-1"),
+        &seed_start(),
+        &OperatorSettings::default(),
+    )
+    .unwrap();
+    let aliases = pod.spec.unwrap().host_aliases.unwrap();
+    assert_eq!(aliases.len(), 1);
+    assert_eq!(aliases[0].ip, "127.0.0.1");
+    assert_eq!(
+        aliases[0].hostnames.as_deref(),
+        Some(&["etcd-1.etcd.prod.svc".to_string()][..])
+    );
+
+    // An adopted member keeps its legacy Service in its URLs: the alias names that host.
+    let mut adopted = member("etcd", "etcd-2");
+    adopted.metadata.annotations = Some(BTreeMap::from([(
+        crate::build::HEADLESS_SERVICE_ANNOTATION.to_string(),
+        "etcd-headless".to_string(),
+    )]));
+    let pod = member_pod(&adopted, &seed_start(), &OperatorSettings::default()).unwrap();
+    assert!(has_flag(
+        &pod,
+        "--initial-advertise-peer-urls=http://etcd-2.etcd-headless.prod.svc:2380"
+    ));
+    let aliases = pod.spec.unwrap().host_aliases.unwrap();
+    assert_eq!(
+        aliases[0].hostnames.as_deref(),
+        Some(&["etcd-2.etcd-headless.prod.svc".to_string()][..])
+    );
+}
+
+#[test]
 fn joining_member_starts_existing_with_the_given_initial_cluster() {
     let start = PodStart {
         initial_cluster:

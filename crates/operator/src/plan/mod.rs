@@ -326,9 +326,14 @@ pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
         })
         .collect();
 
+    let requeue_after = if rules::nears_quota(&ctx) {
+        decision.requeue.min(timing::NEAR_QUOTA_POLL)
+    } else {
+        decision.requeue
+    };
     Plan {
         step: decision.step,
-        requeue_after: decision.requeue,
+        requeue_after,
         cluster_status: cluster_changed.then_some(cluster_status),
         member_statuses,
         etcd_endpoints,

@@ -27,6 +27,14 @@ pub const BLOCKED_POLL: Duration = Duration::from_secs(5);
 /// Converged, or paused: a watch event wakes the reconciler sooner when something changes.
 pub const IDLE_POLL: Duration = Duration::from_secs(30);
 
+/// A member whose backend reached this share (percent) of its quota is close to etcd's NOSPACE
+/// alarm: its cluster is looked at every [`NEAR_QUOTA_POLL`].
+pub const NEAR_QUOTA_PERCENT: i64 = 80;
+/// How often a cluster near its quota (or under NOSPACE) is looked at, whatever its step says:
+/// etcd raises the alarm without any Kubernetes event, so this bounds the time to notice it.
+/// A pass at rest writes nothing (the status changes only when the sizes do).
+pub const NEAR_QUOTA_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How long members just started may take to form quorum before it is reported lost.
 pub const START_GRACE: Duration = Duration::from_secs(60);
 /// How long a repaired member must stay Ready before its `recreateCount` starts over (so a

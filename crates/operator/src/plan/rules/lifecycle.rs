@@ -542,6 +542,24 @@ pub const NOSPACE_REMEDIATION_ANNOTATION: &str = "etcd-operator.cozystack.io/nos
 
 /// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's
 /// default (2 GiB).
+/// A member's backend has reached [`timing::NEAR_QUOTA_PERCENT`] of the quota it runs with,
+/// or etcd already reports NOSPACE: the cluster is looked at every
+/// [`timing::NEAR_QUOTA_POLL`] whatever the step, so the alarm is noticed within that
+/// instead of on the next pass a watch event or the idle poll brings (etcd has no way to
+/// tell us: an alarm changes no Kubernetes object, and the readiness probe excludes NOSPACE).
+pub fn nears_quota(ctx: &Context<'_>) -> bool {
+    if ctx.alarms().iter().any(|a| a.kind == AlarmKind::NoSpace) {
+        return true;
+    }
+    ctx.members.iter().any(|m| {
+        m.id.and_then(|id| ctx.observed.etcd.status_of(id))
+            .is_some_and(|s| {
+                s.db_size.max(s.db_size_in_use)
+                    >= nospace_quota(m) / 100 * timing::NEAR_QUOTA_PERCENT
+            })
+    })
+}
+
 fn nospace_quota(m: &MemberView<'_>) -> i64 {
     m.observed
         .member

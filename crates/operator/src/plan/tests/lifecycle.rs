@@ -791,3 +791,34 @@ fn rule6_nospace_a_raised_quota_is_latched_and_rolled_while_every_probe_fails() 
         "a Pod not Ready keeps the gate shut"
     );
 }
+
+#[test]
+fn a_cluster_near_its_quota_is_looked_at_often() {
+    use crate::plan::timing::{IDLE_POLL, NEAR_QUOTA_POLL};
+    // The members of `nospace`, without the alarm, after the pass that records its end.
+    let mut fx = nospace(QUOTA / 2, QUOTA / 2, true);
+    fx.obs.etcd.alarms = Ok(vec![]);
+    if let Some(status) = fx.plan().cluster_status {
+        fx.obs.cluster.status = Some(status);
+    }
+    // Half the quota: converged, the idle poll.
+    let plan = fx.plan();
+    assert_eq!(plan.step, Step::Idle);
+    assert_eq!(plan.requeue_after, IDLE_POLL);
+    // One member at 80 % of the quota (its file, or the data in use): the short poll.
+    sizes(&mut fx, "etcd-2", QUOTA / 100 * 80, QUOTA / 2);
+    let plan = fx.plan();
+    assert_eq!(plan.step, Step::Idle);
+    assert_eq!(plan.requeue_after, NEAR_QUOTA_POLL);
+    sizes(&mut fx, "etcd-2", QUOTA / 2, QUOTA / 100 * 80);
+    assert_eq!(fx.plan().requeue_after, NEAR_QUOTA_POLL);
+    // Just under 80 %: the idle poll again.
+    sizes(&mut fx, "etcd-2", QUOTA / 100 * 79, QUOTA / 100 * 79);
+    assert_eq!(fx.plan().requeue_after, IDLE_POLL);
+    // Under NOSPACE, a wait (here: a member does not answer) is looked at as often.
+    let mut fx = nospace(QUOTA, QUOTA / 4, true);
+    fx.answer("etcd-2", Answer::Down);
+    let plan = fx.plan();
+    assert!(matches!(plan.step, Step::Wait { .. }), "{:?}", plan.step);
+    assert_eq!(plan.requeue_after, NEAR_QUOTA_POLL);
+}
