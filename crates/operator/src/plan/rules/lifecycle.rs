@@ -540,8 +540,6 @@ pub fn nospace_status(
 /// alarm is then only reported, and an EtcdDefrag a person creates remedies it.
 pub const NOSPACE_REMEDIATION_ANNOTATION: &str = "etcd-operator.cozystack.io/nospace-remediation";
 
-/// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's
-/// default (2 GiB).
 /// A member's backend has reached [`timing::NEAR_QUOTA_PERCENT`] of the quota it runs with,
 /// or etcd already reports NOSPACE: the cluster is looked at every
 /// [`timing::NEAR_QUOTA_POLL`] whatever the step, so the alarm is noticed within that
@@ -560,6 +558,8 @@ pub fn nears_quota(ctx: &Context<'_>) -> bool {
     })
 }
 
+/// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's
+/// default (2 GiB).
 fn nospace_quota(m: &MemberView<'_>) -> i64 {
     m.observed
         .member
