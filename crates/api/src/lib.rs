@@ -10,6 +10,7 @@ pub mod conditions;
 mod crd;
 pub mod defrag;
 pub mod defrag_policy;
+pub mod kube_client;
 pub mod labels;
 pub mod member;
 pub mod schema;

@@ -70,7 +70,8 @@ pub async fn kube_client(target: &Target) -> anyhow::Result<(Client, String)> {
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = Client::try_from(config).context("building the Kubernetes client")?;
+    let client = etcd_operator_api::kube_client::client_for(config)
+        .context("building the Kubernetes client")?;
     Ok((client, namespace))
 }
 

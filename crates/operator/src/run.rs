@@ -177,7 +177,7 @@ async fn kube_client(args: &RunArgs) -> anyhow::Result<Client> {
             "no --kubeconfig, not in a Pod, and no usable $KUBECONFIG or ~/.kube/config",
         )?,
     };
-    Client::try_from(config).context("building the Kubernetes client")
+    etcd_operator_api::kube_client::client_for(config).context("building the Kubernetes client")
 }
 
 async fn cancel_on_signal(shutdown: CancellationToken) {

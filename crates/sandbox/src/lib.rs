@@ -15,6 +15,10 @@ pub mod certmanager;
 mod cluster;
 pub mod control;
 pub mod controllers;
+/// The client stack with a pool idle timeout below kube-apiserver's; the one file shared with
+/// `etcd-operator-api` (see its module documentation).
+#[path = "../../api/src/kube_client.rs"]
+pub mod kube_client;
 pub mod kubelet;
 pub mod kubernetes;
 pub mod network;

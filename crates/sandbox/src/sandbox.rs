@@ -449,7 +449,9 @@ async fn config_for(kubeconfig_text: &str) -> anyhow::Result<kube::Config> {
 }
 
 async fn client_for(kubeconfig_text: &str) -> anyhow::Result<kube::Client> {
-    Ok(kube::Client::try_from(config_for(kubeconfig_text).await?)?)
+    Ok(crate::kube_client::client_for(
+        config_for(kubeconfig_text).await?,
+    )?)
 }
 
 /// The nodes' names, `node-1`..., and the zone of each.

@@ -37,7 +37,7 @@ async fn eviction_honours_the_disruption_budget() {
     // kube-rs retries 429 answers for minutes by default; a drain loop would, a test need not.
     let mut config = sandbox.client_config().await.unwrap();
     config.default_retry = false;
-    let client = kube::Client::try_from(config).unwrap();
+    let client = kube_sandbox::kube_client::client_for(config).unwrap();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(client);
     for name in ["etcd-0", "etcd-1"] {

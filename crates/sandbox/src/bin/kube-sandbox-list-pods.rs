@@ -12,7 +12,7 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = kube::Config::incluster()?;
     let namespace = config.default_namespace.clone();
-    let client = kube::Client::try_from(config)?;
+    let client = kube_sandbox::kube_client::client_for(config)?;
     let pods: Api<Pod> = Api::namespaced(client, &namespace);
     loop {
         match pods.list(&ListParams::default()).await {

@@ -120,7 +120,7 @@ impl Cluster {
             .await
             .unwrap();
         config.default_retry = false;
-        kube::Client::try_from(config).unwrap()
+        kube_sandbox::kube_client::client_for(config).unwrap()
     }
 
     pub fn pods(&self, namespace: &str) -> Api<Pod> {
