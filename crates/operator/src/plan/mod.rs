@@ -60,8 +60,9 @@ pub use rules::caught_up;
 pub use rules::quorum::FORCE_NEW_CLUSTER_ANNOTATION;
 pub use step::{IssuedCertificate, MetadataObject, Signer, Step, StepKind};
 pub use timing::{
-    AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, IDLE_POLL, LEARNER_POLL, MAX_RECREATIONS, MEMBER_POLL,
-    NOT_READY_GRACE, RepairTiming, START_GRACE, repair_backoff, retry_after,
+    AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, FillSample, IDLE_POLL, LEARNER_POLL, MAX_RECREATIONS,
+    MEMBER_POLL, NOT_READY_GRACE, RepairTiming, START_GRACE, fill_look, repair_backoff,
+    retry_after,
 };
 pub use wait::WaitReason;
 
@@ -96,6 +97,9 @@ pub struct Plan {
     /// The members isolated from their peers this pass (`plan::reach`), with their figures
     /// (raft index, how far behind the leader), for [`Plan::isolation_event`].
     pub isolated: Vec<String>,
+    /// The largest share of its backend quota a member fills (`rules::quota_fill`), for the
+    /// reconciler to compare with the previous pass ([`timing::fill_look`]).
+    pub quota_fill: Option<f64>,
 }
 
 impl Plan {
@@ -338,5 +342,6 @@ pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
         member_statuses,
         etcd_endpoints,
         isolated,
+        quota_fill: rules::quota_fill(&ctx),
     }
 }

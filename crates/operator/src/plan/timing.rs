@@ -35,6 +35,34 @@ pub const NEAR_QUOTA_PERCENT: i64 = 80;
 /// A pass at rest writes nothing (the status changes only when the sizes do).
 pub const NEAR_QUOTA_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How full a cluster's fullest backend was at one pass: the largest share of its quota
+/// (`plan::rules::quota_fill`), 1.0 at the quota.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FillSample {
+    pub at: Timestamp,
+    pub fill: f64,
+}
+
+/// When to look again at a cluster whose fullest backend went from `before` to `now`, if that
+/// is sooner than the plan's own poll would be ([`IDLE_POLL`] at rest): at the rate it grew
+/// between the two passes, half the time it needs to reach [`NEAR_QUOTA_PERCENT`], never
+/// sooner than [`NEAR_QUOTA_POLL`]. From [`NEAR_QUOTA_PERCENT`] on the cluster is looked at
+/// every [`NEAR_QUOTA_POLL`] anyway, so a cluster that fills in less than the idle poll still
+/// has its alarm noticed within that, provided its rate does not double between two looks.
+/// `None` without an earlier pass, when the backend did not grow, or already near its quota.
+pub fn fill_look(before: Option<FillSample>, now: FillSample) -> Option<Duration> {
+    let before = before?;
+    let near = NEAR_QUOTA_PERCENT as f64 / 100.0;
+    let grown = now.fill - before.fill;
+    let elapsed = now.at.duration_since(before.at).as_secs_f64();
+    if !(grown > 0.0 && elapsed > 0.0) || now.fill >= near {
+        return None;
+    }
+    let until_near = (near - now.fill) / (grown / elapsed);
+    let look = Duration::try_from_secs_f64(until_near / 2.0).ok()?;
+    (look < IDLE_POLL).then(|| look.max(NEAR_QUOTA_POLL))
+}
+
 /// How long members just started may take to form quorum before it is reported lost.
 pub const START_GRACE: Duration = Duration::from_secs(60);
 /// How long a repaired member must stay Ready before its `recreateCount` starts over (so a
@@ -84,6 +112,122 @@ pub fn retry_after(kind: EtcdErrorKind) -> Duration {
 mod tests {
     use super::*;
     use crate::domain::settings::MAX_BACKOFF;
+
+    fn sample(seconds: f64, fill: f64) -> FillSample {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        FillSample {
+            at: t0 + Duration::from_secs_f64(seconds),
+            fill,
+        }
+    }
+
+    #[test]
+    fn a_backend_that_grows_is_looked_at_before_it_nears_its_quota() {
+        // 10 % to 40 % in 30 s: 1 %/s, 40 s to 80 %, looked at again in 20 s.
+        assert_eq!(
+            fill_look(Some(sample(0.0, 0.1)), sample(30.0, 0.4)),
+            Some(Duration::from_secs(20))
+        );
+        // Fast: 10 % in one second from 70 %: 1 s to 80 %, looked at in half of it.
+        assert_eq!(
+            fill_look(Some(sample(0.0, 0.6)), sample(1.0, 0.7)),
+            Some(Duration::from_millis(500))
+        );
+        // Never sooner than the near-quota poll.
+        assert_eq!(
+            fill_look(Some(sample(0.0, 0.1)), sample(1.0, 0.79)),
+            Some(NEAR_QUOTA_POLL)
+        );
+    }
+
+    #[test]
+    fn no_sooner_look_without_growth_history_or_when_already_near() {
+        assert_eq!(fill_look(None, sample(30.0, 0.5)), None);
+        // Did not grow, or shrank (a compaction and defragmentation).
+        assert_eq!(fill_look(Some(sample(0.0, 0.5)), sample(30.0, 0.5)), None);
+        assert_eq!(fill_look(Some(sample(0.0, 0.5)), sample(30.0, 0.2)), None);
+        // Slow growth: the idle poll comes first.
+        assert_eq!(fill_look(Some(sample(0.0, 0.10)), sample(30.0, 0.11)), None);
+        // Near the quota already: `nears_quota` polls it.
+        assert_eq!(fill_look(Some(sample(0.0, 0.5)), sample(30.0, 0.85)), None);
+        // The same instant twice.
+        assert_eq!(fill_look(Some(sample(5.0, 0.1)), sample(5.0, 0.3)), None);
+    }
+
+    /// A cluster filling at a constant rate, looked at as the reconciler does: the idle poll at
+    /// rest, [`fill_look`] when sooner, [`NEAR_QUOTA_POLL`] from [`NEAR_QUOTA_PERCENT`] on.
+    /// Returns how long after the backend reached its quota a pass saw it.
+    fn noticed_after(start: f64, rate_per_second: f64) -> f64 {
+        let near = NEAR_QUOTA_PERCENT as f64 / 100.0;
+        let fill_at = |t: f64| start + rate_per_second * t;
+        let full_at = (1.0 - start) / rate_per_second;
+        let (mut t, mut before) = (0.0, None);
+        loop {
+            let now = sample(t, fill_at(t).min(1.0));
+            if t >= full_at {
+                return t - full_at;
+            }
+            let next = if now.fill >= near {
+                NEAR_QUOTA_POLL
+            } else {
+                fill_look(before, now).unwrap_or(IDLE_POLL)
+            };
+            before = Some(now);
+            t += next.as_secs_f64();
+        }
+    }
+
+    #[test]
+    fn a_steady_fill_is_noticed_within_the_near_quota_poll_once_its_rate_is_known() {
+        // Whatever the rate, once two passes have seen the backend grow below 80 % (the
+        // second idle pass comes before 80 %), the quota is seen within one near-quota poll.
+        for start in [0.0, 0.1, 0.3, 0.5] {
+            for per_hour in [1.0, 10.0, 60.0, 100.0, 300.0] {
+                let rate = per_hour / 100.0 / 3600.0;
+                if start + rate * IDLE_POLL.as_secs_f64() >= 0.8 {
+                    continue;
+                }
+                let late = noticed_after(start, rate);
+                assert!(
+                    late <= NEAR_QUOTA_POLL.as_secs_f64() + 1e-9,
+                    "from {start} at {per_hour} %/h: noticed {late} s after the quota"
+                );
+            }
+            // Fast fills: 1 % per second and more, as long as 80 % comes after the second pass.
+            for per_second in [0.2, 0.5, 1.0, 1.5] {
+                let rate = per_second / 100.0;
+                if start + rate * IDLE_POLL.as_secs_f64() >= 0.8 {
+                    continue;
+                }
+                let late = noticed_after(start, rate);
+                assert!(
+                    late <= NEAR_QUOTA_POLL.as_secs_f64() + 1e-9,
+                    "from {start} at {per_second} %/s: noticed {late} s after the quota"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn without_the_sooner_look_a_fast_fill_waits_for_the_idle_poll() {
+        // The same walk with the idle poll only below 80 %: at 2 %/s from 10 % the passes see
+        // 10 % and 70 %, the quota comes 15 s later, between two idle passes, and waits for the
+        // next one (the failure fill_look removes).
+        let (start, rate) = (0.1, 0.02);
+        let full_at = (1.0 - start) / rate;
+        let mut t = 0.0;
+        while t < full_at {
+            let fill = start + rate * t;
+            t += if fill >= 0.8 {
+                NEAR_QUOTA_POLL
+            } else {
+                IDLE_POLL
+            }
+            .as_secs_f64();
+        }
+        assert!(t - full_at > 1.0, "noticed {} s late", t - full_at);
+        assert!(noticed_after(start, rate) <= NEAR_QUOTA_POLL.as_secs_f64() + 1e-9);
+    }
 
     #[test]
     fn backoff_grows_and_is_bounded() {

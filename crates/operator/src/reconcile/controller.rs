@@ -77,6 +77,7 @@ pub async fn run_controller(
         },
         metrics,
         backoff: Backoff::default(),
+        fill: super::FillHistory::default(),
     });
 
     let readiness = {

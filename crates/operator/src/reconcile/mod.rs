@@ -10,11 +10,13 @@
 mod backoff;
 mod controller;
 mod events;
+mod fill;
 mod finalizer;
 mod freshness;
 
 pub use backoff::Backoff;
 pub use controller::{ControllerOptions, run_controller};
+pub use fill::FillHistory;
 pub use finalizer::{CLUSTER_FINALIZER, has_finalizer};
 pub use freshness::wait_for_caches;
 
@@ -42,6 +44,8 @@ pub struct Context {
     pub act: ActContext,
     pub metrics: Arc<Metrics>,
     pub backoff: Backoff,
+    /// Each cluster's backend fill at its previous pass, to look sooner at one filling fast.
+    pub fill: FillHistory,
 }
 
 /// Why a pass failed.
@@ -138,6 +142,7 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
         // Our finalizer is gone (a pass removed it, or a person did): the cluster goes with
         // what garbage collection takes; nothing is left to do, and nothing to report of it.
         ctx.metrics.forget_cluster(&namespace, &name);
+        ctx.fill.forget(&namespace, &name);
         return Ok(Action::await_change());
     }
     if !deleting && !has_finalizer(cluster) {
@@ -157,6 +162,7 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
         // collection takes the rest once the cluster goes.
         finalizer::remove(&ctx.act, cluster).await?;
         ctx.metrics.forget_cluster(&namespace, &name);
+        ctx.fill.forget(&namespace, &name);
         info!(namespace = %namespace, cluster = %name, "all members gone; cluster finalizer removed");
         return Ok(Action::await_change());
     }
@@ -186,7 +192,11 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
             .recovery_step(&namespace, &name, source, outcome);
     }
     let outcome = act(&ctx.act, &plan, &observed).await?;
-    log_plan(&namespace, &name, &plan.step, plan.requeue_after);
+    let requeue_after = ctx
+        .fill
+        .look_sooner(&namespace, &name, plan.quota_fill, now)
+        .map_or(plan.requeue_after, |sooner| sooner.min(plan.requeue_after));
+    log_plan(&namespace, &name, &plan.step, requeue_after);
     if plan.step.mutates()
         || matches!(
             plan.step,
@@ -203,7 +213,7 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
         events::record(&ctx.act, event).await;
     }
     wait_for_caches(stores, &outcome.written, CACHE_LAG_LIMIT).await;
-    Ok(Action::requeue(plan.requeue_after))
+    Ok(Action::requeue(requeue_after))
 }
 
 fn log_plan(namespace: &str, cluster: &str, step: &Step, requeue: Duration) {

@@ -558,6 +558,20 @@ pub fn nears_quota(ctx: &Context<'_>) -> bool {
     })
 }
 
+/// The largest share of its quota any member's backend fills (its physical size or what is in
+/// use, whichever is larger), from the members etcd answered for; `None` when none did.
+/// [`timing::fill_look`] compares it across passes to look sooner at a cluster filling fast.
+pub fn quota_fill(ctx: &Context<'_>) -> Option<f64> {
+    ctx.members
+        .iter()
+        .filter_map(|m| {
+            let status = ctx.observed.etcd.status_of(m.id?)?;
+            let used = status.db_size.max(status.db_size_in_use);
+            Some(used as f64 / nospace_quota(m) as f64)
+        })
+        .reduce(f64::max)
+}
+
 /// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's
 /// default (2 GiB).
 fn nospace_quota(m: &MemberView<'_>) -> i64 {
