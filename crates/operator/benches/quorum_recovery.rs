@@ -248,61 +248,32 @@ async fn step_instants(
     namespace: &str,
     since: k8s_openapi::jiff::Timestamp,
 ) -> Vec<String> {
-    use k8s_openapi::api::core::v1::Pod;
-    use k8s_openapi::jiff::Timestamp;
-    let api: kube::Api<Pod> =
-        kube::Api::namespaced(cluster.client(), support::cluster::OPERATOR_NAMESPACE);
     let mut lines = Vec::new();
-    let pods = api
-        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=etcd-operator"))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    let seconds = (Timestamp::now().as_second() - since.as_second()) + 2;
-    for pod in pods {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let params = kube::api::LogParams {
-            since_seconds: Some(seconds),
-            ..Default::default()
-        };
-        let Ok(log) = api.logs(&name, &params).await else {
+    for (_, at, json) in support::timeline::operator_log_lines(&cluster.client(), since).await {
+        if json["namespace"].as_str() != Some(namespace) {
             continue;
-        };
-        for line in log.lines() {
-            let Ok(json) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if json["namespace"].as_str() != Some(namespace) {
-                continue;
-            }
-            let Some(at) = json["timestamp"]
-                .as_str()
-                .and_then(|t| t.parse::<Timestamp>().ok())
-            else {
-                continue;
-            };
-            let offset = (at.as_millisecond() - since.as_millisecond()) as f64 / 1000.0;
-            if offset < -1.0 {
-                continue;
-            }
-            let what = json["step"]
-                .as_str()
-                .or(json["reason"].as_str())
-                .unwrap_or_default();
-            lines.push((
-                offset,
-                format!(
-                    "{offset:+.3} s  {} {what}: {}",
-                    json["message"].as_str().unwrap_or_default(),
-                    json["detail"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .chars()
-                        .take(140)
-                        .collect::<String>()
-                ),
-            ));
         }
+        let offset = (at.as_millisecond() - since.as_millisecond()) as f64 / 1000.0;
+        if offset < -1.0 {
+            continue;
+        }
+        let what = json["step"]
+            .as_str()
+            .or(json["reason"].as_str())
+            .unwrap_or_default();
+        lines.push((
+            offset,
+            format!(
+                "{offset:+.3} s  {} {what}: {}",
+                json["message"].as_str().unwrap_or_default(),
+                json["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(140)
+                    .collect::<String>()
+            ),
+        ));
     }
     lines.sort_by(|a, b| a.0.total_cmp(&b.0));
     lines.into_iter().map(|(_, l)| l).collect()

@@ -192,7 +192,7 @@ const TLS_NS: &str = "defrag-tls";
 const SMALL_QUOTA: i64 = 8 << 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_and_3_5() {
+async fn e2e_defrag_rules_queue_ttl_and_policy_on_3_4_3_6_and_3_7() {
     let cluster = start_cluster(3).await;
     cluster.deploy_operator(1).await;
     let client = cluster.client();

@@ -499,7 +499,7 @@ async fn nospace_scenario(cluster: &Cluster, name: &str, raise_quota: bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn e2e_recovery_alarms_on_3_4_and_3_5() {
+async fn e2e_recovery_alarms_on_3_4_3_6_and_3_7() {
     let cluster = start_cluster(3).await;
     cluster.deploy_operator(1).await;
     let client = cluster.client();

@@ -526,14 +526,19 @@ async fn member_pods(client: &Client, namespace: &str, name: &str) -> Vec<Entry>
 
 /// The operator's warnings and errors during the run, from every operator Pod's log (the
 /// current run, and the previous one of a restarted container).
-async fn operator_logs(client: &Client, since: Timestamp, until: Timestamp) -> Vec<Entry> {
+/// Every JSON line the operator's Pods logged (now and before their last restart) from
+/// `since` on, with its Pod's name and its own timestamp, in log order per Pod.
+pub async fn operator_log_lines(
+    client: &Client,
+    since: Timestamp,
+) -> Vec<(String, Timestamp, serde_json::Value)> {
     let api: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
     let pods = api
         .list(&ListParams::default().labels(OPERATOR_SELECTOR))
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let mut entries = Vec::new();
+    let mut lines = Vec::new();
     for pod in pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
         for previous in [false, true] {
@@ -550,32 +555,37 @@ async fn operator_logs(client: &Client, since: Timestamp, until: Timestamp) -> V
                 let Ok(json) = serde_json::from_str::<serde_json::Value>(line) else {
                     continue;
                 };
-                let level = json["level"].as_str().unwrap_or_default();
-                if level != "WARN" && level != "ERROR" {
-                    continue;
-                }
                 let Some(at) = json["timestamp"]
                     .as_str()
                     .and_then(|t| t.parse::<Timestamp>().ok())
                 else {
                     continue;
                 };
-                if !within(at, since, until) {
-                    continue;
-                }
-                let mut fields = json.clone();
-                if let Some(map) = fields.as_object_mut() {
-                    map.remove("timestamp");
-                    map.remove("level");
-                }
-                entries.push(Entry {
-                    at,
-                    precise: true,
-                    source: format!("log {}", short_pod_name(&name)),
-                    text: truncate(&format!("{level} {fields}"), 300),
-                });
+                lines.push((name.clone(), at, json));
             }
         }
+    }
+    lines
+}
+
+async fn operator_logs(client: &Client, since: Timestamp, until: Timestamp) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for (name, at, json) in operator_log_lines(client, since).await {
+        let level = json["level"].as_str().unwrap_or_default();
+        if (level != "WARN" && level != "ERROR") || !within(at, since, until) {
+            continue;
+        }
+        let mut fields = json.clone();
+        if let Some(map) = fields.as_object_mut() {
+            map.remove("timestamp");
+            map.remove("level");
+        }
+        entries.push(Entry {
+            at,
+            precise: true,
+            source: format!("log {}", short_pod_name(&name)),
+            text: truncate(&format!("{level} {fields}"), 300),
+        });
     }
     entries
 }
