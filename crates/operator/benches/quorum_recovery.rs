@@ -5,7 +5,9 @@
 //!
 //! Knobs (environment): `QUORUM_BENCH_RUNS` (default 3) rounds of each part;
 //! `QUORUM_BENCH_PARTS` (default `quorum,nospace`); `NOSPACE_BENCH_QUOTA_MIB` (default 64) the
-//! backend quota, i.e. the database size at which NOSPACE is raised.
+//! backend quota, i.e. the database size at which NOSPACE is raised; `QUORUM_BENCH_VERSION`
+//! (default the e2e suite's default, the newest 3.6) the etcd version of the clusters and of
+//! the floor scripts' binaries (`/usr/local/lib/etcd-<version>/`).
 //!
 //! In one run, interleaved round by round so that both see the same load:
 //!
@@ -13,14 +15,14 @@
 //!   1` (etcd's own disaster-recovery procedure by a script on loopback: `--force-new-cluster` on
 //!   the survivor, the two others added back as learners and promoted); then the operator
 //!   deployed from `deploy/` with its production settings into a sandbox with 3 nodes, a fresh
-//!   3-member PVC-backed 3.5.1 cluster per round with `spec.quorumRecovery: {mode: Automatic,
+//!   3-member PVC-backed cluster per round with `spec.quorumRecovery: {mode: Automatic,
 //!   after: 0s}` (the smallest `after` the CRD allows) and 50 keys, whose members etcd-1 and
 //!   etcd-2 lose their data (their PVCs wiped under the running Pods, their etcd killed: etcd
 //!   restarts on an empty data directory and refuses to start). Timed from the kill until the
 //!   EtcdCluster is Available with 3 ready voters, with the moments the recovery was recorded,
 //!   forced, completed; afterwards (untimed) the 50th key is read from every member.
 //! - **NOSPACE.** The floor, `benches/nospace_floor.sh QUOTA 1` (compact, defragment each
-//!   member, disarm, by hand with etcdctl); then the operator: a 3-member 3.5.1 cluster with
+//!   member, disarm, by hand with etcdctl); then the operator: a 3-member cluster with
 //!   `quotaBackendBytes` of the quota, five keys overwritten with 64 KiB values until etcd
 //!   refuses a put; timed from that refusal until the alarm is gone and a put is accepted. Under
 //!   each operator round, the operator's steps for the round's namespace from its log (steps
@@ -53,10 +55,22 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// The etcd version of the clusters and of the floor scripts' binaries.
+fn version() -> String {
+    std::env::var("QUORUM_BENCH_VERSION").unwrap_or_else(|_| support::DEFAULT_VERSION.into())
+}
+
+/// `ETCD` and `ETCDCTL` for the floor scripts: the binaries of [`version`].
+fn floor_binaries() -> Vec<(&'static str, String)> {
+    let dir = format!("/usr/local/lib/etcd-{}", version());
+    vec![
+        ("ETCD", format!("{dir}/etcd")),
+        ("ETCDCTL", format!("{dir}/etcdctl")),
+    ]
+}
+
 fn yaml(namespace: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: 3\n  version: \"3.5.1\"\n{extra}"
-    )
+    support::cluster_yaml_on("etcd", namespace, 3, &version(), extra)
 }
 
 fn member_url(namespace: &str, member: &str) -> String {
@@ -301,12 +315,17 @@ fn main() {
         cluster.deploy_operator(1).await;
 
         if parts.contains("quorum") {
-            println!("Lost quorum (2 of 3 members' data gone), to Available at 3 members, {runs} rounds:");
+            println!(
+                "Lost quorum (2 of 3 members' data gone), to Available at 3 members, etcd {}, {runs} rounds:",
+                version()
+            );
             let (mut floor, mut operator) = (Vec::new(), Vec::new());
             let mut phases: Vec<(f64, f64, f64)> = Vec::new();
             for round in 0..runs {
                 let load = load_average();
-                let lines = support::floor_script("quorum_recovery_floor.sh", &["1"]);
+                let envs = floor_binaries();
+                let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let lines = support::floor_script_with("quorum_recovery_floor.sh", &["1"], &envs);
                 let took = floor_values(&lines, "recover")[0];
                 println!("  floor round {round}: {took:.2} s (load {load})");
                 floor.push(took);
@@ -335,14 +354,20 @@ fn main() {
         }
 
         if parts.contains("nospace") {
-            println!("NOSPACE at a {quota_mib} MiB quota, from the refused put to a put accepted, {runs} rounds:");
+            println!(
+                "NOSPACE at a {quota_mib} MiB quota, etcd {}, from the refused put to a put accepted, {runs} rounds:",
+                version()
+            );
             let (mut floor, mut operator) = (Vec::new(), Vec::new());
             let (mut floor_sizes, mut operator_sizes) = (Vec::new(), Vec::new());
             for round in 0..runs {
                 let load = load_average();
-                let lines = support::floor_script(
+                let envs = floor_binaries();
+                let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let lines = support::floor_script_with(
                     "nospace_floor.sh",
                     &[&quota_mib.to_string(), "1"],
+                    &envs,
                 );
                 let took = floor_values(&lines, "nospace")[0];
                 let sizes = (

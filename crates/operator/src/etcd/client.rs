@@ -274,11 +274,16 @@ impl EtcdClient {
         }
     }
 
-    /// The Status of one endpoint (which need not be one of this client's endpoints).
+    /// The Status of one endpoint (which need not be one of this client's endpoints), on a
+    /// connection of its own.
     pub async fn endpoint_status(&self, endpoint: &str) -> Result<EndpointStatus, EtcdError> {
-        let single = self.single(endpoint).await?;
-        let mut maintenance = single.client.maintenance_client();
-        let response = single.call("Status", maintenance.status()).await?;
+        self.single(endpoint).await?.status().await
+    }
+
+    /// The Status of the member that answers (for a client of one endpoint: that member's).
+    pub async fn status(&self) -> Result<EndpointStatus, EtcdError> {
+        let mut maintenance = self.client.maintenance_client();
+        let response = self.call("Status", maintenance.status()).await?;
         let header = response.header();
         Ok(EndpointStatus {
             member_id: header.map(|h| h.member_id()).unwrap_or_default(),

@@ -60,9 +60,9 @@ pub use rules::caught_up;
 pub use rules::quorum::FORCE_NEW_CLUSTER_ANNOTATION;
 pub use step::{IssuedCertificate, MetadataObject, Signer, Step, StepKind};
 pub use timing::{
-    AFTER_MUTATION, BLOCKED_POLL, FAST_POLL, FillSample, IDLE_POLL, LEARNER_POLL, MAX_RECREATIONS,
-    MEMBER_POLL, NOT_READY_GRACE, RepairTiming, START_GRACE, fill_look, repair_backoff,
-    retry_after,
+    AFTER_MUTATION, BLOCKED_POLL, BackendFill, FAST_POLL, FillSample, IDLE_POLL, LEARNER_POLL,
+    MAX_RECREATIONS, MEMBER_POLL, NEAR_QUOTA_PERCENT, NEAR_QUOTA_POLL, NOT_READY_GRACE,
+    RepairTiming, START_GRACE, fill_look, probe_period, repair_backoff, retry_after,
 };
 pub use wait::WaitReason;
 
@@ -97,9 +97,13 @@ pub struct Plan {
     /// The members isolated from their peers this pass (`plan::reach`), with their figures
     /// (raft index, how far behind the leader), for [`Plan::isolation_event`].
     pub isolated: Vec<String>,
-    /// The largest share of its backend quota a member fills (`rules::quota_fill`), for the
-    /// reconciler to compare with the previous pass ([`timing::fill_look`]).
-    pub quota_fill: Option<f64>,
+    /// The backend that fills the largest share of its quota (`rules::fullest_backend`), for the
+    /// reconciler to compare with the previous pass ([`timing::fill_look`]) and to pace its
+    /// alarm probe ([`timing::probe_period`]).
+    pub fullest_backend: Option<BackendFill>,
+    /// A backend is at [`timing::NEAR_QUOTA_PERCENT`] of its quota or NOSPACE is raised: the
+    /// plan already looks every [`timing::NEAR_QUOTA_POLL`] (`rules::nears_quota`).
+    pub near_quota: bool,
 }
 
 impl Plan {
@@ -330,7 +334,8 @@ pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
         })
         .collect();
 
-    let requeue_after = if rules::nears_quota(&ctx) {
+    let near_quota = rules::nears_quota(&ctx);
+    let requeue_after = if near_quota {
         decision.requeue.min(timing::NEAR_QUOTA_POLL)
     } else {
         decision.requeue
@@ -342,6 +347,7 @@ pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
         member_statuses,
         etcd_endpoints,
         isolated,
-        quota_fill: rules::quota_fill(&ctx),
+        fullest_backend: rules::fullest_backend(&ctx),
+        near_quota,
     }
 }

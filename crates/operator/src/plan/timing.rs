@@ -35,8 +35,44 @@ pub const NEAR_QUOTA_PERCENT: i64 = 80;
 /// A pass at rest writes nothing (the status changes only when the sizes do).
 pub const NEAR_QUOTA_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How full one member's backend is: what it uses (its file or the data in use, whichever is
+/// larger) against the quota it runs with, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackendFill {
+    pub used: i64,
+    pub quota: i64,
+}
+
+impl BackendFill {
+    /// The share of the quota used, 1.0 at the quota.
+    pub fn share(&self) -> f64 {
+        self.used as f64 / self.quota.max(1) as f64
+    }
+}
+
+/// The fastest rate at which the alarm probe assumes etcd's backend can grow: a burst of large
+/// puts at etcd's request size limit (1.5 MiB) on a fast disk. The benchmark's burst of 64 KiB
+/// puts into a 3-member cluster on this machine's loopback grows it at 20 to 30 MB/s.
+pub const BURST_WRITE_RATE: i64 = 128 << 20;
+
+/// How often to look at a cluster's alarms between passes: the time a burst at
+/// [`BURST_WRITE_RATE`] needs to bring its fullest backend to [`NEAR_QUOTA_PERCENT`] of the
+/// quota, never more often than [`NEAR_QUOTA_POLL`]. From there the plan itself looks every
+/// [`NEAR_QUOTA_POLL`], so even a burst into a small quota has its alarm seen within that.
+/// `None` when the passes suffice: already near the quota, or headroom a burst cannot fill
+/// within the [`IDLE_POLL`] of a cluster at rest.
+pub fn probe_period(fullest: BackendFill) -> Option<Duration> {
+    let near = fullest.quota / 100 * NEAR_QUOTA_PERCENT;
+    let headroom = near - fullest.used;
+    if headroom <= 0 {
+        return None;
+    }
+    let period = Duration::from_secs_f64(headroom as f64 / BURST_WRITE_RATE as f64);
+    (period < IDLE_POLL).then(|| period.max(NEAR_QUOTA_POLL))
+}
+
 /// How full a cluster's fullest backend was at one pass: the largest share of its quota
-/// (`plan::rules::quota_fill`), 1.0 at the quota.
+/// (`plan::rules::fullest_backend`), 1.0 at the quota.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FillSample {
     pub at: Timestamp,
@@ -227,6 +263,34 @@ mod tests {
         }
         assert!(t - full_at > 1.0, "noticed {} s late", t - full_at);
         assert!(noticed_after(start, rate) <= NEAR_QUOTA_POLL.as_secs_f64() + 1e-9);
+    }
+
+    #[test]
+    fn the_alarm_probe_paces_itself_by_the_headroom_a_burst_must_fill() {
+        const MIB: i64 = 1 << 20;
+        let fill = |used, quota| BackendFill { used, quota };
+        // The benchmark's 64 MiB quota, nearly empty: 51 MiB to 80 %, 0.4 s at the burst rate.
+        let period = probe_period(fill(MIB / 2, 64 * MIB)).unwrap();
+        assert!(
+            period > Duration::from_millis(390) && period < Duration::from_millis(400),
+            "{period:?}"
+        );
+        // Closer to 80 %: more often, never more often than the near-quota poll.
+        assert_eq!(
+            probe_period(fill(51 * MIB, 64 * MIB)),
+            Some(NEAR_QUOTA_POLL)
+        );
+        // etcd's default 2 GiB quota, empty: 12.8 s, under the idle poll.
+        let period = probe_period(fill(0, 2048 * MIB)).unwrap();
+        assert!(
+            period > Duration::from_secs(12) && period < Duration::from_secs(13),
+            "{period:?}"
+        );
+        // An 8 GiB quota: a burst cannot reach 80 % within the idle poll; passes suffice.
+        assert_eq!(probe_period(fill(0, 8192 * MIB)), None);
+        // At or past 80 %: the plan's own near-quota poll.
+        assert_eq!(probe_period(fill(52 * MIB, 64 * MIB)), None);
+        assert_eq!(probe_period(fill(64 * MIB, 64 * MIB)), None);
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub async fn run_controller(
         services,
         pdbs,
     };
+    // The alarm probe wakes a cluster's reconciler when etcd shows NOSPACE or a backend at the
+    // near-quota mark between passes.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let probe = Arc::new(super::AlarmProbe::new(wake));
+    let prober = tokio::spawn(probe.clone().run());
     let ctx = Arc::new(Context {
         observer: Observer {
             client: client.clone(),
@@ -78,6 +83,7 @@ pub async fn run_controller(
         metrics,
         backoff: Backoff::default(),
         fill: super::FillHistory::default(),
+        probe: probe.clone(),
     });
 
     let readiness = {
@@ -138,6 +144,7 @@ pub async fn run_controller(
         .owns_stream(pdbs_changed)
         .watches_stream(pods_changed, |pod| cluster_of(&pod))
         .watches_stream(pvcs_changed, |pvc| cluster_of(&pvc))
+        .reconcile_on(woken)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -161,4 +168,5 @@ pub async fn run_controller(
     futures::join!(clusters, snapshots, defrags, stop_defrags);
     readiness.abort();
     sweeper.abort();
+    prober.abort();
 }

@@ -7,6 +7,7 @@
 //! next observation resolves it (a stale read, etcd's short refusals) and with a bounded
 //! exponential backoff otherwise.
 
+mod alarm_probe;
 mod backoff;
 mod controller;
 mod events;
@@ -14,6 +15,7 @@ mod fill;
 mod finalizer;
 mod freshness;
 
+pub use alarm_probe::{AlarmProbe, ProbeTarget};
 pub use backoff::Backoff;
 pub use controller::{ControllerOptions, run_controller};
 pub use fill::FillHistory;
@@ -46,6 +48,8 @@ pub struct Context {
     pub backoff: Backoff,
     /// Each cluster's backend fill at its previous pass, to look sooner at one filling fast.
     pub fill: FillHistory,
+    /// The light look at etcd's alarms between passes (`reconcile/alarm_probe.rs`).
+    pub probe: Arc<AlarmProbe>,
 }
 
 /// Why a pass failed.
@@ -143,6 +147,7 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
         // what garbage collection takes; nothing is left to do, and nothing to report of it.
         ctx.metrics.forget_cluster(&namespace, &name);
         ctx.fill.forget(&namespace, &name);
+        ctx.probe.forget(&namespace, &name);
         return Ok(Action::await_change());
     }
     if !deleting && !has_finalizer(cluster) {
@@ -163,6 +168,7 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
         finalizer::remove(&ctx.act, cluster).await?;
         ctx.metrics.forget_cluster(&namespace, &name);
         ctx.fill.forget(&namespace, &name);
+        ctx.probe.forget(&namespace, &name);
         info!(namespace = %namespace, cluster = %name, "all members gone; cluster finalizer removed");
         return Ok(Action::await_change());
     }
@@ -194,8 +200,24 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     let outcome = act(&ctx.act, &plan, &observed).await?;
     let requeue_after = ctx
         .fill
-        .look_sooner(&namespace, &name, plan.quota_fill, now)
+        .look_sooner(
+            &namespace,
+            &name,
+            plan.fullest_backend.map(|b| b.share()),
+            now,
+        )
         .map_or(plan.requeue_after, |sooner| sooner.min(plan.requeue_after));
+    let probe_target =
+        plan.etcd_endpoints
+            .first()
+            .zip(plan.fullest_backend)
+            .map(|(endpoint, fullest)| ProbeTarget {
+                endpoint: ctx.observer.etcd_urls.map(endpoint),
+                access: observed.security.access.clone(),
+                fullest,
+                near: plan.near_quota,
+            });
+    ctx.probe.update(&namespace, &name, probe_target);
     log_plan(&namespace, &name, &plan.step, requeue_after);
     if plan.step.mutates()
         || matches!(

@@ -558,18 +558,22 @@ pub fn nears_quota(ctx: &Context<'_>) -> bool {
     })
 }
 
-/// The largest share of its quota any member's backend fills (its physical size or what is in
-/// use, whichever is larger), from the members etcd answered for; `None` when none did.
-/// [`timing::fill_look`] compares it across passes to look sooner at a cluster filling fast.
-pub fn quota_fill(ctx: &Context<'_>) -> Option<f64> {
+/// The member whose backend fills the largest share of its quota (its physical size or what is
+/// in use, whichever is larger), from the members etcd answered for; `None` when none did.
+/// [`timing::fill_look`] compares its share across passes to look sooner at a cluster filling
+/// fast, and the reconciler's alarm probe ([`timing::probe_period`]) looks at etcd between passes
+/// as often as its headroom asks.
+pub fn fullest_backend(ctx: &Context<'_>) -> Option<timing::BackendFill> {
     ctx.members
         .iter()
         .filter_map(|m| {
             let status = ctx.observed.etcd.status_of(m.id?)?;
-            let used = status.db_size.max(status.db_size_in_use);
-            Some(used as f64 / nospace_quota(m) as f64)
+            Some(timing::BackendFill {
+                used: status.db_size.max(status.db_size_in_use),
+                quota: nospace_quota(m),
+            })
         })
-        .reduce(f64::max)
+        .max_by(|a, b| a.share().total_cmp(&b.share()))
 }
 
 /// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's

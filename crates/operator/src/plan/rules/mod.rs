@@ -45,7 +45,7 @@ use super::step::{Step, WaitReason};
 use super::timing;
 
 pub use advance::caught_up;
-pub use lifecycle::{NOSPACE_REMEDIATION_ANNOTATION, nears_quota, nospace_status, quota_fill};
+pub use lifecycle::{NOSPACE_REMEDIATION_ANNOTATION, fullest_backend, nears_quota, nospace_status};
 pub use restore::restore_source_uri;
 pub use retention::SCALE_IN_ANNOTATION;
 

@@ -811,7 +811,7 @@ fn a_cluster_near_its_quota_is_looked_at_often() {
     assert_eq!(plan.step, Step::Idle);
     assert_eq!(plan.requeue_after, NEAR_QUOTA_POLL);
     // The fill the reconciler compares across passes: the fullest member's share.
-    let fill = plan.quota_fill.expect("members answered");
+    let fill = plan.fullest_backend.expect("members answered").share();
     assert!((fill - 0.8).abs() < 0.001, "{fill}");
     sizes(&mut fx, "etcd-2", QUOTA / 2, QUOTA / 100 * 80);
     assert_eq!(fx.plan().requeue_after, NEAR_QUOTA_POLL);
