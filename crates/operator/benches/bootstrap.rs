@@ -42,7 +42,7 @@
 //! | `BOOTSTRAP_BENCH_CHURN` | 0 | bootstraps of the churn loop; 0 skips it |
 //! | `BOOTSTRAP_BENCH_IDLE` | 30 | idle clusters; 0 skips the idle part |
 //! | `BOOTSTRAP_BENCH_IDLE_LIMIT` | 900 | seconds the idle clusters, applied at once, may take to be all Available |
-//! | `BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS` | 0 | etcd's heartbeat interval in every etcd 3.5 Pod (election timeout 10 x), through etcd's environment; 0: etcd's defaults |
+//! | `BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS` | 0 | etcd's heartbeat interval in every etcd Pod (election timeout 10 x), through etcd's environment; 0: etcd's defaults |
 //! | `BOOTSTRAP_BENCH_SLOW` | 1.3 | a run slower than this × the slowest floor run is slow; 0 prints every run's timeline |
 
 #[path = "common/mod.rs"]
@@ -386,7 +386,11 @@ struct Floors(BTreeMap<String, Vec<f64>>);
 
 impl Floors {
     fn measure(&mut self, args: &[&str]) {
-        for (what, seconds) in support::floor_script("floor.sh", args) {
+        // The same etcd as the operator's clusters (`cluster_yaml`: the e2e suite's default).
+        let dir = format!("/usr/local/lib/etcd-{}", support::DEFAULT_VERSION);
+        let (etcd, etcdctl) = (format!("{dir}/etcd"), format!("{dir}/etcdctl"));
+        let envs = [("ETCD", etcd.as_str()), ("ETCDCTL", etcdctl.as_str())];
+        for (what, seconds) in support::floor_script_with("floor.sh", args, &envs) {
             self.0.entry(what).or_default().push(seconds);
         }
     }
@@ -438,19 +442,20 @@ async fn main() {
     let knobs = Knobs::from_env();
     let benchmark_start = Timestamp::now();
     println!(
-        "# bootstrap benchmark (etcd 3.5.1; {} runs of each scenario, {} floor runs, {} churn \
+        "# bootstrap benchmark (etcd {}; {} runs of each scenario, {} floor runs, {} churn \
          bootstraps, {} idle clusters; slow = over {} x the slowest floor run); started {benchmark_start}",
+        support::DEFAULT_VERSION,
         knobs.runs, knobs.floor_runs, knobs.churn, knobs.idle, knobs.slow
     );
 
     // BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS: etcd's heartbeat interval (and 10 x it as the
-    // election timeout) for every etcd 3.5 Pod, through the environment etcd reads; 0 keeps
+    // election timeout) for every etcd Pod, through the environment etcd reads; 0 keeps
     // etcd's defaults (100 ms, 1 s). An idle etcd's CPU is mostly its heartbeats: 300 members
     // at the defaults need more than the 2 cores of the machine the scale run was made on.
     let heartbeat_ms: usize = env_or("BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS", 0);
     let cluster = if heartbeat_ms > 0 {
         println!(
-            "# etcd 3.5 Pods run with ETCD_HEARTBEAT_INTERVAL={heartbeat_ms} ETCD_ELECTION_TIMEOUT={}",
+            "# etcd Pods run with ETCD_HEARTBEAT_INTERVAL={heartbeat_ms} ETCD_ELECTION_TIMEOUT={}",
             heartbeat_ms * 10
         );
         start_cluster_with_etcd_env(

@@ -58,7 +58,7 @@ for round in $(seq "$ROUNDS"); do
   endpoints="$(client 0)"
   for i in 1 2; do
     until out=$("$ETCDCTL" --endpoints "$endpoints" member add "m$i" --learner --peer-urls "$(peer "$i")" 2>&1); do sleep 0.05; done
-    id=$(echo "$out" | sed -n 's/^Member \([0-9a-f]*\) added.*/\1/p')
+    id=$(echo "$out" | sed -n 's/^Member  *\([0-9a-f]*\) added.*/\1/p')
     members="$members,m$i=$(peer "$i")"
     start_member "$i" existing "$members" "$dir/m$i"
     until "$ETCDCTL" --endpoints "$endpoints" member promote "$id" >/dev/null 2>&1; do sleep 0.05; done
