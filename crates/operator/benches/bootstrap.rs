@@ -445,7 +445,11 @@ async fn main() {
         "# bootstrap benchmark (etcd {}; {} runs of each scenario, {} floor runs, {} churn \
          bootstraps, {} idle clusters; slow = over {} x the slowest floor run); started {benchmark_start}",
         support::DEFAULT_VERSION,
-        knobs.runs, knobs.floor_runs, knobs.churn, knobs.idle, knobs.slow
+        knobs.runs,
+        knobs.floor_runs,
+        knobs.churn,
+        knobs.idle,
+        knobs.slow
     );
 
     // BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS: etcd's heartbeat interval (and 10 x it as the
