@@ -387,10 +387,8 @@ struct Floors(BTreeMap<String, Vec<f64>>);
 impl Floors {
     fn measure(&mut self, args: &[&str]) {
         // The same etcd as the operator's clusters (`cluster_yaml`: the e2e suite's default).
-        let dir = format!("/usr/local/lib/etcd-{}", support::DEFAULT_VERSION);
-        let (etcd, etcdctl) = (format!("{dir}/etcd"), format!("{dir}/etcdctl"));
-        let envs = [("ETCD", etcd.as_str()), ("ETCDCTL", etcdctl.as_str())];
-        for (what, seconds) in support::floor_script_with("floor.sh", args, &envs) {
+        for (what, seconds) in support::floor_script_on(support::DEFAULT_VERSION, "floor.sh", args)
+        {
             self.0.entry(what).or_default().push(seconds);
         }
     }

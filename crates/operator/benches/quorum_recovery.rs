@@ -60,15 +60,6 @@ fn version() -> String {
     std::env::var("QUORUM_BENCH_VERSION").unwrap_or_else(|_| support::DEFAULT_VERSION.into())
 }
 
-/// `ETCD` and `ETCDCTL` for the floor scripts: the binaries of [`version`].
-fn floor_binaries() -> Vec<(&'static str, String)> {
-    let dir = format!("/usr/local/lib/etcd-{}", version());
-    vec![
-        ("ETCD", format!("{dir}/etcd")),
-        ("ETCDCTL", format!("{dir}/etcdctl")),
-    ]
-}
-
 fn yaml(namespace: &str, extra: &str) -> String {
     support::cluster_yaml_on("etcd", namespace, 3, &version(), extra)
 }
@@ -323,9 +314,7 @@ fn main() {
             let mut phases: Vec<(f64, f64, f64)> = Vec::new();
             for round in 0..runs {
                 let load = load_average();
-                let envs = floor_binaries();
-                let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                let lines = support::floor_script_with("quorum_recovery_floor.sh", &["1"], &envs);
+                let lines = support::floor_script_on(&version(), "quorum_recovery_floor.sh", &["1"]);
                 let took = floor_values(&lines, "recover")[0];
                 println!("  floor round {round}: {took:.2} s (load {load})");
                 floor.push(took);
@@ -362,12 +351,10 @@ fn main() {
             let (mut floor_sizes, mut operator_sizes) = (Vec::new(), Vec::new());
             for round in 0..runs {
                 let load = load_average();
-                let envs = floor_binaries();
-                let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                let lines = support::floor_script_with(
+                let lines = support::floor_script_on(
+                    &version(),
                     "nospace_floor.sh",
                     &[&quota_mib.to_string(), "1"],
-                    &envs,
                 );
                 let took = floor_values(&lines, "nospace")[0];
                 let sizes = (

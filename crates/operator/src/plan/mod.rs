@@ -61,8 +61,8 @@ pub use rules::quorum::FORCE_NEW_CLUSTER_ANNOTATION;
 pub use step::{IssuedCertificate, MetadataObject, Signer, Step, StepKind};
 pub use timing::{
     AFTER_MUTATION, BLOCKED_POLL, BackendFill, FAST_POLL, FillSample, IDLE_POLL, LEARNER_POLL,
-    MAX_RECREATIONS, MEMBER_POLL, NEAR_QUOTA_PERCENT, NEAR_QUOTA_POLL, NOT_READY_GRACE,
-    RepairTiming, START_GRACE, fill_look, probe_period, repair_backoff, retry_after,
+    MAX_RECREATIONS, MEMBER_POLL, NEAR_QUOTA_POLL, NOT_READY_GRACE, RepairTiming, START_GRACE,
+    fill_look, probe_period, repair_backoff, retry_after,
 };
 pub use wait::WaitReason;
 

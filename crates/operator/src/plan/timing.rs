@@ -48,6 +48,16 @@ impl BackendFill {
     pub fn share(&self) -> f64 {
         self.used as f64 / self.quota.max(1) as f64
     }
+
+    /// The bytes at which the backend is near its quota: [`NEAR_QUOTA_PERCENT`] of it.
+    pub fn near_mark(&self) -> i64 {
+        self.quota / 100 * NEAR_QUOTA_PERCENT
+    }
+
+    /// At or past [`BackendFill::near_mark`].
+    pub fn is_near(&self) -> bool {
+        self.used >= self.near_mark()
+    }
 }
 
 /// The fastest rate at which the alarm probe assumes etcd's backend can grow: a burst of large
@@ -62,8 +72,7 @@ pub const BURST_WRITE_RATE: i64 = 128 << 20;
 /// `None` when the passes suffice: already near the quota, or headroom a burst cannot fill
 /// within the [`IDLE_POLL`] of a cluster at rest.
 pub fn probe_period(fullest: BackendFill) -> Option<Duration> {
-    let near = fullest.quota / 100 * NEAR_QUOTA_PERCENT;
-    let headroom = near - fullest.used;
+    let headroom = fullest.near_mark() - fullest.used;
     if headroom <= 0 {
         return None;
     }

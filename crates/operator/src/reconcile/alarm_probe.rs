@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::etcd::{EndpointStatus, EtcdAccess, EtcdClient, Timeouts};
-use crate::plan::{BackendFill, NEAR_QUOTA_PERCENT, probe_period};
+use crate::plan::{BackendFill, probe_period};
 
 /// How often the probe loop wakes to see which clusters are due.
 const TICK: Duration = Duration::from_millis(50);
@@ -60,8 +60,15 @@ pub fn status_needs_a_pass(status: &EndpointStatus, quota: i64, pass_saw_near: b
         return false;
     }
     let nospace = status.errors.iter().any(|e| e.contains("NOSPACE"));
-    let used = status.db_size.max(status.db_size_in_use);
-    nospace || used >= quota / 100 * NEAR_QUOTA_PERCENT
+    nospace || status_fill(status, quota).is_near()
+}
+
+/// How full the answering member's backend is, against `quota`.
+fn status_fill(status: &EndpointStatus, quota: i64) -> BackendFill {
+    BackendFill {
+        used: status.db_size.max(status.db_size_in_use),
+        quota,
+    }
 }
 
 impl AlarmProbe {
@@ -172,10 +179,7 @@ impl AlarmProbe {
         }
         entry.client = client.ok().filter(|_| answer.is_ok());
         let fullest = match &answer {
-            Ok(status) => BackendFill {
-                used: status.db_size.max(status.db_size_in_use),
-                quota: entry.target.fullest.quota,
-            },
+            Ok(status) => status_fill(status, entry.target.fullest.quota),
             Err(_) => entry.target.fullest,
         };
         // Past the mark (the pass it wakes takes over, or this looks again soon), or with more

@@ -437,6 +437,15 @@ pub fn floor_script(script: &str, args: &[&str]) -> Vec<(String, f64)> {
     floor_script_with(script, args, &[])
 }
 
+/// As [`floor_script`], on etcd `version`'s binaries (`ETCD` and `ETCDCTL` from
+/// `/usr/local/lib/etcd-<version>/`, where `scripts/install-deps.sh` puts them), so the floor
+/// runs the same etcd as the operator's clusters.
+pub fn floor_script_on(version: &str, script: &str, args: &[&str]) -> Vec<(String, f64)> {
+    let dir = format!("/usr/local/lib/etcd-{version}");
+    let (etcd, etcdctl) = (format!("{dir}/etcd"), format!("{dir}/etcdctl"));
+    floor_script_with(script, args, &[("ETCD", &etcd), ("ETCDCTL", &etcdctl)])
+}
+
 /// As [`floor_script`], with environment variables for the script (e.g. `FLOOR_TLS=1`).
 pub fn floor_script_with(script: &str, args: &[&str], envs: &[(&str, &str)]) -> Vec<(String, f64)> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -549,13 +549,10 @@ pub fn nears_quota(ctx: &Context<'_>) -> bool {
     if ctx.alarms().iter().any(|a| a.kind == AlarmKind::NoSpace) {
         return true;
     }
-    ctx.members.iter().any(|m| {
-        m.id.and_then(|id| ctx.observed.etcd.status_of(id))
-            .is_some_and(|s| {
-                s.db_size.max(s.db_size_in_use)
-                    >= nospace_quota(m) / 100 * timing::NEAR_QUOTA_PERCENT
-            })
-    })
+    ctx.members
+        .iter()
+        .filter_map(|m| backend_fill(ctx, m))
+        .any(|fill| fill.is_near())
 }
 
 /// The member whose backend fills the largest share of its quota (its physical size or what is
@@ -566,14 +563,17 @@ pub fn nears_quota(ctx: &Context<'_>) -> bool {
 pub fn fullest_backend(ctx: &Context<'_>) -> Option<timing::BackendFill> {
     ctx.members
         .iter()
-        .filter_map(|m| {
-            let status = ctx.observed.etcd.status_of(m.id?)?;
-            Some(timing::BackendFill {
-                used: status.db_size.max(status.db_size_in_use),
-                quota: nospace_quota(m),
-            })
-        })
+        .filter_map(|m| backend_fill(ctx, m))
         .max_by(|a, b| a.share().total_cmp(&b.share()))
+}
+
+/// How full member `m`'s backend is, when etcd answered for it.
+fn backend_fill(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<timing::BackendFill> {
+    let status = ctx.observed.etcd.status_of(m.id?)?;
+    Some(timing::BackendFill {
+        used: status.db_size.max(status.db_size_in_use),
+        quota: nospace_quota(m),
+    })
 }
 
 /// The backend quota member `m` runs with: its EtcdMember's `quotaBackendBytes`, else etcd's
