@@ -137,6 +137,17 @@ pub fn elapsed_beyond(since: Option<Timestamp>, grace: Duration, now: Timestamp)
     since.is_some() && remaining(since, grace, now).is_none()
 }
 
+/// How soon to look again at a member whose etcd is starting (a seed forming the cluster, a
+/// learner catching up): every [`LEARNER_POLL`] within [`LEARNER_FAST_WINDOW`] of its Pod's
+/// start (or before it started), every [`FAST_POLL`] after.
+pub fn starting_poll(started_at: Option<Timestamp>, now: Timestamp) -> Duration {
+    if elapsed_beyond(started_at, LEARNER_FAST_WINDOW, now) {
+        FAST_POLL
+    } else {
+        LEARNER_POLL
+    }
+}
+
 /// When `act` should retry a step that etcd refused with `kind`: at once for the short
 /// transient refusals (etcd's 5-second health window, a learner catching up, an election), a
 /// little later for an unreachable cluster.
@@ -164,6 +175,15 @@ mod tests {
             at: t0 + Duration::from_secs_f64(seconds),
             fill,
         }
+    }
+
+    #[test]
+    fn a_starting_member_is_looked_at_often_for_its_first_seconds_only() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(starting_poll(None, t0), LEARNER_POLL, "not started yet");
+        assert_eq!(starting_poll(Some(t0), t0), LEARNER_POLL);
+        let late = t0 + LEARNER_FAST_WINDOW + Duration::from_millis(1);
+        assert_eq!(starting_poll(Some(t0), late), FAST_POLL);
     }
 
     #[test]

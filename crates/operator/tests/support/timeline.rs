@@ -568,11 +568,33 @@ pub async fn operator_log_lines(
     lines
 }
 
+/// The least severe operator log level a timeline shows: `TIMELINE_OPERATOR_LOG` (`ERROR`,
+/// `WARN`, `INFO` or `DEBUG`; `WARN` when unset). `DEBUG` needs the operator deployed with a
+/// `RUST_LOG` that writes debug lines (`etcd_operator=debug`).
+fn timeline_log_rank() -> u8 {
+    level_rank(
+        &std::env::var("TIMELINE_OPERATOR_LOG")
+            .unwrap_or_else(|_| "WARN".into())
+            .to_ascii_uppercase(),
+    )
+}
+
+fn level_rank(level: &str) -> u8 {
+    match level {
+        "ERROR" => 4,
+        "WARN" => 3,
+        "INFO" => 2,
+        "DEBUG" => 1,
+        _ => 0,
+    }
+}
+
 async fn operator_logs(client: &Client, since: Timestamp, until: Timestamp) -> Vec<Entry> {
     let mut entries = Vec::new();
+    let least = timeline_log_rank();
     for (name, at, json) in operator_log_lines(client, since).await {
         let level = json["level"].as_str().unwrap_or_default();
-        if (level != "WARN" && level != "ERROR") || !within(at, since, until) {
+        if level_rank(level) < least || !within(at, since, until) {
             continue;
         }
         let mut fields = json.clone();

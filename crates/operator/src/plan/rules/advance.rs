@@ -32,7 +32,8 @@ pub fn advance_members(ctx: &Context<'_>) -> Option<Decision> {
     })
 }
 
-/// Learners first: promote a started learner once it has caught up.
+/// Learners first: promote a started learner once it has caught up (by its own Status), or once
+/// its Pod is Ready while it does not answer Status yet (etcd checks that it is in sync).
 fn promote_learner(ctx: &Context<'_>) -> Option<Decision> {
     let leader_applied = ctx.observed.etcd.leader_applied_index()?;
     ctx.members
@@ -42,8 +43,19 @@ fn promote_learner(ctx: &Context<'_>) -> Option<Decision> {
         .filter(|m| super::start::restarts_on_own_data_only(m))
         .find_map(|m| {
             let id = m.id?;
-            let status = ctx.observed.etcd.status_of(id)?;
-            caught_up(status.raft_applied_index, leader_applied).then(|| {
+            let ready = match ctx.observed.etcd.status_of(id) {
+                Some(status) => caught_up(status.raft_applied_index, leader_applied),
+                // A learner may follow the leader in sync long before it answers Status: etcd
+                // serves a new member's clients only once it has published itself through
+                // raft, and a first publish proposed before the learner knew its leader is
+                // dropped and retried only after etcd's request timeout (about 7 s; seen on
+                // 3.6). Its Pod's readiness (etcd's /health) shows it runs and follows a
+                // leader; etcd's own check refuses a learner that is behind
+                // (`LearnerNotInSync`, retried promptly), as the floor's `member promote` loop
+                // relies on.
+                None => m.pod_ready(),
+            };
+            ready.then(|| {
                 Decision::act(Step::PromoteLearner {
                     member: m.name.to_string(),
                     id,
@@ -109,19 +121,13 @@ fn provision(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
                 return Some(create_pod(ctx, m));
             };
             if etcd.is_learner {
-                let just_started =
-                    !timing::elapsed_beyond(pod.started_at, timing::LEARNER_FAST_WINDOW, ctx.now);
                 return Some(Decision::wait(
                     WaitReason::WaitingForLearner,
                     format!(
                         "learner {} is catching up with the leader (Pod {:?})",
                         m.name, pod.phase
                     ),
-                    if just_started {
-                        timing::LEARNER_POLL
-                    } else {
-                        timing::FAST_POLL
-                    },
+                    timing::starting_poll(pod.started_at, ctx.now),
                 ));
             }
             finish_when_ready(m)
@@ -132,16 +138,18 @@ fn provision(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
 /// The seed forms the cluster alone: its Pod starts `new`; once etcd answers as a healthy
 /// voter the cluster ID is latched (by the status) and the seed is Ready.
 fn bootstrap_seed(ctx: &Context<'_>, m: &MemberView<'_>) -> Option<Decision> {
-    if m.observed.pod.is_none() {
+    let Some(pod) = m.observed.pod.as_ref() else {
         return Some(create_pod(ctx, m));
-    }
+    };
     if m.is_voter() && m.health == Health::Healthy {
         return finish_when_ready(m);
     }
+    // A new etcd forms a one-member cluster within a second of its start: look as often as
+    // at a learner, so the cluster's first second is not a poll's half-second.
     Some(Decision::wait(
         WaitReason::WaitingForMember,
         format!("waiting for the seed {} to form the cluster", m.name),
-        timing::FAST_POLL,
+        timing::starting_poll(pod.started_at, ctx.now),
     ))
 }
 

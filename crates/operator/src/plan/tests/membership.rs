@@ -134,6 +134,39 @@ fn rule9_learner_waits_until_caught_up_then_is_promoted() {
 }
 
 #[test]
+fn rule9_a_learner_silent_on_status_is_promoted_once_its_pod_is_ready() {
+    // etcd 3.6: a learner whose first publish was dropped answers no client call for ~7 s,
+    // while it follows the leader in sync (its Pod's /health is Ready).
+    let mut fx = joining(MemberPhase::Provisioning);
+    fx.etcd_add("etcd-2", true, true);
+    fx.with_pod("etcd-2", running_pod("etcd-2"));
+    fx.pod_mut("etcd-2").voter_label = false;
+    fx.answer("etcd-2", Answer::Down);
+    fx.pod_mut("etcd-2").ready = false;
+    fx.pod_mut("etcd-2").started_at = Some(now()); // just started: not a repair yet
+    let plan = fx.plan();
+    assert_eq!(
+        wait_reason(&plan.step),
+        WaitReason::WaitingForLearner,
+        "neither Status nor a Ready Pod: wait"
+    );
+
+    fx.pod_mut("etcd-2").ready = true;
+    assert_eq!(
+        fx.step(),
+        Step::PromoteLearner {
+            member: "etcd-2".into(),
+            id: id_of("etcd-2")
+        }
+    );
+
+    // When it does answer, its own applied index decides, whatever the Pod says.
+    fx.answer("etcd-2", Answer::Learner);
+    fx.applied_index("etcd-2", 100);
+    assert_eq!(wait_reason(&fx.plan().step), WaitReason::WaitingForLearner);
+}
+
+#[test]
 fn rule9_learners_are_promoted_before_other_members_advance() {
     let mut fx = joining(MemberPhase::Provisioning);
     fx.etcd_add("etcd-2", true, true);
