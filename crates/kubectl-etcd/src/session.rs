@@ -256,6 +256,7 @@ impl Session {
                 by_url.get(url).cloned().unwrap_or_else(|| url.to_string())
             }),
             root_passwords: Default::default(),
+            connections: Default::default(),
         };
         let observed = observer
             .observe(&cluster)

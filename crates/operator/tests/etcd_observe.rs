@@ -1,5 +1,9 @@
 //! `observe_cluster` against real etcd: a healthy cluster, one member down, quorum lost, a
-//! learner, and endpoints that never existed. Unreachability is data in the view.
+//! learner, and endpoints that never existed. Unreachability is data in the view. The
+//! member-loss walk observes over connections kept from one observation to the next, as the
+//! operator does (`EtcdConnections`): the errors mean what they mean on fresh connections, a
+//! settled cluster is observed without a new connection, and a member that comes back is
+//! dialled again.
 
 mod etcd_harness;
 
@@ -9,7 +13,10 @@ use etcd_harness::{
     EtcdProcess, EtcdVersion, add_learner_retrying, client_for, eventually, initial_cluster_from,
     start_cluster, wait_healthy,
 };
-use etcd_operator::etcd::{EtcdErrorKind, EtcdView, Timeouts, cluster_version, observe_cluster};
+use etcd_operator::etcd::{
+    EtcdAccess, EtcdClient, EtcdConnections, EtcdErrorKind, EtcdView, Timeouts, cluster_version,
+    observe_cluster, observe_cluster_with,
+};
 
 fn urls(members: &[EtcdProcess]) -> Vec<String> {
     members.iter().map(EtcdProcess::client_url).collect()
@@ -19,8 +26,19 @@ fn urls(members: &[EtcdProcess]) -> Vec<String> {
 const OBSERVE_BOUND: Duration = Duration::from_secs(8);
 
 async fn observe_timed(endpoints: &[String]) -> EtcdView {
+    observe_kept(&EtcdConnections::default(), endpoints).await
+}
+
+/// [`observe_timed`] over `connections` kept between calls.
+async fn observe_kept(connections: &EtcdConnections, endpoints: &[String]) -> EtcdView {
     let started = Instant::now();
-    let view = observe_cluster(endpoints, Timeouts::OBSERVE, &Default::default()).await;
+    let view = observe_cluster_with(
+        connections,
+        endpoints,
+        Timeouts::OBSERVE,
+        &Default::default(),
+    )
+    .await;
     assert!(
         started.elapsed() < OBSERVE_BOUND,
         "observation took {:?}",
@@ -33,9 +51,18 @@ async fn observe_through_member_loss(version: EtcdVersion) {
     let mut members = start_cluster(version, 3, &[]);
     wait_healthy(&members.iter().collect::<Vec<_>>()).await;
     let endpoints = urls(&members);
+    let kept = EtcdConnections::default();
 
     // Healthy: every endpoint answers, one leader, three voters, no alarms.
-    let view = observe_timed(&endpoints).await;
+    let view = observe_kept(&kept, &endpoints).await;
+    assert_eq!(kept.dials(), 3, "one connection per member");
+    let view_again = observe_kept(&kept, &endpoints).await;
+    assert!(view_again.is_healthy(), "{:?}", view_again.health);
+    assert_eq!(
+        kept.dials(),
+        3,
+        "a settled cluster is observed on kept connections"
+    );
     assert!(view.is_healthy(), "{:?}", view.health);
     assert_eq!(view.endpoints.len(), 3);
     assert!(
@@ -90,7 +117,7 @@ async fn observe_through_member_loss(version: EtcdVersion) {
         .position(|o| o.member_id() != Some(leader))
         .unwrap();
     members[down].kill();
-    let view = observe_timed(&endpoints).await;
+    let view = observe_kept(&kept, &endpoints).await;
     let lost = &view.endpoints[down];
     let err = lost
         .status
@@ -106,11 +133,47 @@ async fn observe_through_member_loss(version: EtcdVersion) {
     );
     assert_eq!(view.member_list().len(), 3, "membership is unchanged");
     assert_eq!(view.statuses().count(), 2);
+    // Its kept connection is dropped; the next observation dials it, fails the same way, fast.
+    let dials = kept.dials();
+    let view = observe_kept(&kept, &endpoints).await;
+    let err = view.endpoints[down]
+        .status
+        .as_ref()
+        .expect_err("still down");
+    assert_eq!(err.kind, EtcdErrorKind::Unreachable, "{err}");
+    assert_eq!(
+        kept.dials(),
+        dials + 1,
+        "only the lost member is dialled again"
+    );
+
+    // Back: dialled again, and answering on the new connection.
+    members[down].restart();
+    let view = eventually(
+        "the restarted member answers",
+        Duration::from_secs(20),
+        || {
+            let (kept, endpoints) = (&kept, &endpoints);
+            async move {
+                let view = observe_kept(kept, endpoints).await;
+                view.endpoints[down].is_healthy().then_some(view)
+            }
+        },
+    )
+    .await;
+    assert!(view.is_healthy(), "{:?}", view.health);
+    members[down].kill();
+    let view = observe_kept(&kept, &endpoints).await;
+    let err = view.endpoints[down]
+        .status
+        .as_ref()
+        .expect_err("down again");
+    assert_eq!(err.kind, EtcdErrorKind::Unreachable, "{err}");
 
     // Quorum lost: still a view, never an error; health says why.
     let second = if down == 0 { 1 } else { 0 };
     members[second].kill();
-    let view = observe_timed(&endpoints).await;
+    let view = observe_kept(&kept, &endpoints).await;
     assert!(!view.is_healthy());
     let err = view.health.as_ref().unwrap_err();
     assert!(
@@ -139,7 +202,7 @@ async fn observe_through_member_loss(version: EtcdVersion) {
     // Everything down: every field carries an error, and observation is still quick.
     let last = 3 - down - second;
     members[last].kill();
-    let view = observe_timed(&endpoints).await;
+    let view = observe_kept(&kept, &endpoints).await;
     assert!(view.endpoints.iter().all(|o| o.status.is_err()));
     assert_eq!(
         view.health.as_ref().unwrap_err().kind,
@@ -226,4 +289,65 @@ async fn observe_nothing_is_a_view_not_an_error() {
     assert!(view.endpoints.is_empty());
     assert!(!view.is_healthy());
     assert!(view.members.is_err());
+}
+
+/// With authentication on, kept connections authenticate once per credentials (Authenticate is
+/// a raft proposal), a changed password is tried on the same connection and the old one is
+/// refused as before.
+async fn kept_connections_authenticate_once(version: EtcdVersion) {
+    let members = start_cluster(version, 1, &[]);
+    wait_healthy(&members.iter().collect::<Vec<_>>()).await;
+    let endpoints = urls(&members);
+    client_for(&members.iter().collect::<Vec<_>>())
+        .await
+        .enable_auth("first")
+        .await
+        .expect("auth enabled");
+    let first = EtcdAccess {
+        tls: None,
+        credentials: Some(("root".into(), "first".into())),
+    };
+    let kept = EtcdConnections::default();
+    for _ in 0..3 {
+        let view = observe_cluster_with(&kept, &endpoints, Timeouts::OBSERVE, &first).await;
+        assert!(view.is_healthy(), "{:?}", view.health);
+        assert!(view.members.is_ok() && view.alarms.is_ok(), "{view:?}");
+    }
+    assert_eq!(kept.dials(), 1, "one connection");
+    assert_eq!(
+        kept.authentications(),
+        1,
+        "one Authenticate for three observations"
+    );
+
+    let root = EtcdClient::connect_endpoint(&endpoints[0], Timeouts::OBSERVE, &first)
+        .await
+        .expect("root connects");
+    root.change_root_password("second").await.expect("changed");
+    let second = EtcdAccess {
+        tls: None,
+        credentials: Some(("root".into(), "second".into())),
+    };
+    let view = observe_cluster_with(&kept, &endpoints, Timeouts::OBSERVE, &second).await;
+    assert!(view.is_healthy(), "{:?}", view.health);
+    assert_eq!(
+        kept.dials(),
+        1,
+        "the new password is tried on the same connection"
+    );
+    assert_eq!(kept.authentications(), 2);
+    // The old password's kept client is refused (its token is renewed and fails), never served.
+    let view = observe_cluster_with(&kept, &endpoints, Timeouts::OBSERVE, &first).await;
+    let err = view.endpoints[0]
+        .health
+        .as_ref()
+        .expect("asked")
+        .as_ref()
+        .expect_err("the old password is refused");
+    assert_eq!(err.kind, EtcdErrorKind::PermissionDenied, "{err}");
+}
+
+#[tokio::test]
+async fn kept_connections_authenticate_once_v3_5() {
+    kept_connections_authenticate_once(EtcdVersion::V3_5).await;
 }

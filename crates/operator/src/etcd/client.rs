@@ -406,7 +406,10 @@ impl EtcdClient {
         let mut kv = self.client.kv_client();
         match self.call("Health", kv.get("health", None)).await {
             Ok(_) => Ok(()),
-            Err(e) if e.kind == EtcdErrorKind::PermissionDenied => Ok(()),
+            // The read reached etcd and was refused the key: etcd serves.
+            Err(e) if e.kind == EtcdErrorKind::PermissionDenied && !refused_credentials(&e) => {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
@@ -633,37 +636,29 @@ impl EtcdClient {
         timeouts: Timeouts,
         access: &EtcdAccess,
     ) -> Result<EtcdClient, EtcdError> {
+        let channel = dial_channel(endpoint, timeouts, access).await?;
+        EtcdClient::over_channel(endpoint, channel, timeouts, access).await
+    }
+
+    /// A client of one endpoint over an established `channel` (see [`dial_channel`]), with
+    /// `access`'s credentials (Authenticate is one call through raft, made here). Clients made
+    /// over one channel share its connection.
+    pub(crate) async fn over_channel(
+        endpoint: &str,
+        channel: tonic::transport::Channel,
+        timeouts: Timeouts,
+        access: &EtcdAccess,
+    ) -> Result<EtcdClient, EtcdError> {
         let endpoints = vec![endpoint.to_string()];
-        let target = tonic::transport::Endpoint::from_shared(endpoint.to_string())
-            .map_err(|e| {
-                EtcdError::new(
-                    "Connect",
-                    &endpoints,
-                    EtcdErrorKind::InvalidArgument,
-                    e.to_string(),
-                )
-            })?
-            .connect_timeout(timeouts.connect)
-            .timeout(timeouts.request);
-        let target = match access.tls_options() {
-            Some(tls) => target.tls_config(tls).map_err(|e| {
-                EtcdError::new(
-                    "Connect",
-                    &endpoints,
-                    EtcdErrorKind::InvalidArgument,
-                    format!("TLS configuration: {e}"),
-                )
-            })?,
-            None => target,
-        };
-        let channel = bounded("Connect", &endpoints, timeouts.deadline(), target.connect())
-            .await?
-            .map_err(|e| EtcdError::from_client("Connect", &endpoints, e.into()))?;
         let mut options = ConnectOptions::new()
             .with_connect_timeout(timeouts.connect)
             .with_timeout(timeouts.request);
         if let Some((user, password)) = &access.credentials {
-            options = options.with_user(user.clone(), password.clone());
+            // A kept client outlives etcd's token TTL (300 s of disuse by default, or a JWT's
+            // expiry): an expired token is renewed once and the call retried.
+            options = options
+                .with_user(user.clone(), password.clone())
+                .with_auto_token_refresh(true);
         }
         let connecting = Client::from_channel(etcd_client::Channel::Tonic(channel), Some(options));
         let client = bounded("Connect", &endpoints, timeouts.deadline(), connecting)
@@ -715,6 +710,41 @@ impl SnapshotStream {
     }
 }
 
+/// Connects to exactly one endpoint with `access`'s TLS (its credentials are not used: see
+/// [`EtcdClient::over_channel`]). Fails fast when nothing listens or the name does not resolve.
+pub(crate) async fn dial_channel(
+    endpoint: &str,
+    timeouts: Timeouts,
+    access: &EtcdAccess,
+) -> Result<tonic::transport::Channel, EtcdError> {
+    let endpoints = vec![endpoint.to_string()];
+    let target = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+        .map_err(|e| {
+            EtcdError::new(
+                "Connect",
+                &endpoints,
+                EtcdErrorKind::InvalidArgument,
+                e.to_string(),
+            )
+        })?
+        .connect_timeout(timeouts.connect)
+        .timeout(timeouts.request);
+    let target = match access.tls_options() {
+        Some(tls) => target.tls_config(tls).map_err(|e| {
+            EtcdError::new(
+                "Connect",
+                &endpoints,
+                EtcdErrorKind::InvalidArgument,
+                format!("TLS configuration: {e}"),
+            )
+        })?,
+        None => target,
+    };
+    bounded("Connect", &endpoints, timeouts.deadline(), target.connect())
+        .await?
+        .map_err(|e| EtcdError::from_client("Connect", &endpoints, e.into()))
+}
+
 /// Runs `future` with a hard deadline. The balanced channel waits for a ready endpoint without
 /// any timeout of its own, so this is what bounds a call when every endpoint is down.
 async fn bounded<T, F>(
@@ -739,6 +769,19 @@ fn member_info(m: &etcd_client::Member) -> MemberInfo {
         client_urls: m.client_urls().to_vec(),
         is_learner: m.is_learner(),
     }
+}
+
+/// etcd refused the credentials themselves (a kept client's token renewal with a password
+/// that changed since), not the key: the same answer as a new connection's Authenticate.
+fn refused_credentials(e: &EtcdError) -> bool {
+    let detail = e.detail.to_ascii_lowercase();
+    [
+        "authentication failed",
+        "invalid auth token",
+        "user name is empty",
+    ]
+    .iter()
+    .any(|needle| detail.contains(needle))
 }
 
 /// `mvcc: required revision has been compacted`.

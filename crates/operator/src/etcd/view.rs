@@ -8,6 +8,7 @@ use futures::future::join_all;
 use super::access::EtcdAccess;
 use super::client::{EtcdClient, Timeouts};
 use super::error::{EtcdError, EtcdErrorKind};
+use super::pool::EtcdConnections;
 use super::types::{Alarm, Compaction, EndpointStatus, MemberInfo};
 
 /// What one endpoint said.
@@ -130,13 +131,24 @@ pub async fn observe_cluster(
     timeouts: Timeouts,
     access: &EtcdAccess,
 ) -> EtcdView {
+    observe_cluster_with(&EtcdConnections::default(), endpoints, timeouts, access).await
+}
+
+/// [`observe_cluster`] over `connections` kept from earlier observations (and keeping the new
+/// ones): a settled cluster is observed without a handshake or an `Authenticate`.
+pub async fn observe_cluster_with(
+    connections: &EtcdConnections,
+    endpoints: &[String],
+    timeouts: Timeouts,
+    access: &EtcdAccess,
+) -> EtcdView {
     if endpoints.is_empty() {
         return EtcdView::not_observed("no endpoints to observe");
     }
     let observations: Vec<EndpointObservation> = join_all(
         endpoints
             .iter()
-            .map(|ep| observe_endpoint(ep, timeouts, access)),
+            .map(|ep| observe_endpoint(connections, ep, timeouts, access)),
     )
     .await;
 
@@ -166,13 +178,21 @@ pub async fn observe_cluster(
     };
 
     let connecting = match cluster_endpoints.as_slice() {
-        [only] => EtcdClient::connect_endpoint(only, timeouts, access).await,
-        _ => EtcdClient::connect(cluster_endpoints, timeouts, access).await,
+        [only] => connections.endpoint(only, timeouts, access).await,
+        _ => EtcdClient::connect(cluster_endpoints.clone(), timeouts, access).await,
     };
     let (members, alarms, compaction) = match connecting {
         Ok(client) => {
             let (members, alarms) =
                 tokio::join!(client.member_list_with_cluster_id(), client.alarms());
+            if let [only] = cluster_endpoints.as_slice() {
+                for error in [members.as_ref().err(), alarms.as_ref().err()]
+                    .into_iter()
+                    .flatten()
+                {
+                    connections.forget_after(only, error);
+                }
+            }
             let nospace = alarms
                 .as_ref()
                 .is_ok_and(|a| a.iter().any(|a| a.kind == super::types::AlarmKind::NoSpace));
@@ -202,6 +222,7 @@ pub async fn observe_cluster(
 }
 
 async fn observe_endpoint(
+    connections: &EtcdConnections,
     endpoint: &str,
     timeouts: Timeouts,
     access: &EtcdAccess,
@@ -209,26 +230,24 @@ async fn observe_endpoint(
     // Status needs no credentials, and a learner cannot authenticate (etcd serves
     // Authenticate through raft, which learners do not): ask it anonymously, over TLS.
     let anonymous = access.anonymous();
-    let client = match EtcdClient::connect_endpoint(endpoint, timeouts, &anonymous).await {
-        Ok(client) => client,
-        Err(e) => {
-            return EndpointObservation {
-                endpoint: endpoint.to_string(),
-                status: Err(e),
-                health: None,
-            };
-        }
+    let status = match connections.endpoint(endpoint, timeouts, &anonymous).await {
+        Ok(client) => client.endpoint_status(endpoint).await,
+        Err(e) => Err(e),
     };
-    let status = client.endpoint_status(endpoint).await;
+    if let Err(e) = &status {
+        connections.forget_after(endpoint, e);
+    }
     let health = match &status {
-        Ok(s) if !s.is_learner => Some(if access.credentials.is_some() {
-            match EtcdClient::connect_endpoint(endpoint, timeouts, access).await {
-                Ok(authenticated) => authenticated.cluster_health().await,
+        Ok(s) if !s.is_learner => {
+            let health = match connections.endpoint(endpoint, timeouts, access).await {
+                Ok(client) => client.cluster_health().await,
                 Err(e) => Err(e),
+            };
+            if let Err(e) = &health {
+                connections.forget_after(endpoint, e);
             }
-        } else {
-            client.cluster_health().await
-        }),
+            Some(health)
+        }
         _ => None,
     };
     EndpointObservation {

@@ -33,7 +33,9 @@ use serde::de::DeserializeOwned;
 
 use crate::build::{client_service_name, headless_service_name, member_client_url, pvc_name};
 use crate::domain::settings::OperatorSettings;
-use crate::etcd::{ClientTls, EtcdAccess, EtcdView, Timeouts, observe_cluster};
+use crate::etcd::{
+    ClientTls, EtcdAccess, EtcdConnections, EtcdView, Timeouts, observe_cluster_with,
+};
 use crate::plan::{ClassExpansion, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
 use crate::security::{CertificateValidity, Purpose, check_tls_secret};
 
@@ -48,6 +50,8 @@ pub struct Observer {
     /// a user changes the Secret's password, the operator authenticates with this one to apply
     /// the new one.
     pub root_passwords: Arc<Mutex<HashMap<String, String>>>,
+    /// Connections to the members, kept from one pass to the next.
+    pub connections: Arc<EtcdConnections>,
 }
 
 /// A read of the Kubernetes API failed (a cache miss read directly).
@@ -574,7 +578,8 @@ impl Observer {
             return EtcdView::not_observed("no member has a Pod");
         }
         let dialled: Vec<String> = urls.iter().map(|u| self.etcd_urls.map(u)).collect();
-        let mut view = observe_cluster(&dialled, Timeouts::OBSERVE, access).await;
+        let mut view =
+            observe_cluster_with(&self.connections, &dialled, Timeouts::OBSERVE, access).await;
         for observation in &mut view.endpoints {
             if let Some(i) = dialled.iter().position(|d| *d == observation.endpoint) {
                 observation.endpoint = urls[i].clone();

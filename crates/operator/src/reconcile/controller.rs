@@ -74,6 +74,7 @@ pub async fn run_controller(
             settings: options.settings.clone(),
             etcd_urls: options.etcd_urls.clone(),
             root_passwords: Default::default(),
+            connections: Default::default(),
         },
         act: ActContext {
             client: client.clone(),

@@ -1,0 +1,217 @@
+//! [`EtcdConnections`]: the operator's connections to etcd's members, kept from one pass to the
+//! next.
+//!
+//! Without it every pass dialled every member anew: a TCP (and TLS) handshake per member for
+//! Status, another with an `Authenticate` (a raft proposal) per voter for the health read once
+//! authentication is on, and one more for the member list. Kept connections make a settled
+//! cluster's pass a handful of requests on open connections.
+//!
+//! One connection per member endpoint, shared by the anonymous client (Status, which learners
+//! answer) and one client per set of credentials (the health read and cluster calls). An entry
+//! is dialled again when:
+//! - the TLS material differs (a rotated CA or client certificate is used from the next pass on,
+//!   as before: [`EtcdAccess`] is built from the Secrets at every observation);
+//! - the credentials differ (a changed password authenticates anew; the old client is kept
+//!   beside it, since a pass may try the previous password too);
+//! - a call on it failed at the transport (unreachable, timed out) or was refused its
+//!   credentials: [`EtcdConnections::forget`] drops it, so the next pass dials as if for the
+//!   first time and a member that went away fails as fast, with the same kind, as it always did;
+//! - it went unused for [`IDLE_LIMIT`] (a deleted cluster's or a removed member's).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::access::{ClientTls, EtcdAccess};
+use super::client::{EtcdClient, Timeouts, dial_channel};
+use super::error::{EtcdError, EtcdErrorKind};
+
+/// An entry unused this long is closed. Every cluster is observed at least every 30 s (the
+/// idle requeue), so only the connections of members and clusters that are gone reach it.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(120);
+
+/// Credentials kept per endpoint: the Secret's and one other (a previous password being tried).
+const CREDENTIALS_KEPT: usize = 2;
+
+/// Kept connections, by endpoint URL. Cheap to share (`Arc`); every method takes `&self`.
+#[derive(Default)]
+pub struct EtcdConnections {
+    entries: Mutex<HashMap<String, Entry>>,
+    dials: AtomicU64,
+    authentications: AtomicU64,
+}
+
+struct Entry {
+    tls: Option<ClientTls>,
+    timeouts: Timeouts,
+    channel: tonic::transport::Channel,
+    anonymous: EtcdClient,
+    /// Clients with credentials over the same channel, most recently used last.
+    authenticated: Vec<((String, String), EtcdClient)>,
+    used: Instant,
+}
+
+impl EtcdConnections {
+    /// A client of exactly `endpoint` with `access` (anonymous when it has no credentials):
+    /// the kept one when its TLS and timeouts match, else a new connection, kept.
+    pub async fn endpoint(
+        &self,
+        endpoint: &str,
+        timeouts: Timeouts,
+        access: &EtcdAccess,
+    ) -> Result<EtcdClient, EtcdError> {
+        let channel = match self.kept(endpoint, timeouts, access) {
+            Kept::Client(client) => return Ok(client),
+            Kept::Channel(channel) => channel,
+            Kept::Nothing => {
+                self.dials.fetch_add(1, Ordering::Relaxed);
+                let channel = dial_channel(endpoint, timeouts, access).await?;
+                let anonymous = EtcdClient::over_channel(
+                    endpoint,
+                    channel.clone(),
+                    timeouts,
+                    &access.anonymous(),
+                )
+                .await?;
+                self.store(
+                    endpoint,
+                    Entry {
+                        tls: access.tls.clone(),
+                        timeouts,
+                        channel: channel.clone(),
+                        anonymous: anonymous.clone(),
+                        authenticated: Vec::new(),
+                        used: Instant::now(),
+                    },
+                );
+                if access.credentials.is_none() {
+                    return Ok(anonymous);
+                }
+                channel
+            }
+        };
+        // Credentials over a kept (or just made) connection: one Authenticate.
+        let Some(credentials) = access.credentials.clone() else {
+            unreachable!("an anonymous client is always kept with its channel")
+        };
+        self.authentications.fetch_add(1, Ordering::Relaxed);
+        let client = EtcdClient::over_channel(endpoint, channel, timeouts, access).await?;
+        if let Some(entry) = self.entries.lock().expect("connections").get_mut(endpoint) {
+            entry.authenticated.retain(|(c, _)| *c != credentials);
+            entry.authenticated.push((credentials, client.clone()));
+            let excess = entry.authenticated.len().saturating_sub(CREDENTIALS_KEPT);
+            entry.authenticated.drain(..excess);
+        }
+        Ok(client)
+    }
+
+    /// Drops what is kept for `endpoint` after `error` from a call through it, when the error
+    /// says the connection or its credentials can no longer be trusted. etcd's own refusals
+    /// (no leader, not supported for a learner, ...) keep it.
+    pub fn forget_after(&self, endpoint: &str, error: &EtcdError) {
+        if drops_connection(error.kind) {
+            self.forget(endpoint);
+        }
+    }
+
+    /// Drops what is kept for `endpoint`: the next call dials it anew.
+    pub fn forget(&self, endpoint: &str) {
+        self.entries.lock().expect("connections").remove(endpoint);
+    }
+
+    /// Connections dialled since the start (each a TCP, and TLS, handshake).
+    pub fn dials(&self) -> u64 {
+        self.dials.load(Ordering::Relaxed)
+    }
+
+    /// Authenticate calls made since the start (each a raft proposal in etcd).
+    pub fn authentications(&self) -> u64 {
+        self.authentications.load(Ordering::Relaxed)
+    }
+
+    /// Endpoints with a kept connection.
+    pub fn len(&self) -> usize {
+        self.entries.lock().expect("connections").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn kept(&self, endpoint: &str, timeouts: Timeouts, access: &EtcdAccess) -> Kept {
+        let mut entries = self.entries.lock().expect("connections");
+        let now = Instant::now();
+        entries.retain(|_, e| now.duration_since(e.used) < IDLE_LIMIT);
+        let Some(entry) = entries.get_mut(endpoint) else {
+            return Kept::Nothing;
+        };
+        if entry.tls != access.tls || entry.timeouts != timeouts {
+            entries.remove(endpoint);
+            return Kept::Nothing;
+        }
+        entry.used = now;
+        match &access.credentials {
+            None => Kept::Client(entry.anonymous.clone()),
+            Some(credentials) => entry
+                .authenticated
+                .iter()
+                .find(|(c, _)| c == credentials)
+                .map(|(_, client)| Kept::Client(client.clone()))
+                .unwrap_or_else(|| Kept::Channel(entry.channel.clone())),
+        }
+    }
+
+    fn store(&self, endpoint: &str, entry: Entry) {
+        self.entries
+            .lock()
+            .expect("connections")
+            .insert(endpoint.to_string(), entry);
+    }
+}
+
+enum Kept {
+    Client(EtcdClient),
+    Channel(tonic::transport::Channel),
+    Nothing,
+}
+
+/// Whether an error from a call means the connection (or the credentials it carries) should
+/// not be used again: the transport failed or timed out, or etcd refused the credentials. An
+/// error of a kind etcd answers over a working connection keeps it.
+pub fn drops_connection(kind: EtcdErrorKind) -> bool {
+    matches!(
+        kind,
+        EtcdErrorKind::Timeout
+            | EtcdErrorKind::Unreachable
+            | EtcdErrorKind::PermissionDenied
+            | EtcdErrorKind::InvalidArgument
+            | EtcdErrorKind::Other
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transport_and_credential_failures_drop_a_connection() {
+        for kind in [
+            EtcdErrorKind::Timeout,
+            EtcdErrorKind::Unreachable,
+            EtcdErrorKind::PermissionDenied,
+            EtcdErrorKind::Other,
+        ] {
+            assert!(drops_connection(kind), "{kind:?}");
+        }
+        for kind in [
+            EtcdErrorKind::NoLeader,
+            EtcdErrorKind::NotSupportedForLearner,
+            EtcdErrorKind::NoSpace,
+            EtcdErrorKind::UnhealthyCluster,
+            EtcdErrorKind::ServerTimeout,
+        ] {
+            assert!(!drops_connection(kind), "{kind:?}");
+        }
+    }
+}
