@@ -63,6 +63,24 @@ async fn observe_through_member_loss(version: EtcdVersion) {
         3,
         "a settled cluster is observed on kept connections"
     );
+    // Observing writes nothing to etcd's log: no AlarmList proposal (the alarms come from the
+    // leader's Status), no Authenticate. With a proposal per observation the leader's applied
+    // index would move every time.
+    let applied = |view: &EtcdView| view.leader_applied_index().expect("the leader answers");
+    let mut before = applied(&view_again);
+    let mut unchanged = false;
+    for _ in 0..5 {
+        let next = applied(&observe_kept(&kept, &endpoints).await);
+        if next == before {
+            unchanged = true;
+            break;
+        }
+        before = next; // etcd's own start-up entries may still land
+    }
+    assert!(
+        unchanged,
+        "each observation added a raft entry (at {before})"
+    );
     assert!(view.is_healthy(), "{:?}", view.health);
     assert_eq!(view.endpoints.len(), 3);
     assert!(

@@ -105,6 +105,36 @@ impl fmt::Display for Alarm {
     }
 }
 
+impl Alarm {
+    /// The alarms a member lists in its Status (`errors`), each written by etcd as
+    /// `memberID:<decimal id> alarm:NOSPACE` (the text form of its `AlarmMember`). Other errors
+    /// (`etcdserver: no leader`) and unknown alarm types are skipped. Sorted.
+    pub fn from_status_errors(errors: &[String]) -> Vec<Alarm> {
+        let mut alarms: Vec<Alarm> = errors
+            .iter()
+            .filter_map(|e| {
+                let mut member_id = None;
+                let mut kind = None;
+                for field in e.split_whitespace() {
+                    match field.split_once(':') {
+                        Some(("memberID", id)) => member_id = id.parse::<u64>().ok(),
+                        Some(("alarm", "NOSPACE")) => kind = Some(AlarmKind::NoSpace),
+                        Some(("alarm", "CORRUPT")) => kind = Some(AlarmKind::Corrupt),
+                        _ => {}
+                    }
+                }
+                Some(Alarm {
+                    member_id: member_id?,
+                    kind: kind?,
+                })
+            })
+            .collect();
+        alarms.sort();
+        alarms.dedup();
+        alarms
+    }
+}
+
 /// The result of MemberAdd: the new member's ID and the member list etcd returned with it
 /// (which includes the new member, so the initial cluster of its Pod can be built from it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -154,5 +184,30 @@ mod tests {
         assert_eq!(parse_member_id("0"), None);
         assert_eq!(parse_member_id("xyz"), None);
         assert_eq!(parse_member_id("1ffffffffffffffff"), None);
+    }
+
+    #[test]
+    fn alarms_are_read_from_a_status_errors_list() {
+        let errors = vec![
+            "etcdserver: no leader".to_string(),
+            "memberID:1234 alarm:NOSPACE ".to_string(),
+            "memberID:99 alarm:CORRUPT".to_string(),
+            "memberID:7 alarm:SOMETHINGNEW".to_string(),
+            "alarm:NOSPACE".to_string(),
+        ];
+        assert_eq!(
+            Alarm::from_status_errors(&errors),
+            vec![
+                Alarm {
+                    member_id: 99,
+                    kind: AlarmKind::Corrupt
+                },
+                Alarm {
+                    member_id: 1234,
+                    kind: AlarmKind::NoSpace
+                },
+            ]
+        );
+        assert!(Alarm::from_status_errors(&[]).is_empty());
     }
 }

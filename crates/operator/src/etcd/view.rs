@@ -44,7 +44,9 @@ pub struct EtcdView {
     pub members: Result<Vec<MemberInfo>, EtcdError>,
     /// The cluster ID from the member list's response header.
     pub cluster_id: Option<u64>,
-    /// Active alarms. Listing alarms goes through raft, so this fails without quorum.
+    /// Active alarms: those the leader lists in its Status when it also served a linearizable
+    /// read (its alarm store is then current, and no raft entry is spent), else etcd's
+    /// AlarmList, which goes through raft and so fails without quorum.
     pub alarms: Result<Vec<Alarm>, EtcdError>,
     /// Whether the cluster can serve a linearizable read through at least one voter.
     pub health: Result<(), EtcdError>,
@@ -183,8 +185,19 @@ pub async fn observe_cluster_with(
     };
     let (members, alarms, compaction) = match connecting {
         Ok(client) => {
-            let (members, alarms) =
-                tokio::join!(client.member_list_with_cluster_id(), client.alarms());
+            // AlarmList is a raft proposal (a log entry on every member, each pass); the
+            // leader's Status lists the same alarms from its store. On etcd 3.6 the entries
+            // also decide how a member joins: past 100 applied entries the leader sends a
+            // new member a snapshot instead of its log, and a member joining by snapshot
+            // sometimes loses its first publish and serves nobody for etcd's 7 s request
+            // timeout.
+            let listed = serving_leader_alarms(&observations, leader);
+            let (members, alarms) = tokio::join!(client.member_list_with_cluster_id(), async {
+                match listed {
+                    Some(alarms) => Ok(alarms),
+                    None => client.alarms().await,
+                }
+            });
             if let [only] = cluster_endpoints.as_slice() {
                 for error in [members.as_ref().err(), alarms.as_ref().err()]
                     .into_iter()
@@ -219,6 +232,22 @@ pub async fn observe_cluster_with(
         compaction,
         cluster_version: None,
     }
+}
+
+/// The alarms in the leader's Status, when the leader also served a linearizable read in this
+/// observation (so its applied state, alarm store included, is current).
+fn serving_leader_alarms(
+    observations: &[EndpointObservation],
+    leader: Option<u64>,
+) -> Option<Vec<Alarm>> {
+    let leader = leader?;
+    let at_leader = observations
+        .iter()
+        .find(|o| o.member_id() == Some(leader))?;
+    let status = at_leader.status.as_ref().ok()?;
+    at_leader
+        .is_healthy()
+        .then(|| Alarm::from_status_errors(&status.errors))
 }
 
 async fn observe_endpoint(
