@@ -166,6 +166,13 @@ fn dormancy_in_progress(ctx: &Context<'_>) -> Option<Decision> {
 /// to wait for.
 pub fn readiness_gate(ctx: &Context<'_>) -> Option<Decision> {
     let blocker = readiness_blocker(ctx, true)?;
+    if growing_only(ctx) && readiness_blocker_by(ctx, true, Readiness::EtcdWord).is_none() {
+        // Scaling out needs etcd healthy, which this pass saw member by member; a Pod whose
+        // readiness probe has not turned yet (up to its 1 s period, every new member) serves
+        // no client but holds up nothing a new learner needs. etcd refuses a MemberAdd that
+        // would endanger quorum itself.
+        return None;
+    }
     Some(Decision::wait(
         WaitReason::WaitingForMember,
         format!("cluster operations wait until every member is Ready: {blocker}"),
@@ -178,6 +185,27 @@ pub fn readiness_gate(ctx: &Context<'_>) -> Option<Decision> {
 /// a member counts as Ready by etcd's word with its Pod running
 /// ([`crate::plan::context::MemberView::is_ready_under_nospace`]).
 pub fn readiness_blocker(ctx: &Context<'_>, alarms: bool) -> Option<String> {
+    readiness_blocker_by(ctx, alarms, Readiness::Pod)
+}
+
+/// What a running member's readiness means to the gate.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Readiness {
+    /// Its Pod is Ready too (the kubelet's probe): before anything that disrupts a member.
+    Pod,
+    /// etcd's word alone (a healthy voter, its Pod running): enough to add a member.
+    EtcdWord,
+}
+
+/// The only cluster operation pending is scaling out: fewer running members than desired, no
+/// stray to remove, none dormant (a resume comes first).
+fn growing_only(ctx: &Context<'_>) -> bool {
+    ctx.strays.is_empty()
+        && !ctx.members.iter().any(|m| m.dormant)
+        && ctx.running().count() < ctx.desired.max(0) as usize
+}
+
+fn readiness_blocker_by(ctx: &Context<'_>, alarms: bool, readiness: Readiness) -> Option<String> {
     let running: Vec<_> = ctx.running().collect();
     if let Some(m) = ctx.members.iter().find(|m| m.deleting) {
         Some(format!("{} is leaving the cluster", m.name))
@@ -185,10 +213,10 @@ pub fn readiness_blocker(ctx: &Context<'_>, alarms: bool) -> Option<String> {
         Some(format!("the {} alarm is active", alarm.kind))
     } else if running.is_empty() {
         None
-    } else if let Some(m) = running
-        .iter()
-        .find(|m| !(m.is_ready() || (!alarms && ctx.nospace() && m.is_ready_under_nospace())))
-    {
+    } else if let Some(m) = running.iter().find(|m| {
+        let by_etcd = readiness == Readiness::EtcdWord || (!alarms && ctx.nospace());
+        !(m.is_ready() || (by_etcd && m.is_ready_under_nospace()))
+    }) {
         Some(format!(
             "{} is not Ready (phase {}, etcd {:?})",
             m.name, m.phase, m.health

@@ -70,6 +70,34 @@ fn gate_blocks_scale_out_while_a_member_is_not_ready() {
 }
 
 #[test]
+fn scale_out_goes_on_once_etcd_says_the_new_member_is_ready_before_its_pod_does() {
+    // The member joined and serves (etcd healthy through it); the kubelet's readiness probe
+    // has not turned yet. Adding the next member waits for etcd, not for the probe.
+    let mut fx = Fx::healthy(3);
+    target(&mut fx, 5);
+    fx.pod_mut("etcd-2").ready = false;
+    assert!(
+        matches!(fx.step(), Step::CreateMember(_)),
+        "{:?}",
+        fx.step()
+    );
+
+    // Anything else behind the gate still waits for the Pod: a version change...
+    let mut fx = Fx::healthy(3);
+    fx.pod_mut("etcd-2").ready = false;
+    fx.obs.cluster.spec.version = "3.6.17".into();
+    for m in fx.obs.members.iter_mut() {
+        m.member.spec.version = "3.6.17".into();
+    }
+    assert_eq!(wait_reason(&fx.step()), WaitReason::WaitingForMember);
+    // ... and a scale-in.
+    let mut fx = Fx::healthy(5);
+    target(&mut fx, 3);
+    fx.pod_mut("etcd-1").ready = false;
+    assert_eq!(wait_reason(&fx.step()), WaitReason::WaitingForMember);
+}
+
+#[test]
 fn gate_blocks_scale_out_while_etcd_is_unhealthy() {
     let mut fx = Fx::healthy(3);
     target(&mut fx, 5);
