@@ -7,7 +7,9 @@
 //! `QUORUM_BENCH_PARTS` (default `quorum,nospace`); `NOSPACE_BENCH_QUOTA_MIB` (default 64) the
 //! backend quota, i.e. the database size at which NOSPACE is raised; `QUORUM_BENCH_VERSION`
 //! (default the e2e suite's default, the newest 3.6) the etcd version of the clusters and of
-//! the floor scripts' binaries (`/usr/local/lib/etcd-<version>/`).
+//! the floor scripts' binaries (`/usr/local/lib/etcd-<version>/`); `QUORUM_BENCH_TIMELINE=1`
+//! prints each recovery round's timeline (Events, member Pods, the operator's log lines down to
+//! `TIMELINE_OPERATOR_LOG`, see `tests/support/timeline.rs`).
 //!
 //! In one run, interleaved round by round so that both see the same load:
 //!
@@ -107,6 +109,8 @@ async fn recovery_round(cluster: &Cluster, round: usize) -> Recovery {
         cluster.put(&namespace, "etcd", &format!("k{k}"), &format!("v{k}"));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
+    let watch = support::timeline::OperatorWatch::start(&cluster.client());
+    let since = k8s_openapi::jiff::Timestamp::now();
     let started = Instant::now();
     for m in ["etcd-1", "etcd-2"] {
         cluster
@@ -184,6 +188,15 @@ async fn recovery_round(cluster: &Cluster, round: usize) -> Recovery {
         at(measured.forced),
         at(measured.completed)
     );
+    if std::env::var("QUORUM_BENCH_TIMELINE").is_ok_and(|v| v == "1") {
+        let until = k8s_openapi::jiff::Timestamp::now();
+        print!(
+            "{}",
+            watch
+                .timeline(&cluster.client(), &namespace, "etcd", since, until)
+                .await
+        );
+    }
     delete(cluster, &namespace);
     measured
 }

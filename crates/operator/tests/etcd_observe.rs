@@ -217,6 +217,30 @@ async fn observe_through_member_loss(version: EtcdVersion) {
         survivor.member_id
     );
 
+    // Once the survivor knows it has no leader, nothing is asked that would wait out a
+    // deadline (the linearizable read, AlarmList): a pass without quorum stays short.
+    let timed = eventually(
+        "the survivor knows it has no leader",
+        Duration::from_secs(10),
+        || {
+            let (kept, endpoints) = (&kept, &endpoints);
+            async move {
+                let started = Instant::now();
+                let view = observe_kept(kept, endpoints).await;
+                let leaderless = view.statuses().all(|s| s.leader == 0);
+                leaderless.then(|| (started.elapsed(), view))
+            }
+        },
+    )
+    .await;
+    let (took, view) = timed;
+    assert!(
+        took < Timeouts::OBSERVE.request,
+        "an observation without quorum took {took:?}"
+    );
+    assert!(!view.is_healthy() && view.alarms.is_err(), "{view:?}");
+    assert_eq!(view.member_list().len(), 3);
+
     // Everything down: every field carries an error, and observation is still quick.
     let last = 3 - down - second;
     members[last].kill();

@@ -191,11 +191,17 @@ pub async fn observe_cluster_with(
             // new member a snapshot instead of its log, and a member joining by snapshot
             // sometimes loses its first publish and serves nobody for etcd's 7 s request
             // timeout.
-            let listed = serving_leader_alarms(&observations, leader);
+            let listed = alarm_source(&observations, leader);
             let (members, alarms) = tokio::join!(client.member_list_with_cluster_id(), async {
                 match listed {
-                    Some(alarms) => Ok(alarms),
-                    None => client.alarms().await,
+                    AlarmSource::LeaderStatus(alarms) => Ok(alarms),
+                    AlarmSource::AlarmList => client.alarms().await,
+                    AlarmSource::NoQuorum => Err(EtcdError::new(
+                        "AlarmList",
+                        &cluster_endpoints,
+                        EtcdErrorKind::NoLeader,
+                        "not asked: listing alarms goes through raft, and no voter served a linearizable read",
+                    )),
                 }
             });
             if let [only] = cluster_endpoints.as_slice() {
@@ -234,20 +240,35 @@ pub async fn observe_cluster_with(
     }
 }
 
-/// The alarms in the leader's Status, when the leader also served a linearizable read in this
-/// observation (so its applied state, alarm store included, is current).
-fn serving_leader_alarms(
-    observations: &[EndpointObservation],
-    leader: Option<u64>,
-) -> Option<Vec<Alarm>> {
-    let leader = leader?;
-    let at_leader = observations
+/// Where an observation takes the active alarms from.
+enum AlarmSource {
+    /// The leader's Status, the leader having served a linearizable read in this observation
+    /// (so its applied state, alarm store included, is current).
+    LeaderStatus(Vec<Alarm>),
+    /// etcd's AlarmList (a raft proposal): when some voter served a read but not the leader, and
+    /// under CORRUPT, when etcd refuses reads but still lists alarms.
+    AlarmList,
+    /// No voter served a read and none said CORRUPT: AlarmList would wait out its deadline
+    /// without quorum (seconds of every pass while quorum is lost), so it is not asked.
+    NoQuorum,
+}
+
+fn alarm_source(observations: &[EndpointObservation], leader: Option<u64>) -> AlarmSource {
+    let at_leader = leader.and_then(|id| observations.iter().find(|o| o.member_id() == Some(id)));
+    if let Some(at_leader) = at_leader
+        && let Ok(status) = &at_leader.status
+        && at_leader.is_healthy()
+    {
+        return AlarmSource::LeaderStatus(Alarm::from_status_errors(&status.errors));
+    }
+    let corrupt = observations
         .iter()
-        .find(|o| o.member_id() == Some(leader))?;
-    let status = at_leader.status.as_ref().ok()?;
-    at_leader
-        .is_healthy()
-        .then(|| Alarm::from_status_errors(&status.errors))
+        .any(|o| matches!(&o.health, Some(Err(e)) if e.kind == EtcdErrorKind::Corrupt));
+    if corrupt || observations.iter().any(EndpointObservation::is_healthy) {
+        AlarmSource::AlarmList
+    } else {
+        AlarmSource::NoQuorum
+    }
 }
 
 async fn observe_endpoint(
@@ -267,6 +288,14 @@ async fn observe_endpoint(
         connections.forget_after(endpoint, e);
     }
     let health = match &status {
+        // A member that knows no leader cannot serve a linearizable read: asking would only
+        // wait out the deadline (every pass, while quorum is lost).
+        Ok(s) if !s.is_learner && s.leader == 0 => Some(Err(EtcdError::new(
+            "Health",
+            &[endpoint.to_string()],
+            EtcdErrorKind::NoLeader,
+            "not asked: the member knows no leader (its Status)",
+        ))),
         Ok(s) if !s.is_learner => {
             let health = match connections.endpoint(endpoint, timeouts, access).await {
                 Ok(client) => client.cluster_health().await,
