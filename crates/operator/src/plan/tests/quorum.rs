@@ -213,6 +213,22 @@ fn automatic_mode_waits_for_after_then_starts() {
 }
 
 #[test]
+fn automatic_mode_with_after_zero_starts_on_the_first_pass_that_sees_the_loss() {
+    // Available still True from before the loss: no pass has recorded it yet.
+    let mut fx = two_of_three_wiped();
+    automatic(&mut fx, "0s");
+    let plan = fx.plan();
+    assert_eq!(plan.step.kind(), crate::plan::StepKind::DeletePod);
+    assert_eq!(recovery(&plan).unwrap().trigger, "Automatic");
+    // Any other `after` counts from the recorded loss.
+    let mut fx = two_of_three_wiped();
+    automatic(&mut fx, "1s");
+    let plan = fx.plan();
+    assert_eq!(wait_reason(&plan.step), WaitReason::QuorumLost);
+    assert!(recovery(&plan).is_none());
+}
+
+#[test]
 fn automatic_mode_never_starts_on_an_outage_or_a_partition() {
     for partition in [false, true] {
         let mut fx = Fx::healthy(3);

@@ -151,13 +151,14 @@ fn force(ctx: &Context<'_>, r: &QuorumRecoveryStatus, s: &MemberView<'_>) -> Dec
         next.forced_time = Some(Time(ctx.now));
         return with_recovery(unforce(s, pod), next);
     }
+    // A forced etcd serves alone within a second of its start: looked at as often as a seed.
     Decision::wait(
         WaitReason::QuorumRecovery,
         format!(
             "lost-quorum recovery: waiting for {} to come up alone with --force-new-cluster",
             s.name
         ),
-        timing::MEMBER_POLL,
+        timing::starting_poll(pod.started_at, ctx.now),
     )
 }
 
@@ -339,6 +340,8 @@ pub fn start(ctx: &Context<'_>) -> Option<Decision> {
             let after = spec.after_or_default();
             match lost_for(ctx) {
                 Some(lost) if lost >= after => {}
+                // `after: 0s` starts at once, without a pass to record Available=False first.
+                _ if after.is_zero() => {}
                 lost => {
                     let left = after.saturating_sub(lost.unwrap_or_default());
                     return Some(Decision::wait(
