@@ -62,7 +62,7 @@ impl EtcdConnections {
         access: &EtcdAccess,
     ) -> Result<EtcdClient, EtcdError> {
         let channel = match self.kept(endpoint, timeouts, access) {
-            Kept::Client(client) => return Ok(client),
+            Kept::Client(client) => return Ok(*client),
             Kept::Channel(channel) => channel,
             Kept::Nothing => {
                 self.dials.fetch_add(1, Ordering::Relaxed);
@@ -152,12 +152,12 @@ impl EtcdConnections {
         }
         entry.used = now;
         match &access.credentials {
-            None => Kept::Client(entry.anonymous.clone()),
+            None => Kept::Client(Box::new(entry.anonymous.clone())),
             Some(credentials) => entry
                 .authenticated
                 .iter()
                 .find(|(c, _)| c == credentials)
-                .map(|(_, client)| Kept::Client(client.clone()))
+                .map(|(_, client)| Kept::Client(Box::new(client.clone())))
                 .unwrap_or_else(|| Kept::Channel(entry.channel.clone())),
         }
     }
@@ -171,7 +171,8 @@ impl EtcdConnections {
 }
 
 enum Kept {
-    Client(EtcdClient),
+    /// Boxed: an `EtcdClient` is nearly 4 KB.
+    Client(Box<EtcdClient>),
     Channel(tonic::transport::Channel),
     Nothing,
 }
