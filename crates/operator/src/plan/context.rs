@@ -69,11 +69,11 @@ impl MemberView<'_> {
     }
 
     /// Ready as etcd sees it (phase Ready, a healthy voter) with its Pod running: what counts as
-    /// Ready for a scale-out (the readiness gate), and while etcd's NOSPACE alarm is active. Then the Pod's readiness says nothing: the
-    /// probe (`/health?exclude=NOSPACE`) still fails on etcd 3.5.1 when more than one member
-    /// raised the alarm, because that version excludes only the first alarm of a kind
-    /// (etcd-io/etcd#13467, fixed in 3.5.2), and under NOSPACE the cluster takes no writes
-    /// whatever the Service routes.
+    /// Ready for a scale-out (the readiness gate), and while etcd's NOSPACE alarm is active.
+    /// Under NOSPACE the Pod's readiness says nothing: the probe (`/health?exclude=NOSPACE`)
+    /// still fails on etcd 3.5.1 when more than one member raised the alarm, because that
+    /// version excludes only the first alarm of a kind (etcd-io/etcd#13467, fixed in 3.5.2),
+    /// and the cluster takes no writes whatever the Service routes.
     pub fn is_ready_under_nospace(&self) -> bool {
         self.phase == MemberPhase::Ready
             && self.health == Health::Healthy

@@ -47,12 +47,12 @@ fn promote_learner(ctx: &Context<'_>) -> Option<Decision> {
                 Some(status) => caught_up(status.raft_applied_index, leader_applied),
                 // A learner may follow the leader in sync long before it answers Status: etcd
                 // serves a new member's clients only once it has published itself through
-                // raft, and a first publish proposed before the learner knew its leader is
-                // dropped and retried only after etcd's request timeout (about 7 s; seen on
-                // 3.6). Its Pod's readiness (etcd's /health) shows it runs and follows a
-                // leader; etcd's own check refuses a learner that is behind
-                // (`LearnerNotInSync`, retried promptly), as the floor's `member promote` loop
-                // relies on.
+                // raft, and on 3.6 a member joining by snapshot sometimes loses that first
+                // publish (the snapshot restarts its peer streams) and retries only after
+                // etcd's request timeout, about 7 s (docs/testing.md item 15). Its Pod's
+                // readiness (etcd's /health) shows it runs and follows a leader; etcd's own
+                // check refuses a learner that is behind (`LearnerNotInSync`, retried
+                // promptly), as the floor's `member promote` loop relies on.
                 None => m.pod_ready(),
             };
             ready.then(|| {
