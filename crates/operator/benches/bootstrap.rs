@@ -57,7 +57,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 
-use bench_support::{env_or, memory_mib, operator_pid};
+use bench_support::{cpu_seconds, env_or, memory_mib, operator_pid};
 use support::cluster::{Cluster, start_cluster, start_cluster_with_etcd_env};
 use support::timeline::OperatorWatch;
 use support::{cluster_yaml, condition, create_namespace, get_cluster};
@@ -177,19 +177,6 @@ async fn converge(
     };
     agrees(cluster, namespace, replicas).await;
     Run { seconds, timeline }
-}
-
-/// User plus system CPU time of a process, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 / 100.0
 }
 
 /// The sum of `etcd_operator_kubernetes_writes_total` from the operator's /metrics.

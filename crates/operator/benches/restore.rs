@@ -1,10 +1,10 @@
 //! The restore benchmark (prints figures; not a timed test). Needs root, like the e2e tests.
 //!
 //!   cargo bench -p etcd-operator --bench restore
-//!   RESTORE_BENCH_MIB=1024 RESTORE_BENCH_RUNS=2 cargo bench -p etcd-operator --bench restore
+//!   RESTORE_BENCH_MIB=1024 RESTORE_BENCH_RUNS=3 cargo bench -p etcd-operator --bench restore
 //!
-//! A 1-member etcd 3.5.1 cluster run by the operator in a sandbox, filled with
-//! `RESTORE_BENCH_MIB` MiB of values (1 MiB each, default 256), snapshotted by an EtcdSnapshot
+//! A 1-member etcd cluster on the tests' default version (3.6.17) run by the operator in a
+//! sandbox, filled with `RESTORE_BENCH_MIB` MiB of values (1 MiB each, default 256), snapshotted by an EtcdSnapshot
 //! to moto_server (S3). That object is then restored `RESTORE_BENCH_RUNS` times (default 2):
 //!
 //! - the floor: `benches/restore_floor.sh` with the same object downloaded to local disk:
@@ -78,6 +78,12 @@ async fn main() {
             .arg(&script)
             .arg(&file)
             .arg(runs.to_string())
+            .envs(["etcd", "etcdctl", "etcdutl"].map(|b| {
+                (
+                    b.to_uppercase(),
+                    format!("/usr/local/lib/etcd-{}/{b}", support::DEFAULT_VERSION),
+                )
+            }))
             .output()
             .expect("the floor script runs")
     });
@@ -110,7 +116,8 @@ async fn main() {
         let started = Instant::now();
         tokio::task::block_in_place(|| {
             cluster.apply(&format!(
-                "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  replicas: 3\n  version: \"3.5.1\"\n{storage}  bootstrap:\n    restore:\n      source:\n        s3:\n          endpoint: {}\n          bucket: {BUCKET}\n          key: bench/source.db\n          forcePathStyle: true\n          credentialsSecretRef:\n            name: s3-credentials\n",
+                "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\nspec:\n  replicas: 3\n  version: \"{}\"\n{storage}  bootstrap:\n    restore:\n      source:\n        s3:\n          endpoint: {}\n          bucket: {BUCKET}\n          key: bench/source.db\n          forcePathStyle: true\n          credentialsSecretRef:\n            name: s3-credentials\n",
+                support::DEFAULT_VERSION,
                 moto.url
             ))
         });

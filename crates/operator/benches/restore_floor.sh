@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The floor of the restore benchmark: etcd's own restore procedure by hand, as fast as a
-# script can do it. The same etcd 3.5.1 binaries, 3 members on loopback addresses, no
-# Kubernetes and no operator.
+# script can do it. The etcd binaries of ETCD, ETCDCTL and ETCDUTL (the benchmark passes those
+# of its etcd version; 3.5.1 when unset), 3 members on loopback addresses, no Kubernetes and no
+# operator.
 #
 #   restore_floor.sh SNAPSHOT ROUNDS
 #

@@ -3,15 +3,17 @@
 //!   cargo bench -p etcd-operator --bench snapshot
 //!   SNAPSHOT_BENCH_MIB=1024 SNAPSHOT_BENCH_RUNS=3 cargo bench -p etcd-operator --bench snapshot
 //!
-//! A 1-member etcd 3.5.1 cluster run by the operator (deployed from `deploy/`) in a sandbox,
-//! filled with `SNAPSHOT_BENCH_MIB` MiB of values (1 MiB each, default 256), and moto_server as
-//! the S3 store in the sandbox's network. Then `SNAPSHOT_BENCH_RUNS` rounds (default 3), each:
+//! A 1-member etcd cluster on the tests' default version (3.6.17) run by the operator
+//! (deployed from `deploy/`) in a sandbox, filled with `SNAPSHOT_BENCH_MIB` MiB of values (1 MiB
+//! each, default 256), and moto_server as the S3 store in the sandbox's network. Then
+//! `SNAPSHOT_BENCH_RUNS` rounds (default 3), each:
 //!
 //! - the floor: `etcdctl snapshot save` to a local file, then the same file uploaded by a plain
 //!   client (boto3's managed multipart upload), timed separately and summed;
 //! - the operator: an EtcdSnapshot from `kubectl apply` to `Complete` (stream, upload, and the
-//!   read-back verification the floor does not do), and the operator process's peak resident
-//!   memory (VmHWM) before and after;
+//!   read-back verification the floor does not do), its own split of that time (streamed /
+//!   read back, from its log), its CPU time, and the operator process's peak resident memory
+//!   (VmHWM) before and after;
 //! - the operator to a PVC: an EtcdSnapshot with `destination.pvc` to `Complete` (the agent
 //!   Pod's start, stream, fsync, read-back), beside the floor's `etcdctl snapshot save` to local
 //!   disk alone, and the agent process's peak resident memory;
@@ -33,9 +35,49 @@ use std::time::Instant;
 use etcd_operator_api::EtcdSnapshot;
 use kube::Api;
 
-use bench_support::{PeakWatch, env_or, median, memory_mib, operator_pid};
+use bench_support::{PeakWatch, cpu_seconds, env_or, median, memory_mib, operator_pid};
 use s3_source::{BUCKET, NAMESPACE, filled_source, s3_snapshot_yaml, snapshot_to_complete};
 use support::cluster::ETCDCTL;
+
+/// The operator's own account of snapshot `name`'s two halves, from its log line "snapshot
+/// stored and read back".
+async fn operator_split(cluster: &support::cluster::Cluster, name: &str) -> String {
+    let api = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+        cluster.client(),
+        support::cluster::OPERATOR_NAMESPACE,
+    );
+    let mut logs = String::new();
+    for pod in cluster.operator_pods().await {
+        let pod = pod.metadata.name.unwrap_or_default();
+        let params = kube::api::LogParams {
+            tail_lines: Some(2000),
+            ..Default::default()
+        };
+        logs.push_str(&api.logs(&pod, &params).await.unwrap_or_default());
+    }
+    // The operator logs JSON: `"streamed_seconds":"23.31"`.
+    let field = |line: &str, key: &str| {
+        line.split(&format!("\"{key}\":\""))
+            .nth(1)
+            .and_then(|rest| rest.split('"').next().map(str::to_string))
+    };
+    logs.lines()
+        .rfind(|l| l.contains("snapshot stored and read back") && l.contains(name))
+        .and_then(|l| {
+            Some(format!(
+                "streamed {} s, read back {} s",
+                field(l, "streamed_seconds")?,
+                field(l, "read_back_seconds")?
+            ))
+        })
+        .unwrap_or_else(|| {
+            let said: Vec<&str> = logs.lines().filter(|l| l.contains(name)).collect();
+            format!(
+                "no split in the operator's log; its lines on {name}:\n{}",
+                said.join("\n")
+            )
+        })
+}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
@@ -114,10 +156,12 @@ async fn main() {
 
         // The operator.
         let before = memory_mib(pid, "VmHWM");
+        let cpu_before = cpu_seconds(pid);
         let name = format!("run-{round}");
         let (took, snapshot) =
             snapshot_to_complete(cluster, &api, &name, &s3_snapshot_yaml(&name, moto, "")).await;
         let after = memory_mib(pid, "VmHWM");
+        let cpu = cpu_seconds(pid) - cpu_before;
         size = snapshot
             .status
             .unwrap()
@@ -127,8 +171,9 @@ async fn main() {
             .unwrap();
         tokio::task::block_in_place(|| moto.delete(BUCKET, &format!("bench/{name}.db")));
         println!(
-            "round {round}: floor save {saved:.1} s + upload {uploaded:.1} s = {:.1} s; operator {took:.1} s (stream, upload, read-back); operator peak RSS {before:.1} -> {after:.1} MiB",
-            saved + uploaded
+            "round {round}: floor save {saved:.1} s + upload {uploaded:.1} s = {:.1} s; operator {took:.1} s (stream, upload, read-back; {}), {cpu:.1} s of CPU; operator peak RSS {before:.1} -> {after:.1} MiB",
+            saved + uploaded,
+            operator_split(cluster, &name).await
         );
         floor_save.push(saved);
         floor_upload.push(uploaded);

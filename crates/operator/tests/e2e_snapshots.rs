@@ -438,11 +438,17 @@ async fn bad_inputs(cluster: Arc<Cluster>, moto: Arc<Moto>, namespace: &'static 
             "{name}: no artifact"
         );
         assert!(!message.contains(&moto.secret) && !message.contains("not-the-secret"));
-        let events = events_of(&cluster, namespace, "EtcdSnapshot", name).await;
-        assert!(
-            events.contains(&("Warning".to_string(), reason.to_string())),
-            "{name}: no Warning {reason} Event in {events:?}"
-        );
+        // The Event follows the status write: wait for it rather than read once.
+        wait_event(
+            &cluster.client(),
+            namespace,
+            Some("EtcdSnapshot"),
+            name,
+            Some("Warning"),
+            reason,
+            Duration::from_secs(30),
+        )
+        .await;
         println!("{namespace}/{name}: Failed, {reason}: {message}");
     }
     println!(
@@ -803,11 +809,17 @@ async fn pvc_snapshot_and_restore(cluster: Arc<Cluster>) {
     assert_eq!(reason, "FileExists", "{message}");
     assert!(message.contains("never replaced"), "{message}");
     assert_eq!(std::fs::read(&foreign).unwrap(), b"someone else's file");
-    let events = events_of(&cluster, namespace, "EtcdSnapshot", "guarded").await;
-    assert!(
-        events.contains(&("Warning".to_string(), "FileExists".to_string())),
-        "{events:?}"
-    );
+    // The Event follows the status write: wait for it rather than read once.
+    wait_event(
+        &cluster.client(),
+        namespace,
+        Some("EtcdSnapshot"),
+        "guarded",
+        Some("Warning"),
+        "FileExists",
+        Duration::from_secs(30),
+    )
+    .await;
 
     // deletionPolicy Delete: the file goes with the EtcdSnapshot (through a short Pod).
     let mut disposable = pvc_snapshot_yaml(namespace, "disposable", "etcd", "backups", "tmp");

@@ -1,7 +1,8 @@
 #![allow(dead_code)]
 //! The set-up the snapshot and restore benchmarks share (included with `#[path]` beside
 //! `tests/support`, which it uses as `crate::support`): the operator deployed in a sandbox,
-//! moto_server as the S3 store in the sandbox's network, a 1-member etcd 3.5.1 cluster with
+//! moto_server as the S3 store in the sandbox's network, a 1-member etcd cluster on the tests' default version
+//! (`support::DEFAULT_VERSION`) with
 //! room for the data (an 8 GiB claim and quota) and the S3 credentials Secret, filled with
 //! `mib` MiB of 1 MiB values; and an EtcdSnapshot applied and waited for until Complete.
 
@@ -42,7 +43,8 @@ pub async fn filled_source(nodes: usize, mib: usize) -> Source {
     create_namespace(&cluster.client(), NAMESPACE).await;
     tokio::task::block_in_place(|| {
         cluster.apply(&format!(
-            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {NAMESPACE}\nspec:\n  replicas: 1\n  version: \"3.5.1\"\n{STORAGE}"
+            "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {NAMESPACE}\nspec:\n  replicas: 1\n  version: \"{}\"\n{STORAGE}",
+            crate::support::DEFAULT_VERSION
         ));
         let (ok, _, stderr) = kubectl(
             &cluster,

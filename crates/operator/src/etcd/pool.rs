@@ -31,15 +31,43 @@ use super::error::{EtcdError, EtcdErrorKind};
 /// idle requeue), so only the connections of members and clusters that are gone reach it.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(120);
 
+/// How often at most the idle entries are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
 /// Credentials kept per endpoint: the Secret's and one other (a previous password being tried).
 const CREDENTIALS_KEPT: usize = 2;
 
 /// Kept connections, by endpoint URL. Cheap to share (`Arc`); every method takes `&self`.
 #[derive(Default)]
 pub struct EtcdConnections {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<Entries>,
     dials: AtomicU64,
     authentications: AtomicU64,
+}
+
+/// The kept entries, and when the idle ones were last dropped.
+#[derive(Default)]
+struct Entries {
+    by_endpoint: HashMap<String, Entry>,
+    swept: Option<Instant>,
+}
+
+impl Entries {
+    /// Drops the entries unused for [`IDLE_LIMIT`], at most once per [`SWEEP_EVERY`]: a
+    /// lookup costs one hash probe, not a scan of every endpoint (thousands at scale).
+    fn sweep(&mut self, now: Instant) {
+        if !sweep_due(self.swept, now) {
+            return;
+        }
+        self.swept = Some(now);
+        self.by_endpoint
+            .retain(|_, e| now.duration_since(e.used) < IDLE_LIMIT);
+    }
+}
+
+/// Whether the idle entries are to be looked for, last looked for at `swept`.
+fn sweep_due(swept: Option<Instant>, now: Instant) -> bool {
+    swept.is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY)
 }
 
 struct Entry {
@@ -61,9 +89,9 @@ impl EtcdConnections {
         timeouts: Timeouts,
         access: &EtcdAccess,
     ) -> Result<EtcdClient, EtcdError> {
-        let channel = match self.kept(endpoint, timeouts, access) {
+        let (channel, credentials) = match self.kept(endpoint, timeouts, access) {
             Kept::Client(client) => return Ok(*client),
-            Kept::Channel(channel) => channel,
+            Kept::Channel(channel, credentials) => (channel, credentials),
             Kept::Nothing => {
                 self.dials.fetch_add(1, Ordering::Relaxed);
                 let channel = dial_channel(endpoint, timeouts, access).await?;
@@ -85,19 +113,22 @@ impl EtcdConnections {
                         used: Instant::now(),
                     },
                 );
-                if access.credentials.is_none() {
-                    return Ok(anonymous);
+                match access.credentials.clone() {
+                    None => return Ok(anonymous),
+                    Some(credentials) => (channel, credentials),
                 }
-                channel
             }
         };
         // Credentials over a kept (or just made) connection: one Authenticate.
-        let Some(credentials) = access.credentials.clone() else {
-            unreachable!("an anonymous client is always kept with its channel")
-        };
         self.authentications.fetch_add(1, Ordering::Relaxed);
         let client = EtcdClient::over_channel(endpoint, channel, timeouts, access).await?;
-        if let Some(entry) = self.entries.lock().expect("connections").get_mut(endpoint) {
+        if let Some(entry) = self
+            .entries
+            .lock()
+            .expect("connections")
+            .by_endpoint
+            .get_mut(endpoint)
+        {
             entry.authenticated.retain(|(c, _)| *c != credentials);
             entry.authenticated.push((credentials, client.clone()));
             let excess = entry.authenticated.len().saturating_sub(CREDENTIALS_KEPT);
@@ -117,7 +148,11 @@ impl EtcdConnections {
 
     /// Drops what is kept for `endpoint`: the next call dials it anew.
     pub fn forget(&self, endpoint: &str) {
-        self.entries.lock().expect("connections").remove(endpoint);
+        self.entries
+            .lock()
+            .expect("connections")
+            .by_endpoint
+            .remove(endpoint);
     }
 
     /// Connections dialled since the start (each a TCP, and TLS, handshake).
@@ -132,7 +167,7 @@ impl EtcdConnections {
 
     /// Endpoints with a kept connection.
     pub fn len(&self) -> usize {
-        self.entries.lock().expect("connections").len()
+        self.entries.lock().expect("connections").by_endpoint.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -142,12 +177,15 @@ impl EtcdConnections {
     fn kept(&self, endpoint: &str, timeouts: Timeouts, access: &EtcdAccess) -> Kept {
         let mut entries = self.entries.lock().expect("connections");
         let now = Instant::now();
-        entries.retain(|_, e| now.duration_since(e.used) < IDLE_LIMIT);
-        let Some(entry) = entries.get_mut(endpoint) else {
+        entries.sweep(now);
+        let Some(entry) = entries.by_endpoint.get_mut(endpoint) else {
             return Kept::Nothing;
         };
-        if entry.tls != access.tls || entry.timeouts != timeouts {
-            entries.remove(endpoint);
+        if entry.tls != access.tls
+            || entry.timeouts != timeouts
+            || now.duration_since(entry.used) >= IDLE_LIMIT
+        {
+            entries.by_endpoint.remove(endpoint);
             return Kept::Nothing;
         }
         entry.used = now;
@@ -158,7 +196,7 @@ impl EtcdConnections {
                 .iter()
                 .find(|(c, _)| c == credentials)
                 .map(|(_, client)| Kept::Client(Box::new(client.clone())))
-                .unwrap_or_else(|| Kept::Channel(entry.channel.clone())),
+                .unwrap_or_else(|| Kept::Channel(entry.channel.clone(), credentials.clone())),
         }
     }
 
@@ -166,6 +204,7 @@ impl EtcdConnections {
         self.entries
             .lock()
             .expect("connections")
+            .by_endpoint
             .insert(endpoint.to_string(), entry);
     }
 }
@@ -173,7 +212,8 @@ impl EtcdConnections {
 enum Kept {
     /// Boxed: an `EtcdClient` is nearly 4 KB.
     Client(Box<EtcdClient>),
-    Channel(tonic::transport::Channel),
+    /// The kept connection, for a client with these credentials.
+    Channel(tonic::transport::Channel, (String, String)),
     Nothing,
 }
 
@@ -194,6 +234,18 @@ pub fn drops_connection(kind: EtcdErrorKind) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_entries_are_looked_for_at_most_every_sweep_interval() {
+        let start = Instant::now();
+        assert!(sweep_due(None, start), "the first lookup sweeps");
+        assert!(!sweep_due(Some(start), start));
+        assert!(!sweep_due(
+            Some(start),
+            start + SWEEP_EVERY - Duration::from_millis(1)
+        ));
+        assert!(sweep_due(Some(start), start + SWEEP_EVERY));
+    }
 
     #[test]
     fn only_transport_and_credential_failures_drop_a_connection() {

@@ -136,6 +136,7 @@ pub(super) async fn take(
     let mut writer = store::start_upload(&store, &path, &uid, &object_name)
         .await
         .map_err(|f| (f, None))?;
+    let streaming = std::time::Instant::now();
     loop {
         match stream.next_chunk().await {
             Ok(Some(chunk)) => {
@@ -195,15 +196,25 @@ pub(super) async fn take(
         .finish()
         .await
         .map_err(|e| (store.classify(&e), None))?;
+    let streamed = streaming.elapsed().as_secs_f64();
     let stored = Stored::of(uri, &encoded, encoding.fingerprints.clone());
     let source = Source {
         member: voter.member.clone(),
         revision: asked_revision,
         etcd_version,
     };
+    let reading = std::time::Instant::now();
     let checked = read_back(&store, &path, &stored, &encoding)
         .await
         .map_err(|f| (f, Some(stored.clone())))?;
+    tracing::info!(
+        namespace = %namespace,
+        snapshot = %name(snapshot),
+        size = stored.size,
+        streamed_seconds = format!("{streamed:.2}"),
+        read_back_seconds = format!("{:.2}", reading.elapsed().as_secs_f64()),
+        "snapshot stored and read back"
+    );
     Ok((stored, source, checked))
 }
 
