@@ -42,27 +42,16 @@ use support::cluster::ETCDCTL;
 /// The operator's own account of snapshot `name`'s two halves, from its log line "snapshot
 /// stored and read back".
 async fn operator_split(cluster: &support::cluster::Cluster, name: &str) -> String {
-    let api = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
-        cluster.client(),
-        support::cluster::OPERATOR_NAMESPACE,
-    );
-    let mut logs = String::new();
-    for pod in cluster.operator_pods().await {
-        let pod = pod.metadata.name.unwrap_or_default();
-        let params = kube::api::LogParams {
-            tail_lines: Some(2000),
-            ..Default::default()
-        };
-        logs.push_str(&api.logs(&pod, &params).await.unwrap_or_default());
-    }
+    let logs = cluster.operator_log_tail(2000).await;
     // The operator logs JSON: `"streamed_seconds":"23.31"`.
     let field = |line: &str, key: &str| {
         line.split(&format!("\"{key}\":\""))
             .nth(1)
             .and_then(|rest| rest.split('"').next().map(str::to_string))
     };
+    let about = format!("\"snapshot\":\"{name}\"");
     logs.lines()
-        .rfind(|l| l.contains("snapshot stored and read back") && l.contains(name))
+        .rfind(|l| l.contains("snapshot stored and read back") && l.contains(&about))
         .and_then(|l| {
             Some(format!(
                 "streamed {} s, read back {} s",
@@ -71,7 +60,7 @@ async fn operator_split(cluster: &support::cluster::Cluster, name: &str) -> Stri
             ))
         })
         .unwrap_or_else(|| {
-            let said: Vec<&str> = logs.lines().filter(|l| l.contains(name)).collect();
+            let said: Vec<&str> = logs.lines().filter(|l| l.contains(&about)).collect();
             format!(
                 "no split in the operator's log; its lines on {name}:\n{}",
                 said.join("\n")

@@ -245,12 +245,18 @@ impl Cluster {
 
     /// The last lines of every operator Pod's log, for failure messages.
     pub async fn operator_logs(&self) -> String {
+        self.operator_log_tail(30).await
+    }
+
+    /// The last `lines` lines of every operator Pod's log, each Pod's under a `--- name ---`
+    /// line.
+    pub async fn operator_log_tail(&self, lines: i64) -> String {
         let mut text = String::new();
         let api = Api::<Pod>::namespaced(self.client(), OPERATOR_NAMESPACE);
         for pod in self.operator_pods().await {
             let name = pod.metadata.name.unwrap_or_default();
             let params = kube::api::LogParams {
-                tail_lines: Some(30),
+                tail_lines: Some(lines),
                 ..Default::default()
             };
             let log = api.logs(&name, &params).await.unwrap_or_default();
