@@ -4,8 +4,9 @@
 //!   RESTORE_BENCH_MIB=1024 RESTORE_BENCH_RUNS=3 cargo bench -p etcd-operator --bench restore
 //!
 //! A 1-member etcd cluster on the tests' default version (3.6.17) run by the operator in a
-//! sandbox, filled with `RESTORE_BENCH_MIB` MiB of values (1 MiB each, default 256), snapshotted by an EtcdSnapshot
-//! to moto_server (S3). That object is then restored `RESTORE_BENCH_RUNS` times (default 2):
+//! sandbox, filled with `RESTORE_BENCH_MIB` MiB of values (1 MiB each, default 256),
+//! snapshotted by an EtcdSnapshot to moto_server (S3). That object is then restored
+//! `RESTORE_BENCH_RUNS` times (default 2):
 //!
 //! - the floor: `benches/restore_floor.sh` with the same object downloaded to local disk:
 //!   `etcdutl snapshot restore`, the seed started, the two other members joined by hand as
