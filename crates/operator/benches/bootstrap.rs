@@ -20,9 +20,9 @@
 //!    and how many took longer than `BOOTSTRAP_BENCH_SLOW` × the slowest 3-member floor run
 //!    of this benchmark (when only churn runs, the 3-member floor runs before it).
 //! 3. Idle (`BOOTSTRAP_BENCH_IDLE` clusters, 30 by default; 0 skips it): that many idle
-//!    3-member clusters, then, after 30 s of rest, the operator's resident memory, CPU and
+//!    clusters of `BOOTSTRAP_BENCH_IDLE_MEMBERS` members (3 by default), then, after 30 s of rest, the operator's resident memory, CPU and
 //!    Kubernetes API writes per minute over 60 s (the goal is zero); and the time from one
-//!    member's Pod deleted until all 3 are ready again, on the first cluster before the others
+//!    member's Pod deleted until all members are ready again, on the first cluster before the others
 //!    exist and again once they all idle (`BOOTSTRAP_BENCH_IDLE=100` is issue 15's scale run:
 //!    300 etcd Pods on 3 nodes).
 //!
@@ -41,6 +41,7 @@
 //! | `BOOTSTRAP_BENCH_FLOOR_RUNS` | the larger of 10 and the runs | floor runs of each scenario |
 //! | `BOOTSTRAP_BENCH_CHURN` | 0 | bootstraps of the churn loop; 0 skips it |
 //! | `BOOTSTRAP_BENCH_IDLE` | 30 | idle clusters; 0 skips the idle part |
+//! | `BOOTSTRAP_BENCH_IDLE_MEMBERS` | 3 | members of each idle cluster (1 makes the most clusters fit a machine) |
 //! | `BOOTSTRAP_BENCH_IDLE_LIMIT` | 900 | seconds the idle clusters, applied at once, may take to be all Available |
 //! | `BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS` | 0 | etcd's heartbeat interval in every etcd Pod (election timeout 10 x), through etcd's environment; 0: etcd's defaults |
 //! | `BOOTSTRAP_BENCH_SLOW` | 1.3 | a run slower than this × the slowest floor run is slow; 0 prints every run's timeline |
@@ -57,7 +58,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 
-use bench_support::{cpu_seconds, env_or, memory_mib, operator_pid};
+use bench_support::{
+    cpu_seconds, env_or, memory_mib, operator_pid, try_cpu_seconds, try_memory_mib,
+};
 use support::cluster::{Cluster, start_cluster, start_cluster_with_etcd_env};
 use support::timeline::OperatorWatch;
 use support::{cluster_yaml, condition, create_namespace, get_cluster};
@@ -73,6 +76,7 @@ struct Knobs {
     floor_runs: usize,
     churn: usize,
     idle: usize,
+    idle_members: i32,
     slow: f64,
 }
 
@@ -84,6 +88,7 @@ impl Knobs {
             floor_runs: env_or("BOOTSTRAP_BENCH_FLOOR_RUNS", runs.max(10)),
             churn: env_or("BOOTSTRAP_BENCH_CHURN", 0),
             idle: env_or("BOOTSTRAP_BENCH_IDLE", 30),
+            idle_members: env_or("BOOTSTRAP_BENCH_IDLE_MEMBERS", 3),
             slow: env_or("BOOTSTRAP_BENCH_SLOW", 1.3),
         }
     }
@@ -95,13 +100,11 @@ struct Run {
     timeline: String,
 }
 
-/// The cluster in `namespace` is Available with `replicas` Ready members, not Progressing.
-async fn is_available(cluster: &Cluster, namespace: &str, replicas: i32) -> bool {
-    let client = cluster.client();
-    let c = get_cluster(&client, namespace, "etcd").await;
+/// The cluster is Available with `replicas` Ready members, not Progressing.
+fn converged(c: &etcd_operator_api::EtcdCluster, replicas: i32) -> bool {
     c.status.as_ref().and_then(|s| s.ready_members) == Some(replicas)
-        && condition(&c, "Available").as_deref() == Some("True")
-        && condition(&c, "Progressing").as_deref() == Some("False")
+        && condition(c, "Available").as_deref() == Some("True")
+        && condition(c, "Progressing").as_deref() == Some("False")
 }
 
 /// Polls the cluster's status every 50 ms until it is Available with `replicas` Ready members
@@ -611,7 +614,7 @@ async fn main() {
 
     // 3. Idle clusters.
     if knobs.idle > 0 {
-        idle(&cluster, knobs.idle).await;
+        idle(&cluster, knobs.idle, knobs.idle_members).await;
     }
 
     // What the operator went through over the whole benchmark.
@@ -629,10 +632,11 @@ async fn main() {
 }
 
 /// Deletes `member`'s Pod at once (grace period 0) after the cluster settled, and returns the
-/// seconds until a new Pod of it is Ready and the cluster reports 3 ready members, Available:
+/// seconds until a new Pod of it is Ready and the cluster reports `replicas` ready members,
+/// Available:
 /// the operator's reaction (the kubelet only restarts a killed process; a deleted Pod is the
 /// operator's to make again).
-async fn reaction(cluster: &Cluster, namespace: &str, member: &str) -> f64 {
+async fn reaction(cluster: &Cluster, namespace: &str, member: &str, replicas: i32) -> f64 {
     // etcd refuses MemberAdd for 5 s after a voter (re)connects; a settled cluster measures
     // the operator, not that.
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -657,7 +661,7 @@ async fn reaction(cluster: &Cluster, namespace: &str, member: &str) -> f64 {
         });
         if back {
             let c = get_cluster(&client, namespace, "etcd").await;
-            if c.status.as_ref().and_then(|s| s.ready_members) == Some(3)
+            if c.status.as_ref().and_then(|s| s.ready_members) == Some(replicas)
                 && condition(&c, "Available").as_deref() == Some("True")
             {
                 return started.elapsed().as_secs_f64();
@@ -671,25 +675,48 @@ async fn reaction(cluster: &Cluster, namespace: &str, member: &str) -> f64 {
     }
 }
 
-/// `count` idle 3-member clusters: the operator's memory, CPU and API writes at rest, and its
-/// reaction to one member's Pod deleted, alone (the first cluster, before the others exist)
-/// and among the others.
-async fn idle(cluster: &Cluster, count: usize) {
+/// The etcd processes of the sandbox's Pods (host processes descending from this one, run as
+/// the operator's command line `etcd --name=... --initial-cluster-token=...`; not the control
+/// plane's own etcd).
+fn etcd_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            args.first() == Some(&&b"etcd"[..])
+                && args
+                    .iter()
+                    .any(|a| a.starts_with(b"--initial-cluster-token="))
+                && bench_support::descends_from_this_process(*pid)
+        })
+        .collect()
+}
+
+/// `count` idle clusters of `members` members: the operator's memory, CPU and API writes at
+/// rest, and its reaction to one member's Pod deleted, alone (the first cluster, before the
+/// others exist) and among the others.
+async fn idle(cluster: &Cluster, count: usize, members: i32) {
     let client = cluster.client();
     create_namespace(&client, "idle-0").await;
-    cluster.apply(&cluster_yaml("etcd", "idle-0", 3, ""));
-    if time_to_available(cluster, "idle-0", 3, Instant::now())
+    cluster.apply(&cluster_yaml("etcd", "idle-0", members, ""));
+    if time_to_available(cluster, "idle-0", members, Instant::now())
         .await
         .is_none()
     {
         panic!("idle-0/etcd did not converge within {CONVERGE_LIMIT:?}");
     }
-    let alone = reaction(cluster, "idle-0", "etcd-1").await;
+    // The last member: a follower in a 3-member cluster (etcd-0 bootstrapped and leads), the
+    // only member of a 1-member one.
+    let victim = format!("etcd-{}", members - 1);
+    let alone = reaction(cluster, "idle-0", &victim, members).await;
     let since = Instant::now();
     for i in 1..count {
         let namespace = format!("idle-{i}");
         create_namespace(&client, &namespace).await;
-        cluster.apply(&cluster_yaml("etcd", &namespace, 3, ""));
+        cluster.apply(&cluster_yaml("etcd", &namespace, members, ""));
     }
     // All applied at once: the limit is the idle part's own (BOOTSTRAP_BENCH_IDLE_LIMIT,
     // seconds since the applies), and the progress is printed, so a slow bootstrap of many
@@ -698,9 +725,25 @@ async fn idle(cluster: &Cluster, count: usize) {
     let mut available = vec![None; count];
     let mut reported = 0;
     loop {
-        for (i, at) in available.iter_mut().enumerate() {
-            if at.is_none() && is_available(cluster, &format!("idle-{i}"), 3).await {
-                *at = Some(since.elapsed().as_secs_f64());
+        // One LIST per look (a GET per cluster takes longer than the look's period once the
+        // API server is busy with hundreds of bootstraps, and would time the look, not them).
+        let all = Api::<etcd_operator_api::EtcdCluster>::all(client.clone())
+            .list(&Default::default())
+            .await
+            .expect("listing EtcdClusters");
+        let now = since.elapsed().as_secs_f64();
+        for c in &all.items {
+            let index = c
+                .metadata
+                .namespace
+                .as_deref()
+                .and_then(|n| n.strip_prefix("idle-"))
+                .and_then(|i| i.parse::<usize>().ok());
+            if let Some(at) = index.and_then(|i| available.get_mut(i))
+                && at.is_none()
+                && converged(c, members)
+            {
+                *at = Some(now);
             }
         }
         let done = available.iter().filter(|a| a.is_some()).count();
@@ -736,20 +779,30 @@ async fn idle(cluster: &Cluster, count: usize) {
     let all_ready = since.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(30)).await;
     let pid = operator_pid();
+    let etcds = etcd_pids();
+    let etcd_cpu = |pids: &[u32]| -> f64 { pids.iter().filter_map(|p| try_cpu_seconds(*p)).sum() };
     let (cpu_before, writes_before) = (cpu_seconds(pid), operator_writes(cluster).await);
+    let etcd_before = etcd_cpu(&etcds);
     tokio::time::sleep(IDLE_WINDOW).await;
     let (cpu_after, writes_after) = (cpu_seconds(pid), operator_writes(cluster).await);
+    let etcd_after = etcd_cpu(&etcds);
+    let etcd_memory: f64 = etcds
+        .iter()
+        .filter_map(|p| try_memory_mib(*p, "VmRSS"))
+        .sum();
     let minutes = IDLE_WINDOW.as_secs_f64() / 60.0;
     println!();
     println!(
-        "{count} idle 3-member clusters (the {} after the first all Available {all_ready:.0} s after their first apply):",
+        "{count} idle {members}-member clusters (the {} after the first all Available \
+         {all_ready:.0} s after their first apply):",
         count - 1
     );
     println!("| measure | value |");
     println!("| --- | ---: |");
     println!(
-        "| operator resident memory | {:.1} MiB |",
-        memory_mib(pid, "VmRSS")
+        "| operator resident memory | {:.1} MiB (peak {:.1} MiB) |",
+        memory_mib(pid, "VmRSS"),
+        memory_mib(pid, "VmHWM")
     );
     println!(
         "| operator CPU | {:.2} % of one core |",
@@ -759,8 +812,13 @@ async fn idle(cluster: &Cluster, count: usize) {
         "| Kubernetes API writes | {:.1} per minute |",
         (writes_after - writes_before) as f64 / minutes
     );
-    let among = reaction(cluster, "idle-0", "etcd-2").await;
-    println!("| a member's Pod deleted, until all 3 ready: alone | {alone:.2} s |");
+    println!(
+        "| the {} etcd processes, together | {:.1} % of one core, {etcd_memory:.0} MiB resident |",
+        etcds.len(),
+        100.0 * (etcd_after - etcd_before) / IDLE_WINDOW.as_secs_f64()
+    );
+    let among = reaction(cluster, "idle-0", &victim, members).await;
+    println!("| a member's Pod deleted, until all {members} ready: alone | {alone:.2} s |");
     println!(
         "| the same among {} other idle clusters | {among:.2} s ({:.2}x) |",
         count - 1,

@@ -176,7 +176,12 @@ fn main() {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let floor = support::floor_script("recovery_floor.sh", &[&ROUNDS.to_string()]);
+        // The floor runs the etcd the operator's clusters run (`cluster_yaml`'s version).
+        let floor = support::floor_script_on(
+            support::DEFAULT_VERSION,
+            "recovery_floor.sh",
+            &[&ROUNDS.to_string()],
+        );
         let restart = median(&floor.iter().filter(|(k, _)| k == "restart").map(|(_, s)| *s).collect::<Vec<f64>>());
         let replace = median(&floor.iter().filter(|(k, _)| k == "replace").map(|(_, s)| *s).collect::<Vec<f64>>());
         println!("floor (median of {ROUNDS}): etcd restarted on its data until healthy {restart:.2} s; replaced by a script {replace:.2} s");

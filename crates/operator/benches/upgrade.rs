@@ -1,14 +1,17 @@
 //! The upgrade benchmark (prints figures; not a timed test). Needs root, like the e2e tests.
 //!
 //!   cargo bench -p etcd-operator --bench upgrade
+//!   UPGRADE_BENCH_FROM=3.4.23 UPGRADE_BENCH_TO=3.5.1 cargo bench -p etcd-operator --bench upgrade
 //!
+//! The versions: `UPGRADE_BENCH_FROM` (default 3.5.36, the newest 3.5) to `UPGRADE_BENCH_TO`
+//! (default the newest 3.6 the tests run), each a version `scripts/install-deps.sh` installs.
 //! In one run: the floor (`benches/upgrade_floor.sh`: the same etcd binaries on loopback, 3
-//! members upgraded 3.4.23 → 3.5.1 by a script, one at a time, followers first and the leader
-//! last after moving its leadership, each stopped and started on the new binary with its data,
-//! the next once it is healthy), then the operator deployed from `deploy/` (its production
-//! settings) into a sandbox with nodes, upgrading a 3-member PVC-backed cluster 3.4.23 → 3.5.1
-//! (a fresh cluster per round): the time from `kubectl patch` of `spec.version` until every
-//! member runs 3.5.1 (etcd's answer, the Pod's image) with its Pod Ready and the EtcdCluster
+//! members upgraded by a script, one at a time, followers first and the leader last after
+//! moving its leadership, each stopped and started on the new binary with its data, the next
+//! once it is healthy), then the operator deployed from `deploy/` (its production settings)
+//! into a sandbox with nodes, upgrading a 3-member PVC-backed cluster (a fresh cluster per
+//! round): the time from `kubectl patch` of `spec.version` until every member runs the new
+//! version (etcd's answer, the Pod's image) with its Pod Ready and the EtcdCluster
 //! reporting 3 ready members. For each, the longest window without an acknowledged write of a
 //! client writing the whole time (the floor's: `etcdctl put` in a loop; the operator's: the
 //! e2e workload through the `<cluster>-client` Service).
@@ -41,10 +44,33 @@ const LIMIT: Duration = Duration::from_secs(300);
 /// Quiet time before each round: the cluster settled after its bootstrap.
 const SETTLE: Duration = Duration::from_secs(4);
 
-fn yaml(namespace: &str) -> String {
-    format!(
-        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: 3\n  version: \"3.4.23\"\n"
-    )
+/// The versions upgraded from and to (see the header).
+struct Versions {
+    from: String,
+    to: String,
+}
+
+impl Versions {
+    fn from_env() -> Versions {
+        let var = |name: &str, default: &str| std::env::var(name).unwrap_or(default.to_string());
+        Versions {
+            from: var("UPGRADE_BENCH_FROM", "3.5.36"),
+            to: var("UPGRADE_BENCH_TO", support::DEFAULT_VERSION),
+        }
+    }
+}
+
+/// Where `scripts/install-deps.sh` puts etcd `version`'s binaries (3.4 is Debian's).
+fn binaries(version: &str) -> String {
+    if version.starts_with("3.4.") {
+        "/usr/bin".to_string()
+    } else {
+        format!("/usr/local/lib/etcd-{version}")
+    }
+}
+
+fn yaml(namespace: &str, version: &str) -> String {
+    support::cluster_yaml_on("etcd", namespace, 3, version, "")
 }
 
 /// Every member on `version` (etcd's answer and the Pod's image), every Pod Ready, the
@@ -84,12 +110,18 @@ async fn all_on(cluster: &Cluster, namespace: &str, version: &str) -> bool {
         })
 }
 
-/// One round: a new 3.4.23 cluster, upgraded to 3.5.1 under the workload. Returns (seconds,
-/// longest unavailability in seconds).
-async fn round(cluster: &Cluster, watch: &OperatorWatch, round: usize, slow: f64) -> (f64, f64) {
+/// One round: a new cluster on `versions.from`, upgraded to `versions.to` under the workload.
+/// Returns (seconds, longest unavailability in seconds).
+async fn round(
+    cluster: &Cluster,
+    watch: &OperatorWatch,
+    versions: &Versions,
+    round: usize,
+    slow: f64,
+) -> (f64, f64) {
     let namespace = format!("upgrade-{round}");
     create_namespace(&cluster.client(), &namespace).await;
-    cluster.apply(&yaml(&namespace));
+    cluster.apply(&yaml(&namespace, &versions.from));
     cluster.wait_converged(&namespace, "etcd", 3, LIMIT).await;
     tokio::time::sleep(SETTLE).await;
     let workload = Workload::start(cluster.network.clone(), &namespace, "etcd", &namespace);
@@ -105,11 +137,11 @@ async fn round(cluster: &Cluster, watch: &OperatorWatch, round: usize, slow: f64
             "etcdcluster/etcd",
             "--type=merge",
             "-p",
-            r#"{"spec":{"version":"3.5.1"}}"#,
+            &format!(r#"{{"spec":{{"version":"{}"}}}}"#, versions.to),
         ],
     );
     assert!(ok, "kubectl patch: {stderr}");
-    while !all_on(cluster, &namespace, "3.5.1").await {
+    while !all_on(cluster, &namespace, &versions.to).await {
         assert!(
             started.elapsed() < LIMIT,
             "{namespace}: the upgrade did not finish\n{}",
@@ -131,7 +163,9 @@ async fn round(cluster: &Cluster, watch: &OperatorWatch, round: usize, slow: f64
     let report = workload.stop().await;
     report.assert_no_loss();
     println!(
-        "  {namespace}: 3.4.23 -> 3.5.1 in {took:.2} s; longest unavailability {} ms",
+        "  {namespace}: {} -> {} in {took:.2} s; longest unavailability {} ms",
+        versions.from,
+        versions.to,
         report.longest_unavailable.as_millis()
     );
     // Out of the way of the next round (2 shared cores).
@@ -155,7 +189,18 @@ fn main() {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let floor = support::floor_script("upgrade_floor.sh", &[&ROUNDS.to_string()]);
+        let versions = Versions::from_env();
+        let (old, new) = (binaries(&versions.from), binaries(&versions.to));
+        let floor = support::floor_script_with(
+            "upgrade_floor.sh",
+            &[&ROUNDS.to_string()],
+            &[
+                ("OLD", &format!("{old}/etcd")),
+                ("NEW", &format!("{new}/etcd")),
+                ("ETCDCTL", &format!("{new}/etcdctl")),
+                ("NEW_VERSION", &versions.to),
+            ],
+        );
         let of = |kind: &str| -> Vec<f64> {
             floor
                 .iter()
@@ -164,7 +209,12 @@ fn main() {
                 .collect()
         };
         for (i, (took, window)) in of("upgrade").iter().zip(of("unavailable")).enumerate() {
-            println!("  floor round {i}: 3.4.23 -> 3.5.1 in {took:.2} s; longest unavailability {:.0} ms", window * 1000.0);
+            println!(
+                "  floor round {i}: {} -> {} in {took:.2} s; longest unavailability {:.0} ms",
+                versions.from,
+                versions.to,
+                window * 1000.0
+            );
         }
         let (floor_took, floor_window) = (median(&of("upgrade")), median(&of("unavailable")));
 
@@ -173,13 +223,16 @@ fn main() {
         let watch = OperatorWatch::start(&cluster.client());
         let (mut times, mut windows) = (Vec::new(), Vec::new());
         for r in 0..ROUNDS {
-            let (took, window) = round(&cluster, &watch, r, 1.3 * floor_took).await;
+            let (took, window) = round(&cluster, &watch, &versions, r, 1.3 * floor_took).await;
             times.push(took);
             windows.push(window);
         }
         let (took, window) = (median(&times), median(&windows));
         println!();
-        println!("| 3 members 3.4.23 -> 3.5.1 (median of {ROUNDS}) | total (s) | longest unavailability (s) |");
+        println!(
+            "| 3 members {} -> {} (median of {ROUNDS}) | total (s) | longest unavailability (s) |",
+            versions.from, versions.to
+        );
         println!("|---|---|---|");
         println!("| floor script | {floor_took:.2} | {floor_window:.2} |");
         println!("| operator | {took:.2} | {window:.2} |");

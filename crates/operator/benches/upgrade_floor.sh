@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The floor of the upgrade benchmark: the same etcd binaries, 3 members on loopback addresses,
-# no Kubernetes and no operator, upgraded 3.4.23 -> 3.5.1 as fast as a script can: one member
+# no Kubernetes and no operator, upgraded OLD -> NEW as fast as a script can: one member
 # at a time, followers first and the leader last (its leadership moved to another member
 # first, as the operator does), each stopped (SIGTERM, as the kubelet stops a Pod) and started
 # on the new binary with its own data directory, the next one only once it answers
@@ -9,13 +9,16 @@
 #   upgrade_floor.sh ROUNDS
 #
 # Prints one line per round:
-#   upgrade <seconds>       from the first stop to the last member healthy on 3.5.1;
+#   upgrade <seconds>       from the first stop to the last member healthy on NEW_VERSION;
 #   unavailable <seconds>   the longest stretch without an acknowledged write during it.
 set -euo pipefail
 
+# The binaries: OLD's etcd, NEW's etcd and etcdctl, and the version NEW reports (checked at the
+# end of each round). The defaults are 3.4.23 (Debian's) -> 3.5.1.
 OLD=${OLD:-/usr/bin/etcd}
 NEW=${NEW:-/usr/local/lib/etcd-3.5.1/etcd}
 ETCDCTL=${ETCDCTL:-/usr/local/lib/etcd-3.5.1/etcdctl}
+NEW_VERSION=${NEW_VERSION:-3.5.1}
 ROUNDS=${1:?usage: upgrade_floor.sh ROUNDS}
 
 . "$(dirname "${BASH_SOURCE[0]}")/floor_lib.sh"
@@ -98,7 +101,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   wait "$writer" 2>/dev/null || true
   writer=""
   versions=$("$ETCDCTL" --endpoints "$(all)" endpoint status -w simple | awk -F', ' '{print $3}' | sort -u)
-  [[ "$versions" == "3.5.1" ]] || { echo "not all on 3.5.1: $versions" >&2; exit 1; }
+  [[ "$versions" == "$NEW_VERSION" ]] || { echo "not all on $NEW_VERSION: $versions" >&2; exit 1; }
   awk -v a="$started" -v b="$finished" 'BEGIN { printf "upgrade %.3f\n", b - a }'
   # The longest stretch without an acknowledged write, over the upgrade.
   awk -v a="$started" -v b="$finished" '

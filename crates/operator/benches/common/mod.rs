@@ -57,7 +57,12 @@ pub fn operator_pid() -> u32 {
 
 /// A `/proc/<pid>/status` figure in MiB (`VmRSS`, `VmHWM`).
 pub fn memory_mib(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    try_memory_mib(pid, field).unwrap_or_else(|| panic!("no {field} for process {pid}"))
+}
+
+/// [`memory_mib`], or None when the process is gone.
+pub fn try_memory_mib(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: f64 = status
         .lines()
         .find_map(|l| l.strip_prefix(field))
@@ -68,9 +73,8 @@ pub fn memory_mib(pid: u32, field: &str) -> f64 {
                 .trim()
                 .parse()
                 .ok()
-        })
-        .unwrap();
-    kib / 1024.0
+        })?;
+    Some(kib / 1024.0)
 }
 
 /// Watches this process's descendants whose command line holds `marker` (a short-lived agent
@@ -120,15 +124,15 @@ impl PeakWatch {
 
 /// User plus system CPU time of a process, in seconds.
 pub fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 / 100.0
+    try_cpu_seconds(pid).unwrap_or_else(|| panic!("no CPU time for process {pid}"))
+}
+
+/// [`cpu_seconds`], or None when the process is gone.
+pub fn try_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
 }
 
 pub fn median(values: &[f64]) -> f64 {

@@ -16,7 +16,7 @@ mod endpoints;
 mod stores;
 
 pub use endpoints::EtcdUrlMap;
-pub use stores::{Scope, Stores, cluster_of, owned_objects, reflect};
+pub use stores::{Scope, Stores, cluster_of, owned_objects, reflect, reflect_clusters};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

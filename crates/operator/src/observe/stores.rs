@@ -93,10 +93,39 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher(api, owned_objects())
         .default_backoff()
+        .modify(forget_managed_fields)
         .reflect(writer)
         .touched_objects()
         .boxed();
     (reader, stream)
+}
+
+/// The cache of EtcdClusters that the cluster controller runs on, and the stream of applied
+/// clusters that fills it and triggers their reconciles (what `Controller::new` builds, with
+/// [`forget_managed_fields`]).
+pub fn reflect_clusters(
+    api: Api<EtcdCluster>,
+) -> (
+    Store<EtcdCluster>,
+    impl Stream<Item = Result<EtcdCluster, watcher::Error>> + Send + 'static,
+) {
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, Config::default())
+        .default_backoff()
+        .modify(forget_managed_fields)
+        .reflect(writer)
+        .applied_objects()
+        .boxed();
+    (reader, stream)
+}
+
+/// Drops an object's `metadata.managedFields` before it is cached. The operator never reads
+/// them (it applies with its own field manager and compares specs, not managers), and they are
+/// often the largest part of a Pod's or an EtcdCluster's metadata: one entry per field manager
+/// (kubectl, the operator, the kubelet's status writes), each listing every field it owns.
+/// Measured: see docs/benchmarks.md, "Idle clusters".
+pub fn forget_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 fn watcher<K>(
@@ -122,6 +151,27 @@ pub fn cluster_of<K: Resource>(object: &K) -> Option<ObjectRef<EtcdCluster>> {
 mod tests {
     use super::*;
     use kube::api::ObjectMeta;
+
+    #[test]
+    fn cached_objects_forget_their_managed_fields_only() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let mut pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("etcd-0".into()),
+                labels: Some([(CLUSTER.to_string(), "etcd".to_string())].into()),
+                managed_fields: Some(vec![ManagedFieldsEntry {
+                    manager: Some("kubectl".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        forget_managed_fields(&mut pod);
+        assert_eq!(pod.metadata.managed_fields, None);
+        assert_eq!(pod.metadata.name.as_deref(), Some("etcd-0"));
+        assert!(pod.metadata.labels.is_some());
+    }
 
     #[test]
     fn member_level_objects_map_to_their_cluster_by_label() {

@@ -9,7 +9,6 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::controller::{Config, Controller};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tracing::debug;
 
@@ -17,7 +16,7 @@ use super::{Backoff, Context, error_policy, reconcile};
 use crate::act::ActContext;
 use crate::domain::settings::OperatorSettings;
 use crate::metrics::Metrics;
-use crate::observe::{EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect};
+use crate::observe::{EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect, reflect_clusters};
 
 /// What the controller needs besides the client.
 #[derive(Clone, Debug)]
@@ -49,11 +48,9 @@ pub async fn run_controller(
     let (services, services_changed) = reflect::<Service>(scope.api(&client));
     let (pdbs, pdbs_changed) = reflect::<PodDisruptionBudget>(scope.api(&client));
 
-    let controller = Controller::new(
-        scope.api::<EtcdCluster>(&client),
-        watcher::Config::default(),
-    )
-    .with_config(Config::default().concurrency(options.concurrency));
+    let (clusters_store, clusters_applied) = reflect_clusters(scope.api::<EtcdCluster>(&client));
+    let controller = Controller::for_stream(clusters_applied, clusters_store)
+        .with_config(Config::default().concurrency(options.concurrency));
     let stores = Stores {
         clusters: controller.store(),
         members,

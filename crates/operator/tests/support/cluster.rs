@@ -99,9 +99,10 @@ pub async fn start_cluster_with(
     start_cluster_in(dir, nodes, time_scale, cert_manager, images).await
 }
 
-/// A sandbox of `nodes` nodes at real time whose etcd 3.5 Pods get `env` beside what the
-/// operator gives them (e.g. `ETCD_HEARTBEAT_INTERVAL` for the scale benchmark), the
-/// operator's image as [`start_cluster`] maps it.
+/// A sandbox of `nodes` nodes at real time whose etcd Pods get `env` beside what the operator
+/// gives them (e.g. `ETCD_HEARTBEAT_INTERVAL` for the scale benchmark), the operator's image as
+/// [`start_cluster`] maps it. Every etcd version with binaries of its own (the sandbox's image
+/// map) gets the env; other patches of a minor fall through to the sandbox's map without it.
 #[allow(dead_code)]
 pub async fn start_cluster_with_etcd_env(nodes: usize, env: &[(&str, String)]) -> Cluster {
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -110,9 +111,14 @@ pub async fn start_cluster_with_etcd_env(nodes: usize, env: &[(&str, String)]) -
         .iter()
         .map(|(k, v)| format!("      {k}: \"{v}\"\n"))
         .collect();
-    let etcd = format!(
-        "images:\n  - imageRegex: '^(.+/)?etcd:v?3\\.5\\.\\d+(-\\d+)?$'\n    entrypoint: [/usr/local/bin/etcd]\n    files:\n      /usr/local/bin/etcd: /usr/local/lib/etcd-3.5.1/etcd\n      /usr/local/bin/etcdctl: /usr/local/lib/etcd-3.5.1/etcdctl\n      /usr/local/bin/etcdutl: /usr/local/lib/etcd-3.5.1/etcdutl\n    env:\n{env}"
-    );
+    let mut etcd = String::from("images:\n");
+    for version in ["3.5.1", "3.5.36", "3.6.17", "3.7.4"] {
+        let escaped = version.replace('.', "\\.");
+        let lib = format!("/usr/local/lib/etcd-{version}");
+        etcd.push_str(&format!(
+            "  - imageRegex: '^(.+/)?etcd:v?{escaped}(-\\d+)?$'\n    entrypoint: [/usr/local/bin/etcd]\n    files:\n      /usr/local/bin/etcd: {lib}/etcd\n      /usr/local/bin/etcdctl: {lib}/etcdctl\n      /usr/local/bin/etcdutl: {lib}/etcdutl\n    env:\n{env}"
+        ));
+    }
     let etcd = ImageMap::from_yaml(&etcd, Path::new("/")).expect("the etcd image map");
     let images = operator_image(&operator_binary).then(etcd);
     start_cluster_in(dir, nodes, TimeScale::REAL, false, images).await
