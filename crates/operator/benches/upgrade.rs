@@ -14,7 +14,10 @@
 //! version (etcd's answer, the Pod's image) with its Pod Ready and the EtcdCluster
 //! reporting 3 ready members. For each, the longest window without an acknowledged write of a
 //! client writing the whole time (the floor's: `etcdctl put` in a loop; the operator's: the
-//! e2e workload through the `<cluster>-client` Service).
+//! e2e workload through the `<cluster>-client` Service). Both sides have watches open on the
+//! members (the floor's: an `etcdctl watch` on each member; the operator's: the workload's),
+//! as a Kubernetes API server's etcd always has: etcd 3.5.36 and 3.6.17, stopped with SIGTERM,
+//! wait up to their request timeout (7 s) for open streams before they exit.
 //!
 //! A round slower than 1.3 × the floor's median prints its timeline (`tests/support/timeline.rs`:
 //! the cluster's Events, one per planner step and the kubelet's, and the member Pods' creation,

@@ -43,14 +43,18 @@ stop_member() { # index
   while kill -0 "${pids[$1]}" 2>/dev/null; do sleep 0.01; done
 }
 
-# The index of the member that leads.
+# The index of the member that leads: the one whose own ID is the leader it names (`-w fields`,
+# whose names are the same in etcdctl 3.5 and 3.6; the columns of `-w simple` are not).
 leader() {
-  "$ETCDCTL" --endpoints "$(all)" endpoint status -w simple 2>/dev/null |
-    awk -F', ' '$5 == "true" {print $1}' | while read -r url; do
-      for i in 0 1 2; do
-        if [[ "$url" == "$(client "$i")" ]]; then echo "$i"; fi
-      done
-    done
+  local i fields
+  for i in 0 1 2; do
+    fields=$("$ETCDCTL" --endpoints "$(client "$i")" endpoint status -w fields 2>/dev/null) || continue
+    if [[ -n "$fields" && "$(sed -n 's/^"MemberID" : //p' <<<"$fields")" == \
+      "$(sed -n 's/^"Leader" : //p' <<<"$fields")" ]]; then
+      echo "$i"
+      return
+    fi
+  done
 }
 
 member_id() { # index
@@ -77,9 +81,20 @@ for ((round = 1; round <= ROUNDS; round++)); do
     done
   ) &
   writer=$!
+  # A client holding a watch on each member the whole time, as a Kubernetes API server's are
+  # (FLOOR_WATCH=0 leaves them out). Stopped with SIGTERM, etcd 3.5.36 and 3.6.17 wait up to
+  # their request timeout (7 s at the default election timeout) for open streams before they
+  # exit; 3.4.23 and 3.5.1 exit at once. The operator's clusters have the e2e workload's watch.
+  if [[ "${FLOOR_WATCH:-1}" == 1 ]]; then
+    for i in 0 1 2; do
+      "$ETCDCTL" --endpoints "$(client "$i")" watch floor-watch >/dev/null 2>&1 &
+      pids[w$i]=$!
+    done
+  fi
   sleep 1
 
   lead=$(leader)
+  [[ -n "$lead" ]] || { echo "no member names itself the leader" >&2; exit 1; }
   order=()
   for i in 0 1 2; do
     if [[ "$i" != "$lead" ]]; then order+=("$i"); fi
@@ -100,6 +115,13 @@ for ((round = 1; round <= ROUNDS; round++)); do
   kill "$writer" 2>/dev/null || true
   wait "$writer" 2>/dev/null || true
   writer=""
+  for i in 0 1 2; do
+    if [[ -n "${pids[w$i]:-}" ]]; then
+      kill -9 "${pids[w$i]}" 2>/dev/null || true
+      wait "${pids[w$i]}" 2>/dev/null || true
+      unset "pids[w$i]"
+    fi
+  done
   versions=$("$ETCDCTL" --endpoints "$(all)" endpoint status -w simple | awk -F', ' '{print $3}' | sort -u)
   [[ "$versions" == "$NEW_VERSION" ]] || { echo "not all on $NEW_VERSION: $versions" >&2; exit 1; }
   awk -v a="$started" -v b="$finished" 'BEGIN { printf "upgrade %.3f\n", b - a }'
