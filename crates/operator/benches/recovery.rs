@@ -12,17 +12,15 @@
 //! (its data is gone: it is replaced). For each, the longest window in which the client
 //! workload, writing through the `<cluster>-client` Service, got no answer.
 //!
-//! Figures of 2026-11-29 (2 shared cores, medians of 3 rounds, etcd 3.5.1, release build):
-//!
-//! | member | killed                 | all 3 ready | floor  | over the floor | longest unavailability |
-//! |--------|------------------------|-------------|--------|----------------|------------------------|
-//! | PVC    | etcd process (SIGKILL) | 2.04 s      | 1.08 s | +0.96 s        | 1.17 s                 |
-//! | PVC    | Pod deleted            | 1.16 s      | 1.08 s | +0.08 s        | 0.09 s                 |
-//! | memory | Pod deleted (replaced) | 1.18 s      | 0.26 s | +0.92 s        | 0.11 s                 |
+//! Figures: docs/benchmarks.md (etcd 3.5.1 until 2026-11-29; since 2026-12-06 the floor and the
+//! clusters run the tests' default version, 3.6.17).
 //!
 //! A killed process comes back in 1.04 s when it was a follower and 2.04 s when it led (etcd
 //! elects a new leader first, which is also the workload's 1.2 s window); the kubelet's probes
 //! run once a second, so Ready lands on the next whole second after etcd is back.
+//!
+//! A round slower than 3 s prints its timeline (the cluster's Events, the member Pods'
+//! creation, starts and readiness, the operator's warnings), to show where the time went.
 
 #[path = "common/mod.rs"]
 mod bench_support;
@@ -35,11 +33,14 @@ use nix::sys::signal::Signal;
 
 use bench_support::median;
 use support::cluster::{Cluster, pod_ready, start_cluster};
+use support::timeline::OperatorWatch;
 use support::workload::Workload;
 use support::{cluster_yaml, create_namespace, get_cluster};
 
 const ROUNDS: usize = 3;
 const LIMIT: Duration = Duration::from_secs(300);
+/// A round slower than this prints its timeline (`tests/support/timeline.rs`).
+const SLOW: f64 = 3.0;
 /// Quiet time before each round (see `measure`).
 const SETTLE: Duration = Duration::from_secs(4);
 
@@ -84,7 +85,12 @@ async fn until_all_ready(cluster: &Cluster, namespace: &str, member: &str, old_u
 /// member killed twice within 10 minutes waits out the kubelet's restart backoff, 10 s then
 /// 20 s, which is the kubelet's and would hide the operator's share); returns the median time
 /// to all ready and the median longest unavailability the workload saw.
-async fn measure(cluster: &Cluster, namespace: &str, kill: Kill) -> (f64, f64) {
+async fn measure(
+    cluster: &Cluster,
+    watch: &OperatorWatch,
+    namespace: &str,
+    kill: Kill,
+) -> (f64, f64) {
     let (mut times, mut windows) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
@@ -101,6 +107,7 @@ async fn measure(cluster: &Cluster, namespace: &str, kill: Kill) -> (f64, f64) {
             .await
             .expect("the member's Pod");
         let started = Instant::now();
+        let wall = k8s_openapi::jiff::Timestamp::now();
         let old_uid = match kill {
             Kill::Process => {
                 cluster
@@ -156,6 +163,15 @@ async fn measure(cluster: &Cluster, namespace: &str, kill: Kill) -> (f64, f64) {
         }
         until_all_ready(cluster, namespace, member, old_uid.as_deref()).await;
         let took = started.elapsed().as_secs_f64();
+        if took > SLOW {
+            let until = k8s_openapi::jiff::Timestamp::now();
+            println!(
+                "{}",
+                watch
+                    .timeline(&cluster.client(), namespace, "etcd", wall, until)
+                    .await
+            );
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
         let report = workload.stop().await;
         report.assert_no_loss();
@@ -187,6 +203,7 @@ fn main() {
         println!("floor (median of {ROUNDS}): etcd restarted on its data until healthy {restart:.2} s; replaced by a script {replace:.2} s");
 
         let cluster = start_cluster(3).await;
+        let watch = OperatorWatch::start(&cluster.client());
         cluster.deploy_operator(1).await;
         let client = cluster.client();
         create_namespace(&client, "pvc").await;
@@ -201,7 +218,7 @@ fn main() {
             ("pvc", Kill::Pod, restart),
             ("mem", Kill::Pod, replace),
         ] {
-            let (took, window) = measure(&cluster, namespace, kill).await;
+            let (took, window) = measure(&cluster, &watch, namespace, kill).await;
             rows.push((namespace, kill, took, window, floor));
         }
         println!();
