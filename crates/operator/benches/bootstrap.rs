@@ -20,11 +20,12 @@
 //!    and how many took longer than `BOOTSTRAP_BENCH_SLOW` × the slowest 3-member floor run
 //!    of this benchmark (when only churn runs, the 3-member floor runs before it).
 //! 3. Idle (`BOOTSTRAP_BENCH_IDLE` clusters, 30 by default; 0 skips it): that many idle
-//!    clusters of `BOOTSTRAP_BENCH_IDLE_MEMBERS` members (3 by default), then, after 30 s of rest, the operator's resident memory, CPU and
-//!    Kubernetes API writes per minute over 60 s (the goal is zero); and the time from one
-//!    member's Pod deleted until all members are ready again, on the first cluster before the others
+//!    clusters of `BOOTSTRAP_BENCH_IDLE_MEMBERS` members (3 by default), then, after 30 s of
+//!    rest, the operator's resident memory, CPU and Kubernetes API writes per minute over 60 s
+//!    (the goal is zero) and the etcd processes' CPU and memory; and the time from one member's
+//!    Pod deleted until all members are ready again, on the first cluster before the others
 //!    exist and again once they all idle (`BOOTSTRAP_BENCH_IDLE=100` is issue 15's scale run:
-//!    300 etcd Pods on 3 nodes).
+//!    300 etcd Pods on 3 nodes; with `BOOTSTRAP_BENCH_IDLE_MEMBERS=1`, issue 29's: 100 Pods).
 //!
 //! Every run slower than `BOOTSTRAP_BENCH_SLOW` × the slowest floor run of its scenario gets a
 //! timeline (`tests/support/timeline.rs`): the cluster's Events, its member Pods' creation,

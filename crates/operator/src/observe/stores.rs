@@ -120,10 +120,10 @@ pub fn reflect_clusters(
 }
 
 /// Drops an object's `metadata.managedFields` before it is cached. The operator never reads
-/// them (it applies with its own field manager and compares specs, not managers), and they are
-/// often the largest part of a Pod's or an EtcdCluster's metadata: one entry per field manager
-/// (kubectl, the operator, the kubelet's status writes), each listing every field it owns.
-/// Measured: see docs/benchmarks.md, "Idle clusters".
+/// them (it compares specs and labels, not field managers; a write that omits them leaves the
+/// server's as they are), and they are often the largest part of a Pod's or an EtcdCluster's
+/// metadata: one entry per field manager (kubectl, the operator, the kubelet's status writes),
+/// each listing every field it owns. Measured: docs/benchmarks.md, "Idle clusters".
 pub fn forget_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
