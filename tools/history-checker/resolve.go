@@ -249,7 +249,10 @@ func resolve(h *History, ev *evidence, report *Report) resolution {
 
 	// Deletions a watch delivered that no answered delete explains: each was one of the key's
 	// unknown deletes. The earliest such revision goes to the earliest call (any other
-	// matching only constrains the operations more, as they are otherwise identical).
+	// matching only constrains the operations more, as they are otherwise identical). The
+	// history lists operations client by client, so the key's unknown deletes are put in call
+	// order first: matching in the file's order gave an early revision to a later client's
+	// delete called long after it, a false revision-order violation (seen in e2e_upgrades).
 	keys := make([]string, 0, len(ev.deletes))
 	for k := range ev.deletes {
 		keys = append(keys, k)
@@ -264,7 +267,10 @@ func resolve(h *History, ev *evidence, report *Report) resolution {
 			}
 		}
 		sort.Slice(revisions, func(a, b int) bool { return revisions[a] < revisions[b] })
-		pending := unknownDeletes[key]
+		pending := append([]int(nil), unknownDeletes[key]...)
+		sort.SliceStable(pending, func(a, b int) bool {
+			return h.Operations[pending[a]].Call < h.Operations[pending[b]].Call
+		})
 		for n, r := range revisions {
 			if n >= len(pending) {
 				report.violation(kindWatchUnknownWrite, fmt.Sprintf(
