@@ -82,7 +82,7 @@ async fn main() {
             .envs(["etcd", "etcdctl", "etcdutl"].map(|b| {
                 (
                     b.to_uppercase(),
-                    format!("/usr/local/lib/etcd-{}/{b}", support::DEFAULT_VERSION),
+                    format!("{}/{b}", support::etcd_binaries(support::DEFAULT_VERSION)),
                 )
             }))
             .output()

@@ -63,15 +63,6 @@ impl Versions {
     }
 }
 
-/// Where `scripts/install-deps.sh` puts etcd `version`'s binaries (3.4 is Debian's).
-fn binaries(version: &str) -> String {
-    if version.starts_with("3.4.") {
-        "/usr/bin".to_string()
-    } else {
-        format!("/usr/local/lib/etcd-{version}")
-    }
-}
-
 fn yaml(namespace: &str, version: &str) -> String {
     support::cluster_yaml_on("etcd", namespace, 3, version, "")
 }
@@ -193,7 +184,10 @@ fn main() {
         .expect("a runtime");
     runtime.block_on(async {
         let versions = Versions::from_env();
-        let (old, new) = (binaries(&versions.from), binaries(&versions.to));
+        let (old, new) = (
+            support::etcd_binaries(&versions.from),
+            support::etcd_binaries(&versions.to),
+        );
         let floor = support::floor_script_with(
             "upgrade_floor.sh",
             &[&ROUNDS.to_string()],

@@ -114,7 +114,7 @@ pub async fn start_cluster_with_etcd_env(nodes: usize, env: &[(&str, String)]) -
     let mut etcd = String::from("images:\n");
     for version in ["3.5.1", "3.5.36", "3.6.17", "3.7.4"] {
         let escaped = version.replace('.', "\\.");
-        let lib = format!("/usr/local/lib/etcd-{version}");
+        let lib = super::etcd_binaries(version);
         etcd.push_str(&format!(
             "  - imageRegex: '^(.+/)?etcd:v?{escaped}(-\\d+)?$'\n    entrypoint: [/usr/local/bin/etcd]\n    files:\n      /usr/local/bin/etcd: {lib}/etcd\n      /usr/local/bin/etcdctl: {lib}/etcdctl\n      /usr/local/bin/etcdutl: {lib}/etcdutl\n    env:\n{env}"
         ));

@@ -437,11 +437,22 @@ pub fn floor_script(script: &str, args: &[&str]) -> Vec<(String, f64)> {
     floor_script_with(script, args, &[])
 }
 
+/// The directory of etcd `version`'s binaries (`etcd`, `etcdctl`, `etcdutl`) where
+/// `scripts/install-deps.sh` puts them; 3.4 is Debian's, in `/usr/bin`.
+#[allow(dead_code)]
+pub fn etcd_binaries(version: &str) -> String {
+    if version.starts_with("3.4.") {
+        "/usr/bin".to_string()
+    } else {
+        format!("/usr/local/lib/etcd-{version}")
+    }
+}
+
 /// As [`floor_script`], on etcd `version`'s binaries (`ETCD` and `ETCDCTL` from
 /// `/usr/local/lib/etcd-<version>/`, where `scripts/install-deps.sh` puts them), so the floor
 /// runs the same etcd as the operator's clusters.
 pub fn floor_script_on(version: &str, script: &str, args: &[&str]) -> Vec<(String, f64)> {
-    let dir = format!("/usr/local/lib/etcd-{version}");
+    let dir = etcd_binaries(version);
     let (etcd, etcdctl) = (format!("{dir}/etcd"), format!("{dir}/etcdctl"));
     floor_script_with(script, args, &[("ETCD", &etcd), ("ETCDCTL", &etcdctl)])
 }
