@@ -680,20 +680,12 @@ async fn reaction(cluster: &Cluster, namespace: &str, member: &str, replicas: i3
 /// the operator's command line `etcd --name=... --initial-cluster-token=...`; not the control
 /// plane's own etcd).
 fn etcd_pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            args.first() == Some(&&b"etcd"[..])
-                && args
-                    .iter()
-                    .any(|a| a.starts_with(b"--initial-cluster-token="))
-                && bench_support::descends_from_this_process(*pid)
-        })
-        .collect()
+    bench_support::descendant_pids(|args| {
+        args.first() == Some(&&b"etcd"[..])
+            && args
+                .iter()
+                .any(|a| a.starts_with(b"--initial-cluster-token="))
+    })
 }
 
 /// `count` idle clusters of `members` members: the operator's memory, CPU and API writes at

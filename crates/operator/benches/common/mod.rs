@@ -37,22 +37,27 @@ pub fn descends_from_this_process(pid: u32) -> bool {
 
 /// The operator's process (the sandbox runs Pods as host processes).
 pub fn operator_pid() -> u32 {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.first().is_some_and(|a| a.ends_with(b"/etcd-operator"))
+    let found = descendant_pids(|args| {
+        args.first().is_some_and(|a| a.ends_with(b"/etcd-operator"))
             && args.get(1) == Some(&&b"run"[..])
-            && descends_from_this_process(pid)
-        {
-            found.push(pid);
-        }
-    }
+    });
     assert_eq!(found.len(), 1, "exactly one operator process: {found:?}");
     found[0]
+}
+
+/// The processes this benchmark started (directly or not) whose arguments (`/proc/<pid>/cmdline`
+/// split at its NULs) satisfy `matches`.
+pub fn descendant_pids(matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            matches(&args) && descends_from_this_process(*pid)
+        })
+        .collect()
 }
 
 /// A `/proc/<pid>/status` figure in MiB (`VmRSS`, `VmHWM`).
