@@ -1,0 +1,13 @@
+//! etcd-sim: a simulator of the etcd v3 API calls the operator makes.
+//!
+//! - [`pb`]: the server side of our own declarations of etcd's gRPC API (`proto/`).
+//! - [`refusal`]: etcd's refusals, each with its gRPC code and exact message.
+//! - [`state`]: the simulated clusters and etcd's rules, pure and unit-tested.
+
+/// The generated messages and service traits of `proto/etcdserverpb.proto`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod pb {
+    tonic::include_proto!("etcdserverpb");
+}
+pub mod refusal;
+pub mod state;
