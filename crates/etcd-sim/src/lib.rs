@@ -3,11 +3,16 @@
 //! - [`pb`]: the server side of our own declarations of etcd's gRPC API (`proto/`).
 //! - [`refusal`]: etcd's refusals, each with its gRPC code and exact message.
 //! - [`state`]: the simulated clusters and etcd's rules, pure and unit-tested.
+//! - [`grpc`], [`http`]: one member's gRPC services and HTTP routes.
+//! - [`server`]: the process-wide [`server::Sim`] and its members' listeners.
 
 /// The generated messages and service traits of `proto/etcdserverpb.proto`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {
     tonic::include_proto!("etcdserverpb");
 }
+pub mod grpc;
+pub mod http;
 pub mod refusal;
+pub mod server;
 pub mod state;

@@ -51,7 +51,7 @@ pub enum Refusal {
     NotSupportedForLearner,
     /// `ErrGRPCMemberBadURLs`: a peer URL that does not parse as `http(s)://host:port`.
     MemberBadUrls,
-    /// `ErrGRPCMemberNotEnoughStarted`: the change would leave fewer started voters than quorum.
+    /// `ErrMemberNotEnoughStarted`: the change would leave fewer started voters than quorum.
     NotEnoughStarted,
     /// `ErrGRPCUnhealthy`: some voter has not been connected to the serving member for etcd's
     /// 5-second health interval.
@@ -125,8 +125,10 @@ impl Refusal {
             | Refusal::Timeout
             | Refusal::Stopped => Code::Unavailable,
             Refusal::MemberBadUrls => Code::InvalidArgument,
-            Refusal::NotEnoughStarted
-            | Refusal::MemberExist
+            // etcd maps this one to its client-side error value, not a gRPC status, so gRPC
+            // sends it as Unknown (seen from etcd 3.6.17 by tests/compare_with_etcd.rs).
+            Refusal::NotEnoughStarted | Refusal::LeaderTransferTimeout => Code::Unknown,
+            Refusal::MemberExist
             | Refusal::PeerUrlExist
             | Refusal::TooManyLearners
             | Refusal::LearnerNotReady
@@ -134,7 +136,6 @@ impl Refusal {
             | Refusal::NotLeader
             | Refusal::BadLeaderTransferee => Code::FailedPrecondition,
             Refusal::MemberNotFound => Code::NotFound,
-            Refusal::LeaderTransferTimeout => Code::Unknown,
             Refusal::Compacted | Refusal::FutureRev => Code::OutOfRange,
             Refusal::NoSpace => Code::ResourceExhausted,
             Refusal::Corrupt => Code::DataLoss,

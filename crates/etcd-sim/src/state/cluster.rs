@@ -289,7 +289,9 @@ impl Cluster {
             return Err(Refusal::Unhealthy);
         }
         self.need_leader()?;
-        // ValidateConfigurationChange, when the change applies.
+        // The configuration change is a raft entry, refused or not: etcd validates it only
+        // when it applies (ValidateConfigurationChange).
+        self.raft_index += 1;
         let mut sorted = peer_urls.to_vec();
         sorted.sort();
         let id = ids::member_id(&sorted, "", Some(now_ms / 1000));
@@ -322,7 +324,6 @@ impl Cluster {
             is_learner,
         };
         self.members.insert(id, MemberState::fresh(member.clone()));
-        self.raft_index += 1;
         self.settle(now_ms);
         Ok((self.header(via), member, self.members()))
     }
@@ -356,12 +357,12 @@ impl Cluster {
             }
         }
         self.need_leader()?;
+        self.raft_index += 1;
         if self.removed.contains(&id) || !self.members.contains_key(&id) {
             return Err(Refusal::MemberNotFound);
         }
         self.members.remove(&id);
         self.removed.insert(id);
-        self.raft_index += 1;
         if self.leader == id {
             self.leader = 0;
         }
@@ -387,13 +388,14 @@ impl Cluster {
         if !self.ready_to_promote() {
             return Err(Refusal::NotEnoughStarted);
         }
-        if !target.member.is_learner {
+        let is_learner = target.member.is_learner;
+        self.raft_index += 1;
+        if !is_learner {
             return Err(Refusal::MemberNotLearner);
         }
         if let Some(state) = self.members.get_mut(&id) {
             state.member.is_learner = false;
         }
-        self.raft_index += 1;
         self.settle(now_ms);
         Ok((self.header(via), self.members()))
     }
@@ -423,7 +425,8 @@ impl Cluster {
     }
 
     /// etcd's Alarm (every action goes through raft): for GET the active alarms (of `kind`,
-    /// or all for `None`), for ACTIVATE and DEACTIVATE the alarm if it changed.
+    /// or all for `None`), for ACTIVATE the alarm (raised now or before), for DEACTIVATE the
+    /// alarm if it was active.
     pub fn alarm(
         &mut self,
         via: MemberId,
@@ -444,8 +447,10 @@ impl Cluster {
                 .collect(),
             (_, None) => Vec::new(),
             (AlarmAction::Activate, Some(kind)) => {
+                // The alarm is answered whether it was raised now or before.
                 let alarm = Alarm { member_id, kind };
-                changed(self.alarms.insert(alarm).then_some(alarm))
+                self.alarms.insert(alarm);
+                vec![alarm]
             }
             (AlarmAction::Deactivate, Some(kind)) => {
                 let alarm = Alarm { member_id, kind };
@@ -513,6 +518,8 @@ impl Cluster {
     pub fn compact(&mut self, via: MemberId, revision: i64) -> Result<Header, Refusal> {
         self.voter_serving(via)?;
         self.need_leader()?;
+        // Through raft; the revision is checked when the entry applies.
+        self.raft_index += 1;
         if revision <= self.compact_revision {
             return Err(Refusal::Compacted);
         }
@@ -520,7 +527,6 @@ impl Cluster {
             return Err(Refusal::FutureRev);
         }
         self.compact_revision = revision;
-        self.raft_index += 1;
         Ok(self.header(via))
     }
 

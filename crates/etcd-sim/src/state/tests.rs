@@ -146,6 +146,46 @@ fn member_add_checks_urls_ids_and_peer_urls_like_etcd() {
 }
 
 #[test]
+fn refusals_at_apply_time_are_raft_entries_and_earlier_ones_are_not() {
+    let (mut cluster, ids) = started(1);
+    cluster.member_add(ids[0], &peer(1), true, LATER).unwrap();
+    let index = cluster.raft_index();
+    // Checked when the entry applies: each refusal still took an index.
+    assert_eq!(
+        cluster.member_add(ids[0], &peer(2), true, LATER),
+        Err(Refusal::TooManyLearners)
+    );
+    assert_eq!(
+        cluster.member_remove(ids[0], 7, LATER),
+        Err(Refusal::MemberNotFound)
+    );
+    assert_eq!(
+        cluster.member_promote(ids[0], ids[0], LATER),
+        Err(Refusal::MemberNotLearner)
+    );
+    assert_eq!(cluster.compact(ids[0], 5), Err(Refusal::FutureRev));
+    assert_eq!(cluster.raft_index(), index + 4);
+    // Checked before proposing: no entry.
+    assert_eq!(
+        cluster.member_add(ids[0], &urls(&["x"]), true, LATER),
+        Err(Refusal::MemberBadUrls)
+    );
+    assert_eq!(
+        cluster.member_remove(ids[0], ids[0], LATER),
+        Err(Refusal::NotEnoughStarted)
+    );
+    assert_eq!(
+        cluster.member_promote(ids[0], 7, LATER),
+        Err(Refusal::MemberNotFound)
+    );
+    assert_eq!(
+        cluster.move_leader(ids[0], 7),
+        Err(Refusal::BadLeaderTransferee)
+    );
+    assert_eq!(cluster.raft_index(), index + 4);
+}
+
+#[test]
 fn a_removed_id_cannot_come_back() {
     let (mut cluster, ids) = started(3);
     let (_, added, _) = cluster.member_add(ids[0], &peer(3), true, LATER).unwrap();
@@ -387,7 +427,7 @@ fn alarms_are_raised_listed_and_cleared_through_raft() {
     let (_, again) = cluster
         .alarm(ids[0], AlarmAction::Activate, m, Some(AlarmKind::NoSpace))
         .unwrap();
-    assert!(again.is_empty(), "an active alarm is not raised twice");
+    assert_eq!(again, raised, "an active alarm is answered again");
     assert_eq!(
         cluster.alarm(ids[0], AlarmAction::Get, 0, None).unwrap().1,
         raised
