@@ -1,6 +1,7 @@
 //! etcd's refusals: each with the gRPC status code and the exact message etcd 3.6 sends
 //! (api/v3rpc/rpctypes/error.go, and server/etcdserver/errors for the few errors that reach
-//! the client through `togRPCError` as `codes.Unknown` with their own text).
+//! the client through `togRPCError` as `codes.Unknown` with their own text). The codes of
+//! the refusals `tests/compare_with_etcd.rs` provokes are checked against etcd 3.6.17 there.
 //!
 //! The operator classifies etcd's errors by message first and code second
 //! (`crates/operator/src/etcd/error.rs`), so both must be etcd's to the letter.
@@ -119,8 +120,7 @@ impl Refusal {
     /// The gRPC code etcd answers with.
     pub fn code(self) -> Code {
         match self {
-            Refusal::NotSupportedForLearner
-            | Refusal::Unhealthy
+            Refusal::Unhealthy
             | Refusal::NoLeader
             | Refusal::Timeout
             | Refusal::Stopped => Code::Unavailable,
@@ -128,7 +128,9 @@ impl Refusal {
             // etcd maps this one to its client-side error value, not a gRPC status, so gRPC
             // sends it as Unknown (seen from etcd 3.6.17 by tests/compare_with_etcd.rs).
             Refusal::NotEnoughStarted | Refusal::LeaderTransferTimeout => Code::Unknown,
-            Refusal::MemberExist
+            // FailedPrecondition in etcd 3.6 (3.4 and 3.5 sent Unavailable).
+            Refusal::NotSupportedForLearner
+            | Refusal::MemberExist
             | Refusal::PeerUrlExist
             | Refusal::TooManyLearners
             | Refusal::LearnerNotReady

@@ -6,6 +6,8 @@
 //!
 //! `cargo test -p etcd-sim --test compare_with_etcd -- --nocapture` shows the table.
 
+#[path = "compare/learner.rs"]
+mod learner;
 #[path = "compare/real.rs"]
 mod real;
 #[path = "compare/steps.rs"]
@@ -42,35 +44,39 @@ pub async fn http_get(base: &str, path: &str) -> (u16, String) {
     (code, body)
 }
 
-fn spare_peer_urls() -> [String; 2] {
-    let ports = real::free_ports(2);
-    [
-        format!("http://127.0.0.1:{}", ports[0]),
-        format!("http://127.0.0.1:{}", ports[1]),
-    ]
+fn spare_peer_urls() -> [String; 3] {
+    let ports = real::free_ports(3);
+    [0, 1, 2].map(|i| format!("http://127.0.0.1:{}", ports[i]))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_simulator_answers_the_operators_calls_like_etcd_3_6_17() {
     let etcd = real::RealEtcd::start().await;
-    let real_target = steps::Target {
+    let mut real_target = steps::Target {
         client_url: etcd.client_url.clone(),
         metrics_url: etcd.metrics_url.clone(),
         spare_peer_urls: spare_peer_urls(),
+        starter: learner::Starter::Real(Vec::new()),
     };
-    let real_answers = steps::run(&real_target).await;
+    let real_answers = steps::run(&mut real_target).await;
+    drop(real_target);
     drop(etcd);
 
     let sim = Sim::new(SimConfig::default());
     let members = start_cluster(&sim, "compare", 1)
         .await
         .expect("simulated cluster");
-    let sim_target = steps::Target {
+    let mut sim_target = steps::Target {
         client_url: members[0].client_url(),
         metrics_url: members[0].metrics_url(),
         spare_peer_urls: spare_peer_urls(),
+        starter: learner::Starter::Sim {
+            sim: sim.clone(),
+            key: members[0].cluster(),
+            servers: Vec::new(),
+        },
     };
-    let sim_answers = steps::run(&sim_target).await;
+    let sim_answers = steps::run(&mut sim_target).await;
 
     let (rows, mut problems) = pair(real_answers, sim_answers);
     println!("{}", render(&rows));

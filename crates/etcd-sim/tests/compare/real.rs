@@ -30,29 +30,44 @@ pub struct RealEtcd {
 }
 
 impl RealEtcd {
-    /// Starts a single member named `real` with etcd's fast test timings; returns once its
-    /// client port accepts connections.
+    /// Starts a single member named `real` with etcd's fast test timings; returns once it
+    /// leads.
     pub async fn start() -> RealEtcd {
+        let peer_url = format!("http://127.0.0.1:{}", free_ports(1)[0]);
+        let initial = format!("real={peer_url}");
+        let etcd = RealEtcd::spawn("real", &peer_url, &initial, "new");
+        etcd.wait_until(|s| s.leader() != 0, "elect itself").await;
+        etcd
+    }
+
+    /// Starts member `name` on `peer_url` joining the existing cluster `initial_cluster` (as
+    /// the learner MemberAdd registered); returns once it answers Status.
+    pub async fn join(name: &str, peer_url: &str, initial_cluster: &str) -> RealEtcd {
+        let etcd = RealEtcd::spawn(name, peer_url, initial_cluster, "existing");
+        etcd.wait_until(|_| true, "answer Status").await;
+        etcd
+    }
+
+    fn spawn(name: &str, peer_url: &str, initial_cluster: &str, state: &str) -> RealEtcd {
         assert!(
             Path::new(ETCD).exists(),
             "{ETCD} is missing: run scripts/install-deps.sh"
         );
         let dir = tempfile::tempdir().expect("temporary directory");
-        let ports = free_ports(3);
+        let ports = free_ports(2);
         let client_url = format!("http://127.0.0.1:{}", ports[0]);
-        let peer_url = format!("http://127.0.0.1:{}", ports[1]);
-        let metrics_url = format!("http://127.0.0.1:{}", ports[2]);
+        let metrics_url = format!("http://127.0.0.1:{}", ports[1]);
         let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log file");
         let child = Command::new(ETCD)
-            .arg("--name=real")
+            .arg(format!("--name={name}"))
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
             .arg(format!("--listen-client-urls={client_url}"))
             .arg(format!("--advertise-client-urls={client_url}"))
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=real={peer_url}"))
+            .arg(format!("--initial-cluster={initial_cluster}"))
             .arg("--initial-cluster-token=compare")
-            .arg("--initial-cluster-state=new")
+            .arg(format!("--initial-cluster-state={state}"))
             .arg(format!("--listen-metrics-urls={metrics_url}"))
             .arg("--heartbeat-interval=100")
             .arg("--election-timeout=1000")
@@ -60,29 +75,24 @@ impl RealEtcd {
             .stderr(log)
             .spawn()
             .expect("start etcd");
-        let etcd = RealEtcd {
+        RealEtcd {
             child,
             client_url,
             metrics_url,
             _dir: dir,
-        };
-        etcd.wait_until_it_leads().await;
-        etcd
+        }
     }
 
-    async fn wait_until_it_leads(&self) {
+    async fn wait_until(&self, ready: impl Fn(&etcd_client::StatusResponse) -> bool, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(mut client) = etcd_client::Client::connect([&self.client_url], None).await
                 && let Ok(status) = client.status().await
-                && status.leader() != 0
+                && ready(&status)
             {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "etcd did not elect itself within 30 s"
-            );
+            assert!(Instant::now() < deadline, "etcd did not {what} within 30 s");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

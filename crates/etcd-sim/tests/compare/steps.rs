@@ -9,6 +9,7 @@ use etcd_client::{
 };
 
 use super::http_get;
+use super::learner::Starter;
 use super::table::{Answer, Outcome};
 
 /// A single-member cluster to send the sequence to.
@@ -17,26 +18,36 @@ pub struct Target {
     pub client_url: String,
     /// Its metrics URL.
     pub metrics_url: String,
-    /// Peer URLs for the learners the sequence adds (nothing need listen on them).
-    pub spare_peer_urls: [String; 2],
+    /// Free peer URLs for the learners the sequence adds; the last one's member is started.
+    pub spare_peer_urls: [String; 3],
+    /// How to start a member that MemberAdd registered.
+    pub starter: Starter,
 }
 
 /// What the sequence learns as it goes, to turn IDs into relations.
-struct Seen {
-    client: Client,
-    self_id: u64,
-    cluster_id: u64,
-    learner_id: u64,
-    raft_index: u64,
-    answers: Vec<Answer>,
+pub struct Seen {
+    /// The client of the first member.
+    pub client: Client,
+    /// The first member's ID.
+    pub self_id: u64,
+    /// The cluster's ID.
+    pub cluster_id: u64,
+    /// The last learner added.
+    pub learner_id: u64,
+    /// The raft index last seen.
+    pub raft_index: u64,
+    /// The answers so far.
+    pub answers: Vec<Answer>,
 }
 
-fn facts<const N: usize>(list: [(&'static str, String); N]) -> Outcome {
+/// An accepted call's facts.
+pub fn facts<const N: usize>(list: [(&'static str, String); N]) -> Outcome {
     Outcome::Ok(BTreeMap::from(list))
 }
 
 impl Seen {
-    fn push(&mut self, call: &'static str, outcome: Outcome, info: String) {
+    /// Records one call's answer.
+    pub fn push(&mut self, call: &'static str, outcome: Outcome, info: String) {
         self.answers.push(Answer {
             call,
             outcome,
@@ -45,7 +56,7 @@ impl Seen {
     }
 
     /// Whether the raft index grew since the last look, and the new index.
-    async fn index_grew(&mut self) -> (bool, u64) {
+    pub async fn index_grew(&mut self) -> (bool, u64) {
         let index = self
             .client
             .status()
@@ -57,11 +68,13 @@ impl Seen {
         (grew, index)
     }
 
-    fn is_self(&self, id: u64) -> String {
+    /// Whether `id` is the first member, as text.
+    pub fn is_self(&self, id: u64) -> String {
         (id == self.self_id).to_string()
     }
 
-    fn same_cluster(&self, header: Option<&etcd_client::ResponseHeader>) -> String {
+    /// Whether `header` names the cluster, as text.
+    pub fn same_cluster(&self, header: Option<&etcd_client::ResponseHeader>) -> String {
         header
             .is_some_and(|h| h.cluster_id() == self.cluster_id)
             .to_string()
@@ -69,7 +82,7 @@ impl Seen {
 }
 
 /// Sends the whole sequence to `target` and returns its answers in order.
-pub async fn run(target: &Target) -> Vec<Answer> {
+pub async fn run(target: &mut Target) -> Vec<Answer> {
     let client = Client::connect([&target.client_url], None)
         .await
         .expect("connect");
@@ -85,6 +98,7 @@ pub async fn run(target: &Target) -> Vec<Answer> {
     maintenance(&mut s, target).await;
     reads_and_snapshot(&mut s).await;
     http(&mut s, target).await;
+    super::learner::learner_phase(&mut s, target).await;
     s.answers
 }
 
@@ -236,7 +250,8 @@ async fn membership(s: &mut Seen, target: &Target) {
     s.push("MemberRemove the only voter", outcome, String::new());
 }
 
-async fn status_outcome(s: &mut Seen) -> (Outcome, String) {
+/// Status of the first member, reduced.
+pub async fn status_outcome(s: &mut Seen) -> (Outcome, String) {
     match s.client.status().await {
         Ok(r) => {
             let h = r.header().expect("Status header");
