@@ -6,6 +6,8 @@
 //! - [`grpc`], [`http`]: one member's gRPC services and HTTP routes.
 //! - [`server`]: the process-wide [`server::Sim`] and its members' listeners.
 
+#![warn(missing_docs)]
+
 /// The generated messages and service traits of `proto/etcdserverpb.proto`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod pb {

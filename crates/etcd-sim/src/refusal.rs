@@ -120,10 +120,9 @@ impl Refusal {
     /// The gRPC code etcd answers with.
     pub fn code(self) -> Code {
         match self {
-            Refusal::Unhealthy
-            | Refusal::NoLeader
-            | Refusal::Timeout
-            | Refusal::Stopped => Code::Unavailable,
+            Refusal::Unhealthy | Refusal::NoLeader | Refusal::Timeout | Refusal::Stopped => {
+                Code::Unavailable
+            }
             Refusal::MemberBadUrls => Code::InvalidArgument,
             // etcd maps this one to its client-side error value, not a gRPC status, so gRPC
             // sends it as Unknown (seen from etcd 3.6.17 by tests/compare_with_etcd.rs).

@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod raft;
+
 use super::ids;
 use super::types::{Alarm, AlarmAction, AlarmKind, Header, Member, MemberId, RangeQuery, Status};
 use crate::refusal::Refusal;
@@ -528,119 +530,6 @@ impl Cluster {
         }
         self.compact_revision = revision;
         Ok(self.header(via))
-    }
-
-    fn header(&self, via: MemberId) -> Header {
-        Header {
-            cluster_id: self.cluster_id,
-            member_id: via,
-            revision: self.revision,
-            raft_term: self.raft_term,
-        }
-    }
-
-    /// `via` runs (a member removed or stopped serves nothing).
-    fn serving(&self, via: MemberId) -> Result<&MemberState, Refusal> {
-        self.members
-            .get(&via)
-            .filter(|m| m.running())
-            .ok_or(Refusal::Stopped)
-    }
-
-    /// `via` runs and is a voter: etcd's interceptor refuses learners every call but Status,
-    /// serializable Range and the Snapshot stream.
-    fn voter_serving(&self, via: MemberId) -> Result<&MemberState, Refusal> {
-        let state = self.serving(via)?;
-        if state.member.is_learner {
-            return Err(Refusal::NotSupportedForLearner);
-        }
-        Ok(state)
-    }
-
-    /// A proposal needs a leader; without one etcd waits out its request timeout.
-    fn need_leader(&self) -> Result<(), Refusal> {
-        if self.leader == 0 {
-            return Err(Refusal::Timeout);
-        }
-        Ok(())
-    }
-
-    fn voters(&self) -> impl Iterator<Item = &MemberState> {
-        self.members.values().filter(|m| !m.member.is_learner)
-    }
-
-    /// Whether `peer` has been connected to `via` for the health interval (`via` itself
-    /// always counts).
-    fn connected(&self, via: MemberId, peer: &MemberState, now_ms: u64) -> bool {
-        if peer.member.id == via {
-            return true;
-        }
-        let via_since = self.members.get(&via).and_then(|m| m.running_since);
-        match (via_since, peer.running_since) {
-            (Some(a), Some(b)) => a.max(b) + HEALTH_INTERVAL_MS <= now_ms,
-            _ => false,
-        }
-    }
-
-    /// etcd's `isConnectedFullySince`: every voter connected to `via` for the interval.
-    fn connected_fully(&self, via: MemberId, now_ms: u64) -> bool {
-        self.voters().all(|v| self.connected(via, v, now_ms))
-    }
-
-    /// etcd's `IsReadyToAddVotingMember`.
-    fn ready_to_add_voter(&self) -> bool {
-        let members = self.voters().count() + 1;
-        let started = self.voters().filter(|v| v.member.is_started()).count();
-        (started == 1 && members == 2) || started >= members / 2 + 1
-    }
-
-    /// etcd's `IsReadyToRemoveVotingMember`.
-    fn ready_to_remove_voter(&self, id: MemberId) -> bool {
-        let rest = self.voters().filter(|v| v.member.id != id);
-        let (members, started) = rest.fold((0, 0), |(n, s), v| {
-            (n + 1, s + usize::from(v.member.is_started()))
-        });
-        started >= members / 2 + 1
-    }
-
-    /// etcd's `IsReadyToPromoteMember`: the learner counts as a started voter.
-    fn ready_to_promote(&self) -> bool {
-        let members = self.voters().count() + 1;
-        let started = self.voters().filter(|v| v.member.is_started()).count() + 1;
-        started >= members / 2 + 1
-    }
-
-    /// Raft's part, after any change: elect a leader when the running voters are a quorum
-    /// and the leader is gone (the lowest ID wins, in a new term), lose it when they are not,
-    /// and apply the members' pending publications once there is a leader.
-    fn settle(&mut self, _now_ms: u64) {
-        let voters = self.voters().count();
-        let running: Vec<MemberId> = self
-            .voters()
-            .filter(|v| v.running())
-            .map(|v| v.member.id)
-            .collect();
-        if voters == 0 || running.len() < voters / 2 + 1 {
-            self.leader = 0;
-            return;
-        }
-        if !running.contains(&self.leader) {
-            self.leader = running[0];
-            self.raft_term += 1;
-            // The new leader's empty entry.
-            self.raft_index += 1;
-        }
-        if !self.cluster_version_set {
-            self.cluster_version_set = true;
-            self.raft_index += 1;
-        }
-        for state in self.members.values_mut() {
-            if let Some((name, client_urls)) = state.pending_publish.take() {
-                state.member.name = name;
-                state.member.client_urls = client_urls;
-                self.raft_index += 1;
-            }
-        }
     }
 }
 
