@@ -5,6 +5,7 @@
 //! - [`state`]: the simulated clusters and etcd's rules, pure and unit-tested.
 //! - [`grpc`], [`http`]: one member's gRPC services and HTTP routes.
 //! - [`server`]: the process-wide [`server::Sim`] and its members' listeners.
+//! - [`flags`], [`single`]: the `etcd-sim` binary, one member started with etcd's flags.
 
 #![warn(missing_docs)]
 
@@ -13,8 +14,10 @@
 pub mod pb {
     tonic::include_proto!("etcdserverpb");
 }
+pub mod flags;
 pub mod grpc;
 pub mod http;
 pub mod refusal;
 pub mod server;
+pub mod single;
 pub mod state;
