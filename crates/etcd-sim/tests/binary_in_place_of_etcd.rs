@@ -110,7 +110,7 @@ async fn etcd_sim_takes_etcds_flags_and_derives_etcds_ids() {
     );
     assert_eq!(sim_member.name(), real_member.name());
     assert_eq!(sim_member.peer_urls(), real_member.peer_urls());
-    assert_eq!(sim_member.client_urls(), [client_url.clone()]);
+    assert_eq!(sim_member.client_urls(), std::slice::from_ref(&client_url));
 
     let real_status = real_client.status().await.expect("Status");
     let sim_status = sim_client.status().await.expect("Status");
