@@ -1,6 +1,5 @@
 //! The last part of the sequence: a learner that starts, answers as a learner, is promoted,
 //! and becomes the leader; and the refusals on the way (a learner serves no MemberList, a
-//! voter connected for less than etcd's 5-second health interval cannot be removed, a
 //! follower does not serve MoveLeader).
 
 use std::sync::Arc;
@@ -186,12 +185,9 @@ pub async fn learner_phase(s: &mut Seen, target: &mut Target) {
     };
     s.push("MemberPromote started learner", outcome, String::new());
 
-    let outcome = s
-        .client
-        .member_remove(learner_id)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberRemove new voter (< 5 s)", outcome, String::new());
+    // Not compared: removing the new voter at once, which etcd refuses ("unhealthy cluster")
+    // only while the voter's peer connection is younger than its 5-second health interval, so
+    // a loaded machine's real answer depends on timing. The simulator's rule is unit-tested.
 
     let outcome = s
         .client
