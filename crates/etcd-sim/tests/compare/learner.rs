@@ -185,6 +185,19 @@ pub async fn learner_phase(s: &mut Seen, target: &mut Target) {
     };
     s.push("MemberPromote started learner", outcome, String::new());
 
+    // The new voter must have applied its own promotion before the leadership moves to it:
+    // etcd's MoveLeader waits, without a deadline of its own, for a transfer that raft drops
+    // when the transferee still thinks itself a learner ("is unpromotable and can not
+    // campaign", seen on a loaded machine). A condition, not compared.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while learner.status().await.is_ok_and(|r| r.is_learner()) {
+        assert!(
+            Instant::now() < deadline,
+            "the promoted learner still says it is a learner after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // Not compared: removing the new voter at once, which etcd refuses ("unhealthy cluster")
     // only while the voter's peer connection is younger than its 5-second health interval, so
     // a loaded machine's real answer depends on timing. The simulator's rule is unit-tested.
