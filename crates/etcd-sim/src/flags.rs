@@ -173,6 +173,30 @@ pub fn initial_members(pairs: &[(String, String)]) -> Vec<(String, Vec<String>)>
     members
 }
 
+/// Member `name`'s peer URLs, sorted, from `--initial-cluster`, which must list exactly its
+/// `--initial-advertise-peer-urls` under its name (etcd refuses to bootstrap otherwise).
+pub fn own_peer_urls(
+    name: &str,
+    initial: &[(String, String)],
+    advertised: &[String],
+) -> Result<Vec<String>, String> {
+    let members = initial_members(initial);
+    let (_, own) = members
+        .iter()
+        .find(|(n, _)| n == name)
+        .ok_or_else(|| format!("--initial-cluster has no member named {name:?}"))?;
+    let mut own = own.clone();
+    own.sort();
+    let mut advertised = advertised.to_vec();
+    advertised.sort();
+    if own != advertised {
+        return Err(format!(
+            "--initial-cluster has {own:?} for {name:?}, --initial-advertise-peer-urls says {advertised:?}"
+        ));
+    }
+    Ok(own)
+}
+
 /// The socket address to listen on for a `http://host:port` URL (`localhost` is loopback).
 /// `https` and `unix` URLs are refused: the simulator serves no TLS and no sockets yet.
 pub fn listen_addr(url: &str) -> Result<String, String> {
@@ -269,6 +293,15 @@ mod tests {
             f.initial_cluster,
             vec![("from-flag".into(), "http://localhost:2380".into())]
         );
+    }
+
+    #[test]
+    fn own_peer_urls_must_match_the_advertised_ones() {
+        let pairs = parse_initial_cluster("a=http://y:1,b=http://z:1,a=http://x:1").unwrap();
+        let both = vec!["http://x:1".to_string(), "http://y:1".to_string()];
+        assert_eq!(own_peer_urls("a", &pairs, &both).unwrap(), both);
+        assert!(own_peer_urls("a", &pairs, &both[..1]).is_err());
+        assert!(own_peer_urls("c", &pairs, &both).is_err());
     }
 
     #[test]

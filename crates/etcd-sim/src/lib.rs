@@ -6,6 +6,7 @@
 //! - [`grpc`], [`http`]: one member's gRPC services and HTTP routes.
 //! - [`server`]: the process-wide [`server::Sim`] and its members' listeners.
 //! - [`flags`], [`single`]: the `etcd-sim` binary, one member started with etcd's flags.
+//! - [`hub`]: the binary's hub mode, holding every cluster for one process per member.
 
 #![warn(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod pb {
 pub mod flags;
 pub mod grpc;
 pub mod http;
+pub mod hub;
 pub mod refusal;
 pub mod server;
 pub mod single;

@@ -1,20 +1,31 @@
-//! `etcd-sim`: one simulated etcd member, started with etcd's own flags (see
-//! [`etcd_sim::single`]); serves until SIGTERM or SIGINT.
+//! `etcd-sim`, in one of two modes:
+//!
+//! - `etcd-sim <etcd's flags>`: one simulated member of its own ([`etcd_sim::single`]);
+//! - `etcd-sim hub --listen ADDR`: the hub holding every cluster ([`etcd_sim::hub`]).
+//!
+//! Each serves until SIGTERM or SIGINT.
 
 use std::process::ExitCode;
 
+use etcd_sim::flags::EtcdFlags;
+use etcd_sim::server::terminated;
 use etcd_sim::state::VERSION;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let flags = match etcd_sim::flags::parse(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "hub") {
+        return etcd_sim::hub::main(&args[1..]).await;
+    }
+    let flags = match etcd_sim::flags::parse(args, |k| std::env::var(k).ok()) {
         Ok(flags) => flags,
         Err(e) => {
             eprintln!("etcd-sim: {e}");
@@ -27,7 +38,11 @@ async fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let server = match etcd_sim::single::start(&flags).await {
+    single(&flags).await
+}
+
+async fn single(flags: &EtcdFlags) -> ExitCode {
+    let server = match etcd_sim::single::start(flags).await {
         Ok(server) => server,
         Err(e) => {
             eprintln!("etcd-sim: {e}");
@@ -41,22 +56,7 @@ async fn main() -> ExitCode {
         ignored = ?flags.ignored,
         "ready to serve client requests"
     );
-    wait_for_signal().await;
+    terminated().await;
     server.stop();
     ExitCode::SUCCESS
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

@@ -211,6 +211,22 @@ async fn serve_listener(listener: TcpListener, app: axum::Router) {
     }
 }
 
+/// Resolves when the process receives SIGTERM or SIGINT.
+pub async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 /// Binds `127.0.0.1:0` (a free port, kept).
 pub async fn loopback() -> std::io::Result<TcpListener> {
     TcpListener::bind("127.0.0.1:0").await

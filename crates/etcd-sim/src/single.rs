@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::flags::{EtcdFlags, initial_members, listen_addr};
+use crate::flags::{EtcdFlags, initial_members, listen_addr, own_peer_urls};
 use crate::server::{MemberServer, Sim, SimConfig};
 
 /// Starts the member `flags` describe: its cluster bootstrapped in a new [`Sim`], its client
@@ -47,21 +47,11 @@ pub async fn start_in(
     flags: &EtcdFlags,
 ) -> Result<MemberServer, Box<dyn Error + Send + Sync>> {
     let initial = initial_members(&flags.initial_cluster);
-    let (_, own_urls) = initial
-        .iter()
-        .find(|(name, _)| *name == flags.name)
-        .ok_or_else(|| format!("--initial-cluster has no member named {:?}", flags.name))?;
-    let mut advertised = flags.initial_advertise_peer_urls.clone();
-    advertised.sort();
-    let mut own = own_urls.clone();
-    own.sort();
-    if own != advertised {
-        return Err(format!(
-            "--initial-cluster has {own:?} for {:?}, --initial-advertise-peer-urls says {advertised:?}",
-            flags.name
-        )
-        .into());
-    }
+    let own = own_peer_urls(
+        &flags.name,
+        &flags.initial_cluster,
+        &flags.initial_advertise_peer_urls,
+    )?;
     let key = sim.bootstrap(&flags.initial_cluster_token, &initial)?;
     let id = sim
         .with(key, |c| c.member_with_peer_url(&own[0]))
