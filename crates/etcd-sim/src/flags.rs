@@ -4,6 +4,9 @@
 //! Go's flag syntax: `--flag=value`, `--flag value`, and the same with one dash. Flags the
 //! simulator does not read are accepted and ignored (a value that follows one without `=`
 //! is taken as its value: etcd has no positional arguments).
+//!
+//! One flag is the simulator's own: `--hub ADDR` (or `ETCD_SIM_HUB=ADDR` in the environment)
+//! makes the process a front of a hub ([`crate::front`]) instead of a member of its own.
 
 use std::collections::BTreeMap;
 
@@ -34,12 +37,14 @@ pub struct EtcdFlags {
     pub quota_backend_bytes: Option<i64>,
     /// `--version`: print the version and exit.
     pub version: bool,
+    /// `--hub` or `ETCD_SIM_HUB` (not etcd's): the hub (`host:port`) to run this member in.
+    pub hub: Option<String>,
     /// The flags given that the simulator ignores.
     pub ignored: Vec<String>,
 }
 
 /// The flags whose values the simulator reads.
-const VALUED: [&str; 11] = [
+const VALUED: [&str; 12] = [
     "name",
     "data-dir",
     "initial-cluster",
@@ -51,6 +56,7 @@ const VALUED: [&str; 11] = [
     "listen-peer-urls",
     "initial-advertise-peer-urls",
     "quota-backend-bytes",
+    "hub",
 ];
 
 fn list(value: &str) -> Vec<String> {
@@ -125,7 +131,13 @@ pub fn parse(
     if state != "new" && state != "existing" {
         return Err(format!("unexpected --initial-cluster-state {state:?}"));
     }
+    let hub = given
+        .get("hub")
+        .cloned()
+        .or_else(|| env("ETCD_SIM_HUB"))
+        .filter(|h| !h.is_empty());
     Ok(EtcdFlags {
+        hub,
         data_dir: get("data-dir").unwrap_or_else(|| format!("{name}.etcd")),
         initial_cluster,
         initial_cluster_state: state,
@@ -244,6 +256,7 @@ mod tests {
         );
         assert!(f.listen_metrics_urls.is_empty());
         assert!(!f.version);
+        assert_eq!(f.hub, None);
     }
 
     #[test]
@@ -293,6 +306,22 @@ mod tests {
             f.initial_cluster,
             vec![("from-flag".into(), "http://localhost:2380".into())]
         );
+    }
+
+    #[test]
+    fn the_hub_comes_from_its_flag_or_etcd_sim_hub() {
+        let env = |k: &str| (k == "ETCD_SIM_HUB").then(|| "10.0.0.1:2300".to_string());
+        assert_eq!(
+            parse(Vec::new(), env).unwrap().hub.as_deref(),
+            Some("10.0.0.1:2300")
+        );
+        let f = parse(args(&["--hub", "127.0.0.1:1", "--name=a"]), env).unwrap();
+        assert_eq!(f.hub.as_deref(), Some("127.0.0.1:1"));
+        assert_eq!(f.name, "a");
+        assert!(f.ignored.is_empty());
+        // ETCD_HUB is not read: the hub is no etcd flag.
+        let etcd_style = |k: &str| (k == "ETCD_HUB").then(|| "x:1".to_string());
+        assert_eq!(parse(Vec::new(), etcd_style).unwrap().hub, None);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! - [`grpc`], [`http`]: one member's gRPC services and HTTP routes.
 //! - [`server`]: the process-wide [`server::Sim`] and its members' listeners.
 //! - [`flags`], [`single`]: the `etcd-sim` binary, one member started with etcd's flags.
-//! - [`hub`]: the binary's hub mode, holding every cluster for one process per member.
+//! - [`hub`], [`front`]: the binary's other two modes: a hub holding every cluster, and one
+//!   process per member (in place of `etcd`) forwarding to it.
 
 #![warn(missing_docs)]
 
@@ -16,6 +17,7 @@ pub mod pb {
     tonic::include_proto!("etcdserverpb");
 }
 pub mod flags;
+pub mod front;
 pub mod grpc;
 pub mod http;
 pub mod hub;

@@ -1,13 +1,16 @@
-//! `etcd-sim`, in one of two modes:
+//! `etcd-sim`, in one of three modes:
 //!
 //! - `etcd-sim <etcd's flags>`: one simulated member of its own ([`etcd_sim::single`]);
-//! - `etcd-sim hub --listen ADDR`: the hub holding every cluster ([`etcd_sim::hub`]).
+//! - `etcd-sim hub --listen ADDR`: the hub holding every cluster ([`etcd_sim::hub`]);
+//! - `etcd-sim --hub ADDR <etcd's flags>`, or `ETCD_SIM_HUB=ADDR` in the environment: one
+//!   member of a cluster the hub holds ([`etcd_sim::front`]).
 //!
 //! Each serves until SIGTERM or SIGINT.
 
 use std::process::ExitCode;
 
 use etcd_sim::flags::EtcdFlags;
+use etcd_sim::front::Front;
 use etcd_sim::server::terminated;
 use etcd_sim::state::VERSION;
 
@@ -38,7 +41,10 @@ async fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    single(&flags).await
+    match flags.hub.clone() {
+        Some(hub) => front(&hub, &flags).await,
+        None => single(&flags).await,
+    }
 }
 
 async fn single(flags: &EtcdFlags) -> ExitCode {
@@ -59,4 +65,31 @@ async fn single(flags: &EtcdFlags) -> ExitCode {
     terminated().await;
     server.stop();
     ExitCode::SUCCESS
+}
+
+async fn front(hub: &str, flags: &EtcdFlags) -> ExitCode {
+    let mut front = match Front::start(hub, flags).await {
+        Ok(front) => front,
+        Err(e) => {
+            eprintln!("etcd-sim: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let registered = front.registered();
+    tracing::info!(
+        name = %flags.name,
+        member = %format!("{:x}", registered.member_id),
+        cluster = %format!("{:x}", registered.cluster_id),
+        hub = %hub,
+        listening = ?front.addrs(),
+        ignored = ?flags.ignored,
+        "ready to serve client requests (through the hub)"
+    );
+    tokio::select! {
+        _ = terminated() => ExitCode::SUCCESS,
+        reason = front.ended() => {
+            eprintln!("etcd-sim: {reason}");
+            ExitCode::FAILURE
+        }
+    }
 }

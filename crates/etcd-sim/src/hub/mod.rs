@@ -1,6 +1,5 @@
 //! Hub mode, `etcd-sim hub --listen ADDR`: one [`Sim`] holding every cluster, whose members
-//! run as thin fronts (`etcd-sim --hub ADDR <etcd's flags>`), one process per member in place
-//! of `etcd`.
+//! run as thin fronts ([`crate::front`]), one process per member in place of `etcd`.
 //!
 //! A front registers its member over the hub's registration API (`proto/hub.proto`: one
 //! server-streaming gRPC call, `etcdsim.hub.Hub/Register`, carrying the member's etcd flags).
