@@ -171,7 +171,12 @@ impl Front {
             match self.registration.message().await {
                 Ok(Some(_)) => continue,
                 Ok(None) => return format!("the hub at {hub} ended member {name}'s registration"),
-                Err(s) => return format!("the hub at {hub}: {}", s.message()),
+                Err(s) => {
+                    return format!(
+                        "the hub at {hub} ended member {name}'s registration: {}",
+                        s.message()
+                    );
+                }
             }
         }
     }
