@@ -9,22 +9,22 @@
 //! same local cluster as `new` (the MemberAdd that registered this member happened in another
 //! process's state).
 //!
-//! # A shared central state (not built yet)
+//! # One process per member: hub and fronts
 //!
-//! To run every member of a cluster as its own `etcd-sim` process (one per Pod, as the operator
-//! creates them), the [`crate::state::World`] would move into one hub process, and each member
-//! process would become a thin front: it would serve the same gRPC and HTTP routes, but answer
-//! them by forwarding each call (the member ID it speaks for, the request) to the hub over a
-//! small internal API (a gRPC service of its own, or HTTP), and tell the hub when it starts
-//! (publishing its name and client URLs, as [`crate::state::Cluster::start_member`] does) and
-//! when it stops (a lost connection or a heartbeat that lapses:
-//! [`crate::state::Cluster::stop_member`]). The hub would find the cluster by its
-//! `--initial-cluster-token` and the member by its peer URLs; `--initial-cluster-state=existing`
-//! would then mean "join the cluster the hub already holds", which is where the learner that
-//! MemberAdd registered is. [`crate::grpc::MemberApi`] already funnels every call through one
-//! function on one cluster, which is the seam for that forwarding. Until then, the in-process
-//! [`crate::server::Sim`] serves many members of many clusters from one process, which is what
-//! the 1,000-cluster benchmark needs.
+//! To run every member of a larger cluster as its own process (one per Pod, as the operator
+//! creates them), the clusters live in one hub process instead ([`crate::hub`],
+//! `etcd-sim hub --listen ADDR`), and each member process is a thin front
+//! ([`crate::front`], this binary with `--hub ADDR` or `ETCD_SIM_HUB=ADDR` added to etcd's
+//! command line). The front registers its member with the hub over a small gRPC API
+//! (`proto/hub.proto`, one server-streaming call carrying its etcd flags); the hub finds the
+//! cluster by `--initial-cluster-token` (bootstrapping it from `--initial-cluster` when no
+//! member of it has registered yet and the state is `new`) and the member by its peer URLs
+//! (for `--initial-cluster-state=existing`, the one MemberAdd registered), serves it on
+//! listeners of its own ([`crate::server::Sim::serve_member`]), and the front forwards its
+//! client and metrics listeners' connections there byte for byte. The registration stays
+//! open while the front runs; when it closes, the hub stops the member
+//! ([`crate::state::Cluster::stop_member`]), and a front that registers again restarts it
+//! with its ID and state. This single mode stays for a member that is a cluster of its own.
 
 use std::error::Error;
 use std::sync::Arc;
