@@ -2,6 +2,8 @@
 //! with the same member flags: the same member and cluster IDs, the same answers to the
 //! first calls a client makes, and a clean exit on SIGTERM.
 
+#[path = "common/mod.rs"]
+mod common;
 #[allow(dead_code)]
 #[path = "compare/real.rs"]
 mod real;
@@ -9,7 +11,7 @@ mod real;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_client::Client;
+use common::{connect_when_up, http_status};
 
 struct SimProcess(Child);
 
@@ -20,43 +22,10 @@ impl Drop for SimProcess {
     }
 }
 
-async fn connect_when_up(url: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut client) = Client::connect([url], None).await
-            && client.status().await.is_ok()
-        {
-            return client;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{url} did not answer within 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn http_status(base: &str, path: &str) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let authority = base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(authority)
-        .await
-        .expect("connect");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read");
-    String::from_utf8_lossy(&raw)
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_sim_takes_etcds_flags_and_derives_etcds_ids() {
     let etcd = real::RealEtcd::start().await;
-    let mut real_client = connect_when_up(&etcd.client_url).await;
+    let mut real_client = connect_when_up(&etcd.client_url, Duration::from_secs(20)).await;
     let real_list = real_client.member_list().await.expect("MemberList");
     let real_member = real_list.members()[0].clone();
     let real_header = real_list.header().expect("header").clone();
@@ -93,7 +62,7 @@ async fn etcd_sim_takes_etcds_flags_and_derives_etcds_ids() {
         .spawn()
         .expect("start etcd-sim");
     let mut sim = SimProcess(child);
-    let mut sim_client = connect_when_up(&client_url).await;
+    let mut sim_client = connect_when_up(&client_url, Duration::from_secs(20)).await;
 
     let sim_list = sim_client.member_list().await.expect("MemberList");
     let sim_member = &sim_list.members()[0];

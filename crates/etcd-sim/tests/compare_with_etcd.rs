@@ -6,6 +6,8 @@
 //!
 //! `cargo test -p etcd-sim --test compare_with_etcd -- --nocapture` shows the table.
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "compare/learner.rs"]
 mod learner;
 #[path = "compare/real.rs"]
@@ -17,32 +19,9 @@ mod table;
 
 use std::collections::BTreeMap;
 
+pub use common::http_get;
 use etcd_sim::server::{Sim, SimConfig, start_cluster};
 use table::{Answer, Outcome, mismatches, pair, render, render_info};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// `GET path` on `base` (`http://host:port`): the status code and the body.
-pub async fn http_get(base: &str, path: &str) -> (u16, String) {
-    let authority = base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(authority)
-        .await
-        .expect("connect");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read");
-    let text = String::from_utf8_lossy(&raw);
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
 
 fn spare_peer_urls() -> [String; 3] {
     let ports = real::free_ports(3);

@@ -4,12 +4,16 @@
 //! `etcd-client`; a killed front's member stops (a new leader is elected), a restarted front
 //! serves the same member again, a fourth front joins as the learner MemberAdd registered.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, MemberAddOptions};
+use common::{connect_when_up, http_status};
+use etcd_client::MemberAddOptions;
 
 const BIN: &str = env!("CARGO_BIN_EXE_etcd-sim");
 /// Generous: a loaded 2-core machine may be slow to start processes; nothing here is timed.
@@ -189,36 +193,6 @@ fn unique(path: PathBuf) -> PathBuf {
     candidate
 }
 
-async fn connect_when_up(url: &str) -> Client {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Ok(mut client) = Client::connect([url], None).await
-            && client.status().await.is_ok()
-        {
-            return client;
-        }
-        assert!(Instant::now() < deadline, "{url} did not answer");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn http_status(base: &str, path: &str) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let authority = base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(authority)
-        .await
-        .expect("connect");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read");
-    String::from_utf8_lossy(&raw)
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Repeats `call` while etcd refuses it for a condition that passes with time (its 5-second
 /// health interval after a member starts: "unhealthy cluster").
 macro_rules! retry_while_unhealthy {
@@ -249,7 +223,7 @@ async fn three_fronts_form_one_cluster_held_by_the_hub() {
         .collect();
     let mut clients = Vec::new();
     for m in &members[..3] {
-        clients.push(connect_when_up(&m.client_url).await);
+        clients.push(connect_when_up(&m.client_url, DEADLINE).await);
     }
 
     // One cluster, listed alike by every front.
@@ -317,7 +291,7 @@ async fn three_fronts_form_one_cluster_held_by_the_hub() {
 
     // Restarted, its front serves the same member again.
     fronts[at] = Some(members[at].front(dir.path(), &hub, &initial, "new", false));
-    clients[at] = connect_when_up(&members[at].client_url).await;
+    clients[at] = connect_when_up(&members[at].client_url, DEADLINE).await;
     let status = clients[at].status().await.expect("Status");
     assert_eq!(status.header().expect("header").member_id(), leader);
     assert_eq!(status.leader(), new_leader);
@@ -348,7 +322,7 @@ async fn three_fronts_form_one_cluster_held_by_the_hub() {
     .expect("MemberAdd learner");
     let learner = added.member().expect("added").id();
     let mut fourth = members[3].front(dir.path(), &hub, &joined, "existing", true);
-    let mut learner_client = connect_when_up(&members[3].client_url).await;
+    let mut learner_client = connect_when_up(&members[3].client_url, DEADLINE).await;
     let status = learner_client.status().await.expect("Status");
     assert!(status.is_learner());
     assert_eq!(status.header().expect("header").member_id(), learner);
