@@ -125,16 +125,10 @@ pub async fn learner_phase(s: &mut Seen, target: &mut Target) {
     };
     s.push("Status of the started learner", outcome, String::new());
 
-    let outcome = learner
-        .member_list()
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberList via the learner", outcome, String::new());
-    let outcome = learner
-        .move_leader(learner_id)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MoveLeader via the learner", outcome, String::new());
+    let result = learner.member_list().await;
+    s.push_result("MemberList via the learner", result);
+    let result = learner.move_leader(learner_id).await;
+    s.push_result("MoveLeader via the learner", result);
 
     // The learner publishes its name and client URLs through raft once it has joined.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -202,12 +196,8 @@ pub async fn learner_phase(s: &mut Seen, target: &mut Target) {
     // only while the voter's peer connection is younger than its 5-second health interval, so
     // a loaded machine's real answer depends on timing. The simulator's rule is unit-tested.
 
-    let outcome = s
-        .client
-        .move_leader(learner_id)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MoveLeader to the new voter", outcome, String::new());
+    let result = s.client.move_leader(learner_id).await;
+    s.push_result("MoveLeader to the new voter", result);
 
     let outcome = match s.client.status().await {
         Ok(r) => facts([
@@ -223,12 +213,8 @@ pub async fn learner_phase(s: &mut Seen, target: &mut Target) {
     s.push("Status after MoveLeader", outcome, String::new());
 
     let self_id = s.self_id;
-    let outcome = s
-        .client
-        .move_leader(self_id)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MoveLeader via a follower", outcome, String::new());
+    let result = s.client.move_leader(self_id).await;
+    s.push_result("MoveLeader via a follower", result);
     let (outcome, _) = status_outcome(s).await;
     s.push("Status of the follower", outcome, String::new());
 }

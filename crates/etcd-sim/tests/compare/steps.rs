@@ -55,6 +55,12 @@ impl Seen {
         });
     }
 
+    /// Records a call whose answer counts only as accepted or refused (the code and message).
+    pub fn push_result<T>(&mut self, call: &'static str, result: Result<T, etcd_client::Error>) {
+        let outcome = result.map_or_else(Outcome::refused, |_| facts([]));
+        self.push(call, outcome, String::new());
+    }
+
     /// Whether the raft index grew since the last look, and the new index.
     pub async fn index_grew(&mut self) -> (bool, u64) {
         let index = self
@@ -157,53 +163,29 @@ async fn membership(s: &mut Seen, target: &Target) {
 
     let second = target.spare_peer_urls[1].as_str();
     let learner = MemberAddOptions::new().with_is_learner();
-    let outcome = s
-        .client
-        .member_add([second], Some(learner))
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberAdd 2nd learner", outcome, String::new());
+    let result = s.client.member_add([second], Some(learner)).await;
+    s.push_result("MemberAdd 2nd learner", result);
 
     // etcd derives an added member's ID from its peer URLs and the second: past the second,
     // the same URL meets the peer-URL check rather than the ID check.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let learner = MemberAddOptions::new().with_is_learner();
-    let outcome = s
-        .client
-        .member_add([first.as_str()], Some(learner))
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberAdd same peer URL (1 s on)", outcome, String::new());
+    let result = s.client.member_add([first.as_str()], Some(learner)).await;
+    s.push_result("MemberAdd same peer URL (1 s on)", result);
 
-    let outcome = s
-        .client
-        .member_add(["127.0.0.1"], None)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberAdd URL without port", outcome, String::new());
+    let result = s.client.member_add(["127.0.0.1"], None).await;
+    s.push_result("MemberAdd URL without port", result);
 
     let learner_id = s.learner_id;
-    let outcome = s
-        .client
-        .member_promote(learner_id)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberPromote unstarted learner", outcome, String::new());
+    let result = s.client.member_promote(learner_id).await;
+    s.push_result("MemberPromote unstarted learner", result);
 
     let self_id = s.self_id;
-    let outcome = s
-        .client
-        .member_promote(self_id)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberPromote voter", outcome, String::new());
+    let result = s.client.member_promote(self_id).await;
+    s.push_result("MemberPromote voter", result);
 
-    let outcome = s
-        .client
-        .member_promote(0x1234)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberPromote unknown ID", outcome, String::new());
+    let result = s.client.member_promote(0x1234).await;
+    s.push_result("MemberPromote unknown ID", result);
 
     let outcome = match s.client.member_remove(learner_id).await {
         Ok(r) => {
@@ -228,26 +210,14 @@ async fn membership(s: &mut Seen, target: &Target) {
     let info = format!("index {}", s.raft_index);
     s.push("MemberRemove learner", outcome, info);
 
-    let outcome = s
-        .client
-        .member_remove(learner_id)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberRemove removed learner", outcome, String::new());
+    let result = s.client.member_remove(learner_id).await;
+    s.push_result("MemberRemove removed learner", result);
 
-    let outcome = s
-        .client
-        .member_remove(0x1234)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberRemove unknown ID", outcome, String::new());
+    let result = s.client.member_remove(0x1234).await;
+    s.push_result("MemberRemove unknown ID", result);
 
-    let outcome = s
-        .client
-        .member_remove(self_id)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MemberRemove the only voter", outcome, String::new());
+    let result = s.client.member_remove(self_id).await;
+    s.push_result("MemberRemove the only voter", result);
 }
 
 /// Status of the first member, reduced.
@@ -368,12 +338,8 @@ async fn maintenance(s: &mut Seen, target: &Target) {
         Err(e) => Outcome::refused(e),
     };
     s.push("MoveLeader to itself", outcome, String::new());
-    let outcome = s
-        .client
-        .move_leader(0x1234)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("MoveLeader unknown ID", outcome, String::new());
+    let result = s.client.move_leader(0x1234).await;
+    s.push_result("MoveLeader unknown ID", result);
     let outcome = match s.client.defragment().await {
         Ok(r) => facts([("header", r.header().is_some().to_string())]),
         Err(e) => Outcome::refused(e),
@@ -409,25 +375,13 @@ async fn reads_and_snapshot(s: &mut Seen) {
     };
     s.push("Range serializable keys_only", outcome, String::new());
     let future = GetOptions::new().with_serializable().with_revision(99);
-    let outcome = s
-        .client
-        .get("\0", Some(future))
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("Range at a future revision", outcome, String::new());
+    let result = s.client.get("\0", Some(future)).await;
+    s.push_result("Range at a future revision", result);
     let physical = CompactionOptions::new().with_physical();
-    let outcome = s
-        .client
-        .compact(1, Some(physical))
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("Compact 1", outcome, String::new());
-    let outcome = s
-        .client
-        .compact(1, None)
-        .await
-        .map_or_else(Outcome::refused, |_| facts([]));
-    s.push("Compact 1 again", outcome, String::new());
+    let result = s.client.compact(1, Some(physical)).await;
+    s.push_result("Compact 1", result);
+    let result = s.client.compact(1, None).await;
+    s.push_result("Compact 1 again", result);
 
     let outcome = match s.client.snapshot().await {
         Ok(mut stream) => {
