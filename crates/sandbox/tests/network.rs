@@ -489,3 +489,100 @@ async fn pods_coming_and_going_never_cut_the_others_off_the_gateway() {
         );
     }
 }
+
+/// A Linux bridge takes at most 1,023 ports, and issue 29's scale run puts 3,000 Pods on one
+/// network: past `pods_per_bridge` Pods the network chains another bridge to the first. Pods on
+/// every bridge reach each other and the gateway, and a departed Pod's place is used again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_beyond_one_bridge_share_one_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ClusterNetworkConfig::new(dir.path());
+    config.pods_per_bridge = 2;
+    let network = ClusterNetwork::create(config).await.unwrap();
+    let bridge_of = |link: &str| {
+        let output = network
+            .command("ip")
+            .unwrap()
+            .args(["-o", "link", "show", link])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "master");
+        at.map(|i| words[i + 1].to_string())
+            .unwrap_or_else(|| format!("no master in {text:?}"))
+    };
+    let mut pods = Vec::new();
+    for _ in 0..5 {
+        pods.push(network.attach_pod().await.unwrap());
+    }
+    let bridges: Vec<String> = pods.iter().map(|p| bridge_of(p.host_link())).collect();
+    assert_eq!(bridges, ["cbr0", "cbr0", "sbr1", "sbr1", "sbr2"]);
+
+    let gateway = SocketAddr::from((network.gateway(), 7070));
+    let listener = network.sockets().bind_tcp(gateway).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let _ = stream.write_all(b"gateway").await;
+        }
+    });
+    for (i, pod) in pods.iter().enumerate() {
+        greet_from(pod.namespace(), 2379, ["p0", "p1", "p2", "p3", "p4"][i]);
+    }
+    let targets: Vec<SocketAddr> = std::iter::once(gateway)
+        .chain(pods.iter().map(|p| SocketAddr::from((p.ip(), 2379))))
+        .collect();
+    for (i, pod) in pods.iter().enumerate() {
+        let targets = targets.clone();
+        let heard = inside(pod.namespace(), move || {
+            targets
+                .iter()
+                .map(|target| {
+                    let mut stream =
+                        std::net::TcpStream::connect_timeout(target, Duration::from_secs(2))
+                            .map_err(|e| format!("{target}: {e}"))?;
+                    stream
+                        .set_read_timeout(Some(Duration::from_secs(2)))
+                        .unwrap();
+                    let mut text = String::new();
+                    stream
+                        .read_to_string(&mut text)
+                        .map_err(|e| format!("{target}: {e}"))?;
+                    Ok::<_, String>(text)
+                })
+                .collect::<Result<Vec<_>, _>>()
+        });
+        assert_eq!(
+            heard,
+            Ok(["gateway", "p0", "p1", "p2", "p3", "p4"]
+                .map(String::from)
+                .to_vec()),
+            "from Pod {i} on {}",
+            bridges[i]
+        );
+    }
+    // The connections the cluster network makes (the sandbox's probes) reach the last bridge.
+    assert_eq!(greeting_of(network.connect(targets[5]).await).await, "p4");
+
+    // A Pod leaves the first bridge: the next one takes its place there.
+    drop(pods.remove(1));
+    let next = network.attach_pod().await.unwrap();
+    assert_eq!(bridge_of(next.host_link()), "cbr0");
+    let sixth = network.attach_pod().await.unwrap();
+    assert_eq!(bridge_of(sixth.host_link()), "sbr2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_per_bridge_beyond_the_kernel_limit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ClusterNetworkConfig::new(dir.path());
+    config.pods_per_bridge = 1023;
+    match ClusterNetwork::create(config).await {
+        Err(NetworkError::Config(message)) => assert!(
+            message.contains("pods per bridge 1023 must be 1 to 1000"),
+            "{message}"
+        ),
+        Err(other) => panic!("another error: {other}"),
+        Ok(_) => panic!("a network with 1,023 Pods per bridge was made"),
+    }
+}

@@ -74,6 +74,11 @@ pub struct ClusterNetworkConfig {
     pub dns_server: Ipv4Addr,
     pub cluster_domain: String,
     pub bridge_name: String,
+    /// Pods joined to one bridge before the next bridge is made. A Linux bridge has at most
+    /// 1,023 ports (`BR_MAX_PORTS`), so a network with more Pods than that chains bridges:
+    /// each further bridge (`sbr1`, `sbr2`...) joins the first through a veth pair of its own
+    /// and shares its Pod range and gateway, one layer-2 segment as before. 1,000 by default.
+    pub pods_per_bridge: usize,
     /// Where the network writes `resolv.conf` and [`ClusterNetworkInfo::FILE_NAME`]; it must exist.
     pub state_dir: PathBuf,
 }
@@ -87,6 +92,7 @@ impl ClusterNetworkConfig {
             dns_server: Ipv4Addr::new(10, 96, 0, 10),
             cluster_domain: "cluster.local".into(),
             bridge_name: "cbr0".into(),
+            pods_per_bridge: 1000,
             state_dir: state_dir.into(),
         }
     }
@@ -109,6 +115,12 @@ impl ClusterNetworkConfig {
                 "bridge name {:?} must have 1 to 15 characters",
                 self.bridge_name
             ))
+        } else if !(1..=MAX_PODS_PER_BRIDGE).contains(&self.pods_per_bridge) {
+            Some(format!(
+                "pods per bridge {} must be 1 to {MAX_PODS_PER_BRIDGE} (a bridge has at most \
+                 1,023 ports, and the first also holds the links to the others)",
+                self.pods_per_bridge
+            ))
         } else if !self.state_dir.is_dir() {
             Some(format!(
                 "state directory {} does not exist",
@@ -121,15 +133,78 @@ impl ClusterNetworkConfig {
     }
 }
 
+/// The most Pods [`ClusterNetworkConfig::pods_per_bridge`] allows: the first bridge holds its
+/// Pods and one link to every further bridge within the kernel's 1,023 ports.
+pub const MAX_PODS_PER_BRIDGE: usize = 1000;
+
 /// The state Pod networks share with the cluster network.
 pub(crate) struct ClusterNetworkInner {
     config: ClusterNetworkConfig,
     namespace: Arc<NetNamespace>,
     pod_ips: Mutex<Ipam>,
     links: AtomicU64,
+    /// Pods on each bridge, the first bridge at 0.
+    bridge_pods: Mutex<Vec<usize>>,
+    /// How many bridges exist; held while a further one is made.
+    bridges_made: tokio::sync::Mutex<usize>,
 }
 
 impl ClusterNetworkInner {
+    /// The name of bridge `index`: the configured one first, then `sbr1`, `sbr2`...
+    fn bridge_name(&self, index: usize) -> String {
+        if index == 0 {
+            self.config.bridge_name.clone()
+        } else {
+            format!("sbr{index}")
+        }
+    }
+
+    /// A place for one more Pod: the first bridge with room, made (and joined to the first)
+    /// when every bridge is full. Its index; give it back with [`Self::leave_bridge`].
+    async fn join_bridge(&self) -> Result<usize, NetworkError> {
+        let index = {
+            let mut pods = self.bridge_pods.lock().expect("bridge lock");
+            let index = pods
+                .iter()
+                .position(|n| *n < self.config.pods_per_bridge)
+                .unwrap_or_else(|| {
+                    pods.push(0);
+                    pods.len() - 1
+                });
+            pods[index] += 1;
+            index
+        };
+        let mut made = self.bridges_made.lock().await;
+        while *made <= index {
+            let n = *made;
+            let (bridge, first) = (self.bridge_name(n), self.bridge_name(0));
+            let made_one = ip_batch(
+                &self.namespace,
+                &[
+                    format!("link add {bridge} type bridge"),
+                    format!("link set {bridge} up"),
+                    format!("link add sbu{n} type veth peer name sbd{n}"),
+                    format!("link set sbu{n} master {first}"),
+                    format!("link set sbd{n} master {bridge}"),
+                    format!("link set sbu{n} up"),
+                    format!("link set sbd{n} up"),
+                ],
+            )
+            .await;
+            if let Err(error) = made_one {
+                drop(made);
+                self.leave_bridge(index);
+                return Err(error);
+            }
+            *made += 1;
+        }
+        Ok(index)
+    }
+
+    fn leave_bridge(&self, index: usize) {
+        self.bridge_pods.lock().expect("bridge lock")[index] -= 1;
+    }
+
     fn allocate_pod_ip(&self) -> Result<Ipv4Addr, IpamError> {
         self.pod_ips.lock().expect("pod IPAM lock").allocate()
     }
@@ -223,6 +298,8 @@ impl ClusterNetwork {
                 namespace,
                 pod_ips: Mutex::new(pod_ips),
                 links: AtomicU64::new(0),
+                bridge_pods: Mutex::new(vec![0]),
+                bridges_made: tokio::sync::Mutex::new(1),
             }),
             proxy: ServiceProxy::new(sockets.clone()),
             worker,
@@ -268,7 +345,8 @@ impl ClusterNetwork {
         &self.sockets
     }
 
-    /// A new Pod namespace joined to the bridge, with the next free Pod address.
+    /// A new Pod namespace joined to a bridge with room (see
+    /// [`ClusterNetworkConfig::pods_per_bridge`]), with the next free Pod address.
     pub async fn attach_pod(&self) -> Result<PodNetwork, NetworkError> {
         PodNetwork::attach(self.inner.clone()).await
     }

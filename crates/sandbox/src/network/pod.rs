@@ -17,6 +17,8 @@ pub struct PodNetwork {
     namespace: Arc<NetNamespace>,
     ip: Ipv4Addr,
     host_link: String,
+    /// The bridge its veth is on ([`ClusterNetworkInner::join_bridge`]).
+    bridge: usize,
     /// The Pod's packet filters (cuts, and the impairment where netem is missing).
     filters: tokio::sync::Mutex<FilterState>,
 }
@@ -42,15 +44,24 @@ pub struct Impairment {
 impl PodNetwork {
     pub(crate) async fn attach(network: Arc<ClusterNetworkInner>) -> Result<Self, NetworkError> {
         let ip = network.allocate_pod_ip()?;
-        match Self::wire(&network, ip).await {
+        let bridge = match network.join_bridge().await {
+            Ok(bridge) => bridge,
+            Err(error) => {
+                network.release_pod_ip(ip);
+                return Err(error);
+            }
+        };
+        match Self::wire(&network, ip, bridge).await {
             Ok((namespace, host_link)) => Ok(Self {
                 network,
                 namespace,
                 ip,
                 host_link,
+                bridge,
                 filters: Default::default(),
             }),
             Err(error) => {
+                network.leave_bridge(bridge);
                 network.release_pod_ip(ip);
                 Err(error)
             }
@@ -60,6 +71,7 @@ impl PodNetwork {
     async fn wire(
         network: &ClusterNetworkInner,
         ip: Ipv4Addr,
+        bridge: usize,
     ) -> Result<(Arc<NetNamespace>, String), NetworkError> {
         let namespace = Arc::new(NetNamespace::create().map_err(NetworkError::Namespace)?);
         let host_link = network.next_link_name();
@@ -74,7 +86,10 @@ impl PodNetwork {
                     super::mac_for(ip),
                     namespace.proc_path()
                 ),
-                format!("link set {host_link} master {}", network.config.bridge_name),
+                format!(
+                    "link set {host_link} master {}",
+                    network.bridge_name(bridge)
+                ),
                 format!("link set {host_link} up"),
             ],
         )
@@ -318,6 +333,7 @@ impl Drop for PodNetwork {
         if let Err(error) = deleted {
             tracing::debug!(link = %self.host_link, %error, "veth of a dropped Pod was already gone");
         }
+        self.network.leave_bridge(self.bridge);
         self.network.release_pod_ip(self.ip);
     }
 }
