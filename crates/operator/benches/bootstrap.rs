@@ -45,6 +45,8 @@
 //! | `BOOTSTRAP_BENCH_IDLE_MEMBERS` | 3 | members of each idle cluster (1 makes the most clusters fit a machine) |
 //! | `BOOTSTRAP_BENCH_IDLE_LIMIT` | 900 | seconds the idle clusters, applied at once, may take to be all Available |
 //! | `BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS` | 0 | etcd's heartbeat interval in every etcd Pod (election timeout 10 x), through etcd's environment; 0: etcd's defaults |
+//! | `BOOTSTRAP_BENCH_SIM` | 0 | 1: every etcd Pod runs the etcd simulator (`crates/etcd-sim`, built here with `cargo build --release`) as a front of one hub in the cluster network, in place of etcd: issue 29's 1,000 3-member clusters (item 6, part b); the idle part only |
+//! | `BOOTSTRAP_BENCH_NODES` | 3 | nodes; each takes 80 etcd Pods (their CPU requests fill its 8 CPUs) and at most 110 Pods; 1,000 3-member clusters need 40 |
 //! | `BOOTSTRAP_BENCH_SLOW` | 1.3 | a run slower than this × the slowest floor run is slow; 0 prints every run's timeline |
 
 #[path = "common/mod.rs"]
@@ -55,6 +57,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -79,6 +82,8 @@ struct Knobs {
     idle: usize,
     idle_members: i32,
     slow: f64,
+    sim: bool,
+    nodes: usize,
 }
 
 impl Knobs {
@@ -91,6 +96,8 @@ impl Knobs {
             idle: env_or("BOOTSTRAP_BENCH_IDLE", 30),
             idle_members: env_or("BOOTSTRAP_BENCH_IDLE_MEMBERS", 3),
             slow: env_or("BOOTSTRAP_BENCH_SLOW", 1.3),
+            sim: env_or("BOOTSTRAP_BENCH_SIM", 0) == 1,
+            nodes: env_or("BOOTSTRAP_BENCH_NODES", 3),
         }
     }
 }
@@ -446,13 +453,18 @@ async fn main() {
     // etcd's defaults (100 ms, 1 s). An idle etcd's CPU is mostly its heartbeats: 300 members
     // at the defaults need more than the 2 cores of the machine the scale run was made on.
     let heartbeat_ms: usize = env_or("BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS", 0);
-    let cluster = if heartbeat_ms > 0 {
+    let mut hub = None;
+    let cluster = if knobs.sim {
+        let (cluster, child) = simulated(&knobs).await;
+        hub = Some(child);
+        cluster
+    } else if heartbeat_ms > 0 {
         println!(
             "# etcd Pods run with ETCD_HEARTBEAT_INTERVAL={heartbeat_ms} ETCD_ELECTION_TIMEOUT={}",
             heartbeat_ms * 10
         );
         start_cluster_with_etcd_env(
-            3,
+            knobs.nodes,
             &[
                 ("ETCD_HEARTBEAT_INTERVAL", heartbeat_ms.to_string()),
                 ("ETCD_ELECTION_TIMEOUT", (heartbeat_ms * 10).to_string()),
@@ -460,7 +472,7 @@ async fn main() {
         )
         .await
     } else {
-        start_cluster(3).await
+        start_cluster(knobs.nodes).await
     };
     let watch = OperatorWatch::start(&cluster.client());
     cluster.deploy_operator(1).await;
@@ -615,7 +627,8 @@ async fn main() {
 
     // 3. Idle clusters.
     if knobs.idle > 0 {
-        idle(&cluster, knobs.idle, knobs.idle_members).await;
+        let hub_pid = hub.as_ref().and_then(|h| h.id());
+        idle(&cluster, knobs.idle, knobs.idle_members, hub_pid).await;
     }
 
     // What the operator went through over the whole benchmark.
@@ -676,6 +689,95 @@ async fn reaction(cluster: &Cluster, namespace: &str, member: &str, replicas: i3
     }
 }
 
+/// Where the simulator's hub listens: the cluster network's gateway (its namespace holds the
+/// hub; every Pod routes to it), on a port no Service uses.
+const HUB: &str = "10.244.0.1:2300";
+
+/// BOOTSTRAP_BENCH_SIM=1: builds the etcd simulator, starts a sandbox whose etcd Pods run it
+/// as fronts of one hub, and starts the hub inside the cluster network (issue 29 item 6(b)).
+async fn simulated(knobs: &Knobs) -> (Cluster, tokio::process::Child) {
+    assert!(
+        knobs.runs == 0 && knobs.churn == 0,
+        "BOOTSTRAP_BENCH_SIM=1 measures the idle part only: set BOOTSTRAP_BENCH_RUNS=0 and \
+         BOOTSTRAP_BENCH_CHURN=0 (the scenarios compare real etcd with its floor)"
+    );
+    // Every Pod's veth, and each connection's peer, takes an entry in the kernel's one
+    // neighbour table: past gc_thresh3 (1,024 by default) new entries fail and packets drop.
+    let pods = knobs.idle * usize::try_from(knobs.idle_members).unwrap_or(0);
+    let thresh: usize = std::fs::read_to_string("/proc/sys/net/ipv4/neigh/default/gc_thresh3")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        thresh >= 4 * pods,
+        "net.ipv4.neigh.default.gc_thresh3 is {thresh}, under 4 entries for each of the {pods} \
+         Pods (each Pod's gateway, the operator's and the probes' peers): raise it first, e.g. \
+         sysctl -w net.ipv4.neigh.default.gc_thresh1={} net.ipv4.neigh.default.gc_thresh2={} \
+         net.ipv4.neigh.default.gc_thresh3={}",
+        4 * pods,
+        8 * pods,
+        16 * pods
+    );
+    let root = support::repo_root();
+    let built = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "etcd-sim"])
+        .current_dir(&root)
+        .status()
+        .expect("running cargo build -p etcd-sim");
+    assert!(built.success(), "cargo build --release -p etcd-sim failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let sim = target.join("release/etcd-sim");
+    println!(
+        "# etcd Pods run {} as fronts of the hub at {HUB} (BOOTSTRAP_BENCH_SIM=1: figures from the \
+         simulator, not from etcd)",
+        sim.display()
+    );
+    let cluster = support::cluster::start_cluster_with_etcd_sim(knobs.nodes, &sim, HUB).await;
+    assert_eq!(
+        format!("{}:2300", cluster.network.gateway()),
+        HUB,
+        "the cluster network's gateway moved; the image map points the fronts at {HUB}"
+    );
+    let log = std::fs::File::create(cluster.dir.path().join("etcd-sim-hub.log"))
+        .expect("the hub's log file");
+    let mut command = cluster
+        .network
+        .command("sh")
+        .expect("a command in the cluster network");
+    // The hub holds two listeners per member and every connection through the fronts: its
+    // descriptor limit goes up to the hard one (raising that needs CAP_SYS_RESOURCE).
+    command
+        .args([
+            "-c",
+            "ulimit -n \"$(ulimit -Hn)\" && exec \"$0\" hub --listen \"$1\"",
+        ])
+        .arg(&sim)
+        .arg(HUB)
+        .stdout(log.try_clone().expect("the hub's log file"))
+        .stderr(log);
+    let mut hub = tokio::process::Command::from(command)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting the etcd-sim hub");
+    let log = cluster.dir.path().join("etcd-sim-hub.log");
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("listening on") {
+            break;
+        }
+        let exited = hub.try_wait().expect("the hub's state");
+        assert!(
+            exited.is_none() && started.elapsed() < Duration::from_secs(10),
+            "the etcd-sim hub did not start ({exited:?}): {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (cluster, hub)
+}
+
 /// The etcd processes of the sandbox's Pods (host processes descending from this one, run as
 /// the operator's command line `etcd --name=... --initial-cluster-token=...`; not the control
 /// plane's own etcd).
@@ -691,7 +793,7 @@ fn etcd_pids() -> Vec<u32> {
 /// `count` idle clusters of `members` members: the operator's memory, CPU and API writes at
 /// rest, and its reaction to one member's Pod deleted, alone (the first cluster, before the
 /// others exist) and among the others.
-async fn idle(cluster: &Cluster, count: usize, members: i32) {
+async fn idle(cluster: &Cluster, count: usize, members: i32, hub: Option<u32>) {
     let client = cluster.client();
     create_namespace(&client, "idle-0").await;
     cluster.apply(&cluster_yaml("etcd", "idle-0", members, ""));
@@ -706,11 +808,31 @@ async fn idle(cluster: &Cluster, count: usize, members: i32) {
     let victim = format!("etcd-{}", members - 1);
     let alone = reaction(cluster, "idle-0", &victim, members).await;
     let since = Instant::now();
-    for i in 1..count {
-        let namespace = format!("idle-{i}");
-        create_namespace(&client, &namespace).await;
-        cluster.apply(&cluster_yaml("etcd", &namespace, members, ""));
-    }
+    // Made through the API, 8 at a time: one `kubectl apply` per cluster takes longer than the
+    // bootstraps once there are hundreds, and would time the applies instead.
+    futures::stream::iter(1..count)
+        .map(|i| {
+            let client = client.clone();
+            async move {
+                let namespace = format!("idle-{i}");
+                create_namespace(&client, &namespace).await;
+                let manifest: etcd_operator_api::EtcdCluster =
+                    serde_yaml::from_str(&cluster_yaml("etcd", &namespace, members, ""))
+                        .expect("the idle cluster's manifest");
+                Api::<etcd_operator_api::EtcdCluster>::namespaced(client, &namespace)
+                    .create(&Default::default(), &manifest)
+                    .await
+                    .expect("creating an idle EtcdCluster");
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
+    println!(
+        "  the {} other clusters created in {:.0} s",
+        count - 1,
+        since.elapsed().as_secs_f64()
+    );
     // All applied at once: the limit is the idle part's own (BOOTSTRAP_BENCH_IDLE_LIMIT,
     // seconds since the applies), and the progress is printed, so a slow bootstrap of many
     // clusters shows how it went instead of only failing.
@@ -776,9 +898,11 @@ async fn idle(cluster: &Cluster, count: usize, members: i32) {
     let etcd_cpu = |pids: &[u32]| -> f64 { pids.iter().filter_map(|p| try_cpu_seconds(*p)).sum() };
     let (cpu_before, writes_before) = (cpu_seconds(pid), operator_writes(cluster).await);
     let etcd_before = etcd_cpu(&etcds);
+    let hub_before = hub.and_then(try_cpu_seconds);
     tokio::time::sleep(IDLE_WINDOW).await;
     let (cpu_after, writes_after) = (cpu_seconds(pid), operator_writes(cluster).await);
     let etcd_after = etcd_cpu(&etcds);
+    let hub_after = hub.and_then(try_cpu_seconds);
     let etcd_memory: f64 = etcds
         .iter()
         .filter_map(|p| try_memory_mib(*p, "VmRSS"))
@@ -810,6 +934,13 @@ async fn idle(cluster: &Cluster, count: usize, members: i32) {
         etcds.len(),
         100.0 * (etcd_after - etcd_before) / IDLE_WINDOW.as_secs_f64()
     );
+    if let (Some(pid), Some(before), Some(after)) = (hub, hub_before, hub_after) {
+        println!(
+            "| the simulator's hub, holding every member | {:.1} % of one core, {:.0} MiB resident |",
+            100.0 * (after - before) / IDLE_WINDOW.as_secs_f64(),
+            try_memory_mib(pid, "VmRSS").unwrap_or(f64::NAN)
+        );
+    }
     let among = reaction(cluster, "idle-0", &victim, members).await;
     println!("| a member's Pod deleted, until all {members} ready: alone | {alone:.2} s |");
     println!(
