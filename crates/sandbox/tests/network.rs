@@ -66,6 +66,21 @@ async fn greeting_of(stream: std::io::Result<tokio::net::TcpStream>) -> String {
     text
 }
 
+/// Connects to `target` from the calling thread's namespace and reads until the server closes,
+/// each step within 2 s (a stale ARP entry or a missing route never answers).
+fn read_within_2s(target: &SocketAddr) -> Result<String, String> {
+    let mut stream = std::net::TcpStream::connect_timeout(target, Duration::from_secs(2))
+        .map_err(|error| format!("connect: {error}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut text = String::new();
+    stream
+        .read_to_string(&mut text)
+        .map_err(|error| format!("read: {error}"))?;
+    Ok(text)
+}
+
 fn headless(name: &str, pods: &[(&str, Ipv4Addr)]) -> ServiceDns {
     ServiceDns {
         namespace: "default".into(),
@@ -451,16 +466,7 @@ async fn pods_coming_and_going_never_cut_the_others_off_the_gateway() {
     // From inside a Pod: the gateway answers within 2 s (a stale ARP entry never does).
     let reaches = |namespace: Arc<NetNamespace>| {
         inside(namespace, move || {
-            let mut stream = std::net::TcpStream::connect_timeout(&gateway, Duration::from_secs(2))
-                .map_err(|error| format!("connect to the gateway: {error}"))?;
-            stream
-                .set_read_timeout(Some(Duration::from_secs(2)))
-                .unwrap();
-            let mut text = String::new();
-            stream
-                .read_to_string(&mut text)
-                .map_err(|error| format!("read from the gateway: {error}"))?;
-            Ok::<_, String>(text)
+            read_within_2s(&gateway).map_err(|error| format!("the gateway: {error}"))
         })
     };
 
@@ -537,19 +543,7 @@ async fn pods_beyond_one_bridge_share_one_segment() {
         let heard = inside(pod.namespace(), move || {
             targets
                 .iter()
-                .map(|target| {
-                    let mut stream =
-                        std::net::TcpStream::connect_timeout(target, Duration::from_secs(2))
-                            .map_err(|e| format!("{target}: {e}"))?;
-                    stream
-                        .set_read_timeout(Some(Duration::from_secs(2)))
-                        .unwrap();
-                    let mut text = String::new();
-                    stream
-                        .read_to_string(&mut text)
-                        .map_err(|e| format!("{target}: {e}"))?;
-                    Ok::<_, String>(text)
-                })
+                .map(|target| read_within_2s(target).map_err(|e| format!("{target}: {e}")))
                 .collect::<Result<Vec<_>, _>>()
         });
         assert_eq!(

@@ -192,6 +192,10 @@ impl ClusterNetworkInner {
             )
             .await;
             if let Err(error) = made_one {
+                // Whatever the batch made before it failed goes, so the next Pod tries afresh.
+                for link in [bridge, format!("sbu{n}")] {
+                    let _ = ip_batch(&self.namespace, &[format!("link del {link}")]).await;
+                }
                 drop(made);
                 self.leave_bridge(index);
                 return Err(error);
