@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use support::cluster::{Cluster, OPERATOR_NAMESPACE, start_cluster};
-use support::events::events_of;
+use support::events::{events_of, wait_event};
 use support::snapshot_tool::snapshot_status;
 use support::snapshots::{ready_condition, wait_available, wait_phase};
 use support::stores::{Azurite, FakeGcs, Place, service_account_key};
@@ -310,6 +310,17 @@ async fn round_trip(
         summary["totalKey"].as_u64().unwrap_or_default() > 0,
         "{summary}"
     );
+    // The Event follows the status write, and a reader can see the status first.
+    wait_event(
+        &cluster.client(),
+        namespace,
+        Some("EtcdSnapshot"),
+        "first",
+        Some("Normal"),
+        "SnapshotComplete",
+        Duration::from_secs(10),
+    )
+    .await;
     let events = events_of(&cluster, namespace, "EtcdSnapshot", "first").await;
     for reason in ["SnapshotStarted", "SnapshotComplete"] {
         let count = events
@@ -506,11 +517,17 @@ async fn bad_inputs(
                 "{name}: a secret in the message"
             );
         }
-        let events = events_of(&cluster, namespace, "EtcdSnapshot", name).await;
-        assert!(
-            events.contains(&("Warning".to_string(), reason.to_string())),
-            "{namespace}/{name}: no Warning {reason} Event in {events:?}"
-        );
+        // The Warning Event follows the Failed status, and a reader can see the status first.
+        wait_event(
+            &cluster.client(),
+            namespace,
+            Some("EtcdSnapshot"),
+            name,
+            Some("Warning"),
+            reason,
+            Duration::from_secs(10),
+        )
+        .await;
         if *name != "guarded" {
             assert!(
                 store.head(&format!("{namespace}/{name}.db")).is_none(),

@@ -147,7 +147,18 @@ async fn check_complete(
         summary["totalKey"].as_u64().unwrap_or_default() as usize >= keys,
         "{namespace}: {keys} keys written, the snapshot holds {summary}"
     );
-    // Exactly one of each: the snapshot was taken once.
+    // Exactly one of each: the snapshot was taken once. The Complete Event follows the
+    // status write, and a reader can see the status first.
+    wait_event(
+        &cluster.client(),
+        namespace,
+        Some("EtcdSnapshot"),
+        name,
+        Some("Normal"),
+        "SnapshotComplete",
+        Duration::from_secs(10),
+    )
+    .await;
     let events = events_of(cluster, namespace, "EtcdSnapshot", name).await;
     for reason in ["SnapshotStarted", "SnapshotComplete"] {
         let count = events
