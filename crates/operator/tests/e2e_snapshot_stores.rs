@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use support::cluster::{Cluster, OPERATOR_NAMESPACE, start_cluster};
-use support::events::{events_of, wait_event};
+use support::events::{snapshot_taken_once, wait_event};
 use support::snapshot_tool::snapshot_status;
 use support::snapshots::{ready_condition, wait_available, wait_phase};
 use support::stores::{Azurite, FakeGcs, Place, service_account_key};
@@ -310,25 +310,7 @@ async fn round_trip(
         summary["totalKey"].as_u64().unwrap_or_default() > 0,
         "{summary}"
     );
-    // The Event follows the status write, and a reader can see the status first.
-    wait_event(
-        &cluster.client(),
-        namespace,
-        Some("EtcdSnapshot"),
-        "first",
-        Some("Normal"),
-        "SnapshotComplete",
-        Duration::from_secs(10),
-    )
-    .await;
-    let events = events_of(&cluster, namespace, "EtcdSnapshot", "first").await;
-    for reason in ["SnapshotStarted", "SnapshotComplete"] {
-        let count = events
-            .iter()
-            .filter(|e| **e == ("Normal".to_string(), reason.to_string()))
-            .count();
-        assert_eq!(count, 1, "{namespace}: {reason} Events in {events:?}");
-    }
+    snapshot_taken_once(&cluster, namespace, "first").await;
     println!(
         "{namespace}: first Complete in {}, {size} bytes at revision {revision} (status {:?}) from {:?} under the workload, {took:.1} s after creation",
         store.name(),

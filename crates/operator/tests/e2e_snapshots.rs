@@ -29,7 +29,7 @@ use kube::Api;
 use kube::api::ListParams;
 use support::certs::{make_ca, make_leaf, member_sans, tls_files};
 use support::cluster::{Cluster, ETCDCTL, start_cluster};
-use support::events::{events_of, wait_event};
+use support::events::{events_of, snapshot_taken_once, wait_event};
 use support::moto::Moto;
 use support::snapshot_tool::snapshot_status;
 use support::snapshots::{ready_condition, wait_available, wait_phase};
@@ -147,29 +147,8 @@ async fn check_complete(
         summary["totalKey"].as_u64().unwrap_or_default() as usize >= keys,
         "{namespace}: {keys} keys written, the snapshot holds {summary}"
     );
-    // Exactly one of each: the snapshot was taken once. The Complete Event follows the
-    // status write, and a reader can see the status first.
-    wait_event(
-        &cluster.client(),
-        namespace,
-        Some("EtcdSnapshot"),
-        name,
-        Some("Normal"),
-        "SnapshotComplete",
-        Duration::from_secs(10),
-    )
-    .await;
-    let events = events_of(cluster, namespace, "EtcdSnapshot", name).await;
-    for reason in ["SnapshotStarted", "SnapshotComplete"] {
-        let count = events
-            .iter()
-            .filter(|e| **e == ("Normal".to_string(), reason.to_string()))
-            .count();
-        assert_eq!(
-            count, 1,
-            "{namespace}/{name}: {reason} Events in {events:?}"
-        );
-    }
+    // Exactly one of each: the snapshot was taken once.
+    snapshot_taken_once(cluster, namespace, name).await;
     println!(
         "{namespace}: {name} Complete, {} bytes at revision {:?} from {:?} ({} keys) in {:.1} s after waiting",
         artifact.size_bytes.unwrap_or_default(),

@@ -109,3 +109,31 @@ pub async fn wait_event(
     })
     .await
 }
+
+/// EtcdSnapshot `name` was taken once: after its Complete Event (which follows the status
+/// write, so a reader can see the status first), exactly one SnapshotStarted and one
+/// SnapshotComplete Event about it.
+#[allow(dead_code)]
+pub async fn snapshot_taken_once(cluster: &Cluster, namespace: &str, name: &str) {
+    wait_event(
+        &cluster.client(),
+        namespace,
+        Some("EtcdSnapshot"),
+        name,
+        Some("Normal"),
+        "SnapshotComplete",
+        Duration::from_secs(10),
+    )
+    .await;
+    let events = events_of(cluster, namespace, "EtcdSnapshot", name).await;
+    for reason in ["SnapshotStarted", "SnapshotComplete"] {
+        let count = events
+            .iter()
+            .filter(|e| **e == ("Normal".to_string(), reason.to_string()))
+            .count();
+        assert_eq!(
+            count, 1,
+            "{namespace}/{name}: {reason} Events in {events:?}"
+        );
+    }
+}
