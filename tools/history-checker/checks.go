@@ -183,7 +183,8 @@ func describeWrite(w knownWrite) string {
 // checkWatches: each watch delivers events in revision order without duplicates; after a
 // resume, from where it left off; nothing that another watch or an answered write shows
 // within the revisions it covered is missing (unless etcd said they were compacted); progress
-// notifications never go back and no event arrives at or below one; every watch reached the
+// notifications never go back within one stream and no event arrives at or below one; every
+// watch reached the
 // last write to the workload's keys.
 func checkWatches(h *History, lossy, bookmarkUnreliable bool, report *Report) {
 	// Every write revision of the prefix anyone knows of.
@@ -221,19 +222,33 @@ func checkWatches(h *History, lossy, bookmarkUnreliable bool, report *Report) {
 			}
 			delivered[e.Revision] = true
 		}
-		// Progress notifications: never back, and no event at or below one after it.
+		// Progress notifications: never back within one stream, and no event at or below one
+		// after it. A resumed watch may be on another member, which reports its own applied
+		// revision: one that has not applied as far as the member before (a follower when a
+		// leader that had just committed is cut off) tells the truth about itself, so a lower
+		// notification after a resume is noted, not a violation. Events stay bound to every
+		// notification before them, whichever stream it came on: a notification says the
+		// watch has seen every event up to it.
 		merged := mergeWatchTimeline(w)
-		var progress int64
+		var progress, streamProgress int64
+		stream := 0
 		for _, item := range merged {
+			if s := streamAt(w, item.at); s != stream {
+				stream, streamProgress = s, 0
+			}
 			if item.progress {
-				if item.revision < progress {
+				switch {
+				case item.revision < streamProgress:
 					report.violation(kindWatchProgress, fmt.Sprintf(
 						"watch %s: progress notification at rev %d (%.3f s) after one at rev %d",
+						w.Name, item.revision, seconds(item.at), streamProgress))
+				case item.revision < progress && streamProgress == 0:
+					report.note(fmt.Sprintf(
+						"watch %s: resumed, its first progress notification is at rev %d (%.3f s), behind rev %d before: the member it resumed on had applied less",
 						w.Name, item.revision, seconds(item.at), progress))
 				}
-				if item.revision > progress {
-					progress = item.revision
-				}
+				streamProgress = max(streamProgress, item.revision)
+				progress = max(progress, item.revision)
 			} else if item.revision <= progress {
 				message := fmt.Sprintf("watch %s: event at rev %d (%.3f s) after a progress notification at rev %d",
 					w.Name, item.revision, seconds(item.at), progress)
@@ -309,6 +324,19 @@ func checkWatches(h *History, lossy, bookmarkUnreliable bool, report *Report) {
 				"watch %s covered revs %d to %d but missed %d write(s): %v", w.Name, w.StartRevision, top, len(missing), what))
 		}
 	}
+}
+
+// streamAt: which of a watch's streams (0 before its first resume, 1 after it...) was open
+// at `at`. A resume is recorded before its stream opens, so everything that stream delivers
+// comes after it.
+func streamAt(w *Watch, at int64) int {
+	n := 0
+	for _, r := range w.Resumes {
+		if r.At <= at {
+			n++
+		}
+	}
+	return n
 }
 
 type timelineItem struct {

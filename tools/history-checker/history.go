@@ -27,9 +27,9 @@ type History struct {
 	AllowLoss bool `json:"allow_loss"`
 	// EtcdVersion: the server version the workload met first ("3.5.1"), if it asked.
 	EtcdVersion string      `json:"etcd_version,omitempty"`
-	Clients    []Client    `json:"clients"`
-	Operations []Operation `json:"operations"`
-	Watches    []Watch     `json:"watches"`
+	Clients     []Client    `json:"clients"`
+	Operations  []Operation `json:"operations"`
+	Watches     []Watch     `json:"watches"`
 }
 
 type Client struct {
