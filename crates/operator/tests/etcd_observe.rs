@@ -22,6 +22,25 @@ fn urls(members: &[EtcdProcess]) -> Vec<String> {
     members.iter().map(EtcdProcess::client_url).collect()
 }
 
+/// The TCP sockets of this network namespace, in any state (a closed connection stays in
+/// `TIME_WAIT` for a minute), whose remote end is a member's client port.
+fn tcp_sockets_to(members: &[EtcdProcess]) -> usize {
+    let wanted: Vec<String> = members
+        .iter()
+        .map(|m| format!("{:08X}:094B", u32::from_le_bytes(m.ip.octets())))
+        .collect();
+    std::fs::read_to_string("/proc/net/tcp")
+        .expect("reading /proc/net/tcp")
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            line.split_whitespace()
+                .nth(2)
+                .is_some_and(|remote| wanted.iter().any(|w| w == remote))
+        })
+        .count()
+}
+
 /// Observation stays fast: bounded by a few deadlines however many members are down.
 const OBSERVE_BOUND: Duration = Duration::from_secs(8);
 
@@ -56,12 +75,20 @@ async fn observe_through_member_loss(version: EtcdVersion) {
     // Healthy: every endpoint answers, one leader, three voters, no alarms.
     let view = observe_kept(&kept, &endpoints).await;
     assert_eq!(kept.dials(), 3, "one connection per member");
+    let sockets = tcp_sockets_to(&members);
     let view_again = observe_kept(&kept, &endpoints).await;
     assert!(view_again.is_healthy(), "{:?}", view_again.health);
     assert_eq!(
         kept.dials(),
         3,
         "a settled cluster is observed on kept connections"
+    );
+    // Counted by the kernel, not by the pool: a call that dials beside the pool (each Status
+    // on a connection of its own, as observations did until 2026-12-06) leaves sockets.
+    assert_eq!(
+        tcp_sockets_to(&members),
+        sockets,
+        "a settled cluster's observation opens no TCP connection to etcd"
     );
     // Observing writes nothing to etcd's log: no AlarmList proposal (the alarms come from the
     // leader's Status), no Authenticate. With a proposal per observation the leader's applied

@@ -89,9 +89,21 @@ impl EtcdConnections {
         timeouts: Timeouts,
         access: &EtcdAccess,
     ) -> Result<EtcdClient, EtcdError> {
-        let (channel, credentials) = match self.kept(endpoint, timeouts, access) {
-            Kept::Client(client) => return Ok(*client),
-            Kept::Channel(channel, credentials) => (channel, credentials),
+        Ok(self.endpoint_kept(endpoint, timeouts, access).await?.0)
+    }
+
+    /// [`EtcdConnections::endpoint`], and whether the connection was kept from before (`false`:
+    /// dialled by this call). A call that fails on a kept connection may have met one that
+    /// broke since (the member restarted); one that fails on a new one met the member as it is.
+    pub async fn endpoint_kept(
+        &self,
+        endpoint: &str,
+        timeouts: Timeouts,
+        access: &EtcdAccess,
+    ) -> Result<(EtcdClient, bool), EtcdError> {
+        let (channel, credentials, kept) = match self.kept(endpoint, timeouts, access) {
+            Kept::Client(client) => return Ok((*client, true)),
+            Kept::Channel(channel, credentials) => (channel, credentials, true),
             Kept::Nothing => {
                 self.dials.fetch_add(1, Ordering::Relaxed);
                 let channel = dial_channel(endpoint, timeouts, access).await?;
@@ -114,8 +126,8 @@ impl EtcdConnections {
                     },
                 );
                 match access.credentials.clone() {
-                    None => return Ok(anonymous),
-                    Some(credentials) => (channel, credentials),
+                    None => return Ok((anonymous, false)),
+                    Some(credentials) => (channel, credentials, false),
                 }
             }
         };
@@ -134,7 +146,7 @@ impl EtcdConnections {
             let excess = entry.authenticated.len().saturating_sub(CREDENTIALS_KEPT);
             entry.authenticated.drain(..excess);
         }
-        Ok(client)
+        Ok((client, kept))
     }
 
     /// Drops what is kept for `endpoint` after `error` from a call through it, when the error

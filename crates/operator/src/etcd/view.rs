@@ -8,7 +8,7 @@ use futures::future::join_all;
 use super::access::EtcdAccess;
 use super::client::{EtcdClient, Timeouts};
 use super::error::{EtcdError, EtcdErrorKind};
-use super::pool::EtcdConnections;
+use super::pool::{EtcdConnections, drops_connection};
 use super::types::{Alarm, Compaction, EndpointStatus, MemberInfo};
 
 /// What one endpoint said.
@@ -279,9 +279,26 @@ async fn observe_endpoint(
 ) -> EndpointObservation {
     // Status needs no credentials, and a learner cannot authenticate (etcd serves
     // Authenticate through raft, which learners do not): ask it anonymously, over TLS.
+    // The client is of exactly this endpoint: its own Status, on the kept connection
+    // (`endpoint_status` would dial a connection of its own, every pass). A kept connection
+    // that broke since (the member restarted, or went away) is dialled again at once, so the
+    // answer is the member's as it is now: back, or refusing connections (`Unreachable`), not
+    // the old connection's end. A timeout is not tried again: it would only wait once more.
     let anonymous = access.anonymous();
-    let status = match connections.endpoint(endpoint, timeouts, &anonymous).await {
-        Ok(client) => client.endpoint_status(endpoint).await,
+    let status = match connections
+        .endpoint_kept(endpoint, timeouts, &anonymous)
+        .await
+    {
+        Ok((client, kept)) => match client.status().await {
+            Err(e) if kept && e.kind != EtcdErrorKind::Timeout && drops_connection(e.kind) => {
+                connections.forget(endpoint);
+                match connections.endpoint(endpoint, timeouts, &anonymous).await {
+                    Ok(client) => client.status().await,
+                    Err(e) => Err(e),
+                }
+            }
+            answer => answer,
+        },
         Err(e) => Err(e),
     };
     if let Err(e) = &status {
