@@ -420,3 +420,56 @@ async fn kept_connections_authenticate_once(version: EtcdVersion) {
 async fn kept_connections_authenticate_once_v3_5() {
     kept_connections_authenticate_once(EtcdVersion::V3_5).await;
 }
+
+/// The alarm probe asks over the passes' kept connection: an observation dials the member
+/// once, and the probe adds no connection of its own while its Status of a backend past the
+/// near-quota mark wakes the cluster's reconciler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_alarm_probe_asks_over_the_kept_connection() {
+    use etcd_operator::plan::BackendFill;
+    use etcd_operator::reconcile::{AlarmProbe, ProbeTarget};
+    use futures::StreamExt;
+
+    let members = start_cluster(EtcdVersion::V3_5, 1, &[]);
+    wait_healthy(&members.iter().collect::<Vec<_>>()).await;
+    let endpoints = urls(&members);
+    let kept = std::sync::Arc::new(EtcdConnections::default());
+    let view = observe_kept(&kept, &endpoints).await;
+    assert!(view.is_healthy(), "{:?}", view.health);
+    let db_size = view.statuses().next().expect("a Status").db_size;
+    let sockets = tcp_sockets_to(&members);
+
+    let (wake, mut woken) = futures::channel::mpsc::unbounded();
+    let probe = std::sync::Arc::new(AlarmProbe::new(wake, kept.clone()));
+    let running = tokio::spawn(probe.clone().run());
+    // The pass saw nothing in use against a quota whose near mark (80 %) the backend's real
+    // size passes: the probe's Status shows what the pass did not see.
+    probe.update(
+        "ns",
+        "c",
+        Some(ProbeTarget {
+            endpoint: endpoints[0].clone(),
+            access: EtcdAccess::plaintext(),
+            fullest: BackendFill {
+                used: 0,
+                quota: db_size,
+            },
+            near: false,
+        }),
+    );
+    let cluster = tokio::time::timeout(Duration::from_secs(5), woken.next())
+        .await
+        .expect("the probe wakes the reconciler within 5 s")
+        .expect("the wake channel is open");
+    assert_eq!(
+        (cluster.name.as_str(), cluster.namespace.as_deref()),
+        ("c", Some("ns"))
+    );
+    running.abort();
+    assert_eq!(kept.dials(), 1, "the probe used the kept connection");
+    assert_eq!(
+        tcp_sockets_to(&members),
+        sockets,
+        "the probe opened no TCP connection to etcd"
+    );
+}

@@ -13,7 +13,7 @@
 //! reconciler. Memory only; a cluster's entry is replaced by each pass and dropped with it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_operator_api::EtcdCluster;
@@ -22,7 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::etcd::{EndpointStatus, EtcdAccess, EtcdClient, Timeouts};
+use crate::etcd::{EndpointStatus, EtcdAccess, EtcdConnections, Timeouts};
 use crate::plan::{BackendFill, probe_period};
 
 /// How often the probe loop wakes to see which clusters are due.
@@ -42,15 +42,17 @@ pub struct ProbeTarget {
 struct Entry {
     target: ProbeTarget,
     due: Instant,
-    client: Option<EtcdClient>,
     /// A probe is running for this entry.
     busy: bool,
 }
 
-/// The clusters to probe and the channel that wakes their reconciler.
+/// The clusters to probe, the channel that wakes their reconciler, and the passes' kept
+/// connections, which the probe asks over (a connection of its own per cluster would be one
+/// more per cluster, about 60 KiB each).
 pub struct AlarmProbe {
     entries: Mutex<HashMap<(String, String), Entry>>,
     wake: UnboundedSender<ObjectRef<EtcdCluster>>,
+    connections: Arc<EtcdConnections>,
 }
 
 /// Whether a Status answer shows what the last pass did not see: the NOSPACE alarm, or the
@@ -72,10 +74,14 @@ fn status_fill(status: &EndpointStatus, quota: i64) -> BackendFill {
 }
 
 impl AlarmProbe {
-    pub fn new(wake: UnboundedSender<ObjectRef<EtcdCluster>>) -> AlarmProbe {
+    pub fn new(
+        wake: UnboundedSender<ObjectRef<EtcdCluster>>,
+        connections: Arc<EtcdConnections>,
+    ) -> AlarmProbe {
         AlarmProbe {
             entries: Mutex::new(HashMap::new()),
             wake,
+            connections,
         }
     }
 
@@ -96,11 +102,6 @@ impl AlarmProbe {
         let due = Instant::now() + period;
         match entries.get_mut(&key) {
             Some(entry) => {
-                // The connection stays while the endpoint and the access do.
-                if entry.target.endpoint != target.endpoint || entry.target.access != target.access
-                {
-                    entry.client = None;
-                }
                 entry.target = target;
                 entry.due = due;
             }
@@ -110,7 +111,6 @@ impl AlarmProbe {
                     Entry {
                         target,
                         due,
-                        client: None,
                         busy: false,
                     },
                 );
@@ -131,36 +131,38 @@ impl AlarmProbe {
         loop {
             tick.tick().await;
             let now = Instant::now();
-            let due: Vec<((String, String), ProbeTarget, Option<EtcdClient>)> = {
+            let due: Vec<((String, String), ProbeTarget)> = {
                 let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
                 entries
                     .iter_mut()
                     .filter(|(_, e)| !e.busy && e.due <= now)
                     .map(|(key, e)| {
                         e.busy = true;
-                        (key.clone(), e.target.clone(), e.client.clone())
+                        (key.clone(), e.target.clone())
                     })
                     .collect()
             };
-            for (key, target, client) in due {
+            for (key, target) in due {
                 let probe = self.clone();
-                tokio::spawn(async move { probe.probe(key, target, client).await });
+                tokio::spawn(async move { probe.probe(key, target).await });
             }
         }
     }
 
-    async fn probe(&self, key: (String, String), target: ProbeTarget, client: Option<EtcdClient>) {
-        let client = match client {
-            Some(client) => Ok(client),
-            None => {
-                EtcdClient::connect_endpoint(&target.endpoint, Timeouts::OBSERVE, &target.access)
-                    .await
-            }
-        };
-        let answer = match &client {
+    async fn probe(&self, key: (String, String), target: ProbeTarget) {
+        // Status needs no credentials: the anonymous client of the member's kept connection.
+        let anonymous = target.access.anonymous();
+        let answer = match self
+            .connections
+            .endpoint(&target.endpoint, Timeouts::OBSERVE, &anonymous)
+            .await
+        {
             Ok(client) => client.status().await,
-            Err(e) => Err(e.clone()),
+            Err(e) => Err(e),
         };
+        if let Err(e) = &answer {
+            self.connections.forget_after(&target.endpoint, e);
+        }
         let wake = match &answer {
             Ok(status) => status_needs_a_pass(status, target.fullest.quota, target.near),
             Err(error) => {
@@ -174,10 +176,9 @@ impl AlarmProbe {
         };
         entry.busy = false;
         if entry.target.endpoint != target.endpoint || entry.target.access != target.access {
-            // A pass changed the target meanwhile: its client is not this one.
+            // A pass changed the target meanwhile: this answer is not about it.
             return;
         }
-        entry.client = client.ok().filter(|_| answer.is_ok());
         let fullest = match &answer {
             Ok(status) => status_fill(status, entry.target.fullest.quota),
             Err(_) => entry.target.fullest,
@@ -255,7 +256,7 @@ mod tests {
     #[tokio::test]
     async fn only_clusters_a_burst_can_fill_before_the_next_pass_are_probed() {
         let (wake, _woken) = futures::channel::mpsc::unbounded();
-        let probe = AlarmProbe::new(wake);
+        let probe = AlarmProbe::new(wake, Default::default());
         probe.update("ns", "small", Some(target(1 << 20, 64 << 20, false)));
         probe.update("ns", "large", Some(target(1 << 20, 8 << 30, false)));
         probe.update("ns", "near", Some(target(60 << 20, 64 << 20, true)));

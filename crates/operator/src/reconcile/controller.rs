@@ -62,7 +62,8 @@ pub async fn run_controller(
     // The alarm probe wakes a cluster's reconciler when etcd shows NOSPACE or a backend at the
     // near-quota mark between passes.
     let (wake, woken) = futures::channel::mpsc::unbounded();
-    let probe = Arc::new(super::AlarmProbe::new(wake));
+    let connections: Arc<crate::etcd::EtcdConnections> = Default::default();
+    let probe = Arc::new(super::AlarmProbe::new(wake, connections.clone()));
     let prober = tokio::spawn(probe.clone().run());
     let ctx = Arc::new(Context {
         observer: Observer {
@@ -71,7 +72,7 @@ pub async fn run_controller(
             settings: options.settings.clone(),
             etcd_urls: options.etcd_urls.clone(),
             root_passwords: Default::default(),
-            connections: Default::default(),
+            connections,
         },
         act: ActContext {
             client: client.clone(),
