@@ -184,8 +184,7 @@ func describeWrite(w knownWrite) string {
 // resume, from where it left off; nothing that another watch or an answered write shows
 // within the revisions it covered is missing (unless etcd said they were compacted); progress
 // notifications never go back within one stream and no event arrives at or below one; every
-// watch reached the
-// last write to the workload's keys.
+// watch reached the last write to the workload's keys.
 func checkWatches(h *History, lossy, bookmarkUnreliable bool, report *Report) {
 	// Every write revision of the prefix anyone knows of.
 	known := map[int64]knownWrite{}
