@@ -12,7 +12,7 @@ use anyhow::{Context as _, anyhow, bail};
 use etcd_operator::build::member_client_url;
 use etcd_operator::domain::settings::OperatorSettings;
 use etcd_operator::etcd::{EtcdClient, Timeouts};
-use etcd_operator::observe::{EtcdUrlMap, Observer, Stores};
+use etcd_operator::observe::{ClusterIndex, EtcdUrlMap, Observer, Stores};
 use etcd_operator::plan::Observed;
 use etcd_operator_api::labels::CLUSTER;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
@@ -195,6 +195,16 @@ impl Session {
         let cluster = find_cluster(&client, &namespace, target.cluster.as_deref()).await?;
         let name = cluster.metadata.name.clone().unwrap_or_default();
         let ns = |c: &Client| c.clone();
+        let members = listed(
+            Api::<EtcdMember>::namespaced(ns(&client), &namespace),
+            &name,
+        )
+        .await?;
+        let pvcs = listed(
+            Api::<PersistentVolumeClaim>::namespaced(ns(&client), &namespace),
+            &name,
+        )
+        .await?;
         let stores = Stores {
             clusters: listed(
                 Api::<EtcdCluster>::namespaced(ns(&client), &namespace),
@@ -202,17 +212,12 @@ impl Session {
             )
             .await
             .unwrap_or_else(|_| reflector::store().0),
-            members: listed(
-                Api::<EtcdMember>::namespaced(ns(&client), &namespace),
-                &name,
-            )
-            .await?,
+            // Listed once: the indexes are of what the lists returned.
+            member_index: ClusterIndex::of(&members),
+            members,
             pods: listed(Api::<Pod>::namespaced(ns(&client), &namespace), &name).await?,
-            pvcs: listed(
-                Api::<PersistentVolumeClaim>::namespaced(ns(&client), &namespace),
-                &name,
-            )
-            .await?,
+            pvc_index: ClusterIndex::of(&pvcs),
+            pvcs,
             services: listed(Api::<Service>::namespaced(ns(&client), &namespace), &name).await?,
             pdbs: listed(
                 Api::<PodDisruptionBudget>::namespaced(ns(&client), &namespace),

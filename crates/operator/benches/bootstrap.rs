@@ -47,6 +47,7 @@
 //! | `BOOTSTRAP_BENCH_ETCD_HEARTBEAT_MS` | 0 | etcd's heartbeat interval in every etcd Pod (election timeout 10 x), through etcd's environment; 0: etcd's defaults |
 //! | `BOOTSTRAP_BENCH_SIM` | 0 | 1: every etcd Pod runs the etcd simulator (`crates/etcd-sim`, built here with `cargo build --release`) as a front of one hub in the cluster network, in place of etcd: issue 29's 1,000 3-member clusters (item 6, part b); the idle part only |
 //! | `BOOTSTRAP_BENCH_NODES` | 3 | nodes; each takes 80 etcd Pods (their CPU requests fill its 8 CPUs) and at most 110 Pods; 1,000 3-member clusters need 40 |
+//! | `BOOTSTRAP_BENCH_OPERATOR_ARGS` | (none) | flags added to the operator's in `deploy/operator/deployment.yaml`, space-separated (e.g. `--etcd-connections-kept=300`); a flag given replaces the manifest's |
 //! | `BOOTSTRAP_BENCH_SLOW` | 1.3 | a run slower than this × the slowest floor run is slow; 0 prints every run's timeline |
 
 #[path = "common/mod.rs"]
@@ -84,6 +85,7 @@ struct Knobs {
     slow: f64,
     sim: bool,
     nodes: usize,
+    operator_args: Vec<String>,
 }
 
 impl Knobs {
@@ -98,6 +100,11 @@ impl Knobs {
             slow: env_or("BOOTSTRAP_BENCH_SLOW", 1.3),
             sim: env_or("BOOTSTRAP_BENCH_SIM", 0) == 1,
             nodes: env_or("BOOTSTRAP_BENCH_NODES", 3),
+            operator_args: std::env::var("BOOTSTRAP_BENCH_OPERATOR_ARGS")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect(),
         }
     }
 }
@@ -190,8 +197,9 @@ async fn converge(
     Run { seconds, timeline }
 }
 
-/// The sum of `etcd_operator_kubernetes_writes_total` from the operator's /metrics.
-async fn operator_writes(cluster: &Cluster) -> u64 {
+/// The operator's Kubernetes API writes and etcd dials so far: the sums of
+/// `etcd_operator_kubernetes_writes_total` and `etcd_operator_etcd_dials_total` from its /metrics.
+async fn operator_counts(cluster: &Cluster) -> (u64, u64) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let pod = cluster.operator_pods().await.remove(0);
     let ip = pod.status.unwrap().pod_ip.unwrap();
@@ -202,10 +210,19 @@ async fn operator_writes(cluster: &Cluster) -> u64 {
         .unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).await.unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("etcd_operator_kubernetes_writes_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    let sum = |metric: &str| -> u64 {
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(metric)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    (
+        sum("etcd_operator_kubernetes_writes_total"),
+        sum("etcd_operator_etcd_dials_total"),
+    )
 }
 
 /// Deletes the EtcdCluster of `namespace` and waits until its Pods are gone, so the next
@@ -475,7 +492,17 @@ async fn main() {
         start_cluster(knobs.nodes).await
     };
     let watch = OperatorWatch::start(&cluster.client());
-    cluster.deploy_operator(1).await;
+    if knobs.operator_args.is_empty() {
+        cluster.deploy_operator(1).await;
+    } else {
+        println!("# the operator runs with {}", knobs.operator_args.join(" "));
+        cluster
+            .deploy_operator_with(&support::healing::OperatorDeployment {
+                extra_args: knobs.operator_args.clone(),
+                failpoints: false,
+            })
+            .await;
+    }
 
     // 1. The scenarios, interleaved with the floor.
     let mut floors = Floors::default();
@@ -896,11 +923,13 @@ async fn idle(cluster: &Cluster, count: usize, members: i32, hub: Option<u32>) {
     let pid = operator_pid();
     let etcds = etcd_pids();
     let etcd_cpu = |pids: &[u32]| -> f64 { pids.iter().filter_map(|p| try_cpu_seconds(*p)).sum() };
-    let (cpu_before, writes_before) = (cpu_seconds(pid), operator_writes(cluster).await);
+    let (cpu_before, (writes_before, dials_before)) =
+        (cpu_seconds(pid), operator_counts(cluster).await);
     let etcd_before = etcd_cpu(&etcds);
     let hub_before = hub.and_then(try_cpu_seconds);
     tokio::time::sleep(IDLE_WINDOW).await;
-    let (cpu_after, writes_after) = (cpu_seconds(pid), operator_writes(cluster).await);
+    let (cpu_after, (writes_after, dials_after)) =
+        (cpu_seconds(pid), operator_counts(cluster).await);
     let etcd_after = etcd_cpu(&etcds);
     let hub_after = hub.and_then(try_cpu_seconds);
     let etcd_memory: f64 = etcds
@@ -928,6 +957,10 @@ async fn idle(cluster: &Cluster, count: usize, members: i32, hub: Option<u32>) {
     println!(
         "| Kubernetes API writes | {:.1} per minute |",
         (writes_after - writes_before) as f64 / minutes
+    );
+    println!(
+        "| etcd connections dialled | {:.1} per minute |",
+        (dials_after - dials_before) as f64 / minutes
     );
     println!(
         "| the {} etcd processes, together | {:.1} % of one core, {etcd_memory:.0} MiB resident |",

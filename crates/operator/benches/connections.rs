@@ -19,6 +19,7 @@
 //! | `CONNECTIONS_BENCH_N` | 1000 | connections (endpoints) |
 //! | `CONNECTIONS_BENCH_PASSES` | 20 | Status + MemberList calls on each connection |
 //! | `CONNECTIONS_BENCH_VERSION` | 3.6.17 | the etcd version (`/usr/local/lib/etcd-<v>/etcd`) |
+//! | `CONNECTIONS_BENCH_KEPT` | N | the pool's limit (`--etcd-connections-kept`); under N, a third side runs: the pool at that limit, its dials and time beside |
 
 #[path = "common/mod.rs"]
 mod bench_support;
@@ -53,10 +54,15 @@ fn main() {
     println!("{n} kept connections to one etcd {version}, {passes} passes (Status + MemberList)");
     println!("| side | RSS before | RSS after | per connection |");
     println!("|---|---:|---:|---:|");
+    let kept: usize = env_or("CONNECTIONS_BENCH_KEPT", n);
     let floor = run_side("floor", etcd.port);
     let pool = run_side("pool", etcd.port);
     println!("| bare tonic channel + etcd-client (floor) | {floor} |");
     println!("| the operator's EtcdConnections | {pool} |");
+    if kept < n {
+        let limited = run_side("limited", etcd.port);
+        println!("| EtcdConnections, at most {kept} kept | {limited} |");
+    }
 }
 
 /// Runs one side in a process of its own; its one line of figures.
@@ -86,7 +92,16 @@ async fn measure(side: &str, port: u16) {
     };
     let access = EtcdAccess::default();
     // One connection first, so one-time allocations (the runtime's, the pool's) are not counted.
-    let pool = EtcdConnections::default();
+    let pool = if side == "limited" {
+        // Entries used within 10 s are spared: passes here come faster than that, so the
+        // window is shortened to let the limit act between passes, as between looks 30 s apart.
+        EtcdConnections::with_limit_and_window(
+            env_or("CONNECTIONS_BENCH_KEPT", n),
+            Duration::from_millis(1),
+        )
+    } else {
+        EtcdConnections::with_limit(usize::MAX)
+    };
     let warm = pool
         .endpoint(&endpoint(n, port), timeouts, &access)
         .await
@@ -99,7 +114,7 @@ async fn measure(side: &str, port: u16) {
     for pass in 0..passes {
         for i in 0..n {
             let url = endpoint(i, port);
-            if side == "pool" {
+            if side != "floor" {
                 let client = pool.endpoint(&url, timeouts, &access).await.expect("kept");
                 client.status().await.expect("Status");
                 client.member_list().await.expect("MemberList");
@@ -132,8 +147,13 @@ async fn measure(side: &str, port: u16) {
     if side == "pool" {
         assert_eq!(pool.len(), n + 1, "one kept entry per endpoint");
     }
+    let dials = if side == "floor" {
+        String::new()
+    } else {
+        format!(", {} kept, {} dials", pool.len(), pool.dials())
+    };
     println!(
-        "{before} KiB | {after} KiB | {:.1} KiB ({:.2} s of calls)",
+        "{before} KiB | {after} KiB | {:.1} KiB ({:.2} s of calls{dials})",
         (after.saturating_sub(before)) as f64 / n as f64,
         elapsed.as_secs_f64()
     );

@@ -69,6 +69,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
 
+    /// Member endpoints whose etcd connections are kept from one pass to the next (about
+    /// 62 KiB each). Past it the least recently used are closed and dialled again at their
+    /// cluster's next look; 0 keeps none between passes.
+    #[arg(long, default_value_t = crate::etcd::DEFAULT_KEPT)]
+    pub etcd_connections_kept: usize,
+
     /// Seconds a member's Pod may stay not ready, with its etcd not answering, before the Pod
     /// is recreated (repair level 1). At least 1.
     #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..))]

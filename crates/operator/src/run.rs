@@ -48,6 +48,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         settings: args.settings(),
         etcd_urls: EtcdUrlMap::identity(),
         concurrency: args.concurrency,
+        etcd_connections_kept: args.etcd_connections_kept,
     };
     let outcome = if args.leader_elect {
         lead_then_reconcile(&args, client, options, metrics, probes.clone(), &shutdown).await

@@ -41,6 +41,25 @@ fn tcp_sockets_to(members: &[EtcdProcess]) -> usize {
         .count()
 }
 
+/// The established TCP connections of this network namespace to a member's client port.
+fn established_to(members: &[EtcdProcess]) -> usize {
+    let wanted: Vec<String> = members
+        .iter()
+        .map(|m| format!("{:08X}:094B", u32::from_le_bytes(m.ip.octets())))
+        .collect();
+    std::fs::read_to_string("/proc/net/tcp")
+        .expect("reading /proc/net/tcp")
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let mut fields = line.split_whitespace();
+            let remote = fields.nth(2);
+            let state = fields.next();
+            state == Some("01") && remote.is_some_and(|r| wanted.iter().any(|w| w == r))
+        })
+        .count()
+}
+
 /// Observation stays fast: bounded by a few deadlines however many members are down.
 const OBSERVE_BOUND: Duration = Duration::from_secs(8);
 
@@ -472,4 +491,55 @@ async fn the_alarm_probe_asks_over_the_kept_connection() {
         sockets,
         "the probe opened no TCP connection to etcd"
     );
+}
+
+/// Past its limit the pool closes the least recently used connections, never one a pass is
+/// using, and a cluster whose connections went is observed as before over new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_limit_the_pool_closes_the_least_recently_used() {
+    let members = start_cluster(EtcdVersion::V3_5, 3, &[]);
+    wait_healthy(&members.iter().collect::<Vec<_>>()).await;
+    let endpoints = urls(&members);
+    // etcd's own gateway connections to its client port, if any, are there before and after.
+    let before = established_to(&members);
+    let window = Duration::from_millis(500);
+    let kept = EtcdConnections::with_limit_and_window(1, window);
+    let view = observe_kept(&kept, &endpoints).await;
+    assert!(view.is_healthy(), "{:?}", view.health);
+    assert_eq!(kept.dials(), 3, "one dial per member");
+    assert_eq!(
+        (kept.len(), kept.evictions()),
+        (3, 0),
+        "the pass's entries are in use: none goes, whatever the limit"
+    );
+    tokio::time::sleep(window + Duration::from_millis(100)).await;
+    // A new dial stores one more entry: the two others, idle past the window, go.
+    kept.forget(&endpoints[2]);
+    kept.endpoint(&endpoints[2], Timeouts::OBSERVE, &Default::default())
+        .await
+        .expect("a connection to the third member");
+    assert_eq!((kept.len(), kept.evictions()), (1, 2));
+    eventually_connections(&members, before + 1).await;
+    // The next look dials the two members again and sees the same healthy cluster.
+    let view = observe_kept(&kept, &endpoints).await;
+    assert!(view.is_healthy(), "{:?}", view.health);
+    assert_eq!(view.statuses().count(), 3);
+    assert_eq!(kept.dials(), 6);
+}
+
+/// Waits until `count` connections to the members are established (a closed channel's
+/// connection task ends on its own time).
+async fn eventually_connections(members: &[EtcdProcess], count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = established_to(members);
+        if now == count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{now} connections to the members are established, not {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -547,6 +547,7 @@ replicas: 3
 leaderElection: {enabled: true, leaseName: my-lease, leaseDurationSeconds: 30}
 watchNamespace: team-a
 concurrency: 4
+etcdConnectionsKept: 250
 metricsPort: 9090
 etcdImageRepository: registry.example.com/mirror/etcd
 clusterDomain: k8s.example.internal
@@ -650,6 +651,7 @@ localStore: {enabled: true, root: /backups/etcd, existingClaim: operator-snapsho
         ("not-ready-grace-seconds", "60"),
         ("repair-backoff-seconds", "5"),
         ("concurrency", "4"),
+        ("etcd-connections-kept", "250"),
         ("log-format", "text"),
         ("cluster-domain", "k8s.example.internal"),
         ("local-store-root", "/backups/etcd"),

@@ -19,7 +19,7 @@ mod view;
 pub use access::{ClientTls, EtcdAccess};
 pub use client::{EtcdClient, SnapshotStream, Timeouts};
 pub use error::{EtcdError, EtcdErrorKind};
-pub use pool::{EtcdConnections, drops_connection};
+pub use pool::{DEFAULT_KEPT, EtcdConnections, drops_connection};
 pub use types::{
     Alarm, AlarmKind, Compaction, Downgrade, EndpointStatus, MemberAdded, MemberInfo,
     member_id_hex, parse_member_id,

@@ -16,7 +16,15 @@
 //! - a call on it failed at the transport (unreachable, timed out) or was refused its
 //!   credentials: [`EtcdConnections::forget`] drops it, so the next pass dials as if for the
 //!   first time and a member that went away fails as fast, with the same kind, as it always did;
-//! - it went unused for [`IDLE_LIMIT`] (a deleted cluster's or a removed member's).
+//! - it went unused for [`IDLE_LIMIT`] (a deleted cluster's or a removed member's);
+//! - the pool holds more than its limit ([`EtcdConnections::with_limit`], the operator's
+//!   `--etcd-connections-kept`) after a dial, or at a sweep: the least recently used entries
+//!   go, down to nine tenths of the limit, but never one used in the last [`IN_USE`] (a
+//!   pass's own calls share it).
+//!
+//! Each kept connection costs about 62 KiB of the gRPC stack's buffers (docs/benchmarks.md,
+//! "What a kept etcd connection costs"): the limit bounds that memory, at the price of a dial
+//! per member per look for the clusters whose entries were let go.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -34,15 +42,31 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(120);
 /// How often at most the idle entries are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
+/// The default limit of kept entries (`--etcd-connections-kept`): 333 clusters of 3 members
+/// keep all of theirs, in about 62 MiB.
+pub const DEFAULT_KEPT: usize = 1000;
+
+/// An entry used this recently is never let go for the limit: the calls of one pass (Status,
+/// the health read, the member list, the next step's call) share it.
+pub const IN_USE: Duration = Duration::from_secs(10);
+
 /// Credentials kept per endpoint: the Secret's and one other (a previous password being tried).
 const CREDENTIALS_KEPT: usize = 2;
 
 /// Kept connections, by endpoint URL. Cheap to share (`Arc`); every method takes `&self`.
-#[derive(Default)]
 pub struct EtcdConnections {
     entries: Mutex<Entries>,
     dials: AtomicU64,
     authentications: AtomicU64,
+    evictions: AtomicU64,
+    limit: usize,
+    in_use: Duration,
+}
+
+impl Default for EtcdConnections {
+    fn default() -> Self {
+        EtcdConnections::with_limit(DEFAULT_KEPT)
+    }
 }
 
 /// The kept entries, and when the idle ones were last dropped.
@@ -53,15 +77,37 @@ struct Entries {
 }
 
 impl Entries {
-    /// Drops the entries unused for [`IDLE_LIMIT`], at most once per [`SWEEP_EVERY`]: a
-    /// lookup costs one hash probe, not a scan of every endpoint (thousands at scale).
-    fn sweep(&mut self, now: Instant) {
+    /// Drops the entries unused for [`IDLE_LIMIT`], and the least recently used past `limit`
+    /// (see [`over_limit`]), at most once per [`SWEEP_EVERY`]: a lookup costs one hash probe,
+    /// not a scan of every endpoint (thousands at scale). The entries let go for the limit.
+    fn sweep(&mut self, now: Instant, limit: usize, in_use: Duration) -> usize {
         if !sweep_due(self.swept, now) {
-            return;
+            return 0;
         }
         self.swept = Some(now);
         self.by_endpoint
             .retain(|_, e| now.duration_since(e.used) < IDLE_LIMIT);
+        self.enforce_limit(now, limit, in_use)
+    }
+
+    /// Lets the least recently used entries go while more than `limit` are kept; how many went.
+    fn enforce_limit(&mut self, now: Instant, limit: usize, in_use: Duration) -> usize {
+        if self.by_endpoint.len() <= limit {
+            return 0;
+        }
+        let used: Vec<(&str, Instant)> = self
+            .by_endpoint
+            .iter()
+            .map(|(endpoint, entry)| (endpoint.as_str(), entry.used))
+            .collect();
+        let gone: Vec<String> = over_limit(used, limit, in_use, now)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for endpoint in &gone {
+            self.by_endpoint.remove(endpoint);
+        }
+        gone.len()
     }
 }
 
@@ -81,6 +127,24 @@ struct Entry {
 }
 
 impl EtcdConnections {
+    /// A pool that keeps at most `limit` endpoints' connections (more for a moment when more
+    /// than that were used in the last [`IN_USE`]). 0 keeps each only while passes use it.
+    pub fn with_limit(limit: usize) -> Self {
+        EtcdConnections::with_limit_and_window(limit, IN_USE)
+    }
+
+    /// [`EtcdConnections::with_limit`] with another protected window than [`IN_USE`] (tests).
+    pub fn with_limit_and_window(limit: usize, in_use: Duration) -> Self {
+        EtcdConnections {
+            entries: Mutex::default(),
+            dials: AtomicU64::new(0),
+            authentications: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            limit,
+            in_use,
+        }
+    }
+
     /// A client of exactly `endpoint` with `access` (anonymous when it has no credentials):
     /// the kept one when its TLS and timeouts match, else a new connection, kept.
     pub async fn endpoint(
@@ -177,6 +241,16 @@ impl EtcdConnections {
         self.authentications.load(Ordering::Relaxed)
     }
 
+    /// Entries let go for the limit since the start.
+    pub fn evictions(&self) -> u64 {
+        self.evictions.load(Ordering::Relaxed)
+    }
+
+    /// The most entries kept (see [`EtcdConnections::with_limit`]).
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
     /// Endpoints with a kept connection.
     pub fn len(&self) -> usize {
         self.entries.lock().expect("connections").by_endpoint.len()
@@ -189,7 +263,8 @@ impl EtcdConnections {
     fn kept(&self, endpoint: &str, timeouts: Timeouts, access: &EtcdAccess) -> Kept {
         let mut entries = self.entries.lock().expect("connections");
         let now = Instant::now();
-        entries.sweep(now);
+        let gone = entries.sweep(now, self.limit, self.in_use);
+        self.evictions.fetch_add(gone as u64, Ordering::Relaxed);
         let Some(entry) = entries.by_endpoint.get_mut(endpoint) else {
             return Kept::Nothing;
         };
@@ -213,12 +288,34 @@ impl EtcdConnections {
     }
 
     fn store(&self, endpoint: &str, entry: Entry) {
-        self.entries
-            .lock()
-            .expect("connections")
-            .by_endpoint
-            .insert(endpoint.to_string(), entry);
+        let now = entry.used;
+        let mut entries = self.entries.lock().expect("connections");
+        entries.by_endpoint.insert(endpoint.to_string(), entry);
+        let gone = entries.enforce_limit(now, self.limit, self.in_use);
+        self.evictions.fetch_add(gone as u64, Ordering::Relaxed);
     }
+}
+
+/// The entries to let go when more than `limit` are kept, from when each was last `used`: the
+/// least recently used first, down to nine tenths of the limit (so the next few dials do not
+/// each sort the pool again), sparing every entry used within `in_use` of `now`.
+fn over_limit(
+    mut used: Vec<(&str, Instant)>,
+    limit: usize,
+    in_use: Duration,
+    now: Instant,
+) -> Vec<&str> {
+    if used.len() <= limit {
+        return Vec::new();
+    }
+    let keep = limit - limit / 10;
+    let excess = used.len() - keep;
+    used.sort_by_key(|(endpoint, at)| (*at, *endpoint));
+    used.into_iter()
+        .take(excess)
+        .filter(|(_, at)| now.saturating_duration_since(*at) >= in_use)
+        .map(|(endpoint, _)| endpoint)
+        .collect()
 }
 
 enum Kept {
@@ -257,6 +354,60 @@ mod tests {
             start + SWEEP_EVERY - Duration::from_millis(1)
         ));
         assert!(sweep_due(Some(start), start + SWEEP_EVERY));
+    }
+
+    #[test]
+    fn past_the_limit_the_least_recently_used_go_down_to_nine_tenths() {
+        let start = Instant::now();
+        let now = start + Duration::from_secs(100);
+        let at = |s: u64| start + Duration::from_secs(s);
+        let names: Vec<String> = (0..12).map(|i| format!("e{i:02}")).collect();
+        // e00 used at 0 s, e01 at 1 s, ... e11 at 11 s: all long before `now`.
+        let used = |n: usize| -> Vec<(&str, Instant)> {
+            names[..n]
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.as_str(), at(i as u64)))
+                .collect()
+        };
+        let window = Duration::from_secs(10);
+        assert!(
+            over_limit(used(10), 10, window, now).is_empty(),
+            "at the limit"
+        );
+        assert_eq!(
+            over_limit(used(11), 10, window, now),
+            ["e00", "e01"],
+            "11 → 9"
+        );
+        assert_eq!(
+            over_limit(used(12), 10, window, now),
+            ["e00", "e01", "e02"],
+            "12 → 9"
+        );
+        // The order of the input does not matter.
+        let mut shuffled = used(11);
+        shuffled.reverse();
+        assert_eq!(over_limit(shuffled, 10, window, now), ["e00", "e01"]);
+        // A limit of 0 lets every idle entry go.
+        assert_eq!(over_limit(used(3), 0, window, now), ["e00", "e01", "e02"]);
+    }
+
+    #[test]
+    fn entries_in_use_are_spared_even_past_the_limit() {
+        let start = Instant::now();
+        let window = Duration::from_secs(10);
+        let used = vec![
+            ("old", start),
+            ("busy-1", start + Duration::from_secs(95)),
+            ("busy-2", start + Duration::from_secs(91)),
+        ];
+        let now = start + Duration::from_secs(100);
+        // Two must go for a limit of 1, but only `old` is idle long enough.
+        assert_eq!(over_limit(used.clone(), 1, window, now), ["old"]);
+        // Used exactly `window` ago counts as idle.
+        let now = start + Duration::from_secs(101);
+        assert_eq!(over_limit(used, 1, window, now), ["old", "busy-2"]);
     }
 
     #[test]

@@ -121,6 +121,8 @@ pub struct Metrics {
     steps: Family<StepLabels, Counter>,
     kubernetes_writes: Family<ResourceLabels, Counter>,
     leader: Gauge,
+    etcd_connections_kept: Gauge,
+    etcd_dials: Counter,
     members: Family<ClusterLabels, Gauge>,
     learners: Family<ClusterLabels, Gauge>,
     outdated_members: Family<ClusterLabels, Gauge>,
@@ -197,6 +199,18 @@ impl Metrics {
             "leader",
             "1 while this replica reconciles: it holds the leader Lease, or leader election is off",
             leader.clone(),
+        );
+        let etcd_connections_kept = Gauge::default();
+        registry.register(
+            "etcd_connections_kept",
+            "Member endpoints whose etcd connection is kept between passes (at most --etcd-connections-kept, more while passes use them)",
+            etcd_connections_kept.clone(),
+        );
+        let etcd_dials = Counter::default();
+        registry.register(
+            "etcd_dials",
+            "Connections dialled to etcd members (each a TCP, and TLS, handshake); growing at rest means the kept connections do not cover every member",
+            etcd_dials.clone(),
         );
         let members = Family::<ClusterLabels, Gauge>::default();
         registry.register(
@@ -372,6 +386,8 @@ impl Metrics {
             steps,
             kubernetes_writes,
             leader,
+            etcd_connections_kept,
+            etcd_dials,
             members,
             learners,
             outdated_members,
@@ -430,6 +446,16 @@ impl Metrics {
             .filter(|l| l.starts_with("etcd_operator_kubernetes_writes_total{"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
+    }
+
+    /// The kept etcd connections and the dials so far (`EtcdConnections::len` and `dials`).
+    pub fn etcd_connections(&self, kept: usize, dials: u64) {
+        self.etcd_connections_kept
+            .set(i64::try_from(kept).unwrap_or(i64::MAX));
+        // Passes run side by side: the largest count read wins, so the counter never goes back.
+        self.etcd_dials
+            .inner()
+            .fetch_max(dials, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn set_leader(&self, leading: bool) {

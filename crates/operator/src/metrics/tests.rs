@@ -27,6 +27,21 @@ fn exposition_names_every_metric() {
     assert_eq!(metrics.kubernetes_writes_total(), 2);
 }
 
+/// The dial counter follows the pool's count and never goes back, whichever pass reports last.
+#[test]
+fn the_pools_figures_are_exported() {
+    let metrics = Metrics::new();
+    metrics.etcd_connections(9, 12);
+    metrics.etcd_connections(7, 10);
+    let text = metrics.encode();
+    for line in [
+        "etcd_operator_etcd_connections_kept 7",
+        "etcd_operator_etcd_dials_total 12",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+}
+
 /// A schedule's two series follow it: set, moved when its cluster changes, gone when it is
 /// deleted or suspended (`None`).
 #[test]

@@ -13,15 +13,18 @@
 
 mod certificates;
 mod endpoints;
+mod index;
 mod stores;
 
 pub use endpoints::EtcdUrlMap;
-pub use stores::{Scope, Stores, cluster_of, owned_objects, reflect, reflect_clusters};
+pub use index::{ClusterIndex, cluster_objects};
+pub use stores::{
+    Scope, Stores, cluster_of, owned_objects, reflect, reflect_clusters, reflect_indexed,
+};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use etcd_operator_api::labels::CLUSTER;
 use etcd_operator_api::shared::StorageMedium;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
@@ -392,44 +395,36 @@ impl Observer {
             .filter_map(|m| m.member.metadata.name.as_deref())
             .map(pvc_name)
             .collect();
-        let mut retained: Vec<PvcFacts> = self
-            .stores
-            .pvcs
-            .state_filter(|p| {
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && p.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(CLUSTER))
-                        .is_some_and(|c| c == cluster)
-                    && p.metadata
-                        .name
-                        .as_ref()
-                        .is_some_and(|n| !claimed.contains(n))
-            })
-            .iter()
-            .map(|p| PvcFacts::from_pvc(p))
-            .collect();
+        let mut retained: Vec<PvcFacts> = cluster_objects(
+            &self.stores.pvcs,
+            &self.stores.pvc_index,
+            namespace,
+            cluster,
+        )
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| !claimed.contains(n))
+        })
+        .map(|p| PvcFacts::from_pvc(p))
+        .collect();
         retained.sort_by(|a, b| a.name.cmp(&b.name));
         retained
     }
 
     /// The EtcdMembers labelled with the cluster, by name.
     fn cluster_members(&self, namespace: &str, cluster: &str) -> Vec<EtcdMember> {
-        let mut members: Vec<EtcdMember> = self
-            .stores
-            .members
-            .state_filter(|m| {
-                m.metadata.namespace.as_deref() == Some(namespace)
-                    && m.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(CLUSTER))
-                        .is_some_and(|c| c == cluster)
-            })
-            .into_iter()
-            .map(|m| (*m).clone())
-            .collect();
+        let mut members: Vec<EtcdMember> = cluster_objects(
+            &self.stores.members,
+            &self.stores.member_index,
+            namespace,
+            cluster,
+        )
+        .into_iter()
+        .map(|m| (*m).clone())
+        .collect();
         members.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         members
     }

@@ -15,6 +15,8 @@ use kube::runtime::{WatchStreamExt, reflector::ObjectRef};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
+use super::index::ClusterIndex;
+
 /// Which namespaces the operator watches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -43,8 +45,12 @@ impl Scope {
 pub struct Stores {
     pub clusters: Store<EtcdCluster>,
     pub members: Store<EtcdMember>,
+    /// `members` by cluster.
+    pub member_index: ClusterIndex,
     pub pods: Store<Pod>,
     pub pvcs: Store<PersistentVolumeClaim>,
+    /// `pvcs` by cluster.
+    pub pvc_index: ClusterIndex,
     pub services: Store<Service>,
     pub pdbs: Store<PodDisruptionBudget>,
 }
@@ -98,6 +104,43 @@ where
         .touched_objects()
         .boxed();
     (reader, stream)
+}
+
+/// [`reflect`], with the cache's objects indexed by cluster (see [`ClusterIndex`]: each event
+/// is indexed on both sides of the cache's update, so the index never lacks a cached object).
+pub fn reflect_indexed<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    ClusterIndex,
+    impl Stream<Item = Result<K, watcher::Error>> + Send,
+)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let index = ClusterIndex::default();
+    let (before, after) = (index.clone(), index.clone());
+    let stream = watcher(api, owned_objects())
+        .default_backoff()
+        .modify(forget_managed_fields)
+        .map(move |event| {
+            if let Ok(event) = &event {
+                before.before(event);
+            }
+            event
+        })
+        .reflect(writer)
+        .map(move |event| {
+            if let Ok(event) = &event {
+                after.after(event);
+            }
+            event
+        })
+        .touched_objects()
+        .boxed();
+    (reader, index, stream)
 }
 
 /// The cache of EtcdClusters that the cluster controller runs on, and the stream of applied

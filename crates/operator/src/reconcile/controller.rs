@@ -16,7 +16,9 @@ use super::{Backoff, Context, error_policy, reconcile};
 use crate::act::ActContext;
 use crate::domain::settings::OperatorSettings;
 use crate::metrics::Metrics;
-use crate::observe::{EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect, reflect_clusters};
+use crate::observe::{
+    EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect, reflect_clusters, reflect_indexed,
+};
 
 /// What the controller needs besides the client.
 #[derive(Clone, Debug)]
@@ -27,6 +29,9 @@ pub struct ControllerOptions {
     /// Clusters reconciled at the same time (each cluster is only ever reconciled by one pass
     /// at a time).
     pub concurrency: u16,
+    /// Member endpoints whose etcd connections are kept between passes (see
+    /// [`crate::etcd::EtcdConnections::with_limit`]).
+    pub etcd_connections_kept: usize,
 }
 
 /// Runs the controller until `shutdown` completes (then the passes in flight finish).
@@ -42,9 +47,11 @@ pub async fn run_controller(
     // Both controllers stop on the same signal.
     let shutdown: std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>> = Box::pin(shutdown);
     let shutdown = shutdown.shared();
-    let (members, members_changed) = reflect::<EtcdMember>(scope.api(&client));
+    let (members, member_index, members_changed) =
+        reflect_indexed::<EtcdMember>(scope.api(&client));
     let (pods, pods_changed) = reflect::<Pod>(scope.api(&client));
-    let (pvcs, pvcs_changed) = reflect::<PersistentVolumeClaim>(scope.api(&client));
+    let (pvcs, pvc_index, pvcs_changed) =
+        reflect_indexed::<PersistentVolumeClaim>(scope.api(&client));
     let (services, services_changed) = reflect::<Service>(scope.api(&client));
     let (pdbs, pdbs_changed) = reflect::<PodDisruptionBudget>(scope.api(&client));
 
@@ -54,15 +61,19 @@ pub async fn run_controller(
     let stores = Stores {
         clusters: controller.store(),
         members,
+        member_index,
         pods,
         pvcs,
+        pvc_index,
         services,
         pdbs,
     };
     // The alarm probe wakes a cluster's reconciler when etcd shows NOSPACE or a backend at the
     // near-quota mark between passes.
     let (wake, woken) = futures::channel::mpsc::unbounded();
-    let connections: Arc<crate::etcd::EtcdConnections> = Default::default();
+    let connections = Arc::new(crate::etcd::EtcdConnections::with_limit(
+        options.etcd_connections_kept,
+    ));
     let probe = Arc::new(super::AlarmProbe::new(wake, connections.clone()));
     let prober = tokio::spawn(probe.clone().run());
     let ctx = Arc::new(Context {

@@ -91,6 +91,9 @@ pub async fn reconcile(
     let error_kind = result.as_ref().err().map(ReconcileError::kind);
     ctx.metrics
         .reconciled(started.elapsed().as_secs_f64(), error_kind);
+    let connections = &ctx.observer.connections;
+    ctx.metrics
+        .etcd_connections(connections.len(), connections.dials());
     let (namespace, name) = key(&cluster);
     match error_kind {
         None => ctx.backoff.succeeded(&namespace, &name),

@@ -296,6 +296,7 @@ impl InProcessOperator {
             settings: Default::default(),
             etcd_urls,
             concurrency: 4,
+            etcd_connections_kept: etcd_operator::etcd::DEFAULT_KEPT,
         };
         let stop = shutdown.clone();
         let task = tokio::spawn(run_controller(
