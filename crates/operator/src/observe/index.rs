@@ -174,7 +174,11 @@ mod tests {
     }
 
     /// What a scan of the cache returns (the operator's lookup before the index).
-    fn scanned(store: &Store<PersistentVolumeClaim>, namespace: &str, cluster: &str) -> Vec<String> {
+    fn scanned(
+        store: &Store<PersistentVolumeClaim>,
+        namespace: &str,
+        cluster: &str,
+    ) -> Vec<String> {
         let mut names: Vec<String> = store
             .state()
             .iter()

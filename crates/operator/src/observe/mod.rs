@@ -19,7 +19,8 @@ mod stores;
 pub use endpoints::EtcdUrlMap;
 pub use index::{ClusterIndex, cluster_objects};
 pub use stores::{
-    Scope, Stores, cluster_of, owned_objects, reflect, reflect_clusters, reflect_indexed,
+    Scope, Stores, cluster_of, forget_managed_fields, owned_objects, reflect, reflect_clusters,
+    reflect_indexed, reflect_trimmed, trim_pod,
 };
 
 use std::collections::{BTreeMap, HashMap};

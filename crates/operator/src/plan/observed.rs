@@ -322,6 +322,8 @@ pub struct PodFacts {
 }
 
 impl PodFacts {
+    /// The facts of `pod`. Cached Pods keep only what this reads ([`crate::observe::trim_pod`]):
+    /// a field read here must be kept there too (a test compares the two).
     pub fn from_pod(pod: &Pod) -> PodFacts {
         let status = pod.status.clone().unwrap_or_default();
         let etcd = status

@@ -18,6 +18,7 @@ use crate::domain::settings::OperatorSettings;
 use crate::metrics::Metrics;
 use crate::observe::{
     EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect, reflect_clusters, reflect_indexed,
+    reflect_trimmed, trim_pod,
 };
 
 /// What the controller needs besides the client.
@@ -49,7 +50,7 @@ pub async fn run_controller(
     let shutdown = shutdown.shared();
     let (members, member_index, members_changed) =
         reflect_indexed::<EtcdMember>(scope.api(&client));
-    let (pods, pods_changed) = reflect::<Pod>(scope.api(&client));
+    let (pods, pods_changed) = reflect_trimmed::<Pod>(scope.api(&client), trim_pod);
     let (pvcs, pvc_index, pvcs_changed) =
         reflect_indexed::<PersistentVolumeClaim>(scope.api(&client));
     let (services, services_changed) = reflect::<Service>(scope.api(&client));
