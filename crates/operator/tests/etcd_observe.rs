@@ -25,24 +25,16 @@ fn urls(members: &[EtcdProcess]) -> Vec<String> {
 /// The TCP sockets of this network namespace, in any state (a closed connection stays in
 /// `TIME_WAIT` for a minute), whose remote end is a member's client port.
 fn tcp_sockets_to(members: &[EtcdProcess]) -> usize {
-    let wanted: Vec<String> = members
-        .iter()
-        .map(|m| format!("{:08X}:094B", u32::from_le_bytes(m.ip.octets())))
-        .collect();
-    std::fs::read_to_string("/proc/net/tcp")
-        .expect("reading /proc/net/tcp")
-        .lines()
-        .skip(1)
-        .filter(|line| {
-            line.split_whitespace()
-                .nth(2)
-                .is_some_and(|remote| wanted.iter().any(|w| w == remote))
-        })
-        .count()
+    sockets_to(members, |_| true)
 }
 
 /// The established TCP connections of this network namespace to a member's client port.
 fn established_to(members: &[EtcdProcess]) -> usize {
+    sockets_to(members, |state| state == "01")
+}
+
+/// The sockets of `/proc/net/tcp` to a member's client port whose state (hex) `state` accepts.
+fn sockets_to(members: &[EtcdProcess], state: impl Fn(&str) -> bool) -> usize {
     let wanted: Vec<String> = members
         .iter()
         .map(|m| format!("{:08X}:094B", u32::from_le_bytes(m.ip.octets())))
@@ -54,8 +46,8 @@ fn established_to(members: &[EtcdProcess]) -> usize {
         .filter(|line| {
             let mut fields = line.split_whitespace();
             let remote = fields.nth(2);
-            let state = fields.next();
-            state == Some("01") && remote.is_some_and(|r| wanted.iter().any(|w| w == r))
+            let current = fields.next();
+            remote.is_some_and(|r| wanted.iter().any(|w| w == r)) && current.is_some_and(&state)
         })
         .count()
 }
@@ -500,8 +492,9 @@ async fn past_its_limit_the_pool_closes_the_least_recently_used() {
     let members = start_cluster(EtcdVersion::V3_5, 3, &[]);
     wait_healthy(&members.iter().collect::<Vec<_>>()).await;
     let endpoints = urls(&members);
-    // etcd's own gateway connections to its client port, if any, are there before and after.
-    let before = established_to(&members);
+    // etcd's own gateway connections to its client port, if any, are there before and after;
+    // the harness's health check's connection closes on its own time: wait until it has.
+    let before = settled_connections(&members).await;
     let window = Duration::from_millis(500);
     let kept = EtcdConnections::with_limit_and_window(1, window);
     let view = observe_kept(&kept, &endpoints).await;
@@ -525,6 +518,25 @@ async fn past_its_limit_the_pool_closes_the_least_recently_used() {
     assert!(view.is_healthy(), "{:?}", view.health);
     assert_eq!(view.statuses().count(), 3);
     assert_eq!(kept.dials(), 6);
+}
+
+/// The established connections to the members once their number has held for a second.
+async fn settled_connections(members: &[EtcdProcess]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut last, mut since) = (established_to(members), Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = established_to(members);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        } else if since.elapsed() >= Duration::from_secs(1) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the connections to the members did not settle in 10 s"
+        );
+    }
 }
 
 /// Waits until `count` connections to the members are established (a closed channel's
