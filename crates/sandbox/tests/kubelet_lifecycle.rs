@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, LogParams};
 use kubelet_support::{
-    container_status, phase, pod_manifest, restart_count, shell_container, waiting_reason,
+    condition, container_status, phase, pod_manifest, restart_count, shell_container,
+    waiting_reason,
 };
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -261,6 +262,48 @@ async fn a_failing_liveness_probe_restarts_the_container() {
         events.contains("Unhealthy") && events.contains("Killing"),
         "{events}"
     );
+}
+
+/// A Pod not ready at first, then ready: its served conditions say only that it is ready, as a
+/// kubelet's do (the reason and message of the not-ready condition go with it). A node agent
+/// that left them also kept seeing a difference and patched the status at every wake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_turns_ready_keeps_no_reason_for_being_unready() {
+    let cluster = kubelet_support::start().await;
+    let mut pod = pod_manifest(
+        "late",
+        json!({}),
+        None,
+        json!([shell_container(
+            "main",
+            "sleep 2; touch /tmp/ready; exec sleep 3600"
+        )]),
+    );
+    pod["spec"]["containers"][0]["readinessProbe"] =
+        json!({"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 1});
+    cluster.create::<Pod>("default", pod).await;
+    let unready = cluster
+        .wait_pod("default", "late", LIMIT, |pod| {
+            phase(pod) == "Running" && condition(pod, "Ready") == Some("False")
+        })
+        .await;
+    let reason = |pod: &Pod, type_: &str| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_))
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    assert_eq!(
+        reason(&unready, "Ready")
+            .and_then(|(reason, _)| reason)
+            .as_deref(),
+        Some("ContainersNotReady")
+    );
+    let ready = cluster.wait_ready("default", "late", LIMIT).await;
+    for type_ in ["Ready", "ContainersReady"] {
+        assert_eq!(reason(&ready, type_), Some((None, None)), "{type_}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

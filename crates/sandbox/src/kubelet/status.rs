@@ -436,6 +436,21 @@ pub fn desired_status(facts: &PodFacts<'_>, now: Timestamp) -> PodStatus {
 /// is not in are sent as null, so a merge removes them (as the kubelet's two-way patch does).
 pub fn status_patch(desired: &PodStatus) -> Value {
     let mut status = serde_json::to_value(desired).unwrap_or_else(|_| json!({}));
+    // A strategic merge patch merges each condition into the served one of its type: a field
+    // it leaves out stays. The kubelet's patches name the fields a condition no longer has
+    // (null), so a Ready condition that turns True loses the `ContainersNotReady` reason and
+    // message it had while False.
+    for condition in status
+        .get_mut("conditions")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        for key in ["reason", "message"] {
+            condition.entry(key).or_insert(Value::Null);
+        }
+    }
     for list in ["containerStatuses", "initContainerStatuses"] {
         for item in status
             .get_mut(list)

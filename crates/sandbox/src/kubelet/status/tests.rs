@@ -202,6 +202,38 @@ fn conditions_name_the_unready_containers_and_keep_transition_times() {
 }
 
 #[test]
+fn a_condition_without_reason_or_message_patches_them_away() {
+    let pod = pod_with(json!({}));
+    let containers = [running("a")];
+    let facts = PodFacts {
+        pod: &pod,
+        host_ip: Ipv4Addr::new(10, 244, 0, 2),
+        pod_ip: None,
+        sandbox_ready: true,
+        start_time: None,
+        init: &[],
+        containers: &containers,
+        terminal: None,
+    };
+    let status = desired_status(&facts, Timestamp::UNIX_EPOCH);
+    let patch = status_patch(&status);
+    let initialized = patch["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Initialized")
+        .unwrap();
+    assert_eq!(initialized["status"], "True");
+    for key in ["reason", "message"] {
+        assert_eq!(
+            initialized.get(key),
+            Some(&serde_json::Value::Null),
+            "{key}: a strategic merge keeps what the patch leaves out"
+        );
+    }
+}
+
+#[test]
 fn readiness_gates_hold_the_ready_condition() {
     let pod = pod_with(json!({}));
     let containers = [running("a"), running("b")];
