@@ -244,8 +244,10 @@ impl EtcdClient {
     ///
     /// When the call reaches the member being removed, that member applies its own removal and
     /// stops before answering (`server stopped`); so after a transport failure or a server-side
-    /// timeout the member list is asked again (up to three times: the first may reach the same
-    /// stopped member), and a member no longer listed counts as removed.
+    /// timeout the member list is asked again, up to three times 200 ms apart, and a member no
+    /// longer listed counts as removed. A list that still has it may come from that member
+    /// before it stopped or from a follower that has not applied the removal yet, so it is
+    /// asked again too; after the third, the call's own error is returned.
     pub async fn member_remove(&self, id: u64) -> Result<Vec<MemberInfo>, EtcdError> {
         let mut cluster = self.client.cluster_client();
         match self.call("MemberRemove", cluster.member_remove(id)).await {
@@ -262,10 +264,10 @@ impl EtcdClient {
                     if attempt > 0 {
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
-                    match self.member_list().await {
-                        Ok(members) if members.iter().all(|m| m.id != id) => return Ok(members),
-                        Ok(_) => return Err(e),
-                        Err(_) => {}
+                    if let Ok(members) = self.member_list().await
+                        && members.iter().all(|m| m.id != id)
+                    {
+                        return Ok(members);
                     }
                 }
                 Err(e)
