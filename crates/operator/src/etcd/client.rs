@@ -247,7 +247,8 @@ impl EtcdClient {
     /// timeout the member list is asked again, up to three times 200 ms apart, and a member no
     /// longer listed counts as removed. A list that still has it may come from that member
     /// before it stopped or from a follower that has not applied the removal yet, so it is
-    /// asked again too; after the third, the call's own error is returned.
+    /// asked again too (so is a list that fails: the balanced client may pick the stopped
+    /// member again); after the third, the call's own error is returned.
     pub async fn member_remove(&self, id: u64) -> Result<Vec<MemberInfo>, EtcdError> {
         let mut cluster = self.client.cluster_client();
         match self.call("MemberRemove", cluster.member_remove(id)).await {
