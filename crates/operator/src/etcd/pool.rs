@@ -246,11 +246,6 @@ impl EtcdConnections {
         self.evictions.load(Ordering::Relaxed)
     }
 
-    /// The most entries kept (see [`EtcdConnections::with_limit`]).
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-
     /// Endpoints with a kept connection.
     pub fn len(&self) -> usize {
         self.entries.lock().expect("connections").by_endpoint.len()

@@ -201,20 +201,25 @@ fn conditions_name_the_unready_containers_and_keep_transition_times() {
     assert!(first["state"]["running"].is_object());
 }
 
-#[test]
-fn a_condition_without_reason_or_message_patches_them_away() {
-    let pod = pod_with(json!({}));
-    let containers = [running("a")];
-    let facts = PodFacts {
-        pod: &pod,
+/// The facts of `pod` with its sandbox up and `containers` started, no address or start time.
+fn running_facts<'a>(pod: &'a Pod, containers: &'a [ContainerRecord]) -> PodFacts<'a> {
+    PodFacts {
+        pod,
         host_ip: Ipv4Addr::new(10, 244, 0, 2),
         pod_ip: None,
         sandbox_ready: true,
         start_time: None,
         init: &[],
-        containers: &containers,
+        containers,
         terminal: None,
-    };
+    }
+}
+
+#[test]
+fn a_condition_without_reason_or_message_patches_them_away() {
+    let pod = pod_with(json!({}));
+    let containers = [running("a")];
+    let facts = running_facts(&pod, &containers);
     let status = desired_status(&facts, Timestamp::UNIX_EPOCH);
     let patch = status_patch(&status);
     let initialized = patch["status"]["conditions"]
@@ -237,16 +242,7 @@ fn a_condition_without_reason_or_message_patches_them_away() {
 fn readiness_gates_hold_the_ready_condition() {
     let pod = pod_with(json!({}));
     let containers = [running("a"), running("b")];
-    let facts = PodFacts {
-        pod: &pod,
-        host_ip: Ipv4Addr::new(10, 244, 0, 2),
-        pod_ip: None,
-        sandbox_ready: true,
-        start_time: None,
-        init: &[],
-        containers: &containers,
-        terminal: None,
-    };
+    let facts = running_facts(&pod, &containers);
     let status = desired_status(&facts, Timestamp::UNIX_EPOCH);
     let conditions = status.conditions.unwrap();
     let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
