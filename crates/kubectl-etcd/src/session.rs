@@ -12,11 +12,11 @@ use anyhow::{Context as _, anyhow, bail};
 use etcd_operator::build::member_client_url;
 use etcd_operator::domain::settings::OperatorSettings;
 use etcd_operator::etcd::{EtcdClient, Timeouts};
-use etcd_operator::observe::{ClusterIndex, EtcdUrlMap, Observer, Stores};
+use etcd_operator::observe::{CachedPod, CachedPvc, ClusterIndex, EtcdUrlMap, Observer, Stores};
 use etcd_operator::plan::Observed;
 use etcd_operator_api::labels::CLUSTER;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
@@ -200,11 +200,7 @@ impl Session {
             &name,
         )
         .await?;
-        let pvcs = listed(
-            Api::<PersistentVolumeClaim>::namespaced(ns(&client), &namespace),
-            &name,
-        )
-        .await?;
+        let pvcs = listed(Api::<CachedPvc>::namespaced(ns(&client), &namespace), &name).await?;
         let stores = Stores {
             clusters: listed(
                 Api::<EtcdCluster>::namespaced(ns(&client), &namespace),
@@ -215,7 +211,7 @@ impl Session {
             // Listed once: the indexes are of what the lists returned.
             member_index: ClusterIndex::of(&members),
             members,
-            pods: listed(Api::<Pod>::namespaced(ns(&client), &namespace), &name).await?,
+            pods: listed(Api::<CachedPod>::namespaced(ns(&client), &namespace), &name).await?,
             pvc_index: ClusterIndex::of(&pvcs),
             pvcs,
             services: listed(Api::<Service>::namespaced(ns(&client), &namespace), &name).await?,

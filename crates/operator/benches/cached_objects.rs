@@ -1,9 +1,10 @@
-//! What a cached Pod costs in the operator's heap, whole and as the operator caches it
-//! (`observe::trim_pod`; issue 29, item 6). Deserializes `CACHED_OBJECTS_BENCH_N` copies of a
-//! member's Pod at rest as a real control plane served it (`tests/fixtures/pod-at-rest.json`,
-//! kube-apiserver v1.37.2) under a counting allocator, which rounds each allocation to glibc's
-//! chunk sizes, and prints the bytes per Pod: the whole Pod (the floor: what a cache without
-//! trimming holds) beside the trimmed one.
+//! What a cached Pod and a cached PVC cost in the operator's heap, whole and as the operator
+//! caches them (`observe::Cached`: their facts; issue 29, item 6). Parses
+//! `CACHED_OBJECTS_BENCH_N` copies of a member's Pod and PVC at rest as a real control plane
+//! served them (`tests/fixtures/{pod,pvc}-at-rest.json`, kube-apiserver v1.37.2) under a
+//! counting allocator, which rounds each allocation to glibc's chunk sizes, and prints the
+//! bytes per object: the whole object (the floor: what a cache of objects holds) beside the
+//! cached one.
 //!
 //! ```sh
 //! cargo bench -p etcd-operator --bench cached_objects
@@ -12,7 +13,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use k8s_openapi::api::core::v1::Pod;
+use etcd_operator::observe::{CachedPod, CachedPvc};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 
 /// Counts the bytes glibc gives each allocation: the request plus its 8-byte header, in
 /// 16-byte steps, at least 32.
@@ -47,22 +49,37 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// Bytes per Pod held by `n` Pods parsed from `text` and changed by `trim`, shrunk to fit as a
-/// cache keeps them.
-fn per_pod(text: &str, n: usize, trim: fn(&mut Pod)) -> i64 {
+/// Bytes per object held by `n` objects that `make` parses, as a cache keeps them.
+fn per_object<T>(n: usize, make: impl Fn() -> T) -> i64 {
     let before = LIVE.load(Ordering::Relaxed);
-    let pods: Vec<Pod> = (0..n)
-        .map(|_| {
-            let mut pod: Pod = serde_json::from_str(text).expect("the fixture is a Pod");
-            trim(&mut pod);
-            // A Vec field cut down by the trim keeps its capacity; the cache holds the object
-            // as the trim left it, so this measures that too.
-            pod
-        })
-        .collect();
+    let objects: Vec<T> = (0..n).map(|_| make()).collect();
     let held = LIVE.load(Ordering::Relaxed) - before;
-    drop(pods);
+    drop(objects);
     held / n as i64
+}
+
+/// One row per kind: the whole object without managed fields (the floor: what a cache of
+/// objects holds) beside the object as the operator caches it.
+fn row<K, C>(kind: &str, text: &str, n: usize)
+where
+    K: serde::de::DeserializeOwned + kube::Resource,
+    C: serde::de::DeserializeOwned,
+{
+    let whole = per_object(n, || {
+        let mut object: K = serde_json::from_str(text).expect("the fixture parses");
+        etcd_operator::observe::forget_managed_fields(&mut object);
+        object
+    });
+    let cached = per_object(n, || -> C {
+        serde_json::from_str(text).expect("the fixture parses")
+    });
+    println!(
+        "| {kind} ({} bytes of JSON) | {:.1} KiB | {:.1} KiB ({:.0} % of the whole) |",
+        text.len(),
+        whole as f64 / 1024.0,
+        cached as f64 / 1024.0,
+        100.0 * cached as f64 / whole as f64
+    );
 }
 
 fn main() {
@@ -70,26 +87,13 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
-    let text = include_str!("../tests/fixtures/pod-at-rest.json");
-    let whole = per_pod(
-        text,
+    println!("heap per object, the mean of {n} copies");
+    println!("| object | whole, without managed fields (floor) | cached (`observe::Cached`) |");
+    println!("|---|---:|---:|");
+    row::<Pod, CachedPod>("Pod", include_str!("../tests/fixtures/pod-at-rest.json"), n);
+    row::<PersistentVolumeClaim, CachedPvc>(
+        "PVC",
+        include_str!("../tests/fixtures/pvc-at-rest.json"),
         n,
-        etcd_operator::observe::forget_managed_fields::<Pod>,
-    );
-    let trimmed = per_pod(text, n, etcd_operator::observe::trim_pod);
-    println!(
-        "{n} copies of a member's Pod at rest ({} bytes of JSON)",
-        text.len()
-    );
-    println!("| cached as | heap per Pod |");
-    println!("|---|---:|");
-    println!(
-        "| whole, without managed fields (floor) | {:.1} KiB |",
-        whole as f64 / 1024.0
-    );
-    println!(
-        "| trimmed (`observe::trim_pod`) | {:.1} KiB ({:.0} % of the whole) |",
-        trimmed as f64 / 1024.0,
-        100.0 * trimmed as f64 / whole as f64
     );
 }

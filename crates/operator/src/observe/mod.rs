@@ -11,16 +11,18 @@
 //! are in `certificates`; the caches in `stores`; where each member's etcd is dialed in
 //! `endpoints`.
 
+mod cached;
 mod certificates;
 mod endpoints;
 mod index;
 mod stores;
 
+pub use cached::{Cached, CachedPod, CachedPvc, FactsOf};
 pub use endpoints::EtcdUrlMap;
 pub use index::{ClusterIndex, cluster_objects};
 pub use stores::{
     Scope, Stores, cluster_of, forget_managed_fields, owned_objects, reflect, reflect_clusters,
-    reflect_indexed, reflect_trimmed, trim_pod,
+    reflect_indexed,
 };
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,7 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use etcd_operator_api::shared::StorageMedium;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -40,7 +42,7 @@ use crate::domain::settings::OperatorSettings;
 use crate::etcd::{
     ClientTls, EtcdAccess, EtcdConnections, EtcdView, Timeouts, observe_cluster_with,
 };
-use crate::plan::{ClassExpansion, Observed, ObservedMember, PodFacts, PvcFacts, SecurityFacts};
+use crate::plan::{ClassExpansion, Observed, ObservedMember, PvcFacts, SecurityFacts};
 use crate::security::{CertificateValidity, Purpose, check_tls_secret};
 
 /// What `observe` reads with.
@@ -409,7 +411,7 @@ impl Observer {
                 .as_ref()
                 .is_some_and(|n| !claimed.contains(n))
         })
-        .map(|p| PvcFacts::from_pvc(p))
+        .map(|p| p.facts.clone())
         .collect();
         retained.sort_by(|a, b| a.name.cmp(&b.name));
         retained
@@ -438,19 +440,15 @@ impl Observer {
     ) -> Result<ObservedMember, ObserveError> {
         let name = member.metadata.name.clone().unwrap_or_default();
         let pod = self
-            .cached_or_get::<Pod>(&self.stores.pods, namespace, &name)
+            .cached_or_get::<CachedPod>(&self.stores.pods, namespace, &name)
             .await?
-            .map(|p| PodFacts::from_pod(&p));
+            .map(|p| p.facts);
         let pvc = if member.spec.storage.medium_or_default() == StorageMedium::Memory {
             None
         } else {
-            self.cached_or_get::<PersistentVolumeClaim>(
-                &self.stores.pvcs,
-                namespace,
-                &pvc_name(&name),
-            )
-            .await?
-            .map(|p| PvcFacts::from_pvc(&p))
+            self.cached_or_get::<CachedPvc>(&self.stores.pvcs, namespace, &pvc_name(&name))
+                .await?
+                .map(|p| p.facts)
         };
         let pvc = match pvc {
             Some(mut facts) => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use etcd_operator_api::labels::CLUSTER;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Config};
@@ -15,6 +15,7 @@ use kube::runtime::{WatchStreamExt, reflector::ObjectRef};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
+use super::cached::{CachedPod, CachedPvc};
 use super::index::ClusterIndex;
 
 /// Which namespaces the operator watches.
@@ -47,8 +48,10 @@ pub struct Stores {
     pub members: Store<EtcdMember>,
     /// `members` by cluster.
     pub member_index: ClusterIndex,
-    pub pods: Store<Pod>,
-    pub pvcs: Store<PersistentVolumeClaim>,
+    /// Pods as their facts ([`CachedPod`]).
+    pub pods: Store<CachedPod>,
+    /// PVCs as their facts ([`CachedPvc`]).
+    pub pvcs: Store<CachedPvc>,
     /// `pvcs` by cluster.
     pub pvc_index: ClusterIndex,
     pub services: Store<Service>,
@@ -96,25 +99,10 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    reflect_trimmed(api, forget_managed_fields)
-}
-
-/// [`reflect`], each object changed by `trim` before it is cached (e.g. [`trim_pod`]).
-pub fn reflect_trimmed<K>(
-    api: Api<K>,
-    trim: fn(&mut K),
-) -> (
-    Store<K>,
-    impl Stream<Item = Result<K, watcher::Error>> + Send,
-)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
     let (reader, writer) = reflector::store();
     let stream = watcher(api, owned_objects())
         .default_backoff()
-        .modify(trim)
+        .modify(forget_managed_fields)
         .reflect(writer)
         .touched_objects()
         .boxed();
@@ -186,51 +174,6 @@ pub fn forget_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// A Pod as the operator caches it: its metadata (without managed fields) and only the parts of
-/// its spec and status that [`crate::plan::PodFacts::from_pod`] reads, the one reader of cached
-/// Pods. A Pod is the largest object the operator caches (22 KiB of heap each at rest, three
-/// per cluster: docs/benchmarks.md); what goes is the probes, ports, resources and security
-/// contexts of its containers, its other volumes, tolerations and scheduling, and the status'
-/// addresses. A test checks that the facts of a trimmed Pod are those of the whole one.
-pub fn trim_pod(pod: &mut Pod) {
-    use k8s_openapi::api::core::v1::{Container, PodSpec, PodStatus};
-    forget_managed_fields(pod);
-    if let Some(spec) = pod.spec.as_mut() {
-        let whole = std::mem::take(spec);
-        *spec = PodSpec {
-            node_name: whole.node_name,
-            containers: whole
-                .containers
-                .into_iter()
-                .map(|c| Container {
-                    name: c.name,
-                    image: c.image,
-                    command: c.command,
-                    args: c.args,
-                    env: c.env,
-                    volume_mounts: c.volume_mounts,
-                    ..Default::default()
-                })
-                .collect(),
-            volumes: whole
-                .volumes
-                .map(|v| v.into_iter().filter(|v| v.name == "data").collect()),
-            ..Default::default()
-        };
-    }
-    if let Some(status) = pod.status.as_mut() {
-        let whole = std::mem::take(status);
-        *status = PodStatus {
-            phase: whole.phase,
-            conditions: whole.conditions,
-            container_statuses: whole.container_statuses,
-            init_container_statuses: whole.init_container_statuses,
-            start_time: whole.start_time,
-            ..Default::default()
-        };
-    }
-}
-
 fn watcher<K>(
     api: Api<K>,
     config: Config,
@@ -253,91 +196,8 @@ pub fn cluster_of<K: Resource>(object: &K) -> Option<ObjectRef<EtcdCluster>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::PodFacts;
+    use k8s_openapi::api::core::v1::Pod;
     use kube::api::ObjectMeta;
-
-    /// A member's Pod at rest as a real control plane serves it (kube-apiserver v1.37.2, the
-    /// node agent's status), and variants that fill what `PodFacts` reads of other states.
-    fn pods() -> Vec<Pod> {
-        let at_rest: Pod =
-            serde_json::from_str(include_str!("../../tests/fixtures/pod-at-rest.json"))
-                .expect("the fixture is a Pod");
-        let mut variants = vec![at_rest.clone()];
-        let mut failed: serde_json::Value = serde_json::to_value(&at_rest).unwrap();
-        failed["metadata"]["annotations"][crate::build::TRUSTED_CA_ANNOTATION] = "digest".into();
-        failed["metadata"]["deletionTimestamp"] = "2026-12-06T17:00:00Z".into();
-        failed["spec"]["volumes"] = serde_json::json!([
-            {"name": "data", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
-            {"name": "certs", "secret": {"secretName": "etcd-server-tls"}},
-        ]);
-        failed["status"]["containerStatuses"][0]["state"] = serde_json::json!({
-            "waiting": {"reason": "CrashLoopBackOff"}});
-        failed["status"]["containerStatuses"][0]["lastState"] = serde_json::json!({
-            "terminated": {"reason": "Error", "exitCode": 1,
-                           "message": "discovery failed: member has already been bootstrapped"}});
-        failed["status"]["containerStatuses"][0]["restartCount"] = 4.into();
-        failed["status"]["initContainerStatuses"] = serde_json::json!([
-            {"name": crate::build::RESTORE_FETCH_CONTAINER, "image": "agent", "imageID": "",
-             "ready": false, "restartCount": 0,
-             "state": {"terminated": {"exitCode": 1, "reason": "Error",
-                                      "message": "RestoreFailed NotFound: no such key"}}},
-        ]);
-        variants.push(serde_json::from_value(failed).unwrap());
-        let mut restoring: serde_json::Value = serde_json::to_value(&at_rest).unwrap();
-        restoring["status"]["initContainerStatuses"] = serde_json::json!([
-            {"name": crate::build::RESTORE_CONTAINER, "image": "agent", "imageID": "",
-             "ready": false, "restartCount": 0, "state": {"running": {}}},
-        ]);
-        variants.push(serde_json::from_value(restoring).unwrap());
-        // The legacy operator's StatefulSet Pod: its flags through the downward API.
-        variants.push(
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"name": "etcd-1", "namespace": "prod"},
-                "spec": {
-                    "containers": [{
-                        "name": "etcd",
-                        "command": ["etcd"],
-                        "args": ["--name=$(POD_NAME)", "--data-dir=/var/run/etcd/default.etcd"],
-                        "env": [{"name": "POD_NAME",
-                                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                        "volumeMounts": [{"name": "data", "mountPath": "/var/run/etcd"}],
-                        "readinessProbe": {"exec": {"command": ["true"]}},
-                    }],
-                    "volumes": [{"name": "data",
-                                 "persistentVolumeClaim": {"claimName": "data-etcd-1"}}],
-                },
-            }))
-            .unwrap(),
-        );
-        variants
-    }
-
-    #[test]
-    fn a_trimmed_pod_gives_the_facts_of_the_whole_one() {
-        for (i, whole) in pods().into_iter().enumerate() {
-            let mut trimmed = whole.clone();
-            trim_pod(&mut trimmed);
-            assert_eq!(
-                PodFacts::from_pod(&trimmed),
-                PodFacts::from_pod(&whole),
-                "pod {i}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_trimmed_pod_keeps_only_what_the_facts_read() {
-        let whole = pods().remove(0);
-        let mut trimmed = whole.clone();
-        trim_pod(&mut trimmed);
-        assert_eq!(trimmed.metadata, whole.metadata);
-        // What it keeps of the spec: the etcd container's command line and the data volume.
-        let spec = trimmed.spec.unwrap();
-        assert_eq!(spec.containers[0].readiness_probe, None);
-        assert!(spec.containers[0].command.is_some());
-        assert_eq!(spec.tolerations, None);
-        assert_eq!(trimmed.status.unwrap().pod_ip, None);
-    }
 
     #[test]
     fn cached_objects_forget_their_managed_fields_only() {

@@ -322,8 +322,8 @@ pub struct PodFacts {
 }
 
 impl PodFacts {
-    /// The facts of `pod`. Cached Pods keep only what this reads ([`crate::observe::trim_pod`]):
-    /// a field read here must be kept there too (a test compares the two).
+    /// The facts of `pod`: what the operator's cache keeps of it ([`crate::observe::Cached`]),
+    /// so a pure function of the Pod alone.
     pub fn from_pod(pod: &Pod) -> PodFacts {
         let status = pod.status.clone().unwrap_or_default();
         let etcd = status

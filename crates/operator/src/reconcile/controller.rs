@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use etcd_operator_api::{EtcdCluster, EtcdMember};
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::controller::{Config, Controller};
 use kube::{Client, ResourceExt};
@@ -17,8 +17,8 @@ use crate::act::ActContext;
 use crate::domain::settings::OperatorSettings;
 use crate::metrics::Metrics;
 use crate::observe::{
-    EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect, reflect_clusters, reflect_indexed,
-    reflect_trimmed, trim_pod,
+    CachedPod, CachedPvc, EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect,
+    reflect_clusters, reflect_indexed,
 };
 
 /// What the controller needs besides the client.
@@ -50,9 +50,8 @@ pub async fn run_controller(
     let shutdown = shutdown.shared();
     let (members, member_index, members_changed) =
         reflect_indexed::<EtcdMember>(scope.api(&client));
-    let (pods, pods_changed) = reflect_trimmed::<Pod>(scope.api(&client), trim_pod);
-    let (pvcs, pvc_index, pvcs_changed) =
-        reflect_indexed::<PersistentVolumeClaim>(scope.api(&client));
+    let (pods, pods_changed) = reflect::<CachedPod>(scope.api(&client));
+    let (pvcs, pvc_index, pvcs_changed) = reflect_indexed::<CachedPvc>(scope.api(&client));
     let (services, services_changed) = reflect::<Service>(scope.api(&client));
     let (pdbs, pdbs_changed) = reflect::<PodDisruptionBudget>(scope.api(&client));
 
