@@ -93,8 +93,8 @@ async fn measure(side: &str, port: u16) {
     let access = EtcdAccess::default();
     // One connection first, so one-time allocations (the runtime's, the pool's) are not counted.
     let pool = if side == "limited" {
-        // Entries used within 10 s are spared: passes here come faster than that, so the
-        // window is shortened to let the limit act between passes, as between looks 30 s apart.
+        // Entries dialled past the limit live 5 s unused: passes here come faster than that,
+        // so their life is shortened to close them between passes, as between looks 30 s apart.
         EtcdConnections::with_limit_and_window(
             env_or("CONNECTIONS_BENCH_KEPT", n),
             Duration::from_millis(1),
@@ -150,7 +150,7 @@ async fn measure(side: &str, port: u16) {
     let dials = if side == "floor" {
         String::new()
     } else {
-        format!(", {} kept, {} dials", pool.len(), pool.dials())
+        format!(", {} kept, {} dials", pool.kept_len(), pool.dials())
     };
     println!(
         "{before} KiB | {after} KiB | {:.1} KiB ({:.2} s of calls{dials})",

@@ -485,39 +485,45 @@ async fn the_alarm_probe_asks_over_the_kept_connection() {
     );
 }
 
-/// Past its limit the pool closes the least recently used connections, never one a pass is
-/// using, and a cluster whose connections went is observed as before over new ones.
+/// Past its limit the pool keeps the connections it has and lets the others pass: a pass uses
+/// them, they close soon after, and the next look dials them again and sees the same cluster;
+/// the kept one stays open throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn past_its_limit_the_pool_closes_the_least_recently_used() {
+async fn past_its_limit_the_pool_keeps_its_connections_and_lets_the_others_pass() {
     let members = start_cluster(EtcdVersion::V3_5, 3, &[]);
     wait_healthy(&members.iter().collect::<Vec<_>>()).await;
     let endpoints = urls(&members);
     // etcd's own gateway connections to its client port, if any, are there before and after;
     // the harness's health check's connection closes on its own time: wait until it has.
     let before = settled_connections(&members).await;
-    let window = Duration::from_millis(500);
-    let kept = EtcdConnections::with_limit_and_window(1, window);
+    let passing = Duration::from_secs(1);
+    let kept = EtcdConnections::with_limit_and_window(1, passing);
     let view = observe_kept(&kept, &endpoints).await;
     assert!(view.is_healthy(), "{:?}", view.health);
     assert_eq!(kept.dials(), 3, "one dial per member");
     assert_eq!(
-        (kept.len(), kept.evictions()),
-        (3, 0),
-        "the pass's entries are in use: none goes, whatever the limit"
+        (kept.len(), kept.kept_len(), kept.evictions()),
+        (3, 1, 0),
+        "one kept, two passing, all open while the pass may use them"
     );
-    tokio::time::sleep(window + Duration::from_millis(100)).await;
-    // A new dial stores one more entry: the two others, idle past the window, go.
-    kept.forget(&endpoints[2]);
-    kept.endpoint(&endpoints[2], Timeouts::OBSERVE, &Default::default())
-        .await
-        .expect("a connection to the third member");
-    assert_eq!((kept.len(), kept.evictions()), (1, 2));
+    tokio::time::sleep(passing + Duration::from_millis(200)).await;
+    assert_eq!(
+        kept.sweep(),
+        2,
+        "the two passing entries close after their pass"
+    );
+    assert_eq!((kept.len(), kept.kept_len(), kept.evictions()), (1, 1, 2));
     eventually_connections(&members, before + 1).await;
-    // The next look dials the two members again and sees the same healthy cluster.
+    // The next look dials the two members again, and only them, and sees the same cluster.
     let view = observe_kept(&kept, &endpoints).await;
     assert!(view.is_healthy(), "{:?}", view.health);
     assert_eq!(view.statuses().count(), 3);
-    assert_eq!(kept.dials(), 6);
+    assert_eq!(kept.dials(), 5);
+    assert_eq!((kept.len(), kept.kept_len()), (3, 1));
+    tokio::time::sleep(passing + Duration::from_millis(200)).await;
+    kept.sweep();
+    eventually_connections(&members, before + 1).await;
+    assert_eq!(kept.kept_len(), 1, "the kept connection stayed throughout");
 }
 
 /// The established connections to the members once their number has held for a second.

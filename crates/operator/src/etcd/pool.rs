@@ -17,14 +17,17 @@
 //!   credentials: [`EtcdConnections::forget`] drops it, so the next pass dials as if for the
 //!   first time and a member that went away fails as fast, with the same kind, as it always did;
 //! - it went unused for [`IDLE_LIMIT`] (a deleted cluster's or a removed member's);
-//! - the pool holds more than its limit ([`EtcdConnections::with_limit`], the operator's
-//!   `--etcd-connections-kept`) after a dial, or at a sweep: the least recently used entries
-//!   go, down to nine tenths of the limit, but never one used in the last [`IN_USE`] (a
-//!   pass's own calls share it).
+//! - it was dialled while the pool already kept its limit ([`EtcdConnections::with_limit`], the
+//!   operator's `--etcd-connections-kept`): such an entry only passes. Its pass's calls share
+//!   it, and it is closed once unused for [`PASSING`].
 //!
 //! Each kept connection costs about 62 KiB of the gRPC stack's buffers (docs/benchmarks.md,
 //! "What a kept etcd connection costs"): the limit bounds that memory, at the price of a dial
-//! per member per look for the clusters whose entries were let go.
+//! per member per look for the endpoints beyond it. Past the limit the pool keeps the entries
+//! it has rather than the most recently used ones: every cluster is looked at in turn, so an
+//! LRU pool smaller than the endpoints misses on every look (measured: 1,602 dials a minute
+//! for 600 endpoints and a limit of 200, more than the looks' 1,200), while keeping the
+//! incumbents dials only the endpoints beyond the limit.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -39,16 +42,16 @@ use super::error::{EtcdError, EtcdErrorKind};
 /// idle requeue), so only the connections of members and clusters that are gone reach it.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(120);
 
-/// How often at most the idle entries are looked for.
-const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// How often at most the idle entries are looked for (more often when [`PASSING`] is shorter).
+const SWEEP_EVERY: Duration = Duration::from_secs(2);
 
 /// The default limit of kept entries (`--etcd-connections-kept`): 333 clusters of 3 members
 /// keep all of theirs, in about 62 MiB.
 pub const DEFAULT_KEPT: usize = 1000;
 
-/// An entry used this recently is never let go for the limit: the calls of one pass (Status,
-/// the health read, the member list, the next step's call) share it.
-pub const IN_USE: Duration = Duration::from_secs(10);
+/// How long an entry dialled past the limit lives unused: the calls of one pass (Status, the
+/// health read, the member list, the next step's call) share it, and it is closed soon after.
+pub const PASSING: Duration = Duration::from_secs(5);
 
 /// Credentials kept per endpoint: the Secret's and one other (a previous password being tried).
 const CREDENTIALS_KEPT: usize = 2;
@@ -60,7 +63,7 @@ pub struct EtcdConnections {
     authentications: AtomicU64,
     evictions: AtomicU64,
     limit: usize,
-    in_use: Duration,
+    passing: Duration,
 }
 
 impl Default for EtcdConnections {
@@ -77,43 +80,48 @@ struct Entries {
 }
 
 impl Entries {
-    /// Drops the entries unused for [`IDLE_LIMIT`], and the least recently used past `limit`
-    /// (see [`over_limit`]), at most once per [`SWEEP_EVERY`]: a lookup costs one hash probe,
-    /// not a scan of every endpoint (thousands at scale). The entries let go for the limit.
-    fn sweep(&mut self, now: Instant, limit: usize, in_use: Duration) -> usize {
-        if !sweep_due(self.swept, now) {
+    /// Drops the entries that outlived their use ([`outlived`]), at most once per
+    /// [`sweep_every`]: a lookup costs one hash probe, not a scan of every endpoint (thousands
+    /// at scale). How many of those that only passed went.
+    fn sweep(&mut self, now: Instant, passing: Duration) -> usize {
+        if !sweep_due(self.swept, now, sweep_every(passing)) {
             return 0;
         }
         self.swept = Some(now);
-        self.by_endpoint
-            .retain(|_, e| now.duration_since(e.used) < IDLE_LIMIT);
-        self.enforce_limit(now, limit, in_use)
+        let mut passed = 0;
+        self.by_endpoint.retain(|_, e| {
+            let gone = outlived(e.kept, now.duration_since(e.used), passing);
+            passed += usize::from(gone && !e.kept);
+            !gone
+        });
+        passed
     }
 
-    /// Lets the least recently used entries go while more than `limit` are kept; how many went.
-    fn enforce_limit(&mut self, now: Instant, limit: usize, in_use: Duration) -> usize {
-        if self.by_endpoint.len() <= limit {
-            return 0;
-        }
-        let used: Vec<(&str, Instant)> = self
-            .by_endpoint
-            .iter()
-            .map(|(endpoint, entry)| (endpoint.as_str(), entry.used))
-            .collect();
-        let gone: Vec<String> = over_limit(used, limit, in_use, now)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        for endpoint in &gone {
-            self.by_endpoint.remove(endpoint);
-        }
-        gone.len()
+    /// Entries kept (not only passing).
+    fn kept(&self) -> usize {
+        self.by_endpoint.values().filter(|e| e.kept).count()
     }
 }
 
-/// Whether the idle entries are to be looked for, last looked for at `swept`.
-fn sweep_due(swept: Option<Instant>, now: Instant) -> bool {
-    swept.is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY)
+/// How often the entries are looked for when passing ones live `passing`.
+fn sweep_every(passing: Duration) -> Duration {
+    SWEEP_EVERY.min(passing / 2)
+}
+
+/// Whether the entries are to be looked for, last looked for at `swept`.
+fn sweep_due(swept: Option<Instant>, now: Instant, every: Duration) -> bool {
+    swept.is_none_or(|at| now.duration_since(at) >= every)
+}
+
+/// Whether an entry unused for `idle` is to be closed: a kept one after [`IDLE_LIMIT`] (its
+/// member or cluster is gone), one that only passed after `passing`.
+fn outlived(kept: bool, idle: Duration, passing: Duration) -> bool {
+    idle >= if kept { IDLE_LIMIT } else { passing }
+}
+
+/// Whether a new entry is kept when the pool keeps `kept` entries: while under `limit`.
+fn keeps_new(kept: usize, limit: usize) -> bool {
+    kept < limit
 }
 
 struct Entry {
@@ -124,24 +132,27 @@ struct Entry {
     /// Clients with credentials over the same channel, most recently used last.
     authenticated: Vec<((String, String), EtcdClient)>,
     used: Instant,
+    /// Kept under the limit; `false`: dialled past it, only passing.
+    kept: bool,
 }
 
 impl EtcdConnections {
-    /// A pool that keeps at most `limit` endpoints' connections (more for a moment when more
-    /// than that were used in the last [`IN_USE`]). 0 keeps each only while passes use it.
+    /// A pool that keeps at most `limit` endpoints' connections; the others it dials only
+    /// pass (closed once unused for [`PASSING`]). 0 keeps none past the passes using them.
     pub fn with_limit(limit: usize) -> Self {
-        EtcdConnections::with_limit_and_window(limit, IN_USE)
+        EtcdConnections::with_limit_and_window(limit, PASSING)
     }
 
-    /// [`EtcdConnections::with_limit`] with another protected window than [`IN_USE`] (tests).
-    pub fn with_limit_and_window(limit: usize, in_use: Duration) -> Self {
+    /// [`EtcdConnections::with_limit`] with another life than [`PASSING`] for the entries
+    /// past the limit (tests).
+    pub fn with_limit_and_window(limit: usize, passing: Duration) -> Self {
         EtcdConnections {
             entries: Mutex::default(),
             dials: AtomicU64::new(0),
             authentications: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             limit,
-            in_use,
+            passing,
         }
     }
 
@@ -187,6 +198,7 @@ impl EtcdConnections {
                         anonymous: anonymous.clone(),
                         authenticated: Vec::new(),
                         used: Instant::now(),
+                        kept: false,
                     },
                 );
                 match access.credentials.clone() {
@@ -241,14 +253,32 @@ impl EtcdConnections {
         self.authentications.load(Ordering::Relaxed)
     }
 
-    /// Entries let go for the limit since the start.
+    /// Entries dialled past the limit and closed after their pass, since the start.
     pub fn evictions(&self) -> u64 {
         self.evictions.load(Ordering::Relaxed)
     }
 
-    /// Endpoints with a kept connection.
+    /// Endpoints with a connection, kept or passing.
     pub fn len(&self) -> usize {
         self.entries.lock().expect("connections").by_endpoint.len()
+    }
+
+    /// Endpoints with a kept connection (at most the limit).
+    pub fn kept_len(&self) -> usize {
+        self.entries.lock().expect("connections").kept()
+    }
+
+    /// Closes the entries that outlived their use now, as the next lookup would: passing
+    /// ones are closed even when no pass asks for a connection for a while. How many of
+    /// those that only passed went.
+    pub fn sweep(&self) -> usize {
+        let gone = self
+            .entries
+            .lock()
+            .expect("connections")
+            .sweep(Instant::now(), self.passing);
+        self.evictions.fetch_add(gone as u64, Ordering::Relaxed);
+        gone
     }
 
     pub fn is_empty(&self) -> bool {
@@ -258,14 +288,14 @@ impl EtcdConnections {
     fn kept(&self, endpoint: &str, timeouts: Timeouts, access: &EtcdAccess) -> Kept {
         let mut entries = self.entries.lock().expect("connections");
         let now = Instant::now();
-        let gone = entries.sweep(now, self.limit, self.in_use);
+        let gone = entries.sweep(now, self.passing);
         self.evictions.fetch_add(gone as u64, Ordering::Relaxed);
         let Some(entry) = entries.by_endpoint.get_mut(endpoint) else {
             return Kept::Nothing;
         };
         if entry.tls != access.tls
             || entry.timeouts != timeouts
-            || now.duration_since(entry.used) >= IDLE_LIMIT
+            || outlived(entry.kept, now.duration_since(entry.used), self.passing)
         {
             entries.by_endpoint.remove(endpoint);
             return Kept::Nothing;
@@ -282,35 +312,15 @@ impl EtcdConnections {
         }
     }
 
-    fn store(&self, endpoint: &str, entry: Entry) {
-        let now = entry.used;
+    /// Stores a new entry, kept while the pool keeps fewer than its limit (an entry it
+    /// replaces does not count), passing otherwise.
+    fn store(&self, endpoint: &str, mut entry: Entry) {
         let mut entries = self.entries.lock().expect("connections");
+        let replaced = entries.by_endpoint.remove(endpoint);
+        entry.kept = keeps_new(entries.kept(), self.limit);
+        drop(replaced);
         entries.by_endpoint.insert(endpoint.to_string(), entry);
-        let gone = entries.enforce_limit(now, self.limit, self.in_use);
-        self.evictions.fetch_add(gone as u64, Ordering::Relaxed);
     }
-}
-
-/// The entries to let go when more than `limit` are kept, from when each was last `used`: the
-/// least recently used first, down to nine tenths of the limit (so the next few dials do not
-/// each sort the pool again), sparing every entry used within `in_use` of `now`.
-fn over_limit(
-    mut used: Vec<(&str, Instant)>,
-    limit: usize,
-    in_use: Duration,
-    now: Instant,
-) -> Vec<&str> {
-    if used.len() <= limit {
-        return Vec::new();
-    }
-    let keep = limit - limit / 10;
-    let excess = used.len() - keep;
-    used.sort_by_key(|(endpoint, at)| (*at, *endpoint));
-    used.into_iter()
-        .take(excess)
-        .filter(|(_, at)| now.saturating_duration_since(*at) >= in_use)
-        .map(|(endpoint, _)| endpoint)
-        .collect()
 }
 
 enum Kept {
@@ -340,69 +350,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn idle_entries_are_looked_for_at_most_every_sweep_interval() {
+    fn entries_are_looked_for_at_most_every_sweep_interval() {
         let start = Instant::now();
-        assert!(sweep_due(None, start), "the first lookup sweeps");
-        assert!(!sweep_due(Some(start), start));
+        let every = sweep_every(PASSING);
+        assert!(sweep_due(None, start, every), "the first lookup sweeps");
+        assert!(!sweep_due(Some(start), start, every));
         assert!(!sweep_due(
             Some(start),
-            start + SWEEP_EVERY - Duration::from_millis(1)
+            start + every - Duration::from_millis(1),
+            every
         ));
-        assert!(sweep_due(Some(start), start + SWEEP_EVERY));
+        assert!(sweep_due(Some(start), start + every, every));
+        // Often enough that a passing entry is closed within one and a half of its life.
+        assert!(every <= PASSING / 2);
+        assert_eq!(
+            sweep_every(Duration::from_millis(500)),
+            Duration::from_millis(250)
+        );
+        assert_eq!(sweep_every(Duration::from_secs(60)), SWEEP_EVERY);
     }
 
     #[test]
-    fn past_the_limit_the_least_recently_used_go_down_to_nine_tenths() {
-        let start = Instant::now();
-        let now = start + Duration::from_secs(100);
-        let at = |s: u64| start + Duration::from_secs(s);
-        let names: Vec<String> = (0..12).map(|i| format!("e{i:02}")).collect();
-        // e00 used at 0 s, e01 at 1 s, ... e11 at 11 s: all long before `now`.
-        let used = |n: usize| -> Vec<(&str, Instant)> {
-            names[..n]
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e.as_str(), at(i as u64)))
-                .collect()
-        };
-        let window = Duration::from_secs(10);
+    fn a_kept_entry_lives_until_idle_a_passing_one_only_through_its_pass() {
+        let passing = PASSING;
+        assert!(!outlived(true, passing, passing));
+        assert!(!outlived(
+            true,
+            IDLE_LIMIT - Duration::from_millis(1),
+            passing
+        ));
+        assert!(outlived(true, IDLE_LIMIT, passing));
+        assert!(!outlived(
+            false,
+            passing - Duration::from_millis(1),
+            passing
+        ));
+        assert!(outlived(false, passing, passing));
+        // A pass's calls come within a second or two: a passing entry outlives them.
+        assert!(PASSING >= Duration::from_secs(3));
         assert!(
-            over_limit(used(10), 10, window, now).is_empty(),
-            "at the limit"
+            PASSING < Duration::from_secs(30),
+            "shorter than the idle look interval"
         );
-        assert_eq!(
-            over_limit(used(11), 10, window, now),
-            ["e00", "e01"],
-            "11 → 9"
-        );
-        assert_eq!(
-            over_limit(used(12), 10, window, now),
-            ["e00", "e01", "e02"],
-            "12 → 9"
-        );
-        // The order of the input does not matter.
-        let mut shuffled = used(11);
-        shuffled.reverse();
-        assert_eq!(over_limit(shuffled, 10, window, now), ["e00", "e01"]);
-        // A limit of 0 lets every idle entry go.
-        assert_eq!(over_limit(used(3), 0, window, now), ["e00", "e01", "e02"]);
     }
 
     #[test]
-    fn entries_in_use_are_spared_even_past_the_limit() {
-        let start = Instant::now();
-        let window = Duration::from_secs(10);
-        let used = vec![
-            ("old", start),
-            ("busy-1", start + Duration::from_secs(95)),
-            ("busy-2", start + Duration::from_secs(91)),
-        ];
-        let now = start + Duration::from_secs(100);
-        // Two must go for a limit of 1, but only `old` is idle long enough.
-        assert_eq!(over_limit(used.clone(), 1, window, now), ["old"]);
-        // Used exactly `window` ago counts as idle.
-        let now = start + Duration::from_secs(101);
-        assert_eq!(over_limit(used, 1, window, now), ["old", "busy-2"]);
+    fn new_entries_are_kept_only_under_the_limit() {
+        assert!(keeps_new(0, 3));
+        assert!(keeps_new(2, 3));
+        assert!(!keeps_new(3, 3));
+        assert!(
+            !keeps_new(4, 3),
+            "a pool over its limit (never, but) keeps no more"
+        );
+        assert!(!keeps_new(0, 0), "a limit of 0 keeps nothing");
     }
 
     #[test]

@@ -203,7 +203,7 @@ impl Metrics {
         let etcd_connections_kept = Gauge::default();
         registry.register(
             "etcd_connections_kept",
-            "Member endpoints whose etcd connection is kept between passes (at most --etcd-connections-kept, more while passes use them)",
+            "Member endpoints whose etcd connection is kept between passes (at most --etcd-connections-kept; the others are dialled for each pass and closed after it)",
             etcd_connections_kept.clone(),
         );
         let etcd_dials = Counter::default();

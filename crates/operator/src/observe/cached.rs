@@ -3,10 +3,10 @@
 //!
 //! The object is parsed whole from the API server's answer and dropped at once; the cache
 //! keeps its facts and the few fields of its metadata that the caches, the cluster index and
-//! the freshness checks read. A Pod costs 22 KiB of heap whole and 18 KiB trimmed to what
-//! the facts read (the Kubernetes types are wide: a `Container` is 2.1 KiB, a `Volume` 3.2 KiB
-//! before any of their contents), its facts a few: docs/benchmarks.md, "What a cached object
-//! costs".
+//! the freshness checks read. A member's Pod at rest costs 21.5 KiB of heap whole (18 KiB even
+//! trimmed to what the facts read: the Kubernetes types are wide, a `Container` is 2.1 KiB and
+//! a `Volume` 3.2 KiB before any of their contents) and 5.3 KiB cached; a PVC 6.1 and 3.6 KiB
+//! (`benches/cached_objects.rs`; docs/benchmarks.md).
 //!
 //! `Cached<K, F>` is a Kubernetes resource of `K`'s kind for the client (an `Api<Cached<Pod,
 //! PodFacts>>` lists, watches and gets Pods), so the reflectors, the index and the GET of an

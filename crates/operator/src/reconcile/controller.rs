@@ -110,14 +110,17 @@ pub async fn run_controller(
     };
 
     // Series of clusters that are gone from the cache are dropped (see
-    // `Metrics::forget_clusters_except`).
+    // `Metrics::forget_clusters_except`), and etcd connections that outlived their use are
+    // closed even when no pass asks for one.
     let sweeper = {
         let (stores, metrics) = (stores.clone(), ctx.metrics.clone());
+        let connections = ctx.observer.connections.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
+                connections.sweep();
                 if stores
                     .clusters
                     .wait_until_ready()

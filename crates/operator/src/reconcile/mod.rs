@@ -93,7 +93,7 @@ pub async fn reconcile(
         .reconciled(started.elapsed().as_secs_f64(), error_kind);
     let connections = &ctx.observer.connections;
     ctx.metrics
-        .etcd_connections(connections.len(), connections.dials());
+        .etcd_connections(connections.kept_len(), connections.dials());
     let (namespace, name) = key(&cluster);
     match error_kind {
         None => ctx.backoff.succeeded(&namespace, &name),
