@@ -70,8 +70,8 @@ pub struct RunArgs {
     pub concurrency: u16,
 
     /// Member endpoints whose etcd connections are kept from one pass to the next (about
-    /// 62 KiB each). Past it the least recently used are closed and dialled again at their
-    /// cluster's next look; 0 keeps none between passes.
+    /// 62 KiB each). Past it the pool keeps the ones it has, and the others are dialled for
+    /// each look and closed after it; 0 keeps none between passes.
     #[arg(long, default_value_t = crate::etcd::DEFAULT_KEPT)]
     pub etcd_connections_kept: usize,
 
