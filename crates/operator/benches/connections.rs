@@ -95,7 +95,7 @@ async fn measure(side: &str, port: u16) {
     let pool = if side == "limited" {
         // Entries dialled past the limit live 5 s unused: passes here come faster than that,
         // so their life is shortened to close them between passes, as between looks 30 s apart.
-        EtcdConnections::with_limit_and_window(
+        EtcdConnections::with_limit_and_passing(
             env_or("CONNECTIONS_BENCH_KEPT", n),
             Duration::from_millis(1),
         )

@@ -497,12 +497,12 @@ async fn past_its_limit_the_pool_keeps_its_connections_and_lets_the_others_pass(
     // the harness's health check's connection closes on its own time: wait until it has.
     let before = settled_connections(&members).await;
     let passing = Duration::from_secs(1);
-    let kept = EtcdConnections::with_limit_and_window(1, passing);
+    let kept = EtcdConnections::with_limit_and_passing(1, passing);
     let view = observe_kept(&kept, &endpoints).await;
     assert!(view.is_healthy(), "{:?}", view.health);
     assert_eq!(kept.dials(), 3, "one dial per member");
     assert_eq!(
-        (kept.len(), kept.kept_len(), kept.evictions()),
+        (kept.len(), kept.kept_len(), kept.passed()),
         (3, 1, 0),
         "one kept, two passing, all open while the pass may use them"
     );
@@ -512,7 +512,7 @@ async fn past_its_limit_the_pool_keeps_its_connections_and_lets_the_others_pass(
         2,
         "the two passing entries close after their pass"
     );
-    assert_eq!((kept.len(), kept.kept_len(), kept.evictions()), (1, 1, 2));
+    assert_eq!((kept.len(), kept.kept_len(), kept.passed()), (1, 1, 2));
     eventually_connections(&members, before + 1).await;
     // The next look dials the two members again, and only them, and sees the same cluster.
     let view = observe_kept(&kept, &endpoints).await;

@@ -61,7 +61,7 @@ pub struct EtcdConnections {
     entries: Mutex<Entries>,
     dials: AtomicU64,
     authentications: AtomicU64,
-    evictions: AtomicU64,
+    passed: AtomicU64,
     limit: usize,
     passing: Duration,
 }
@@ -140,17 +140,17 @@ impl EtcdConnections {
     /// A pool that keeps at most `limit` endpoints' connections; the others it dials only
     /// pass (closed once unused for [`PASSING`]). 0 keeps none past the passes using them.
     pub fn with_limit(limit: usize) -> Self {
-        EtcdConnections::with_limit_and_window(limit, PASSING)
+        EtcdConnections::with_limit_and_passing(limit, PASSING)
     }
 
     /// [`EtcdConnections::with_limit`] with another life than [`PASSING`] for the entries
     /// past the limit (tests).
-    pub fn with_limit_and_window(limit: usize, passing: Duration) -> Self {
+    pub fn with_limit_and_passing(limit: usize, passing: Duration) -> Self {
         EtcdConnections {
             entries: Mutex::default(),
             dials: AtomicU64::new(0),
             authentications: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
+            passed: AtomicU64::new(0),
             limit,
             passing,
         }
@@ -254,8 +254,8 @@ impl EtcdConnections {
     }
 
     /// Entries dialled past the limit and closed after their pass, since the start.
-    pub fn evictions(&self) -> u64 {
-        self.evictions.load(Ordering::Relaxed)
+    pub fn passed(&self) -> u64 {
+        self.passed.load(Ordering::Relaxed)
     }
 
     /// Endpoints with a connection, kept or passing.
@@ -277,7 +277,7 @@ impl EtcdConnections {
             .lock()
             .expect("connections")
             .sweep(Instant::now(), self.passing);
-        self.evictions.fetch_add(gone as u64, Ordering::Relaxed);
+        self.passed.fetch_add(gone as u64, Ordering::Relaxed);
         gone
     }
 
@@ -289,7 +289,7 @@ impl EtcdConnections {
         let mut entries = self.entries.lock().expect("connections");
         let now = Instant::now();
         let gone = entries.sweep(now, self.passing);
-        self.evictions.fetch_add(gone as u64, Ordering::Relaxed);
+        self.passed.fetch_add(gone as u64, Ordering::Relaxed);
         let Some(entry) = entries.by_endpoint.get_mut(endpoint) else {
             return Kept::Nothing;
         };
@@ -316,9 +316,8 @@ impl EtcdConnections {
     /// replaces does not count), passing otherwise.
     fn store(&self, endpoint: &str, mut entry: Entry) {
         let mut entries = self.entries.lock().expect("connections");
-        let replaced = entries.by_endpoint.remove(endpoint);
+        entries.by_endpoint.remove(endpoint);
         entry.kept = keeps_new(entries.kept(), self.limit);
-        drop(replaced);
         entries.by_endpoint.insert(endpoint.to_string(), entry);
     }
 }
