@@ -354,7 +354,7 @@ fi
 
 # --- The history checker of the end-to-end tests (tools/history-checker, porcupine). ----------
 # Every disruptive end-to-end test records its client workload's history and runs this on it
-# (crates/operator/tests/support/history.rs). The binary carries the digest of the sources it
+# (crates/e2e-support/src/history.rs). The binary carries the digest of the sources it
 # was built from; a run rebuilds it when they changed, and the tests refuse a stale one.
 HISTORY_CHECKER_DIR=/usr/local/lib/history-checker
 history_checker_digest() {

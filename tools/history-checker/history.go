@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// The history a client workload recorded (crates/operator/tests/support/workload.rs writes it).
+// The history a client workload recorded (crates/e2e-support/src/workload.rs writes it).
 // Times are nanoseconds of one monotonic clock, from the workload's start.
 type History struct {
 	Version int    `json:"version"`

@@ -1,5 +1,5 @@
 // history-checker checks a client history recorded by the operator's end-to-end tests
-// (crates/operator/tests/support/workload.rs) against etcd's guarantees: linearizability of
+// (crates/e2e-support/src/workload.rs) against etcd's guarantees: linearizability of
 // every operation under a key-value model with revisions (porcupine, partitioned by key),
 // revision order across keys, acknowledged writes kept, and the watch guarantees (ordered, no
 // duplicates, no gaps across resumes, every event a write the history allows, progress never

@@ -28,7 +28,7 @@
 //!    300 etcd Pods on 3 nodes; with `BOOTSTRAP_BENCH_IDLE_MEMBERS=1`, issue 29's: 100 Pods).
 //!
 //! Every run slower than `BOOTSTRAP_BENCH_SLOW` × the slowest floor run of its scenario gets a
-//! timeline (`tests/support/timeline.rs`): the cluster's Events, its member Pods' creation,
+//! timeline (`crates/e2e-support/src/timeline.rs`): the cluster's Events, its member Pods' creation,
 //! starts and restarts, the operator Pod's readiness transitions and restarts, the leader
 //! Lease's holder changes and renewals, the operator's warnings. A cluster that does not
 //! converge within 300 s fails the benchmark, with its timeline. Each round and each churn
@@ -52,8 +52,7 @@
 
 #[path = "common/mod.rs"]
 mod bench_support;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

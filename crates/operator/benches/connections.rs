@@ -23,8 +23,7 @@
 
 #[path = "common/mod.rs"]
 mod bench_support;
-#[path = "../tests/support/loopback.rs"]
-mod loopback;
+use etcd_operator_e2e_support::loopback;
 
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};

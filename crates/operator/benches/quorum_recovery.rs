@@ -9,7 +9,7 @@
 //! (default the e2e suite's default, the newest 3.6) the etcd version of the clusters and of
 //! the floor scripts' binaries (`/usr/local/lib/etcd-<version>/`); `QUORUM_BENCH_TIMELINE=1`
 //! prints each recovery round's timeline (Events, member Pods, the operator's log lines down to
-//! `TIMELINE_OPERATOR_LOG`, see `tests/support/timeline.rs`).
+//! `TIMELINE_OPERATOR_LOG`, see `crates/e2e-support/src/timeline.rs`).
 //!
 //! In one run, interleaved round by round so that both see the same load:
 //!
@@ -34,8 +34,7 @@
 
 #[path = "common/mod.rs"]
 mod bench_support;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::{Duration, Instant};
 

@@ -24,8 +24,7 @@
 
 #[path = "common/mod.rs"]
 mod bench_support;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::{Duration, Instant};
 
@@ -39,7 +38,7 @@ use support::{cluster_yaml, create_namespace, get_cluster};
 
 const ROUNDS: usize = 3;
 const LIMIT: Duration = Duration::from_secs(300);
-/// A round slower than this prints its timeline (`tests/support/timeline.rs`).
+/// A round slower than this prints its timeline (`crates/e2e-support/src/timeline.rs`).
 const SLOW: f64 = 3.0;
 /// Quiet time before each round (see `measure`).
 const SETTLE: Duration = Duration::from_secs(4);

@@ -20,8 +20,7 @@
 mod bench_support;
 #[path = "common/s3_source.rs"]
 mod s3_source;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::Instant;
 

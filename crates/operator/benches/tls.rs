@@ -20,8 +20,7 @@
 
 #[path = "common/mod.rs"]
 mod bench_support;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -19,7 +19,7 @@
 //! as a Kubernetes API server's etcd always has: etcd 3.5.36 and 3.6.17, stopped with SIGTERM,
 //! wait up to their request timeout (7 s) for open streams before they exit.
 //!
-//! A round slower than 1.3 × the floor's median prints its timeline (`tests/support/timeline.rs`:
+//! A round slower than 1.3 × the floor's median prints its timeline (`crates/e2e-support/src/timeline.rs`:
 //! the cluster's Events, one per planner step and the kubelet's, and the member Pods' creation,
 //! start and readiness), to show where the time went.
 //!
@@ -27,8 +27,7 @@
 
 #[path = "common/mod.rs"]
 mod bench_support;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::{Duration, Instant};
 

@@ -16,7 +16,7 @@
 //! under a TLS client workload and then scaled and healed over TLS.
 //! An object that cannot be adopted safely is reported and left alone.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

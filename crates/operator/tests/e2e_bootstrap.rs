@@ -2,7 +2,7 @@
 //! sandbox whose nodes run etcd: each cluster becomes Available with every member a voter
 //! that etcd lists under the ID its EtcdMember records, and serves writes.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::{Duration, Instant};
 

@@ -20,7 +20,7 @@
 //!   writes, then compacted: an `all` run defragments it below the quota and disarms the alarm,
 //!   and writes are accepted again.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::Duration;
 

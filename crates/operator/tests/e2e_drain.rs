@@ -6,7 +6,7 @@
 //! proceeds. Never fewer than two Ready members, both drains succeed, the cluster converges on
 //! three members off the drained nodes, and the history checker proves what the clients saw.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

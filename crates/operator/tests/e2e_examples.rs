@@ -24,7 +24,7 @@
 //!
 //! A file in `examples/` this test does not apply fails it.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

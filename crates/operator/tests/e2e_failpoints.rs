@@ -13,7 +13,7 @@
 //! that each stays well within the suite's 10-minute limit per test (the whole matrix took
 //! 562 s on the real control plane in one CI run, and timed out at 600 s in another).
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::Instant;
 

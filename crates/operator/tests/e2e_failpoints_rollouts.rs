@@ -6,7 +6,7 @@
 //! storage size set, its PVC expanded), each with the operator dying at every point it passes,
 //! under the checked workload.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::Instant;
 

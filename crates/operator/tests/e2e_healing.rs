@@ -5,7 +5,7 @@
 //! down gracefully at once and started again (seed 003's incident). After each, the cluster
 //! converges with the same member IDs and its data.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::{Duration, Instant};
 

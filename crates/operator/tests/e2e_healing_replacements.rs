@@ -5,7 +5,7 @@
 //! with the majority's data; a memory-backed member that loses its Pod is replaced as a new
 //! member, never restarted on empty data under its old ID.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

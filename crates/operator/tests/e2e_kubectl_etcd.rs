@@ -5,7 +5,7 @@
 //! from the cluster's Secrets; every answer is compared with etcdctl's view from inside the
 //! cluster network (with the test's own client certificate, made with openssl).
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -19,7 +19,7 @@
 //!   a cluster whose two of three volumes were wiped it returns once the recovery completed
 //!   and the cluster is Available again, saying what may have been lost.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! holder keeps it while it renews; a released Lease is taken over at the next retry; a holder
 //! that died is replaced once its Lease expires; a holder that finds another holder steps down.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! and then the member's PVC is retained (handed to the EtcdCluster) and the cluster heals on a
 //! new ordinal under a client workload; `whenDeleted: Retain` keeps the PVCs of a deleted cluster.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! deletion that leaves nothing behind. The operator runs as its service account under the
 //! RBAC of `deploy/rbac/`, so a missing permission fails these tests.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@
 //! claims), scaled 3 → 5 → 3 and a lost Pod healed on its data; no acknowledged write lost.
 //! And refusals: emptyDir storage, authentication without TLS.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -15,7 +15,7 @@
 //!   production grace) to 5 s, shorter than the test operator's 20 s grace;
 //! - the cluster deleted: the operator drops its series.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;

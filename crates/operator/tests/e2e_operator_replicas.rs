@@ -6,7 +6,7 @@
 //! takes over at once and finishes the step. The checked client workload runs through all of
 //! it (`support::history`): no acknowledged write lost, the history linearizable.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::{Duration, Instant};
 

@@ -24,7 +24,7 @@
 //! converges after the heal, and no acknowledged write is lost. The other clusters are served
 //! by the same operator while it is cut off from `cutoff`.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

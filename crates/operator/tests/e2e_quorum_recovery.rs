@@ -31,7 +31,7 @@
 //!
 //! `E2E_QUORUM_ONLY=snapshot` runs only the last two (for working on them).
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

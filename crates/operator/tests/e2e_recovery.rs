@@ -21,7 +21,7 @@
 //! Partitions (a leader cut off, a follower isolated, the operator cut off, impaired links)
 //! are in `e2e_partitions.rs`.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

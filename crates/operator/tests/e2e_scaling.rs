@@ -3,7 +3,7 @@
 //! with the EtcdMembers at every step. A client workload writes through the client Service
 //! the whole time: no acknowledged write may be lost.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::Duration;
 

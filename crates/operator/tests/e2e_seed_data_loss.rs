@@ -12,7 +12,7 @@
 //! to the wiped member are refused or survive. Then the cluster is back to 3 members with the
 //! sentinel on every member and one cluster ID, the seed replaced under a new member ID.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

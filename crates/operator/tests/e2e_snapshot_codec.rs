@@ -28,7 +28,7 @@
 //! restored with etcdctl), read back with `age -d | gzip -d` and `etcdctl snapshot status`,
 //! and restored into a new 3.4.23 cluster with every key equal.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -19,7 +19,7 @@
 //! outside the operator's root. A local store as a restore source is refused at admission, a
 //! restore with a wrong Azure key stops the seed with `RestoreFailed` and etcd never starts.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -18,7 +18,7 @@
 //! removes the file; and a new cluster restored from the file has every key at the
 //! snapshot's revision.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //! (through the sandbox's stand-in), and operator-issued certificates renewed every minute and a
 //! half with a TLS client workload writing throughout, past the first certificates' end.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -20,7 +20,7 @@
 //!    expansion (nothing changes); the PVCs of the 3-member cluster expanded in place, one at
 //!    a time, no Pod restarted; the memory-backed members replaced with the larger tmpfs.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! the EtcdCluster keeps its spec and generation, its members and Pods are the same objects,
 //! and the data is still there.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::Duration;
 

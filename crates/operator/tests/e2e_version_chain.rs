@@ -27,7 +27,7 @@
 //!    acknowledged write lost;
 //! 5. at the same time as 4., `chain` (3.7.4 after 1.) downgraded to 3.6.17 the same way.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::time::{Duration, Instant};
 

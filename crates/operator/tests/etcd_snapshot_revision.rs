@@ -7,8 +7,7 @@
 //! a free page reused during the copy).
 
 mod etcd_harness;
-#[path = "support/snapshot_tool.rs"]
-mod snapshot_tool;
+use etcd_operator_e2e_support::snapshot_tool;
 
 use std::io::Write;
 use std::path::Path;

@@ -18,7 +18,7 @@
 //!   3-member cluster running under the previous chart keeps its Pods, member IDs, data and
 //!   EtcdMember objects untouched through the upgrade, and the new chart's operator scales it.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! porcupine's visualization. Then a history built by the workload's own types (as the end-to-
 //! end tests write them) is read the same way, so the two sides agree on the format.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

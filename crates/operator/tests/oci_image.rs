@@ -5,7 +5,7 @@
 //! bootstraps a real etcd cluster. The same image with its C library removed does not start,
 //! so the test would notice an image that lacks what the binary links.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::path::Path;
 use std::process::Command;

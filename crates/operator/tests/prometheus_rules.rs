@@ -4,7 +4,7 @@
 //! alert has a test case in which it fires. The chart's copy is checked in `manifests_tests.rs`
 //! and as rendered in `helm.rs`.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -11,7 +11,7 @@
 //! unreachable endpoint, wrong or malformed credentials. The end-to-end path (the operator,
 //! etcd, restores) is `e2e_snapshot_stores.rs`.
 
-mod support;
+use etcd_operator_e2e_support as support;
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 #![allow(dead_code)]
 //! The set-up the snapshot and restore benchmarks share (included with `#[path]` beside
-//! `tests/support`, which it uses as `crate::support`): the operator deployed in a sandbox,
+//! the e2e support crate, which it uses as `crate::support`): the operator deployed in a sandbox,
 //! moto_server as the S3 store in the sandbox's network, a 1-member etcd cluster on the tests'
 //! default version (`support::DEFAULT_VERSION`) with room for the data (an 8 GiB claim and
 //! quota) and the S3 credentials Secret, filled with `mib` MiB of 1 MiB values; and an

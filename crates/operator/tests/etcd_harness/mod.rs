@@ -3,9 +3,7 @@
 
 #![allow(dead_code)]
 
-#[path = "../support/loopback.rs"]
-mod loopback;
-pub use loopback::free_address;
+pub use etcd_operator_e2e_support::loopback::free_address;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};

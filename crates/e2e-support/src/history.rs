@@ -210,7 +210,7 @@ impl Verdict {
 pub fn history_dir(label: &str) -> PathBuf {
     let base = std::env::var_os("E2E_HISTORY_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("histories"));
+        .unwrap_or_else(|| super::target_tmpdir().join("histories"));
     let binary = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))

@@ -44,8 +44,7 @@ pub fn operator_image(operator_binary: &Path) -> ImageMap {
 /// tests' `failpoints` feature), and an operator restarted mid-test would run that one.
 fn private_operator_binary(dir: &Path) -> std::path::PathBuf {
     let copy = dir.join("etcd-operator");
-    std::fs::copy(env!("CARGO_BIN_EXE_etcd-operator"), &copy)
-        .expect("copying the etcd-operator binary");
+    std::fs::copy(super::operator_binary(), &copy).expect("copying the etcd-operator binary");
     copy
 }
 

@@ -1,6 +1,5 @@
 //! `snapshot status` of a saved snapshot file, read by etcd's own tool: the one copy for the
-//! snapshot end-to-end tests (through `support::snapshots`) and `etcd_snapshot_revision`,
-//! which includes this file alone (`#[path]`) since it needs nothing else of `support`.
+//! snapshot end-to-end tests (through `support::snapshots`) and `etcd_snapshot_revision`.
 
 use std::path::Path;
 use std::process::Command;

@@ -51,6 +51,38 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The directory of the build profile the running test or benchmark was built in
+/// (`target/debug` or `target/release`): cargo puts the binary in its `deps/`. This crate is a
+/// library, so cargo's `CARGO_BIN_EXE_*` and `CARGO_TARGET_TMPDIR`, which it gives integration
+/// tests and benchmarks only, are found from there.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the path of the running test binary");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("{} is not in a cargo target directory", exe.display()))
+}
+
+/// The operator binary this build made: nextest's `NEXTEST_BIN_EXE_etcd-operator`, else the
+/// one beside the running test's `deps/` (where `CARGO_BIN_EXE_etcd-operator` points).
+pub fn operator_binary() -> PathBuf {
+    let path = std::env::var_os("NEXTEST_BIN_EXE_etcd-operator")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| profile_dir().join("etcd-operator"));
+    assert!(
+        path.is_file(),
+        "{} is missing: build the operator with the tests (`cargo nextest run -p etcd-operator` or `cargo build -p etcd-operator --features failpoints`)",
+        path.display()
+    );
+    path
+}
+
+/// cargo's `CARGO_TARGET_TMPDIR` for the running test or benchmark: `target/tmp`.
+pub fn target_tmpdir() -> PathBuf {
+    let profile = profile_dir();
+    profile.parent().unwrap_or(&profile).join("tmp")
+}
+
 /// The control plane the end-to-end tests run on: a real one (etcd, kube-apiserver,
 /// kube-controller-manager, kube-scheduler built by `scripts/install-deps.sh`) unless
 /// `E2E_CONTROL_PLANE=sandbox` asks for kube-sandbox's own API server and controllers.
@@ -460,9 +492,7 @@ pub fn floor_script_on(version: &str, script: &str, args: &[&str]) -> Vec<(Strin
 
 /// As [`floor_script`], with environment variables for the script (e.g. `FLOOR_TLS=1`).
 pub fn floor_script_with(script: &str, args: &[&str], envs: &[(&str, &str)]) -> Vec<(String, f64)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("benches")
-        .join(script);
+    let path = repo_root().join("crates/operator/benches").join(script);
     let output = Command::new("bash")
         .arg(&path)
         .args(args)
