@@ -102,7 +102,6 @@ pub async fn start_cluster_with(
 /// gives them (e.g. `ETCD_HEARTBEAT_INTERVAL` for the scale benchmark), the operator's image as
 /// [`start_cluster`] maps it. Every etcd version with binaries of its own (the sandbox's image
 /// map) gets the env; other patches of a minor fall through to the sandbox's map without it.
-#[allow(dead_code)]
 pub async fn start_cluster_with_etcd_env(nodes: usize, env: &[(&str, String)]) -> Cluster {
     let dir = tempfile::tempdir().expect("temporary directory");
     let operator_binary = private_operator_binary(dir.path());
@@ -127,7 +126,6 @@ pub async fn start_cluster_with_etcd_env(nodes: usize, env: &[(&str, String)]) -
 /// etcd simulator, `crates/etcd-sim`) in place of etcd, as fronts of the hub at `hub`
 /// (`ETCD_SIM_HUB`): issue 29's 1,000 3-member clusters, which 3,000 real etcd processes do not
 /// fit one machine for. The operator's image as [`start_cluster`] maps it.
-#[allow(dead_code)]
 pub async fn start_cluster_with_etcd_sim(nodes: usize, sim: &Path, hub: &str) -> Cluster {
     let dir = tempfile::tempdir().expect("temporary directory");
     let operator_binary = private_operator_binary(dir.path());

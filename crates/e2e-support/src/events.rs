@@ -113,7 +113,6 @@ pub async fn wait_event(
 /// EtcdSnapshot `name` was taken once: after its Complete Event (which follows the status
 /// write, so a reader can see the status first), exactly one SnapshotStarted and one
 /// SnapshotComplete Event about it.
-#[allow(dead_code)]
 pub async fn snapshot_taken_once(cluster: &Cluster, namespace: &str, name: &str) {
     wait_event(
         &cluster.client(),

@@ -55,7 +55,6 @@ pub async fn start_healing_cluster(nodes: usize) -> Cluster {
 }
 
 /// [`start_healing_cluster`] with the cert-manager stand-in running.
-#[allow(dead_code)]
 pub async fn start_healing_cluster_with_cert_manager(nodes: usize) -> Cluster {
     super::cluster::start_cluster_with(nodes, TimeScale::new(TIME_SCALE).unwrap(), true).await
 }

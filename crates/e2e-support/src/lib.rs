@@ -2,7 +2,6 @@
 //! against it, waiting for a condition, and cluster manifests. Events are listed in `events`,
 //! a cluster's conditions read and waited for in `status`, a snapshot file's `snapshot
 //! status` read in `snapshot_tool`.
-#![allow(dead_code)]
 
 pub mod certs;
 pub mod cluster;
@@ -160,11 +159,9 @@ pub const DEFAULT_VERSION: &str = "3.6.17";
 
 /// The newest 3.5 patch the machine has (built from etcd's Go modules; at or above etcd's
 /// 3.5 → 3.6 floor, 3.5.32).
-#[allow(dead_code)]
 pub const NEWEST_35: &str = "3.5.36";
 
 /// The newest 3.7 patch the machine has.
-#[allow(dead_code)]
 pub const NEWEST_37: &str = "3.7.4";
 
 /// An EtcdCluster manifest as YAML, on [`DEFAULT_VERSION`].
@@ -217,7 +214,6 @@ pub fn condition(cluster: &EtcdCluster, kind: &str) -> Option<String> {
 }
 
 /// The reason and message of the cluster's Progressing condition, read now.
-#[allow(dead_code)]
 pub async fn progressing(client: &Client, namespace: &str, name: &str) -> (String, String) {
     let (_, reason, message) = status::cluster_condition(client, namespace, name, "Progressing")
         .await
@@ -472,7 +468,6 @@ pub fn floor_script(script: &str, args: &[&str]) -> Vec<(String, f64)> {
 
 /// The directory of etcd `version`'s binaries (`etcd`, `etcdctl`, `etcdutl`) where
 /// `scripts/install-deps.sh` puts them; 3.4 is Debian's, in `/usr/bin`.
-#[allow(dead_code)]
 pub fn etcd_binaries(version: &str) -> String {
     if version.starts_with("3.4.") {
         "/usr/bin".to_string()
