@@ -239,13 +239,8 @@ fn main() -> anyhow::Result<()> {
                 .build()
                 .context("starting the async runtime")?
                 .block_on(pvc::save(&args));
-            let failed = outcome.is_err();
-            let result = match outcome {
-                Ok(saved) => pvc::AgentResult::Saved(Box::new(saved)),
-                Err(failure) => pvc::AgentResult::Failed(failure),
-            };
-            pvc::report(&result, &result_file);
-            if failed {
+            pvc::report(&outcome, &result_file);
+            if !matches!(outcome, pvc::AgentResult::Saved(_)) {
                 std::process::exit(1)
             }
             Ok(())

@@ -14,9 +14,10 @@
 //! - `gzip-pvc`: a claim, gzip, `verify: Restore` from the claim: `gzip -d` of the file gives
 //!   the same.
 //! - `sealed-pvc`: a claim, zstd + age, `verify: Restore`, its identity Secret replaced by a
-//!   stranger's while the snapshot is taken: verification fails (the agent's read-back or the
-//!   restore check, whichever reads the Secret after the change): `verified: false`, Failed
-//!   `VerificationFailed`, a Warning Event, the artifact named.
+//!   stranger's after the operator checked it and created the agent Pod, before the Pod can
+//!   start (every node cordoned meanwhile): verification fails (the agent's read-back with the
+//!   stranger's identity): `verified: false`, Failed `VerificationFailed`, a Warning Event, the
+//!   artifact named.
 //! - `mismatched`: an identity that belongs to none of the recipients: Failed
 //!   `EncryptionSecretInvalid` before anything is written.
 //! - A new 3-member cluster restored from `zstd-age` with `ageIdentitySecretRef`: every key,
@@ -36,9 +37,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_operator_api::EtcdSnapshot;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, Patch, PatchParams};
 use support::cluster::{Cluster, start_cluster};
 use support::events::wait_event;
 use support::moto::Moto;
@@ -503,6 +504,22 @@ async fn write_some(cluster: &Cluster, namespace: &str, tag: &str) {
     );
 }
 
+/// Cordons (or uncordons) every node, as `kubectl cordon` does: Pods already running stay,
+/// new ones wait in Pending until a node takes them again.
+async fn set_unschedulable(cluster: &Cluster, unschedulable: bool) {
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let list = nodes.list(&ListParams::default()).await.expect("nodes");
+    assert!(!list.items.is_empty(), "the sandbox has nodes");
+    let patch = serde_json::json!({ "spec": { "unschedulable": unschedulable } });
+    for node in list.items {
+        let name = node.metadata.name.expect("a node's name");
+        nodes
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("node {name}: unschedulable={unschedulable}: {e}"));
+    }
+}
+
 async fn codec_35(cluster: Arc<Cluster>, moto: Arc<Moto>, keys: Arc<(Keys, Keys)>) {
     let namespace = "codec-35";
     let (ours, stranger) = (&keys.0, &keys.1);
@@ -572,7 +589,11 @@ async fn codec_35(cluster: Arc<Cluster>, moto: Arc<Moto>, keys: Arc<(Keys, Keys)
             &age_spec(Some("stranger-identity")),
         ),
     );
-    // sealed-pvc: its identity Secret turns into a stranger's once its agent Pod exists.
+    // sealed-pvc: its identity Secret turns into a stranger's once its agent Pod exists and
+    // before any of its containers can read it. Every node is unschedulable meanwhile, so the
+    // Pod waits in Pending: without that, the agent and the restore check can both read the
+    // old Secret before the change lands (it happened: Complete in 5 s on a loaded machine).
+    set_unschedulable(&cluster, true).await;
     apply(
         &cluster,
         &snapshot_yaml(
@@ -586,7 +607,7 @@ async fn codec_35(cluster: Arc<Cluster>, moto: Arc<Moto>, keys: Arc<(Keys, Keys)
         ),
     );
     let pods: Api<Pod> = Api::namespaced(cluster.client(), namespace);
-    eventually(
+    let agent = eventually(
         &format!("{namespace}: sealed-pvc's agent Pod"),
         LIMIT,
         || async {
@@ -597,22 +618,31 @@ async fn codec_35(cluster: Arc<Cluster>, moto: Arc<Moto>, keys: Arc<(Keys, Keys)
                 .await
                 .map_err(|e| e.to_string())?;
             list.items
-                .iter()
-                .any(|p| {
+                .into_iter()
+                .find(|p| {
                     p.metadata
                         .name
                         .as_deref()
                         .is_some_and(|n| n.starts_with("sealed-pvc-save-"))
                 })
-                .then_some(())
                 .ok_or_else(|| "not yet".to_string())
         },
     )
     .await;
+    assert!(
+        agent
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_none(),
+        "sealed-pvc's agent Pod was placed on a node that is unschedulable: {:?}",
+        agent.spec.and_then(|s| s.node_name)
+    );
     apply(
         &cluster,
         &secret_yaml(namespace, "flaky-identity", "identity", &stranger.identity),
     );
+    set_unschedulable(&cluster, false).await;
 
     // zstd-age: S3, verified by a restore; the object is what age and zstd read.
     let s = check_decoded(
@@ -792,8 +822,14 @@ async fn codec_35(cluster: Arc<Cluster>, moto: Arc<Moto>, keys: Arc<(Keys, Keys)
         message.contains("none of the age identities") || message.contains("WrongIdentity"),
         "{message}"
     );
-    let artifact = status.artifact.expect("the failed artifact is named");
+    let artifact = status
+        .artifact
+        .unwrap_or_else(|| panic!("the failed artifact is named: {message}"));
     assert_eq!(artifact.uri, "pvc://backups/sealed/sealed-pvc.db");
+    assert!(
+        claim_dir.join("sealed/sealed-pvc.db").is_file(),
+        "the file the failed snapshot names is on the claim"
+    );
     assert!(status.verification.is_some());
     wait_event(
         &cluster.client(),

@@ -178,6 +178,10 @@ pub(super) async fn follow_pvc(
         pvc::PodOutcome::Done(pvc::AgentResult::Failed(failure)) => {
             record_failure(ctx, snapshot, &previous, &failure, None).await?;
         }
+        // The file is on the volume: named in status (where people and deletionPolicy find it).
+        pvc::PodOutcome::Done(pvc::AgentResult::Unverified { stored, failure }) => {
+            record_failure(ctx, snapshot, &previous, &failure, Some(&stored)).await?;
+        }
         pvc::PodOutcome::Done(
             other @ (pvc::AgentResult::Removed { .. } | pvc::AgentResult::Served { .. }),
         ) => {
@@ -231,11 +235,13 @@ pub(super) async fn delete_pvc_artifact(
             pvc::PodOutcome::Running => return Ok(None),
             pvc::PodOutcome::Done(pvc::AgentResult::Removed { said }) => Ok(said),
             pvc::PodOutcome::Done(pvc::AgentResult::Failed(failure)) => Err(failure),
-            pvc::PodOutcome::Done(pvc::AgentResult::Saved(_) | pvc::AgentResult::Served { .. }) => {
-                Err(Failure::AgentFailed {
-                    detail: "the removal Pod answered as another task".to_string(),
-                })
-            }
+            pvc::PodOutcome::Done(
+                pvc::AgentResult::Saved(_)
+                | pvc::AgentResult::Unverified { .. }
+                | pvc::AgentResult::Served { .. },
+            ) => Err(Failure::AgentFailed {
+                detail: "the removal Pod answered as another task".to_string(),
+            }),
         };
         remove_agent(ctx, snapshot, &pod).await;
         return Ok(Some(result));

@@ -81,8 +81,41 @@ pub(super) fn access(args: &SaveArgs) -> Result<EtcdAccess, Failure> {
     Ok(access)
 }
 
-/// Streams the snapshot through the codec to `<file>` atomically and reads it back.
-pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
+/// Streams the snapshot through the codec to `<file>` atomically and reads it back: `Saved`,
+/// or `Unverified` when the file is in place but its read-back failed (the file stays, named
+/// in the result, so the snapshot's status and its `deletionPolicy` can find it), or `Failed`
+/// when nothing was put in place.
+pub async fn save(args: &SaveArgs) -> AgentResult {
+    let written = match write(args).await {
+        Ok(written) => written,
+        Err(failure) => return AgentResult::Failed(failure),
+    };
+    match read_back_file(&args.file, &args.uri, &written.stored, &written.identities) {
+        Ok(checked) => AgentResult::Saved(Box::new(Saved {
+            stored: written.stored,
+            member: args.member.clone(),
+            asked_revision: written.asked_revision,
+            etcd_version: written.etcd_version,
+            checked,
+        })),
+        Err(failure) => AgentResult::Unverified {
+            stored: Box::new(written.stored),
+            failure,
+        },
+    }
+}
+
+/// A file in place, not yet read back.
+struct Written {
+    stored: Stored,
+    asked_revision: Option<i64>,
+    etcd_version: Option<String>,
+    /// Parsed before anything was written (a bad identity fails first).
+    identities: Vec<age::x25519::Identity>,
+}
+
+/// Writes the file and puts it in place; the read-back is [`save`]'s.
+async fn write(args: &SaveArgs) -> Result<Written, Failure> {
     let uri = args.uri.as_str();
     let dir = args.file.parent().unwrap_or(Path::new("/")).to_path_buf();
     let recipients = codec::parse_recipients(&args.recipients.join("\n"))
@@ -200,14 +233,11 @@ pub async fn save(args: &SaveArgs) -> Result<Saved, Failure> {
         return Err(volume_failure(uri, "moving the snapshot into place", &e));
     }
     let fingerprints = recipients.iter().map(codec::fingerprint).collect();
-    let stored = Stored::of(uri, &encoded, fingerprints);
-    let checked = read_back_file(&args.file, uri, &stored, &identities)?;
-    Ok(Saved {
-        stored,
-        member: args.member.clone(),
+    Ok(Written {
+        stored: Stored::of(uri, &encoded, fingerprints),
         asked_revision,
         etcd_version,
-        checked,
+        identities,
     })
 }
 

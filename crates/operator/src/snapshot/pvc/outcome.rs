@@ -32,6 +32,12 @@ pub fn relative_path(sub_path: Option<&str>, snapshot: &str) -> Result<String, F
 pub enum AgentResult {
     Saved(Box<Saved>),
     Failed(Failure),
+    /// The file is in place but its read-back failed (`VerificationFailed`, say an identity
+    /// that opens none of its age stanzas): the snapshot is Failed with the file named.
+    Unverified {
+        stored: Box<Stored>,
+        failure: Failure,
+    },
     /// `snapshot-remove`: what happened to the file.
     Removed {
         said: String,
@@ -77,7 +83,7 @@ impl Saved {
 /// The termination message line (under the kubelet's 4096 bytes: long details are cut).
 pub fn result_line(result: &AgentResult) -> String {
     let mut result = result.clone();
-    if let AgentResult::Failed(failure) = &mut result {
+    if let AgentResult::Failed(failure) | AgentResult::Unverified { failure, .. } = &mut result {
         shorten(failure);
     }
     format!(

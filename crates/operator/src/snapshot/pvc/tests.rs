@@ -81,6 +81,12 @@ fn results_round_trip_through_the_termination_message() {
             uri: "pvc://b/x.db".into(),
             writer: Some("other".into()),
         }),
+        AgentResult::Unverified {
+            stored: Box::new(saved().stored),
+            failure: Failure::VerificationFailed {
+                detail: "cannot be decoded: none of the age identities".into(),
+            },
+        },
         AgentResult::Removed {
             said: "deleted".into(),
         },
@@ -107,6 +113,20 @@ fn results_round_trip_through_the_termination_message() {
         parse_result(&result_line(&long)),
         Some(AgentResult::Failed(Failure::Etcd { .. }))
     ));
+    // So is a failed read-back's, beside the file it names.
+    let unverified = AgentResult::Unverified {
+        stored: Box::new(saved().stored),
+        failure: Failure::VerificationFailed {
+            detail: "y".repeat(10_000),
+        },
+    };
+    let line = result_line(&unverified);
+    assert!(line.len() < 4096, "{} bytes", line.len());
+    let Some(AgentResult::Unverified { stored, failure }) = parse_result(&line) else {
+        panic!("{line}")
+    };
+    assert_eq!(*stored, saved().stored);
+    assert_eq!(failure.reason(), "VerificationFailed");
 }
 
 #[test]
