@@ -1503,8 +1503,9 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
     cert_manager_renewals(&tls).await;
 }
 
-/// cert-manager renewals: the three Certificates get a lifetime of four minutes, renewed two and
-/// a half minutes before their end (fields the operator leaves alone); with a TLS client
+/// cert-manager renewals: the three Certificates get a lifetime of two minutes, renewed a minute
+/// and a half before their end (fields the operator leaves alone; the stand-in has no
+/// minimum, and its renewals reach the Pods' volumes on the Secret's event); with a TLS client
 /// workload running (re-reading the operator client Secret it presents, as a client that reloads
 /// its files would), the cluster runs past the first short certificates' end on renewed ones, no
 /// Pod restarted, nothing lost.
@@ -1522,7 +1523,7 @@ async fn cert_manager_renewals(tls: &TlsCluster) {
                 "--type",
                 "merge",
                 "-p",
-                r#"{"spec":{"duration":"4m","renewBefore":"2m30s"}}"#,
+                r#"{"spec":{"duration":"2m","renewBefore":"1m30s"}}"#,
             ],
         );
     }
