@@ -19,7 +19,7 @@ use kube_sandbox::runtime::ImageMap;
 use kube_sandbox::{Sandbox, SandboxOptions};
 use serde_json::json;
 
-use super::{TestSandbox, eventually, kubectl, repo_root};
+use super::{TestSandbox, eventually_explained, kubectl, repo_root};
 
 /// The operator's image, as `deploy/operator/deployment.yaml` names it.
 pub const OPERATOR_IMAGE: &str = "ghcr.io/etcd-operator-rs/etcd-operator";
@@ -214,7 +214,7 @@ impl Cluster {
 
     /// Waits until `replicas` operator Pods are Ready.
     pub async fn wait_operator_ready(&self, replicas: i32) {
-        eventually(
+        eventually_explained(
             "the operator Pods to be Ready",
             Duration::from_secs(120),
             || async {
@@ -224,17 +224,17 @@ impl Cluster {
                     Ok(())
                 } else {
                     Err(format!(
-                        "{ready}/{replicas} ready: {:?}\nlogs:\n{}",
+                        "{ready}/{replicas} ready: {:?}",
                         pods.iter()
                             .map(|p| (
                                 &p.metadata.name,
                                 p.status.as_ref().map(|s| (&s.phase, &s.container_statuses))
                             ))
                             .collect::<Vec<_>>(),
-                        self.operator_logs().await
                     ))
                 }
             },
+            || async { format!("logs:\n{}", self.operator_logs().await) },
         )
         .await;
     }
@@ -464,7 +464,7 @@ impl Cluster {
         limit: Duration,
     ) {
         let client = self.client();
-        eventually(
+        eventually_explained(
             &format!("{namespace}/{name} to converge on {replicas} members"),
             limit,
             || async {
@@ -477,7 +477,7 @@ impl Cluster {
                     && (replicas == 0 || available.as_deref() == Some("True"));
                 if !converged {
                     return Err(format!(
-                        "conditions {:?}, ready {:?}\noperator logs:\n{}",
+                        "conditions {:?}, ready {:?}",
                         status
                             .conditions
                             .unwrap_or_default()
@@ -485,7 +485,6 @@ impl Cluster {
                             .map(|c| (&c.type_, &c.status, &c.reason, &c.message))
                             .collect::<Vec<_>>(),
                         status.ready_members,
-                        self.operator_logs().await
                     ));
                 }
                 if replicas == 0 {
@@ -494,6 +493,7 @@ impl Cluster {
                 self.membership_agrees(namespace, name, replicas as usize)
                     .await
             },
+            || async { format!("operator logs:\n{}", self.operator_logs().await) },
         )
         .await;
     }

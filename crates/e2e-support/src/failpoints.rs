@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::cluster::Cluster;
-use super::eventually;
+use super::eventually_explained;
 use super::healing::{OperatorDeployment, REPAIR_ARGS};
 use super::workload::Workload;
 
@@ -46,7 +46,7 @@ pub async fn crash_through<F, Fut>(
     }
     let started = Instant::now();
     change().await;
-    eventually(
+    eventually_explained(
         &format!("the crash points {points:?} to fire"),
         LIMIT,
         || async {
@@ -54,12 +54,10 @@ pub async fn crash_through<F, Fut>(
             if armed.is_empty() {
                 Ok(())
             } else {
-                Err(format!(
-                    "still armed: {armed:?}\noperator logs:\n{}",
-                    cluster.operator_logs().await
-                ))
+                Err(format!("still armed: {armed:?}"))
             }
         },
+        || async { format!("operator logs:\n{}", cluster.operator_logs().await) },
     )
     .await;
     cluster

@@ -153,6 +153,35 @@ where
     }
 }
 
+/// [`eventually`], and on timeout what `explain` says too (say the operator's log): fetched
+/// once, at the end, never on every try (a log fetched every 100 ms was a third of the API
+/// server's requests in the e2e tests).
+pub async fn eventually_explained<T, F, Fut, E, EFut>(
+    what: &str,
+    limit: Duration,
+    mut check: F,
+    explain: E,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+    E: FnOnce() -> EFut,
+    EFut: Future<Output = String>,
+{
+    let started = Instant::now();
+    loop {
+        let last = match check().await {
+            Ok(value) => return value,
+            Err(why) => why,
+        };
+        if started.elapsed() > limit {
+            let context = explain().await;
+            panic!("timed out after {limit:?} waiting for {what}: {last}\n{context}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The e2e suite's default etcd version: the newest 3.6 patch `scripts/install-deps.sh`
 /// builds (what `examples/` and the chart default to).
 pub const DEFAULT_VERSION: &str = "3.6.17";
