@@ -154,8 +154,8 @@ where
 }
 
 /// [`eventually`], and on timeout what `explain` says too (say the operator's log): fetched
-/// once, at the end, never on every try (a log fetched every 100 ms was a third of the API
-/// server's requests in the e2e tests).
+/// once, at the end, never on every try (a log fetched every 100 ms, with the list of Pods
+/// before it, was 57 % of the API server's requests in e2e_scaling's first minute).
 pub async fn eventually_explained<T, F, Fut, E, EFut>(
     what: &str,
     limit: Duration,
