@@ -135,22 +135,12 @@ pub async fn create_namespace(client: &Client, name: &str) {
 
 /// Retries `check` every 100 ms until it returns `Some`, for at most `limit`; panics with
 /// `what` and the last `describe` otherwise.
-pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
 {
-    let started = Instant::now();
-    loop {
-        let last = match check().await {
-            Ok(value) => return value,
-            Err(why) => why,
-        };
-        if started.elapsed() > limit {
-            panic!("timed out after {limit:?} waiting for {what}: {last}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually_explained(what, limit, check, || async { String::new() }).await
 }
 
 /// [`eventually`], and on timeout what `explain` says too (say the operator's log): fetched
@@ -176,7 +166,12 @@ where
         };
         if started.elapsed() > limit {
             let context = explain().await;
-            panic!("timed out after {limit:?} waiting for {what}: {last}\n{context}");
+            let context = if context.is_empty() {
+                context
+            } else {
+                format!("\n{context}")
+            };
+            panic!("timed out after {limit:?} waiting for {what}: {last}{context}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
