@@ -24,12 +24,26 @@ async fn e2e_failpoint_matrix_rollouts() {
     cluster.apply(
         "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: standard\n  annotations:\n    storageclass.kubernetes.io/is-default-class: \"true\"\nprovisioner: kube-sandbox/local\nallowVolumeExpansion: true\n",
     );
+    // The three clusters start together and are all converged before the first point is
+    // armed: a cluster still starting would pass the points meant for another. Each then
+    // goes through its change alone, the others at rest beside it.
+    let memory = "  storage:\n    medium: Memory\n    size: 256Mi\n";
+    for (namespace, manifest) in [
+        ("fpm", cluster_yaml("etcd", "fpm", 3, memory)),
+        (
+            "fpd",
+            cluster_yaml_on("etcd", "fpd", 3, support::NEWEST_37, ""),
+        ),
+        ("fp", cluster_yaml("etcd", "fp", 3, "")),
+    ] {
+        create_namespace(&client, namespace).await;
+        cluster.apply(&manifest);
+    }
+    for namespace in ["fpm", "fpd", "fp"] {
+        cluster.wait_converged(namespace, "etcd", 3, LIMIT).await;
+    }
     // Replacement of a memory-backed member whose Pod is lost: Replacing, MemberRemove,
     // Provisioning, MemberAdd, the new Pod, MemberPromote.
-    create_namespace(&client, "fpm").await;
-    let memory = "  storage:\n    medium: Memory\n    size: 256Mi\n";
-    cluster.apply(&cluster_yaml("etcd", "fpm", 3, memory));
-    cluster.wait_converged("fpm", "etcd", 3, LIMIT).await;
     let ids = cluster.recorded_ids("fpm", "etcd").await;
     crash_through(
         &cluster,
@@ -51,9 +65,6 @@ async fn e2e_failpoint_matrix_rollouts() {
     // A downgrade 3.7.4 → 3.6.17 through etcd's procedure: the downgrade enabled, then each
     // member's spec.version, its Pod deleted and created again on its data, the leader's
     // leadership moved before its turn (the steps of an upgrade too, plus etcd's procedure).
-    create_namespace(&client, "fpd").await;
-    cluster.apply(&cluster_yaml_on("etcd", "fpd", 3, support::NEWEST_37, ""));
-    cluster.wait_converged("fpd", "etcd", 3, LIMIT).await;
     let ids = cluster.recorded_ids("fpd", "etcd").await;
     let target = support::DEFAULT_VERSION;
     crash_through(
@@ -93,9 +104,6 @@ async fn e2e_failpoint_matrix_rollouts() {
 
     // Storage growth 1Gi → 2Gi of a PVC-backed cluster: a member's spec.storage.size set,
     // its PVC expanded (each point fires on the first member; the others follow).
-    create_namespace(&client, "fp").await;
-    cluster.apply(&cluster_yaml("etcd", "fp", 3, ""));
-    cluster.wait_converged("fp", "etcd", 3, LIMIT).await;
     let ids = cluster.recorded_ids("fp", "etcd").await;
     crash_through(
         &cluster,

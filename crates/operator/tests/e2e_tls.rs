@@ -7,8 +7,7 @@
 //! type, a key that is not the certificate's, a certificate from another CA, names that do not
 //! cover the members: each is reported with the Secret's name and the problem, no Pod starts,
 //! and the cluster proceeds by itself once the Secret is fixed. cert-manager's Certificates
-//! (through the sandbox's stand-in), and operator-issued certificates renewed every minute and a
-//! half with a TLS client workload writing throughout, past the first certificates' end.
+//! (through the sandbox's stand-in), and operator-issued certificates renewed every 70 s with a TLS client workload writing throughout, past the first certificates' end.
 
 use etcd_operator_e2e_support as support;
 
@@ -916,10 +915,10 @@ async fn renew_server_leaf(tls: &TlsCluster) {
 }
 
 /// An operator-issued cluster: both listeners `operatorIssued`, mutual TLS, auth on, leaves of
-/// four minutes renewed after one and a half (two and a half before they end).
+/// three minutes renewed after 70 s (1m50s before they end).
 fn issued_cluster_yaml(namespace: &str, replicas: i32, version: &str) -> String {
     format!(
-        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n  tls:\n    client:\n      operatorIssued:\n        certificateDuration: 4m\n        renewBefore: 2m30s\n    peer:\n      operatorIssued:\n        certificateDuration: 4m\n        renewBefore: 2m30s\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n"
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n  name: etcd\n  namespace: {namespace}\nspec:\n  replicas: {replicas}\n  version: \"{version}\"\n  tls:\n    client:\n      operatorIssued:\n        certificateDuration: 3m\n        renewBefore: 1m50s\n    peer:\n      operatorIssued:\n        certificateDuration: 3m\n        renewBefore: 1m50s\n  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n"
     )
 }
 
@@ -1113,7 +1112,7 @@ async fn issued_lifecycle(cluster: Arc<Cluster>, namespace: &'static str, versio
     }
     tls.lose_and_heal("etcd-1").await;
 
-    // Renewals: the leaves are renewed every minute and a half. From here, no Pod restarts;
+    // Renewals: the leaves are renewed every 70 s. From here, no Pod restarts;
     // etcd-0 serves a newer certificate than at the start, and the cluster runs past the
     // first certificates' end.
     let before = tls.pods().await;
@@ -1503,8 +1502,8 @@ async fn cert_manager_lifecycle(cluster: Arc<Cluster>) {
     cert_manager_renewals(&tls).await;
 }
 
-/// cert-manager renewals: the three Certificates get a lifetime of two minutes, renewed a minute
-/// and a half before their end (fields the operator leaves alone; the stand-in has no
+/// cert-manager renewals: the three Certificates get a lifetime of 80 s, renewed 50 s before
+/// their end (fields the operator leaves alone; the stand-in has no
 /// minimum, and its renewals reach the Pods' volumes on the Secret's event); with a TLS client
 /// workload running (re-reading the operator client Secret it presents, as a client that reloads
 /// its files would), the cluster runs past the first short certificates' end on renewed ones, no
@@ -1523,7 +1522,7 @@ async fn cert_manager_renewals(tls: &TlsCluster) {
                 "--type",
                 "merge",
                 "-p",
-                r#"{"spec":{"duration":"2m","renewBefore":"1m30s"}}"#,
+                r#"{"spec":{"duration":"1m20s","renewBefore":"50s"}}"#,
             ],
         );
     }
