@@ -1,13 +1,14 @@
 //! TLS from user Secrets, end to end: certificates made with `openssl` (independently of the
-//! operator's own checks), mutual TLS on the client and the peer ports, on etcd 3.5.1 and
-//! 3.4.23 in one sandbox at the same time: bootstrap 3, scale 3 → 5 → 3, a member's Pod lost
-//! and healed, data kept throughout; plaintext, a missing client certificate and a client
-//! certificate from another CA are refused by etcd (the version matrix: user Secrets on 3.5.1
-//! and 3.4.23, cert-manager on the default 3.6, operator-issued on the newest 3.7). And bad Secrets: missing, of the wrong
+//! operator's own checks), mutual TLS on the client and the peer ports, on etcd 3.5.1 and 3.4.23 in
+//! one sandbox at the same time: bootstrap 3, scale 3 → 5 → 3, a member's Pod lost and healed, data
+//! kept throughout; plaintext, a missing client certificate and a client certificate from another
+//! CA are refused by etcd (the version matrix: user Secrets on 3.5.1 and 3.4.23, cert-manager on
+//! the default 3.6, operator-issued on the newest 3.7). And bad Secrets: missing, of the wrong
 //! type, a key that is not the certificate's, a certificate from another CA, names that do not
-//! cover the members: each is reported with the Secret's name and the problem, no Pod starts,
-//! and the cluster proceeds by itself once the Secret is fixed. cert-manager's Certificates
-//! (through the sandbox's stand-in), and operator-issued certificates renewed every 70 s with a TLS client workload writing throughout, past the first certificates' end.
+//! cover the members: each is reported with the Secret's name and the problem, no Pod starts, and
+//! the cluster proceeds by itself once the Secret is fixed. cert-manager's Certificates (through
+//! the sandbox's stand-in), and operator-issued certificates renewed every 70 s with a TLS client
+//! workload writing throughout, past the first certificates' end.
 
 use etcd_operator_e2e_support as support;
 
