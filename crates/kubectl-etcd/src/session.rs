@@ -12,7 +12,9 @@ use anyhow::{Context as _, anyhow, bail};
 use etcd_operator::build::member_client_url;
 use etcd_operator::domain::settings::OperatorSettings;
 use etcd_operator::etcd::{EtcdClient, Timeouts};
-use etcd_operator::observe::{CachedPod, CachedPvc, ClusterIndex, EtcdUrlMap, Observer, Stores};
+use etcd_operator::observe::{
+    CachedPod, CachedPvc, ClusterIndex, EtcdUrlMap, Fills, Observer, Stores,
+};
 use etcd_operator::plan::Observed;
 use etcd_operator_api::labels::CLUSTER;
 use etcd_operator_api::{EtcdCluster, EtcdMember};
@@ -220,6 +222,7 @@ impl Session {
                 &name,
             )
             .await?,
+            fills: Fills::already(),
         };
         let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         let mut forwards = HashMap::new();

@@ -21,8 +21,8 @@ pub use cached::{Cached, CachedPod, CachedPvc, FactsOf};
 pub use endpoints::EtcdUrlMap;
 pub use index::{ClusterIndex, cluster_objects};
 pub use stores::{
-    Scope, Stores, cluster_of, forget_managed_fields, owned_objects, reflect, reflect_clusters,
-    reflect_indexed,
+    Filled, Fills, Scope, Stores, cluster_of, forget_managed_fields, owned_objects, reflect,
+    reflect_applied, reflect_indexed,
 };
 
 use std::collections::{BTreeMap, HashMap};

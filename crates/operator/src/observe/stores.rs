@@ -14,6 +14,7 @@ use kube::runtime::watcher::{self, Config};
 use kube::runtime::{WatchStreamExt, reflector::ObjectRef};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 
 use super::cached::{CachedPod, CachedPvc};
 use super::index::ClusterIndex;
@@ -41,6 +42,99 @@ impl Scope {
     }
 }
 
+/// Whether a cache has completed its first list; any number of tasks may wait for it.
+///
+/// The operator never waits on kube-runtime's `Store::wait_until_ready`: in kube-runtime 5.0.0
+/// it keeps one waker per store (a shared oneshot receiver that each poll re-registers), so of
+/// several tasks waiting at the same time only the one that polled last is woken when the list
+/// completes, and the others sleep until something else wakes them. Every pass, the readiness
+/// probe, the snapshot and defrag passes and kube-runtime's own controller wait on the same
+/// caches after a start: passes waited out their whole 30 s limit after three of eight operator
+/// starts (docs/testing.md, "A lost wakeup after every start"). The reflector streams below mark
+/// their first `InitDone` here instead, after the reflector has swapped the listed objects into
+/// the store, and a `tokio::sync::watch` wakes every waiter. A later relist (the watch expired)
+/// leaves the mark set, as kube-runtime's own readiness does: the store keeps its objects until
+/// the new list replaces them whole.
+#[derive(Clone, Debug)]
+pub struct Filled(watch::Receiver<bool>);
+
+/// The writing side of a [`Filled`], held by the stream that fills the cache.
+struct FillMark(watch::Sender<bool>);
+
+impl Filled {
+    fn new() -> (FillMark, Filled) {
+        let (tx, rx) = watch::channel(false);
+        (FillMark(tx), Filled(rx))
+    }
+
+    /// A cache filled before it is handed out (listed once, not watched).
+    pub fn already() -> Filled {
+        Filled(watch::channel(true).1)
+    }
+
+    /// Whether the first list is in the cache.
+    pub fn is_filled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until the first list is in the cache; false when the stream that fills it is gone
+    /// first (the controller stopped).
+    pub async fn wait(&self) -> bool {
+        self.0.clone().wait_for(|filled| *filled).await.is_ok()
+    }
+}
+
+/// Marks `filled` when the first list has passed the reflector (put this after `.reflect`).
+fn mark_filled<K, S>(stream: S, mark: FillMark) -> impl Stream<Item = S::Item> + Send
+where
+    K: Send,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    stream.inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            mark.0.send_replace(true);
+        }
+    })
+}
+
+/// The first-list marks of the caches in [`Stores`].
+#[derive(Clone, Debug)]
+pub struct Fills {
+    pub clusters: Filled,
+    pub members: Filled,
+    pub pods: Filled,
+    pub pvcs: Filled,
+    pub services: Filled,
+    pub pdbs: Filled,
+}
+
+impl Fills {
+    /// Every cache filled before it is handed out (listed once, not watched).
+    pub fn already() -> Fills {
+        Fills {
+            clusters: Filled::already(),
+            members: Filled::already(),
+            pods: Filled::already(),
+            pvcs: Filled::already(),
+            services: Filled::already(),
+            pdbs: Filled::already(),
+        }
+    }
+
+    /// Waits until every cache holds its first list; false when a stream is gone first.
+    pub async fn wait(&self) -> bool {
+        let (a, b, c, d, e, f) = futures::join!(
+            self.clusters.wait(),
+            self.members.wait(),
+            self.pods.wait(),
+            self.pvcs.wait(),
+            self.services.wait(),
+            self.pdbs.wait(),
+        );
+        a && b && c && d && e && f
+    }
+}
+
 /// The readers of every cache, cheap to clone.
 #[derive(Clone)]
 pub struct Stores {
@@ -56,29 +150,17 @@ pub struct Stores {
     pub pvc_index: ClusterIndex,
     pub services: Store<Service>,
     pub pdbs: Store<PodDisruptionBudget>,
+    /// Which caches hold their first list (see [`Filled`]).
+    pub fills: Fills,
 }
 
 impl Stores {
     /// Waits until every cache has completed its first list (at most `limit`): planning from a
     /// half-filled cache would see members missing and try to create them again.
     pub async fn wait_until_ready(&self, limit: Duration) -> bool {
-        let all = async {
-            let results = futures::join!(
-                self.clusters.wait_until_ready(),
-                self.members.wait_until_ready(),
-                self.pods.wait_until_ready(),
-                self.pvcs.wait_until_ready(),
-                self.services.wait_until_ready(),
-                self.pdbs.wait_until_ready(),
-            );
-            results.0.is_ok()
-                && results.1.is_ok()
-                && results.2.is_ok()
-                && results.3.is_ok()
-                && results.4.is_ok()
-                && results.5.is_ok()
-        };
-        tokio::time::timeout(limit, all).await.unwrap_or(false)
+        tokio::time::timeout(limit, self.fills.wait())
+            .await
+            .unwrap_or(false)
     }
 }
 
@@ -87,12 +169,14 @@ pub fn owned_objects() -> Config {
     Config::default().labels(CLUSTER)
 }
 
-/// A reflector for `K`: the cache reader, and the stream of changed objects that both fills the
-/// cache and wakes the controller (it must be polled, which the controller does).
+/// A reflector for `K`: the cache reader, its first-list mark, and the stream of changed
+/// objects that both fills the cache and wakes the controller (it must be polled, which the
+/// controller does).
 pub fn reflect<K>(
     api: Api<K>,
 ) -> (
     Store<K>,
+    Filled,
     impl Stream<Item = Result<K, watcher::Error>> + Send,
 )
 where
@@ -100,13 +184,13 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
+    let (mark, filled) = Filled::new();
     let stream = watcher(api, owned_objects())
         .default_backoff()
         .modify(forget_managed_fields)
-        .reflect(writer)
-        .touched_objects()
-        .boxed();
-    (reader, stream)
+        .reflect(writer);
+    let stream = mark_filled(stream, mark).touched_objects().boxed();
+    (reader, filled, stream)
 }
 
 /// [`reflect`], with the cache's objects indexed by cluster (see [`ClusterIndex`]: each event
@@ -116,6 +200,7 @@ pub fn reflect_indexed<K>(
 ) -> (
     Store<K>,
     ClusterIndex,
+    Filled,
     impl Stream<Item = Result<K, watcher::Error>> + Send,
 )
 where
@@ -123,6 +208,7 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
+    let (mark, filled) = Filled::new();
     let index = ClusterIndex::default();
     let (before, after) = (index.clone(), index.clone());
     let stream = watcher(api, owned_objects())
@@ -140,29 +226,34 @@ where
                 after.after(event);
             }
             event
-        })
-        .touched_objects()
-        .boxed();
-    (reader, index, stream)
+        });
+    let stream = mark_filled(stream, mark).touched_objects().boxed();
+    (reader, index, filled, stream)
 }
 
-/// The cache of EtcdClusters that the cluster controller runs on, and the stream of applied
-/// clusters that fills it and triggers their reconciles (what `Controller::new` builds, with
-/// [`forget_managed_fields`]).
-pub fn reflect_clusters(
-    api: Api<EtcdCluster>,
+/// The cache of every `K` that a controller runs on, its first-list mark, and the stream of
+/// applied objects that fills it and triggers their reconciles (what `Controller::new` builds,
+/// with [`forget_managed_fields`] and the mark: see [`Filled`] for why the operator waits on
+/// its own mark).
+pub fn reflect_applied<K>(
+    api: Api<K>,
 ) -> (
-    Store<EtcdCluster>,
-    impl Stream<Item = Result<EtcdCluster, watcher::Error>> + Send + 'static,
-) {
+    Store<K>,
+    Filled,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
     let (reader, writer) = reflector::store();
+    let (mark, filled) = Filled::new();
     let stream = watcher(api, Config::default())
         .default_backoff()
         .modify(forget_managed_fields)
-        .reflect(writer)
-        .applied_objects()
-        .boxed();
-    (reader, stream)
+        .reflect(writer);
+    let stream = mark_filled(stream, mark).applied_objects().boxed();
+    (reader, filled, stream)
 }
 
 /// Drops an object's `metadata.managedFields` before it is cached. The operator never reads
@@ -218,6 +309,86 @@ mod tests {
         assert_eq!(pod.metadata.managed_fields, None);
         assert_eq!(pod.metadata.name.as_deref(), Some("etcd-0"));
         assert!(pod.metadata.labels.is_some());
+    }
+
+    fn pod(name: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("prod".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Several tasks wait for the same first list, as passes, the readiness probe and the
+    /// snapshot and defrag passes do after a start: each must wake, and find the listed objects
+    /// in the cache when it does.
+    #[tokio::test]
+    async fn every_waiter_wakes_when_the_first_list_is_in_the_cache() {
+        use futures::FutureExt;
+        let (reader, writer) = reflector::store::<Pod>();
+        let (mark, filled) = Filled::new();
+        let (events, source) = futures::channel::mpsc::unbounded::<watcher::Event<Pod>>();
+        let stream = mark_filled(source.map(Ok).reflect(writer), mark);
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let (filled, reader) = (filled.clone(), reader.clone());
+                tokio::spawn(async move { filled.wait().await.then(|| reader.state().len()) })
+            })
+            .collect();
+        // Every waiter is parked before the list completes; a poll dropped at once comes last.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(filled.wait().now_or_never().is_none());
+        assert!(!filled.is_filled());
+
+        let drive = tokio::spawn(stream.for_each(|_| async {}));
+        events.unbounded_send(watcher::Event::Init).unwrap();
+        events
+            .unbounded_send(watcher::Event::InitApply(pod("etcd-0")))
+            .unwrap();
+        events
+            .unbounded_send(watcher::Event::InitApply(pod("etcd-1")))
+            .unwrap();
+        events.unbounded_send(watcher::Event::InitDone).unwrap();
+        for (i, waiter) in waiters.into_iter().enumerate() {
+            let woken = tokio::time::timeout(Duration::from_secs(2), waiter)
+                .await
+                .unwrap_or_else(|_| panic!("waiter {i} was never woken"))
+                .unwrap();
+            assert_eq!(woken, Some(2), "waiter {i} woke before the list was cached");
+        }
+        assert!(filled.is_filled());
+
+        // A relist keeps the mark: the cache keeps its objects until the new list is whole.
+        events.unbounded_send(watcher::Event::Init).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(filled.is_filled());
+        drop(events);
+        drive.await.unwrap();
+        assert!(
+            filled.wait().await,
+            "filled stays filled when its stream ends"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_unfilled_when_the_stream_is_gone_before_its_list() {
+        let (_reader, writer) = reflector::store::<Pod>();
+        let (mark, filled) = Filled::new();
+        let (events, source) = futures::channel::mpsc::unbounded::<watcher::Event<Pod>>();
+        let stream = mark_filled(source.map(Ok).reflect(writer), mark);
+        let waiter = tokio::spawn({
+            let filled = filled.clone();
+            async move { filled.wait().await }
+        });
+        events.unbounded_send(watcher::Event::Init).unwrap();
+        drop(events);
+        stream.for_each(|_| async {}).await;
+        assert!(!waiter.await.unwrap());
+        assert!(!filled.is_filled());
+        assert!(Fills::already().wait().await);
     }
 
     #[test]

@@ -17,8 +17,8 @@ use crate::act::ActContext;
 use crate::domain::settings::OperatorSettings;
 use crate::metrics::Metrics;
 use crate::observe::{
-    CachedPod, CachedPvc, EtcdUrlMap, Observer, Scope, Stores, cluster_of, reflect,
-    reflect_clusters, reflect_indexed,
+    CachedPod, CachedPvc, EtcdUrlMap, Fills, Observer, Scope, Stores, cluster_of, reflect,
+    reflect_applied, reflect_indexed,
 };
 
 /// What the controller needs besides the client.
@@ -48,14 +48,16 @@ pub async fn run_controller(
     // Both controllers stop on the same signal.
     let shutdown: std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>> = Box::pin(shutdown);
     let shutdown = shutdown.shared();
-    let (members, member_index, members_changed) =
+    let (members, member_index, members_filled, members_changed) =
         reflect_indexed::<EtcdMember>(scope.api(&client));
-    let (pods, pods_changed) = reflect::<CachedPod>(scope.api(&client));
-    let (pvcs, pvc_index, pvcs_changed) = reflect_indexed::<CachedPvc>(scope.api(&client));
-    let (services, services_changed) = reflect::<Service>(scope.api(&client));
-    let (pdbs, pdbs_changed) = reflect::<PodDisruptionBudget>(scope.api(&client));
+    let (pods, pods_filled, pods_changed) = reflect::<CachedPod>(scope.api(&client));
+    let (pvcs, pvc_index, pvcs_filled, pvcs_changed) =
+        reflect_indexed::<CachedPvc>(scope.api(&client));
+    let (services, services_filled, services_changed) = reflect::<Service>(scope.api(&client));
+    let (pdbs, pdbs_filled, pdbs_changed) = reflect::<PodDisruptionBudget>(scope.api(&client));
 
-    let (clusters_store, clusters_applied) = reflect_clusters(scope.api::<EtcdCluster>(&client));
+    let (clusters_store, clusters_filled, clusters_applied) =
+        reflect_applied(scope.api::<EtcdCluster>(&client));
     let controller = Controller::for_stream(clusters_applied, clusters_store)
         .with_config(Config::default().concurrency(options.concurrency));
     let stores = Stores {
@@ -67,6 +69,14 @@ pub async fn run_controller(
         pvc_index,
         services,
         pdbs,
+        fills: Fills {
+            clusters: clusters_filled,
+            members: members_filled,
+            pods: pods_filled,
+            pvcs: pvcs_filled,
+            services: services_filled,
+            pdbs: pdbs_filled,
+        },
     };
     // The alarm probe wakes a cluster's reconciler when etcd shows NOSPACE or a backend at the
     // near-quota mark between passes.
@@ -97,15 +107,11 @@ pub async fn run_controller(
     });
 
     let readiness = {
-        let stores = stores.clone();
+        let fills = stores.fills.clone();
         tokio::spawn(async move {
-            while !stores
-                .wait_until_ready(std::time::Duration::from_secs(60))
-                .await
-            {
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            if fills.wait().await {
+                on_ready();
             }
-            on_ready();
         })
     };
 
@@ -121,12 +127,7 @@ pub async fn run_controller(
             loop {
                 tick.tick().await;
                 connections.sweep();
-                if stores
-                    .clusters
-                    .wait_until_ready()
-                    .now_or_never()
-                    .is_none_or(|ready| ready.is_err())
-                {
+                if !stores.fills.clusters.is_filled() {
                     continue;
                 }
                 let present: std::collections::HashSet<(String, String)> = stores

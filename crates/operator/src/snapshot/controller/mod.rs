@@ -28,7 +28,6 @@ use etcd_operator_api::snapshot::SnapshotVerify;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::watcher;
 use tracing::{debug, info, warn};
 
 use super::decide::{self, Next};
@@ -36,7 +35,7 @@ use super::pvc;
 use super::store;
 use super::verify;
 use crate::etcd::EtcdAccess;
-use crate::observe::Scope;
+use crate::observe::{Filled, Scope, reflect_applied};
 use context::{
     agent_pods, cluster, cluster_facts, event, name, record_failure, remove_agent, write_status,
 };
@@ -53,14 +52,15 @@ pub async fn run_snapshot_controller(
 ) {
     let client = ctx.act.client.clone();
     let ctx_metrics = ctx.act.metrics.clone();
-    let controller = Controller::new(
-        scope.api::<EtcdSnapshot>(&client),
-        watcher::Config::default(),
-    )
-    // Snapshots stream for as long as the database takes: two at a time at most.
-    .with_config(Config::default().concurrency(2));
+    // The controller's own cache, with a first-list mark that `record_successes` waits on
+    // (see `Filled`: kube-runtime's readiness wakes only one of two waiters).
+    let (cache, filled, applied) = reflect_applied(scope.api::<EtcdSnapshot>(&client));
+    let controller = Controller::for_stream(applied, cache)
+        // Snapshots stream for as long as the database takes: two at a time at most.
+        .with_config(Config::default().concurrency(2));
     let successes = tokio::spawn(record_successes(
         controller.store(),
+        filled,
         ctx.act.metrics.clone(),
     ));
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown)
@@ -84,12 +84,13 @@ pub async fn run_snapshot_controller(
 /// restarts reports the same figure).
 async fn record_successes(
     store: kube::runtime::reflector::Store<EtcdSnapshot>,
+    filled: Filled,
     metrics: Arc<crate::metrics::Metrics>,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     loop {
         tick.tick().await;
-        if store.wait_until_ready().await.is_err() {
+        if !filled.wait().await {
             return;
         }
         metrics.snapshot_successes(&decide::latest_successes(&store.state()));
