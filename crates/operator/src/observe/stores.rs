@@ -322,48 +322,77 @@ mod tests {
         }
     }
 
-    /// Several tasks wait for the same first list, as passes, the readiness probe and the
-    /// snapshot and defrag passes do after a start: each must wake, and find the listed objects
-    /// in the cache when it does.
-    #[tokio::test]
-    async fn every_waiter_wakes_when_the_first_list_is_in_the_cache() {
-        use futures::FutureExt;
+    /// A cache of Pods filled through [`mark_filled`] as [`reflect`] fills it.
+    struct Fed {
+        reader: Store<Pod>,
+        filled: Filled,
+        /// The watcher's events.
+        events: futures::channel::mpsc::UnboundedSender<watcher::Event<Pod>>,
+        /// Fills the cache while it is driven.
+        stream: futures::stream::BoxStream<'static, Result<watcher::Event<Pod>, watcher::Error>>,
+    }
+
+    fn fed_cache() -> Fed {
         let (reader, writer) = reflector::store::<Pod>();
         let (mark, filled) = Filled::new();
         let (events, source) = futures::channel::mpsc::unbounded::<watcher::Event<Pod>>();
-        let stream = mark_filled(source.map(Ok).reflect(writer), mark);
+        let stream = mark_filled(source.map(Ok).reflect(writer), mark).boxed();
+        Fed {
+            reader,
+            filled,
+            events,
+            stream,
+        }
+    }
+
+    /// Several tasks wait for the same first list, as passes, the readiness probe and the
+    /// snapshot and defrag passes do after a start: each must wake once the whole list is in
+    /// the cache, and not before.
+    #[tokio::test]
+    async fn every_waiter_wakes_when_the_first_list_is_in_the_cache() {
+        use futures::FutureExt;
+        let Fed {
+            reader,
+            filled,
+            events,
+            stream,
+        } = fed_cache();
         let waiters: Vec<_> = (0..4)
             .map(|_| {
                 let (filled, reader) = (filled.clone(), reader.clone());
                 tokio::spawn(async move { filled.wait().await.then(|| reader.state().len()) })
             })
             .collect();
+        let settle = || tokio::time::sleep(Duration::from_millis(20));
         // Every waiter is parked before the list completes; a poll dropped at once comes last.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        settle().await;
         assert!(filled.wait().now_or_never().is_none());
-        assert!(!filled.is_filled());
 
         let drive = tokio::spawn(stream.for_each(|_| async {}));
-        events.unbounded_send(watcher::Event::Init).unwrap();
-        events
-            .unbounded_send(watcher::Event::InitApply(pod("etcd-0")))
-            .unwrap();
-        events
-            .unbounded_send(watcher::Event::InitApply(pod("etcd-1")))
-            .unwrap();
+        // The list arrives event by event; only its end fills the cache.
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(pod("etcd-0")),
+            watcher::Event::InitApply(pod("etcd-1")),
+        ] {
+            events.unbounded_send(event).unwrap();
+            settle().await;
+            assert!(!filled.is_filled());
+            assert!(waiters.iter().all(|w| !w.is_finished()));
+        }
         events.unbounded_send(watcher::Event::InitDone).unwrap();
         for (i, waiter) in waiters.into_iter().enumerate() {
             let woken = tokio::time::timeout(Duration::from_secs(2), waiter)
                 .await
                 .unwrap_or_else(|_| panic!("waiter {i} was never woken"))
                 .unwrap();
-            assert_eq!(woken, Some(2), "waiter {i} woke before the list was cached");
+            assert_eq!(woken, Some(2), "waiter {i} found the list incomplete");
         }
         assert!(filled.is_filled());
 
         // A relist keeps the mark: the cache keeps its objects until the new list is whole.
         events.unbounded_send(watcher::Event::Init).unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        settle().await;
         assert!(filled.is_filled());
         drop(events);
         drive.await.unwrap();
@@ -375,10 +404,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_ends_unfilled_when_the_stream_is_gone_before_its_list() {
-        let (_reader, writer) = reflector::store::<Pod>();
-        let (mark, filled) = Filled::new();
-        let (events, source) = futures::channel::mpsc::unbounded::<watcher::Event<Pod>>();
-        let stream = mark_filled(source.map(Ok).reflect(writer), mark);
+        let Fed {
+            filled,
+            events,
+            stream,
+            ..
+        } = fed_cache();
         let waiter = tokio::spawn({
             let filled = filled.clone();
             async move { filled.wait().await }
