@@ -47,10 +47,11 @@ impl Scope {
 /// The operator never waits on kube-runtime's `Store::wait_until_ready`: in kube-runtime 5.0.0
 /// it keeps one waker per store (a shared oneshot receiver that each poll re-registers), so of
 /// several tasks waiting at the same time only the one that polled last is woken when the list
-/// completes, and the others sleep until something else wakes them. Every pass, the readiness
-/// probe, the snapshot and defrag passes and kube-runtime's own controller wait on the same
-/// caches after a start: passes waited out their whole 30 s limit after three of eight operator
-/// starts (docs/testing.md, "A lost wakeup after every start"). The reflector streams below mark
+/// completes, and the others sleep until something else wakes them. After a start every pass,
+/// the readiness probe, the snapshot and defrag passes and kube-runtime's own controller wait
+/// on the same caches: with kube-runtime's readiness, passes waited out their whole 30 s limit
+/// after three of eight operator starts (docs/testing.md, "How long the suite takes", "Fixed
+/// (stop 44)"). The reflector streams below mark
 /// their first `InitDone` here instead, after the reflector has swapped the listed objects into
 /// the store, and a `tokio::sync::watch` wakes every waiter. A later relist (the watch expired)
 /// leaves the mark set, as kube-runtime's own readiness does: the store keeps its objects until
