@@ -51,11 +51,10 @@ impl Scope {
 /// the readiness probe, the snapshot and defrag passes and kube-runtime's own controller wait
 /// on the same caches: with kube-runtime's readiness, passes waited out their whole 30 s limit
 /// after three of eight operator starts (docs/testing.md, "How long the suite takes", "Fixed
-/// (stop 44)"). The reflector streams below mark
-/// their first `InitDone` here instead, after the reflector has swapped the listed objects into
-/// the store, and a `tokio::sync::watch` wakes every waiter. A later relist (the watch expired)
-/// leaves the mark set, as kube-runtime's own readiness does: the store keeps its objects until
-/// the new list replaces them whole.
+/// (stop 44)"). The reflector streams below mark their first `InitDone` here instead, after the
+/// reflector has swapped the listed objects into the store, and a `tokio::sync::watch` wakes
+/// every waiter. A later relist (the watch expired) leaves the mark set, as kube-runtime's own
+/// readiness does: the store keeps its objects until the new list replaces them whole.
 #[derive(Clone, Debug)]
 pub struct Filled(watch::Receiver<bool>);
 
