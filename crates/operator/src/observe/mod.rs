@@ -185,13 +185,16 @@ impl Observer {
             .as_ref()
             .and_then(|s| s.quorum_recovery.as_ref())
             .is_some_and(|r| r.snapshot.is_some() && r.in_progress());
-        let snapshots = if etcd.is_healthy() && !snapshot_recovery {
-            Ok(Vec::new())
-        } else {
+        // Read only when a recovery from a snapshot runs; any other pass that needs them reads
+        // them after planning (`Plan::needs_snapshots`).
+        let snapshots = if snapshot_recovery {
             self.snapshots(&namespace).await
+        } else {
+            Ok(Vec::new())
         };
         Ok(Observed {
             snapshots,
+            snapshots_read: snapshot_recovery,
             retained_pvcs,
             cluster: cluster.clone(),
             members,
@@ -206,7 +209,10 @@ impl Observer {
 
     /// The EtcdSnapshots of `namespace` (a lost-quorum recovery with no member's data left
     /// restores from the newest verified one of the cluster).
-    async fn snapshots(&self, namespace: &str) -> Result<Vec<crate::plan::SnapshotFacts>, String> {
+    pub async fn snapshots(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<crate::plan::SnapshotFacts>, String> {
         let api: Api<etcd_operator_api::EtcdSnapshot> =
             Api::namespaced(self.client.clone(), namespace);
         match api.list(&Default::default()).await {

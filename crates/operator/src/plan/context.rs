@@ -161,6 +161,9 @@ pub struct Context<'a> {
     pub desired: i32,
     /// `status.clusterID` is latched: the cluster has formed once.
     pub formed: bool,
+    /// A rule asked for the EtcdSnapshots while they were not read
+    /// ([`crate::plan::Observed::snapshots_read`]): the plan is to be made again with them.
+    pub snapshots_wanted: std::cell::Cell<bool>,
 }
 
 impl<'a> Context<'a> {
@@ -197,6 +200,7 @@ impl<'a> Context<'a> {
             cluster: cluster.clone(),
             desired: target_replicas(cluster),
             formed,
+            snapshots_wanted: std::cell::Cell::new(false),
         }
     }
 

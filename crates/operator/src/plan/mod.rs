@@ -104,6 +104,10 @@ pub struct Plan {
     /// A backend is at [`timing::NEAR_QUOTA_PERCENT`] of its quota or NOSPACE is raised: the
     /// plan already looks every [`timing::NEAR_QUOTA_POLL`] (`rules::nears_quota`).
     pub near_quota: bool,
+    /// A rule needed the EtcdSnapshots of the namespace, which the observation did not read
+    /// ([`Observed::snapshots_read`]): this plan is not to be acted on; read them and plan
+    /// again.
+    pub needs_snapshots: bool,
 }
 
 impl Plan {
@@ -349,5 +353,6 @@ pub fn plan_next_step(observed: &Observed, now: Timestamp) -> Plan {
         isolated,
         fullest_backend: rules::fullest_backend(&ctx),
         near_quota,
+        needs_snapshots: ctx.snapshots_wanted.get(),
     }
 }

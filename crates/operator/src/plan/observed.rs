@@ -38,10 +38,15 @@ pub struct Observed {
     /// members deleted by hand or scaled in under `persistentVolumeClaimRetentionPolicy`
     /// (retained), by name. Their ordinals are not used again.
     pub retained_pvcs: Vec<PvcFacts>,
-    /// The EtcdSnapshots of the namespace, read only when quorum is lost or a recovery from a
-    /// snapshot runs (a lost-quorum recovery with no member's data left restores from one);
-    /// `Err` with the reason when the list failed. Empty otherwise.
+    /// The EtcdSnapshots of the namespace (a lost-quorum recovery with no member's data left
+    /// restores from one), when [`Observed::snapshots_read`]; `Err` with the reason when the
+    /// list failed. Empty when not read.
     pub snapshots: Result<Vec<SnapshotFacts>, String>,
+    /// Whether `snapshots` was read. `observe` reads it only while a recovery from a snapshot
+    /// runs; otherwise a plan that needs it says so ([`crate::plan::Plan::needs_snapshots`])
+    /// and the reconciler reads it and plans again, so passes that do not need it skip the
+    /// LIST (a consistent read that waits up to 0.1 s on a real API server; docs/testing.md).
+    pub snapshots_read: bool,
 }
 
 /// What a lost-quorum recovery needs of one EtcdSnapshot.

@@ -159,9 +159,15 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
         return Ok(Action::requeue(Duration::ZERO));
     }
 
-    let observed = ctx.observer.observe(cluster).await?;
+    let mut observed = ctx.observer.observe(cluster).await?;
     let now = Timestamp::now();
-    let plan = plan_next_step(&observed, now);
+    let mut plan = plan_next_step(&observed, now);
+    if plan.needs_snapshots {
+        // Only a pass that may restore from a snapshot lists them (`Observed::snapshots_read`).
+        observed.snapshots = ctx.observer.snapshots(&namespace).await;
+        observed.snapshots_read = true;
+        plan = plan_next_step(&observed, now);
+    }
     let figures = crate::metrics::cluster_figures(&observed, &plan, now);
     ctx.metrics.observed_cluster(&figures, &observed);
 

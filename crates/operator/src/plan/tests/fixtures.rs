@@ -145,6 +145,7 @@ impl Fx {
                 security: Default::default(),
                 retained_pvcs: Vec::new(),
                 snapshots: Ok(Vec::new()),
+                snapshots_read: true,
             },
         }
     }

@@ -144,6 +144,55 @@ fn the_request_restores_from_the_newest_verified_snapshot_of_this_cluster() {
     assert_eq!(event.reason.as_deref(), Some("QuorumRecoveryStarted"));
 }
 
+/// The plan as the reconciler makes it when `observe` did not read the EtcdSnapshots: planned
+/// without them, then, when that plan needs them, again with them read.
+fn plan_lazily(fx: &Fx, now: k8s_openapi::jiff::Timestamp) -> Plan {
+    let mut obs = fx.obs.clone();
+    let snapshots = std::mem::replace(&mut obs.snapshots, Ok(Vec::new()));
+    obs.snapshots_read = false;
+    let plan = plan_next_step(&obs, now);
+    if !plan.needs_snapshots {
+        return plan;
+    }
+    obs.snapshots = snapshots;
+    obs.snapshots_read = true;
+    plan_next_step(&obs, now)
+}
+
+#[test]
+fn only_a_plan_that_may_restore_from_a_snapshot_needs_the_list() {
+    let mut fx = all_pods_lost(ours_and_decoys());
+    request(&mut fx, "auto");
+    let mut unread = fx.obs.clone();
+    unread.snapshots = Ok(Vec::new());
+    unread.snapshots_read = false;
+    assert!(plan_next_step(&unread, now()).needs_snapshots);
+    let lazily = plan_lazily(&fx, now());
+    assert!(!lazily.needs_snapshots);
+    assert_eq!(
+        lazily,
+        fx.plan(),
+        "read after planning, the plan is the same"
+    );
+    assert_eq!(
+        recovery(&lazily).and_then(|r| r.snapshot).map(|s| s.name),
+        Some("newest".to_string())
+    );
+
+    // No pass of a new cluster, a healthy one or a recovery from a survivor lists them.
+    let mut survivor = super::quorum::two_of_three_wiped();
+    super::quorum::request(&mut survivor, "auto");
+    for (what, mut other) in [
+        ("a new cluster", Fx::empty(3)),
+        ("a healthy cluster", Fx::healthy(3)),
+        ("a recovery from a survivor", survivor),
+    ] {
+        other.obs.snapshots_read = false;
+        let plan = other.plan();
+        assert!(!plan.needs_snapshots, "{what}: {:?}", plan.step);
+    }
+}
+
 /// A snapshot of this cluster in GCS: `gs://gbackups/etcd/<name>.db`.
 fn gcs_snapshot(name: &str, completed: i64) -> SnapshotFacts {
     SnapshotFacts {
@@ -715,6 +764,11 @@ proptest! {
         let mut restores = 0;
         for pass in 0..passes {
             let plan = plan_next_step(&fx.obs, at(100_000 + pass as i64));
+            prop_assert_eq!(
+                &plan_lazily(&fx, at(100_000 + pass as i64)),
+                &plan,
+                "planned before the EtcdSnapshots are read, then with them"
+            );
             if let Some(r) = recovery(&plan).filter(|r| r.snapshot.is_some()) {
                 prop_assert!(all_lost, "a restore with data left: {:?} {:?}", members, plan.step);
                 prop_assert_eq!(r.snapshot.as_ref().unwrap().name.as_str(), "ours");
