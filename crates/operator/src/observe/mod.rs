@@ -188,13 +188,12 @@ impl Observer {
         // Read only when a recovery from a snapshot runs; any other pass that needs them reads
         // them after planning (`Plan::needs_snapshots`).
         let snapshots = if snapshot_recovery {
-            self.snapshots(&namespace).await
+            Some(self.snapshots(&namespace).await)
         } else {
-            Ok(Vec::new())
+            None
         };
         Ok(Observed {
             snapshots,
-            snapshots_read: snapshot_recovery,
             retained_pvcs,
             cluster: cluster.clone(),
             members,

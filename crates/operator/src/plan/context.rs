@@ -162,7 +162,8 @@ pub struct Context<'a> {
     /// `status.clusterID` is latched: the cluster has formed once.
     pub formed: bool,
     /// A rule asked for the EtcdSnapshots while they were not read
-    /// ([`crate::plan::Observed::snapshots_read`]): the plan is to be made again with them.
+    /// ([`crate::plan::Observed::snapshots`] is `None`): the plan is to be made again with
+    /// them.
     pub snapshots_wanted: std::cell::Cell<bool>,
 }
 

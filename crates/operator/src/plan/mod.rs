@@ -105,8 +105,8 @@ pub struct Plan {
     /// plan already looks every [`timing::NEAR_QUOTA_POLL`] (`rules::nears_quota`).
     pub near_quota: bool,
     /// A rule needed the EtcdSnapshots of the namespace, which the observation did not read
-    /// ([`Observed::snapshots_read`]): this plan is not to be acted on; read them and plan
-    /// again.
+    /// ([`Observed::snapshots`] is `None`): this plan is not to be acted on; read them and
+    /// plan again.
     pub needs_snapshots: bool,
 }
 

@@ -39,14 +39,12 @@ pub struct Observed {
     /// (retained), by name. Their ordinals are not used again.
     pub retained_pvcs: Vec<PvcFacts>,
     /// The EtcdSnapshots of the namespace (a lost-quorum recovery with no member's data left
-    /// restores from one), when [`Observed::snapshots_read`]; `Err` with the reason when the
-    /// list failed. Empty when not read.
-    pub snapshots: Result<Vec<SnapshotFacts>, String>,
-    /// Whether `snapshots` was read. `observe` reads it only while a recovery from a snapshot
-    /// runs; otherwise a plan that needs it says so ([`crate::plan::Plan::needs_snapshots`])
-    /// and the reconciler reads it and plans again, so passes that do not need it skip the
-    /// LIST (a consistent read that waits up to 0.1 s on a real API server; docs/testing.md).
-    pub snapshots_read: bool,
+    /// restores from one); `Err` with the reason when the list failed; `None` when not read.
+    /// `observe` reads them only while a recovery from a snapshot runs; otherwise a plan that
+    /// needs them says so ([`crate::plan::Plan::needs_snapshots`]) and the reconciler reads them
+    /// and plans again, so passes that do not need them skip the LIST (a consistent read that
+    /// waits up to 0.1 s on a real API server; docs/testing.md).
+    pub snapshots: Option<Result<Vec<SnapshotFacts>, String>>,
 }
 
 /// What a lost-quorum recovery needs of one EtcdSnapshot.

@@ -163,9 +163,8 @@ async fn reconcile_pass(cluster: &EtcdCluster, ctx: &Context) -> Result<Action, 
     let now = Timestamp::now();
     let mut plan = plan_next_step(&observed, now);
     if plan.needs_snapshots {
-        // Only a pass that may restore from a snapshot lists them (`Observed::snapshots_read`).
-        observed.snapshots = ctx.observer.snapshots(&namespace).await;
-        observed.snapshots_read = true;
+        // Only a pass that may restore from a snapshot lists them (`Observed::snapshots`).
+        observed.snapshots = Some(ctx.observer.snapshots(&namespace).await);
         plan = plan_next_step(&observed, now);
     }
     let figures = crate::metrics::cluster_figures(&observed, &plan, now);

@@ -94,11 +94,11 @@ pub fn pick<'a>(
     ctx: &Context<'a>,
     named: Option<&str>,
 ) -> Result<(&'a SnapshotFacts, SnapshotLocation), String> {
-    if !ctx.observed.snapshots_read {
+    let Some(listed) = &ctx.observed.snapshots else {
         ctx.snapshots_wanted.set(true);
         return Err("the EtcdSnapshots of the namespace are not read yet".to_string());
-    }
-    let all = ctx.observed.snapshots.as_ref().map_err(|e| e.clone())?;
+    };
+    let all = listed.as_ref().map_err(|e| e.clone())?;
     if let Some(name) = named {
         let s = all
             .iter()

@@ -144,8 +144,7 @@ impl Fx {
                 settings: OperatorSettings::default(),
                 security: Default::default(),
                 retained_pvcs: Vec::new(),
-                snapshots: Ok(Vec::new()),
-                snapshots_read: true,
+                snapshots: Some(Ok(Vec::new())),
             },
         }
     }

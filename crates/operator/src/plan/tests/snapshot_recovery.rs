@@ -60,7 +60,7 @@ pub(super) fn all_pods_lost(snapshots: Vec<SnapshotFacts>) -> Fx {
         fx.without_pod(&name(i));
     }
     fx.obs.etcd = EtcdView::not_observed("no member has a Pod");
-    fx.obs.snapshots = Ok(snapshots);
+    fx.obs.snapshots = Some(Ok(snapshots));
     settle(&mut fx);
     fx
 }
@@ -148,14 +148,12 @@ fn the_request_restores_from_the_newest_verified_snapshot_of_this_cluster() {
 /// without them, then, when that plan needs them, again with them read.
 fn plan_lazily(fx: &Fx, now: k8s_openapi::jiff::Timestamp) -> Plan {
     let mut obs = fx.obs.clone();
-    let snapshots = std::mem::replace(&mut obs.snapshots, Ok(Vec::new()));
-    obs.snapshots_read = false;
+    let snapshots = obs.snapshots.take();
     let plan = plan_next_step(&obs, now);
     if !plan.needs_snapshots {
         return plan;
     }
     obs.snapshots = snapshots;
-    obs.snapshots_read = true;
     plan_next_step(&obs, now)
 }
 
@@ -164,8 +162,7 @@ fn only_a_plan_that_may_restore_from_a_snapshot_needs_the_list() {
     let mut fx = all_pods_lost(ours_and_decoys());
     request(&mut fx, "auto");
     let mut unread = fx.obs.clone();
-    unread.snapshots = Ok(Vec::new());
-    unread.snapshots_read = false;
+    unread.snapshots = None;
     assert!(plan_next_step(&unread, now()).needs_snapshots);
     let lazily = plan_lazily(&fx, now());
     assert!(!lazily.needs_snapshots);
@@ -187,7 +184,7 @@ fn only_a_plan_that_may_restore_from_a_snapshot_needs_the_list() {
         ("a healthy cluster", Fx::healthy(3)),
         ("a recovery from a survivor", survivor),
     ] {
-        other.obs.snapshots_read = false;
+        other.obs.snapshots = None;
         let plan = other.plan();
         assert!(!plan.needs_snapshots, "{what}: {:?}", plan.step);
     }
@@ -369,7 +366,9 @@ fn without_a_usable_snapshot_it_reports_what_to_do_and_deletes_nothing() {
     }
     // The snapshots could not be listed: the same, with the reason.
     let mut fx = all_pods_lost(Vec::new());
-    fx.obs.snapshots = Err("listing the EtcdSnapshots of prod failed: forbidden".into());
+    fx.obs.snapshots = Some(Err(
+        "listing the EtcdSnapshots of prod failed: forbidden".into()
+    ));
     request(&mut fx, "auto");
     let plan = fx.plan();
     assert_eq!(wait_reason(&plan.step), WaitReason::QuorumRecoveryRefused);
@@ -386,7 +385,7 @@ fn a_member_name_or_a_snapshot_is_refused_where_it_does_not_fit() {
     assert!(recovery(&plan).is_none());
     // A survivor with data exists: no restore from an older snapshot.
     let mut fx = Fx::healthy(3);
-    fx.obs.snapshots = Ok(ours_and_decoys());
+    fx.obs.snapshots = Some(Ok(ours_and_decoys()));
     for m in ["etcd-1", "etcd-2"] {
         fx.observed_member(m).pvc = None;
         fx.without_pod(m);
@@ -600,7 +599,7 @@ fn a_whole_recovery_resets_every_member_restores_the_seed_once_and_latches_the_n
                 pvc_fx.without_pod(&name(i));
             }
             pvc_fx.obs.etcd = EtcdView::not_observed("no member has a Pod");
-            pvc_fx.obs.snapshots = Ok(vec![snapshot("newest", CLUSTER, 900, true)]);
+            pvc_fx.obs.snapshots = Some(Ok(vec![snapshot("newest", CLUSTER, 900, true)]));
             settle(&mut pvc_fx);
             fx = pvc_fx;
         }
@@ -758,7 +757,7 @@ proptest! {
         if theirs_newer {
             snaps.push(snapshot("theirs", "other", 900, true));
         }
-        fx.obs.snapshots = Ok(snaps);
+        fx.obs.snapshots = Some(Ok(snaps));
         request(&mut fx, if name_theirs { "snapshot:theirs" } else { "auto" });
         let all_lost = members.iter().all(|g| matches!(g, Gen::PodLost));
         let mut restores = 0;

@@ -196,7 +196,7 @@ fn a_recovery_from_a_snapshot_completes_whichever_pass_and_point_the_operator_di
                     fx.without_pod(&name(i));
                 }
                 fx.obs.etcd = crate::etcd::EtcdView::not_observed("no member has a Pod");
-                fx.obs.snapshots = Ok(vec![snapshot("newest", CLUSTER, 900, true)]);
+                fx.obs.snapshots = Some(Ok(vec![snapshot("newest", CLUSTER, 900, true)]));
                 settle(&mut fx);
                 fx
             };
