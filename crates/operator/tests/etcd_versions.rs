@@ -87,12 +87,11 @@ fn member(version: &str) -> EtcdMember {
     .expect("an EtcdMember")
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Three free loopback ports, bound at once (so distinct: one at a time, the kernel may hand
+/// out the same port twice), then released for etcd to take.
+fn free_ports() -> [u16; 3] {
+    let listeners = [(); 3].map(|_| TcpListener::bind("127.0.0.1:0").unwrap());
+    listeners.map(|l| l.local_addr().unwrap().port())
 }
 
 #[test]
@@ -162,7 +161,7 @@ fn a_member_with_every_option_starts_on_each_version() {
         // do not exist here. Every option flag is passed as the operator wrote it.
         let plain = etcd_command(&member_plain(version), Vec::new()).unwrap();
         let data = tempfile::tempdir().unwrap();
-        let (client, peer, metrics) = (free_port(), free_port(), free_port());
+        let [client, peer, metrics] = free_ports();
         let local = |a: &String| -> String {
             match flag_name(a) {
                 Some("data-dir") => format!("--data-dir={}", data.path().display()),
