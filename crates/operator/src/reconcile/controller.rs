@@ -58,8 +58,10 @@ pub async fn run_controller(
 
     let (clusters_store, clusters_filled, clusters_applied) =
         reflect_applied(scope.api::<EtcdCluster>(&client));
+    // No limit in kube-runtime: its limit serves waiting clusters in no fair order, so the
+    // passes take `Context::slots` instead (`reconcile/slots.rs`).
     let controller = Controller::for_stream(clusters_applied, clusters_store)
-        .with_config(Config::default().concurrency(options.concurrency));
+        .with_config(Config::default().concurrency(0));
     let stores = Stores {
         clusters: controller.store(),
         members,
@@ -102,6 +104,7 @@ pub async fn run_controller(
         },
         metrics,
         backoff: Backoff::default(),
+        slots: super::PassSlots::new(options.concurrency),
         fill: super::FillHistory::default(),
         probe: probe.clone(),
     });
@@ -152,6 +155,14 @@ pub async fn run_controller(
         ),
         shutdown.clone(),
     );
+    // On shutdown the passes waiting for a slot do not start (`PassSlots::close`).
+    let closing = {
+        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            shutdown.await;
+            ctx.slots.close();
+        })
+    };
     let clusters = controller
         .owns_stream(members_changed)
         .owns_stream(services_changed)
@@ -183,4 +194,5 @@ pub async fn run_controller(
     readiness.abort();
     sweeper.abort();
     prober.abort();
+    closing.abort();
 }

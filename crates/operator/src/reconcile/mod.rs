@@ -14,6 +14,7 @@ mod events;
 mod fill;
 mod finalizer;
 mod freshness;
+mod slots;
 
 pub use alarm_probe::{AlarmProbe, ProbeTarget};
 pub use backoff::Backoff;
@@ -21,6 +22,7 @@ pub use controller::{ControllerOptions, run_controller};
 pub use fill::FillHistory;
 pub use finalizer::{CLUSTER_FINALIZER, has_finalizer};
 pub use freshness::wait_for_caches;
+pub use slots::PassSlots;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use etcd_operator_api::EtcdCluster;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
 use crate::act::{ActContext, ActError, act};
@@ -50,6 +53,8 @@ pub struct Context {
     pub fill: FillHistory,
     /// The light look at etcd's alarms between passes (`reconcile/alarm_probe.rs`).
     pub probe: Arc<AlarmProbe>,
+    /// `--concurrency`: passes at once, first come first served (`reconcile/slots.rs`).
+    pub slots: PassSlots,
 }
 
 /// Why a pass failed.
@@ -86,6 +91,20 @@ pub async fn reconcile(
     cluster: Arc<EtcdCluster>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
+    let Some(_slot) = ctx.slots.take().await else {
+        // The operator is stopping: this pass never started; the next leader's will.
+        return Ok(Action::await_change());
+    };
+    // The cluster as the cache has it now: the pass may have waited for its slot behind
+    // hundreds of others, and kube-runtime handed it the object as it was when it came due.
+    let Some(cluster) = ctx
+        .observer
+        .stores
+        .clusters
+        .get(&ObjectRef::from_obj(&*cluster))
+    else {
+        return Ok(Action::await_change());
+    };
     let started = Instant::now();
     let result = reconcile_pass(&cluster, &ctx).await;
     let error_kind = result.as_ref().err().map(ReconcileError::kind);

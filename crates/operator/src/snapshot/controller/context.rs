@@ -35,7 +35,13 @@ pub struct SnapshotContext {
     /// UIDs of the snapshots whose restore check this process recorded (`Started`, stored):
     /// a pass reading the cache before that status shows must not take them again.
     pub verifying: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Snapshots streamed at once (two), served in the order they asked
+    /// ([`crate::reconcile::PassSlots`]: kube-runtime's own limit serves them in no fair order).
+    pub slots: crate::reconcile::PassSlots,
 }
+
+/// Snapshots stream for as long as the database takes: two at a time at most.
+pub const SNAPSHOTS_AT_ONCE: u16 = 2;
 
 impl SnapshotContext {
     pub fn new(observer: Observer, act: ActContext) -> SnapshotContext {
@@ -46,6 +52,7 @@ impl SnapshotContext {
             verifying: Default::default(),
             agent_image: crate::domain::settings::DEFAULT_AGENT_IMAGE.to_string(),
             stores: store::StoreSettings::default(),
+            slots: crate::reconcile::PassSlots::new(SNAPSHOTS_AT_ONCE),
         }
     }
 

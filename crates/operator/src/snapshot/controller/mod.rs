@@ -56,8 +56,8 @@ pub async fn run_snapshot_controller(
     // (see `Filled`: kube-runtime's readiness wakes only one of two waiters).
     let (cache, filled, applied) = reflect_applied(scope.api::<EtcdSnapshot>(&client));
     let controller = Controller::for_stream(applied, cache)
-        // Snapshots stream for as long as the database takes: two at a time at most.
-        .with_config(Config::default().concurrency(2));
+        // At most `SNAPSHOTS_AT_ONCE` at a time, through `SnapshotContext::slots`.
+        .with_config(Config::default().concurrency(0));
     let successes = tokio::spawn(record_successes(
         controller.store(),
         filled,
@@ -65,6 +65,14 @@ pub async fn run_snapshot_controller(
     ));
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown)
         as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>);
+    // On shutdown the snapshots waiting for a slot do not start (`PassSlots::close`).
+    let closing = {
+        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            shutdown.await;
+            ctx.slots.close();
+        })
+    };
     let snapshots = controller
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_snapshot, error_policy, ctx)
@@ -77,6 +85,7 @@ pub async fn run_snapshot_controller(
         super::schedule_controller::run_schedule_controller(client, ctx_metrics, scope, shutdown);
     futures::join!(snapshots, schedules);
     successes.abort();
+    closing.abort();
 }
 
 /// Every 10 s, the time of each cluster's newest Complete and verified snapshot goes to the
@@ -115,6 +124,10 @@ async fn reconcile_snapshot(
     snapshot: Arc<EtcdSnapshot>,
     ctx: Arc<SnapshotContext>,
 ) -> Result<Action, SnapshotError> {
+    let Some(_slot) = ctx.slots.take().await else {
+        // The operator is stopping: no snapshot starts now; the next leader's pass takes it.
+        return Ok(Action::await_change());
+    };
     if let Some(action) = deletion(&ctx, &snapshot).await? {
         return Ok(action);
     }
