@@ -5,11 +5,11 @@
 //! 5.0, once every slot is busy, the requests that come due wait in a `HashSet` and a freed
 //! slot goes to the first of them the set iterates, not to the one waiting longest. Clusters
 //! that ask again within a second (every cluster that bootstraps) keep winning over the ones
-//! behind them in the set: with 1,000 clusters created at once and 16 slots, 263 of them had not
-//! had a single pass after 47 minutes (docs/testing.md, "What the real control plane
-//! showed", item 21). So kube-runtime starts a pass for every cluster that is due (still never two for the
-//! same cluster), and each pass first takes one of these slots, which a fair semaphore hands
-//! out first come, first served.
+//! behind them in the set: with 1,000 clusters created at once and 16 slots, 263 of them had
+//! not had a single pass after 47 minutes (docs/testing.md, "What the real control plane
+//! showed", item 21). So kube-runtime starts a pass for every cluster that is due (still
+//! never two for the same cluster), and each pass first takes one of these slots, which a
+//! fair semaphore hands out first come, first served.
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
