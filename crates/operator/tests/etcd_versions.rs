@@ -12,7 +12,6 @@
 //!   `etcdctl` on 3.4).
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -87,13 +86,6 @@ fn member(version: &str) -> EtcdMember {
     .expect("an EtcdMember")
 }
 
-/// Three free loopback ports, bound at once (so distinct: one at a time, the kernel may hand
-/// out the same port twice), then released for etcd to take.
-fn free_ports() -> [u16; 3] {
-    let listeners = [(); 3].map(|_| TcpListener::bind("127.0.0.1:0").unwrap());
-    listeners.map(|l| l.local_addr().unwrap().port())
-}
-
 #[test]
 fn the_flag_table_is_what_each_binary_says() {
     for (version, dir) in BINARIES {
@@ -161,24 +153,30 @@ fn a_member_with_every_option_starts_on_each_version() {
         // do not exist here. Every option flag is passed as the operator wrote it.
         let plain = etcd_command(&member_plain(version), Vec::new()).unwrap();
         let data = tempfile::tempdir().unwrap();
-        let [client, peer, metrics] = free_ports();
+        // A loopback address of its own whose 2379, 2380 and 2381 are free.
+        let ip = etcd_operator_e2e_support::loopback::free_address();
+        let (client, peer, metrics) = (
+            format!("{ip}:2379"),
+            format!("{ip}:2380"),
+            format!("{ip}:2381"),
+        );
         let local = |a: &String| -> String {
             match flag_name(a) {
                 Some("data-dir") => format!("--data-dir={}", data.path().display()),
                 Some("listen-peer-urls") | Some("initial-advertise-peer-urls") => {
-                    format!("--{}=http://127.0.0.1:{peer}", flag_name(a).unwrap())
+                    format!("--{}=http://{peer}", flag_name(a).unwrap())
                 }
                 Some("listen-client-urls") | Some("advertise-client-urls") => {
-                    format!("--{}=http://127.0.0.1:{client}", flag_name(a).unwrap())
+                    format!("--{}=http://{client}", flag_name(a).unwrap())
                 }
                 Some("listen-metrics-urls") => {
-                    format!("--listen-metrics-urls=http://127.0.0.1:{metrics}")
+                    format!("--listen-metrics-urls=http://{metrics}")
                 }
                 _ => a.clone(),
             }
         };
         let mut args: Vec<String> = plain[1..].iter().map(local).collect();
-        args.push(format!("--initial-cluster=etcd-0=http://127.0.0.1:{peer}"));
+        args.push(format!("--initial-cluster=etcd-0=http://{peer}"));
         args.push("--initial-cluster-state=new".to_string());
         let log = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(format!("{dir}/etcd"))
@@ -192,7 +190,7 @@ fn a_member_with_every_option_starts_on_each_version() {
             let out = Command::new(format!("{dir}/etcdctl"))
                 .env("ETCDCTL_API", "3")
                 .args([
-                    &format!("--endpoints=http://127.0.0.1:{client}"),
+                    &format!("--endpoints=http://{client}"),
                     "endpoint",
                     "health",
                 ])

@@ -155,14 +155,8 @@ pub async fn run_controller(
         ),
         shutdown.clone(),
     );
-    // On shutdown the passes waiting for a slot do not start (`PassSlots::close`).
-    let closing = {
-        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            shutdown.await;
-            ctx.slots.close();
-        })
-    };
+    // On shutdown the passes waiting for a slot do not start.
+    let closing = ctx.slots.close_when(shutdown.clone());
     let clusters = controller
         .owns_stream(members_changed)
         .owns_stream(services_changed)

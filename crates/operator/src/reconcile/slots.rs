@@ -11,11 +11,15 @@
 //! never two for the same cluster), and each pass first takes one of these slots, which a
 //! fair semaphore hands out first come, first served.
 
+use std::future::Future;
+use std::sync::Arc;
+
 use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::task::JoinHandle;
 
 /// At most `concurrency` passes run at once; the others wait in the order they came.
 pub struct PassSlots {
-    slots: Semaphore,
+    slots: Arc<Semaphore>,
 }
 
 impl PassSlots {
@@ -26,7 +30,7 @@ impl PassSlots {
             n => usize::from(n),
         };
         PassSlots {
-            slots: Semaphore::new(permits),
+            slots: Arc::new(Semaphore::new(permits)),
         }
     }
 
@@ -41,6 +45,19 @@ impl PassSlots {
     /// No pass takes a slot from now on; those running keep theirs.
     pub fn close(&self) {
         self.slots.close();
+    }
+
+    /// Closes the slots once `shutdown` completes (a controller's graceful shutdown), so the
+    /// passes waiting for one end without running. Abort the task when the controller ends.
+    pub fn close_when(
+        &self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> JoinHandle<()> {
+        let slots = self.slots.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            slots.close();
+        })
     }
 }
 

@@ -65,14 +65,8 @@ pub async fn run_snapshot_controller(
     ));
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown)
         as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>);
-    // On shutdown the snapshots waiting for a slot do not start (`PassSlots::close`).
-    let closing = {
-        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            shutdown.await;
-            ctx.slots.close();
-        })
-    };
+    // On shutdown the snapshots waiting for a slot do not start.
+    let closing = ctx.slots.close_when(shutdown.clone());
     let snapshots = controller
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_snapshot, error_policy, ctx)
