@@ -524,6 +524,19 @@ async fn past_its_limit_the_pool_keeps_its_connections_and_lets_the_others_pass(
     kept.sweep();
     eventually_connections(&members, before + 1).await;
     assert_eq!(kept.kept_len(), 1, "the kept connection stayed throughout");
+    // Forgetting the endpoints (as after failed calls) frees their places: the next look's
+    // first dial is kept again, the others pass.
+    for endpoint in &endpoints {
+        kept.forget(endpoint);
+    }
+    assert_eq!((kept.len(), kept.kept_len()), (0, 0));
+    let view = observe_kept(&kept, &endpoints).await;
+    assert!(view.is_healthy(), "{:?}", view.health);
+    assert_eq!(
+        (kept.len(), kept.kept_len()),
+        (3, 1),
+        "one kept, as at the start"
+    );
 }
 
 /// The established connections to the members once their number has held for a second.

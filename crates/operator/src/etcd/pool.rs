@@ -72,10 +72,14 @@ impl Default for EtcdConnections {
     }
 }
 
-/// The kept entries, and when the idle ones were last dropped.
+/// The kept entries, how many of them are kept (not only passing), and when the idle ones were
+/// last dropped. The count is kept beside the map, so that storing an entry and reading the
+/// count cost no scan of every endpoint (thousands at scale; a scan per store was 2 % of the
+/// operator's samples while 1,000 clusters bootstrapped).
 #[derive(Default)]
 struct Entries {
     by_endpoint: HashMap<String, Entry>,
+    kept: usize,
     swept: Option<Instant>,
 }
 
@@ -88,18 +92,34 @@ impl Entries {
             return 0;
         }
         self.swept = Some(now);
-        let mut passed = 0;
+        let (mut passed, mut kept_gone) = (0, 0);
         self.by_endpoint.retain(|_, e| {
             let gone = outlived(e.kept, now.duration_since(e.used), passing);
             passed += usize::from(gone && !e.kept);
+            kept_gone += usize::from(gone && e.kept);
             !gone
         });
+        self.kept -= kept_gone;
         passed
     }
 
     /// Entries kept (not only passing).
     fn kept(&self) -> usize {
-        self.by_endpoint.values().filter(|e| e.kept).count()
+        self.kept
+    }
+
+    /// Stores `entry` for `endpoint` in place of any it had.
+    fn insert(&mut self, endpoint: &str, entry: Entry) {
+        self.remove(endpoint);
+        self.kept += usize::from(entry.kept);
+        self.by_endpoint.insert(endpoint.to_string(), entry);
+    }
+
+    /// Drops what is stored for `endpoint`.
+    fn remove(&mut self, endpoint: &str) {
+        if let Some(gone) = self.by_endpoint.remove(endpoint) {
+            self.kept -= usize::from(gone.kept);
+        }
     }
 }
 
@@ -236,11 +256,7 @@ impl EtcdConnections {
 
     /// Drops what is kept for `endpoint`: the next call dials it anew.
     pub fn forget(&self, endpoint: &str) {
-        self.entries
-            .lock()
-            .expect("connections")
-            .by_endpoint
-            .remove(endpoint);
+        self.entries.lock().expect("connections").remove(endpoint);
     }
 
     /// Connections dialled since the start (each a TCP, and TLS, handshake).
@@ -297,7 +313,7 @@ impl EtcdConnections {
             || entry.timeouts != timeouts
             || outlived(entry.kept, now.duration_since(entry.used), self.passing)
         {
-            entries.by_endpoint.remove(endpoint);
+            entries.remove(endpoint);
             return Kept::Nothing;
         }
         entry.used = now;
@@ -316,9 +332,9 @@ impl EtcdConnections {
     /// replaces does not count), passing otherwise.
     fn store(&self, endpoint: &str, mut entry: Entry) {
         let mut entries = self.entries.lock().expect("connections");
-        entries.by_endpoint.remove(endpoint);
+        entries.remove(endpoint);
         entry.kept = keeps_new(entries.kept(), self.limit);
-        entries.by_endpoint.insert(endpoint.to_string(), entry);
+        entries.insert(endpoint, entry);
     }
 }
 

@@ -30,9 +30,16 @@ impl Stream {
 }
 
 /// Writes one run's output, keeping an unfinished line per stream until its end arrives.
+///
+/// The file is opened for each piece of output (in append mode) and closed after, not held:
+/// the runtime runs every Pod of a node, and of all the nodes, in one process, and a kept log
+/// descriptor per container counted against the process's open-file limit (docs/testing.md,
+/// "Thousands of Pods"). Containers write little; an open per read of their pipes is cheap.
 pub(crate) struct LogWriter {
-    file: File,
+    path: PathBuf,
     pending: [Vec<u8>; 2],
+    /// Records made of the current piece of output, written together.
+    out: Vec<u8>,
 }
 
 impl LogWriter {
@@ -40,9 +47,11 @@ impl LogWriter {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
+        File::create(path)?;
         Ok(Self {
-            file: File::create(path)?,
+            path: path.to_path_buf(),
             pending: [Vec::new(), Vec::new()],
+            out: Vec::new(),
         })
     }
 
@@ -51,37 +60,50 @@ impl LogWriter {
         while let Some(newline) = data.iter().position(|byte| *byte == b'\n') {
             let mut line = std::mem::take(&mut self.pending[index]);
             line.extend_from_slice(&data[..newline]);
-            self.record(stream, &line, true)?;
+            self.record(stream, &line, true);
             data = &data[newline + 1..];
         }
         self.pending[index].extend_from_slice(data);
         while self.pending[index].len() >= MAX_RECORD {
             let chunk: Vec<u8> = self.pending[index].drain(..MAX_RECORD).collect();
-            self.record(stream, &chunk, false)?;
+            self.record(stream, &chunk, false);
         }
-        Ok(())
+        self.flush()
     }
 
     /// The stream ended: an unfinished last line is written as complete.
     pub(crate) fn finish(&mut self, stream: Stream) -> io::Result<()> {
         let line = std::mem::take(&mut self.pending[stream as usize]);
         if !line.is_empty() {
-            self.record(stream, &line, true)?;
+            self.record(stream, &line, true);
         }
-        Ok(())
+        self.flush()
     }
 
-    fn record(&mut self, stream: Stream, text: &[u8], complete: bool) -> io::Result<()> {
-        let mut record = format!(
-            "{} {} {} ",
-            Timestamp::now(),
-            stream.name(),
-            if complete { 'F' } else { 'P' }
-        )
-        .into_bytes();
-        record.extend_from_slice(text);
-        record.push(b'\n');
-        self.file.write_all(&record)
+    fn record(&mut self, stream: Stream, text: &[u8], complete: bool) {
+        self.out.extend_from_slice(
+            format!(
+                "{} {} {} ",
+                Timestamp::now(),
+                stream.name(),
+                if complete { 'F' } else { 'P' }
+            )
+            .as_bytes(),
+        );
+        self.out.extend_from_slice(text);
+        self.out.push(b'\n');
+    }
+
+    /// Appends the records made since the last flush to the file.
+    fn flush(&mut self) -> io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let out = std::mem::take(&mut self.out);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)?
+            .write_all(&out)
     }
 }
 
@@ -299,5 +321,26 @@ mod tests {
         ]
         .concat();
         assert_eq!(rendered, expected);
+    }
+
+    /// The runtime holds no descriptor per container for its log (one process runs every Pod).
+    #[test]
+    fn the_log_is_not_held_open_between_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        let open_on = |path: &Path| {
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .any(|target| target == path)
+        };
+        let mut writer = LogWriter::create(&path).unwrap();
+        assert!(!open_on(&path), "open after create");
+        writer.write(Stream::Stdout, b"one\ntw").unwrap();
+        assert!(!open_on(&path), "open after a write");
+        writer.finish(Stream::Stdout).unwrap();
+        assert!(!open_on(&path), "open after the end");
+        let log = std::fs::read(&path).unwrap();
+        assert_eq!(render(&log, &LogOptions::default()), b"one\ntw\n");
     }
 }

@@ -132,6 +132,12 @@ impl ContainerRuntime {
                 ),
             });
         }
+        // Thousands of Pods need more descriptors than a shell's usual limit: raise it as
+        // containerd's service unit does; a failure leaves the limit and says so.
+        match sys::raise_open_files_limit() {
+            Ok(limit) => tracing::debug!(limit, "open-file limit"),
+            Err(error) => tracing::warn!(%error, "could not raise the open-file limit"),
+        }
         let state = StateDir::create(&config.state_root).map_err(|source| RuntimeError::Io {
             context: format!(
                 "create the state directory under {}",

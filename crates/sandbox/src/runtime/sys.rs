@@ -139,3 +139,108 @@ pub(crate) fn wait_pidfd(pidfd: &OwnedFd) -> io::Result<ChildExit> {
         });
     }
 }
+
+/// The open-file limit the runtime wants, given the current soft and hard limits and the
+/// kernel's ceiling (`/proc/sys/fs/nr_open`): the ceiling when it may raise the hard limit
+/// (root), else the hard limit; never lower than what is in force. As containerd's systemd unit
+/// (`LimitNOFILE=infinity`) gives the real runtime.
+pub(crate) fn wanted_open_files(
+    soft: u64,
+    hard: u64,
+    ceiling: Option<u64>,
+    root: bool,
+) -> (u64, u64) {
+    let hard = match ceiling {
+        Some(ceiling) if root => hard.max(ceiling),
+        _ => hard,
+    };
+    (soft.max(hard), hard)
+}
+
+/// Raises this process's open-file limit (inherited by the Pods it starts) to
+/// [`wanted_open_files`]. The process holds descriptors for every Pod (its pidfd, network
+/// namespace and output pipes: four or more) and for the cluster network's Services and
+/// probes (docs/testing.md, "Thousands of Pods"). Where the hard limit cannot rise (root
+/// without `CAP_SYS_RESOURCE`, as in some containers) the soft one still rises to it. Returns
+/// the soft limit in force after.
+pub(crate) fn raise_open_files_limit() -> io::Result<u64> {
+    let current = open_files_limit()?;
+    let ceiling = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let wanted = wanted_open_files(current.0, current.1, ceiling, root);
+    if set_open_files_limit(current, wanted).is_ok() {
+        return Ok(wanted.0);
+    }
+    let within = wanted_open_files(current.0, current.1, None, false);
+    set_open_files_limit(current, within)?;
+    Ok(within.0)
+}
+
+/// The soft and hard open-file limits in force.
+fn open_files_limit() -> io::Result<(u64, u64)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((limit.rlim_cur, limit.rlim_max))
+}
+
+/// Sets the open-file limits to `wanted` unless they are `current` already.
+fn set_open_files_limit(current: (u64, u64), wanted: (u64, u64)) -> io::Result<()> {
+    if wanted == current {
+        return Ok(());
+    }
+    let limit = libc::rlimit {
+        rlim_cur: wanted.0,
+        rlim_max: wanted.1,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod open_files_tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_rises_to_the_ceiling_as_root_and_to_the_hard_limit_otherwise() {
+        assert_eq!(
+            wanted_open_files(1024, 20_000, Some(1_048_576), true),
+            (1_048_576, 1_048_576)
+        );
+        assert_eq!(
+            wanted_open_files(1024, 20_000, Some(1_048_576), false),
+            (20_000, 20_000)
+        );
+        assert_eq!(
+            wanted_open_files(1024, 20_000, None, true),
+            (20_000, 20_000),
+            "no ceiling read: the hard limit"
+        );
+        assert_eq!(
+            wanted_open_files(4096, 2_000_000, Some(1_048_576), true),
+            (2_000_000, 2_000_000),
+            "never lowered"
+        );
+    }
+
+    #[test]
+    fn the_process_limit_is_raised_at_least_to_its_hard_limit() {
+        let before = open_files_limit().expect("the open-file limit");
+        let soft = raise_open_files_limit().expect("raising the open-file limit");
+        let (now_soft, now_hard) = open_files_limit().expect("the open-file limit");
+        assert_eq!(now_soft, soft);
+        assert_eq!(now_soft, now_hard, "the soft limit is at the hard one");
+        assert!(now_hard >= before.1, "the hard limit never falls");
+    }
+}
