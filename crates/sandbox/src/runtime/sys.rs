@@ -141,19 +141,11 @@ pub(crate) fn wait_pidfd(pidfd: &OwnedFd) -> io::Result<ChildExit> {
 }
 
 /// The open-file limit the runtime wants, given the current soft and hard limits and the
-/// kernel's ceiling (`/proc/sys/fs/nr_open`): the ceiling when it may raise the hard limit
-/// (root), else the hard limit; never lower than what is in force. As containerd's systemd unit
-/// (`LimitNOFILE=infinity`) gives the real runtime.
-pub(crate) fn wanted_open_files(
-    soft: u64,
-    hard: u64,
-    ceiling: Option<u64>,
-    root: bool,
-) -> (u64, u64) {
-    let hard = match ceiling {
-        Some(ceiling) if root => hard.max(ceiling),
-        _ => hard,
-    };
+/// kernel's ceiling (`/proc/sys/fs/nr_open`, `None` where the hard limit may not rise): the
+/// ceiling, else the hard limit; never lower than what is in force. As containerd's systemd
+/// unit (`LimitNOFILE=infinity`) gives the real runtime.
+pub(crate) fn wanted_open_files(soft: u64, hard: u64, ceiling: Option<u64>) -> (u64, u64) {
+    let hard = ceiling.map_or(hard, |ceiling| hard.max(ceiling));
     (soft.max(hard), hard)
 }
 
@@ -168,13 +160,13 @@ pub(crate) fn raise_open_files_limit() -> io::Result<u64> {
     let ceiling = std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok());
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let wanted = wanted_open_files(current.0, current.1, ceiling, root);
+    // The runtime runs as root; without `CAP_SYS_RESOURCE` the ceiling is refused, and the
+    // hard limit is what the soft one can reach.
+    let wanted = wanted_open_files(current.0, current.1, ceiling);
     if set_open_files_limit(current, wanted).is_ok() {
         return Ok(wanted.0);
     }
-    let within = wanted_open_files(current.0, current.1, None, false);
+    let within = wanted_open_files(current.0, current.1, None);
     set_open_files_limit(current, within)?;
     Ok(within.0)
 }
@@ -213,22 +205,18 @@ mod open_files_tests {
     use super::*;
 
     #[test]
-    fn the_limit_rises_to_the_ceiling_as_root_and_to_the_hard_limit_otherwise() {
+    fn the_limit_rises_to_the_ceiling_and_else_to_the_hard_limit() {
         assert_eq!(
-            wanted_open_files(1024, 20_000, Some(1_048_576), true),
+            wanted_open_files(1024, 20_000, Some(1_048_576)),
             (1_048_576, 1_048_576)
         );
         assert_eq!(
-            wanted_open_files(1024, 20_000, Some(1_048_576), false),
-            (20_000, 20_000)
-        );
-        assert_eq!(
-            wanted_open_files(1024, 20_000, None, true),
+            wanted_open_files(1024, 20_000, None),
             (20_000, 20_000),
-            "no ceiling read: the hard limit"
+            "no ceiling (not read, or refused): the hard limit"
         );
         assert_eq!(
-            wanted_open_files(4096, 2_000_000, Some(1_048_576), true),
+            wanted_open_files(4096, 2_000_000, Some(1_048_576)),
             (2_000_000, 2_000_000),
             "never lowered"
         );
