@@ -42,6 +42,10 @@ pub struct MemberView<'a> {
     pub dormant: bool,
     pub memory: bool,
     pub has_finalizer: bool,
+    /// The rendered hash of the Pod the operator would build for it now, computed at most once
+    /// per pass ([`MemberView::wanted_rendered_hash`]): the rollout check asks for it several
+    /// times per member and pass, and rendering the command line is not free.
+    wanted_hash: std::sync::OnceLock<Option<String>>,
 }
 
 impl MemberView<'_> {
@@ -56,6 +60,17 @@ impl MemberView<'_> {
     /// Running: not leaving and not dormant.
     pub fn is_running(&self) -> bool {
         !self.deleting && !self.dormant
+    }
+
+    /// [`crate::build::member_rendered_hash`] of this member, rendered on the first call of
+    /// the pass and kept for the others.
+    pub fn wanted_rendered_hash(
+        &self,
+        settings: &crate::domain::settings::OperatorSettings,
+    ) -> Option<&str> {
+        self.wanted_hash
+            .get_or_init(|| crate::build::member_rendered_hash(&self.observed.member, settings))
+            .as_deref()
     }
 
     /// Ready in the sense of the readiness gate: phase Ready, a healthy voter, and its Pod
@@ -429,6 +444,7 @@ fn member_view<'a>(
             .iter()
             .flatten()
             .any(|f| f == MEMBER_FINALIZER),
+        wanted_hash: std::sync::OnceLock::new(),
     }
 }
 

@@ -25,6 +25,14 @@ impl SocketFactory {
         Self { worker }
     }
 
+    /// A factory for this process's own network namespace (tests of socket users).
+    #[cfg(test)]
+    pub(crate) fn in_this_namespace() -> io::Result<Self> {
+        let namespace = super::NetNamespace::open("/proc/thread-self/ns/net")?;
+        let worker = NetnsWorker::start(Arc::new(namespace), "test-sockets")?;
+        Ok(Self::new(Arc::new(worker)))
+    }
+
     /// A TCP connection from inside the namespace.
     pub async fn connect(&self, address: SocketAddr) -> io::Result<TcpStream> {
         let domain = if address.is_ipv4() {

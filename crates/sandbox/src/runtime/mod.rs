@@ -47,6 +47,7 @@ pub use spec::{
     VolumeSource, hosts_file,
 };
 pub use state_dir::StateDir;
+pub(crate) use sys::open_files_limit;
 pub use volumes::{PersistentVolumeStore, ProjectedFile, VolumeError};
 
 /// Errors of the runtime; [`RuntimeError::reason`] gives the Kubernetes waiting reason.

@@ -172,7 +172,7 @@ pub(crate) fn raise_open_files_limit() -> io::Result<u64> {
 }
 
 /// The soft and hard open-file limits in force.
-fn open_files_limit() -> io::Result<(u64, u64)> {
+pub(crate) fn open_files_limit() -> io::Result<(u64, u64)> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

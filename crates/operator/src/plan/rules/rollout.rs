@@ -144,8 +144,8 @@ fn image_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
     match &pod.rendered {
         Some((version, hash)) => {
             *version != m.observed.member.spec.version
-                || crate::build::member_rendered_hash(&m.observed.member, &ctx.observed.settings)
-                    .is_some_and(|wanted| wanted != *hash)
+                || m.wanted_rendered_hash(&ctx.observed.settings)
+                    .is_some_and(|wanted| wanted != hash)
         }
         None => pod
             .image

@@ -234,11 +234,46 @@ pub struct ProbeTarget {
     pub sockets: SocketFactory,
     pub pod_ip: Ipv4Addr,
     pub exec: ExecProbe,
+    /// Probe runs in flight at once, shared by every container of the process
+    /// ([`in_flight`]): a run waits for a place before its timeout starts.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
+}
+
+/// The places for probe runs in flight in this process, shared by all its nodes' containers.
+///
+/// Every node agent of a sandbox runs in one process, so its open-file limit covers every
+/// Pod's descriptors (four or more each) and every probe's connection. A real kubelet has a
+/// node's Pods to probe (110 at most); here thousands of Pods are probed from one process,
+/// and when their targets stall together (a loaded machine) each probe holds a connection
+/// until its timeout: two per Pod (liveness and readiness), which ran a 3,000-Pod run out of
+/// descriptors (docs/testing.md, "Thousands of Pods"). A run past the bound waits for a place
+/// instead, so a probe result comes late rather than the process failing.
+pub fn in_flight() -> Arc<tokio::sync::Semaphore> {
+    static PLACES: std::sync::LazyLock<Arc<tokio::sync::Semaphore>> =
+        std::sync::LazyLock::new(|| {
+            let limit = crate::runtime::open_files_limit().map_or(1024, |(soft, _)| soft);
+            Arc::new(tokio::sync::Semaphore::new(in_flight_bound(limit)))
+        });
+    PLACES.clone()
+}
+
+/// Probe runs in flight for a process allowed `open_files` descriptors: a fifth of them (at
+/// least 64), which leaves four fifths to the Pods (four a Pod) and the Services.
+pub(crate) fn in_flight_bound(open_files: u64) -> usize {
+    usize::try_from(open_files / 5)
+        .unwrap_or(usize::MAX)
+        .max(64)
 }
 
 impl ProbeTarget {
     /// One run of a probe: `Ok(())` when it passed, else the kubelet's failure message.
     pub async fn run(&self, action: &ProbeAction, timeout: Duration) -> Result<(), String> {
+        // Held until the run ends (its connection or command closed); never closed.
+        let _place = self
+            .in_flight
+            .acquire()
+            .await
+            .map_err(|_| "probe places closed".to_string())?;
         let host = |host: &Option<String>| host.clone().unwrap_or_else(|| self.pod_ip.to_string());
         match action {
             ProbeAction::HttpGet {

@@ -98,3 +98,56 @@ fn results_change_only_after_the_thresholds() {
     assert_eq!(startup.record(false), None);
     assert_eq!(startup.record(true), Some(true));
 }
+
+#[test]
+fn a_fifth_of_the_open_files_go_to_probes_in_flight() {
+    assert_eq!(in_flight_bound(20_000), 4_000);
+    assert_eq!(in_flight_bound(1_048_576), 209_715);
+    // A small limit still probes.
+    assert_eq!(in_flight_bound(1_024), 204);
+    assert_eq!(in_flight_bound(100), 64);
+    assert_eq!(in_flight_bound(0), 64);
+}
+
+#[tokio::test]
+async fn a_probe_run_waits_for_a_place_and_its_timeout_starts_with_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let places = Arc::new(tokio::sync::Semaphore::new(1));
+    let target = ProbeTarget {
+        sockets: crate::network::SocketFactory::in_this_namespace().unwrap(),
+        pod_ip: Ipv4Addr::LOCALHOST,
+        exec: Arc::new(|_, _| Box::pin(async { Ok(()) })),
+        in_flight: places.clone(),
+    };
+    let action = ProbeAction::TcpSocket { host: None, port };
+    assert_eq!(
+        target.run(&action, Duration::from_millis(200)).await,
+        Ok(())
+    );
+    assert_eq!(
+        places.available_permits(),
+        1,
+        "the place is returned after a run"
+    );
+    // Every place taken: the run waits, past its own 200 ms timeout, without failing.
+    let held = places.clone().acquire_owned().await.unwrap();
+    let waiting = tokio::spawn({
+        let target = target.clone();
+        let action = action.clone();
+        async move { target.run(&action, Duration::from_millis(200)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!waiting.is_finished(), "the run waited for a place");
+    drop(held);
+    assert_eq!(waiting.await.unwrap(), Ok(()));
+    // A failing run returns its place too.
+    drop(listener);
+    assert!(
+        target
+            .run(&action, Duration::from_millis(200))
+            .await
+            .is_err()
+    );
+    assert_eq!(places.available_permits(), 1);
+}

@@ -38,6 +38,7 @@ impl PodWorker {
             sockets: self.node.kubelet.network.sockets().clone(),
             pod_ip: self.pod_ip(network.as_deref()).unwrap_or(self.node.host_ip),
             exec: exec_probe(entry.clone(), config),
+            in_flight: probes::in_flight(),
         };
         let events = self.events.clone();
         let task = tokio::spawn(probes::supervise(probes, target, move |event| {
