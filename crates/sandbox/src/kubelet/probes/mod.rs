@@ -245,9 +245,9 @@ pub struct ProbeTarget {
 /// Pod's descriptors (four or more each) and every probe's connection. A real kubelet has a
 /// node's Pods to probe (110 at most); here thousands of Pods are probed from one process,
 /// and when their targets stall together (a loaded machine) each probe holds a connection
-/// until its timeout: two per Pod (liveness and readiness), which ran a 3,000-Pod run out of
-/// descriptors (docs/testing.md, "Thousands of Pods"). A run past the bound waits for a place
-/// instead, so a probe result comes late rather than the process failing.
+/// until its timeout: two per Pod (liveness and readiness), 6,000 at 3,000 Pods, a third of
+/// this machine's limit (docs/testing.md, "Thousands of Pods"). A run past the bound waits
+/// for a place instead, so a probe result comes late rather than the process failing.
 pub fn in_flight() -> Arc<tokio::sync::Semaphore> {
     static PLACES: std::sync::LazyLock<Arc<tokio::sync::Semaphore>> =
         std::sync::LazyLock::new(|| {
@@ -268,7 +268,8 @@ pub(crate) fn in_flight_bound(open_files: u64) -> usize {
 impl ProbeTarget {
     /// One run of a probe: `Ok(())` when it passed, else the kubelet's failure message.
     pub async fn run(&self, action: &ProbeAction, timeout: Duration) -> Result<(), String> {
-        // Held until the run ends (its connection or command closed); never closed.
+        // Held until the run ends (its connection or command closed); the places are never
+        // closed, so the error is only for completeness.
         let _place = self
             .in_flight
             .acquire()
