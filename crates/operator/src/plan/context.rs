@@ -43,7 +43,7 @@ pub struct MemberView<'a> {
     pub memory: bool,
     pub has_finalizer: bool,
     /// The rendered hash of the Pod the operator would build for it now, computed at most once
-    /// per pass ([`MemberView::wanted_rendered_hash`]): the rollout check asks for it several
+    /// per pass ([`Context::wanted_rendered_hash`]): the rollout check asks for it several
     /// times per member and pass, and rendering the command line is not free.
     wanted_hash: std::sync::OnceLock<Option<String>>,
 }
@@ -60,17 +60,6 @@ impl MemberView<'_> {
     /// Running: not leaving and not dormant.
     pub fn is_running(&self) -> bool {
         !self.deleting && !self.dormant
-    }
-
-    /// [`crate::build::member_rendered_hash`] of this member, rendered on the first call of
-    /// the pass and kept for the others.
-    pub fn wanted_rendered_hash(
-        &self,
-        settings: &crate::domain::settings::OperatorSettings,
-    ) -> Option<&str> {
-        self.wanted_hash
-            .get_or_init(|| crate::build::member_rendered_hash(&self.observed.member, settings))
-            .as_deref()
     }
 
     /// Ready in the sense of the readiness gate: phase Ready, a healthy voter, and its Pod
@@ -183,6 +172,16 @@ pub struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
+    /// [`crate::build::member_rendered_hash`] of `m` under this pass's settings, rendered on
+    /// the first call of the pass and kept in `m` for the others.
+    pub fn wanted_rendered_hash<'m>(&self, m: &'m MemberView<'_>) -> Option<&'m str> {
+        m.wanted_hash
+            .get_or_init(|| {
+                crate::build::member_rendered_hash(&m.observed.member, &self.observed.settings)
+            })
+            .as_deref()
+    }
+
     pub fn new(observed: &'a Observed, now: Timestamp) -> Context<'a> {
         let cluster = &observed.cluster;
         let cluster_name = cluster.metadata.name.clone().unwrap_or_default();

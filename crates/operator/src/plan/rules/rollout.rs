@@ -144,7 +144,8 @@ fn image_outdated(ctx: &Context<'_>, m: &MemberView<'_>) -> bool {
     match &pod.rendered {
         Some((version, hash)) => {
             *version != m.observed.member.spec.version
-                || m.wanted_rendered_hash(&ctx.observed.settings)
+                || ctx
+                    .wanted_rendered_hash(m)
                     .is_some_and(|wanted| wanted != hash)
         }
         None => pod

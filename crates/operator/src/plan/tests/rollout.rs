@@ -525,38 +525,32 @@ fn a_members_wanted_hash_is_rendered_once_a_pass_and_is_the_rendering() {
     let fx = Fx::healthy(3);
     let ctx = Context::new(&fx.obs, now());
     for m in &ctx.members {
-        let first = m
-            .wanted_rendered_hash(&fx.obs.settings)
-            .expect("renderable");
+        let first = ctx.wanted_rendered_hash(m).expect("renderable");
         assert_eq!(
             Some(first.to_string()),
             crate::build::member_rendered_hash(&m.observed.member, &fx.obs.settings)
         );
         // Asked again in the same pass: the same string, not a new rendering.
-        let again = m.wanted_rendered_hash(&fx.obs.settings).unwrap();
+        let again = ctx.wanted_rendered_hash(m).unwrap();
         assert!(std::ptr::eq(first, again));
     }
     // Each member its own hash (their names are in their command lines).
     let hashes: std::collections::BTreeSet<_> = ctx
         .members
         .iter()
-        .map(|m| m.wanted_rendered_hash(&fx.obs.settings).unwrap())
+        .map(|m| ctx.wanted_rendered_hash(m).unwrap())
         .collect();
     assert_eq!(hashes.len(), 3);
     // A new pass renders again: a spec changed between passes is seen.
     let mut fx = Fx::healthy(3);
-    let before = Context::new(&fx.obs, now()).members[0]
-        .wanted_rendered_hash(&fx.obs.settings)
+    let ctx = Context::new(&fx.obs, now());
+    let before = ctx
+        .wanted_rendered_hash(&ctx.members[0])
         .unwrap()
         .to_string();
     fx.member_mut(&name(0)).spec.version = "3.6.18".into();
     let ctx = Context::new(&fx.obs, now());
-    assert_ne!(
-        ctx.members[0]
-            .wanted_rendered_hash(&fx.obs.settings)
-            .unwrap(),
-        before
-    );
+    assert_ne!(ctx.wanted_rendered_hash(&ctx.members[0]).unwrap(), before);
 }
 
 #[test]
